@@ -1,0 +1,67 @@
+import type { Failure } from '../src/failure.ts';
+
+/** Failure -> HTTP status, in one table (contract 2). A new Failure does not compile until it is mapped here. */
+export const httpStatus = {
+  validation_failed: 400,
+  invalid_token: 400,
+  unauthorized: 401,
+  invalid_credentials: 401,
+  invalid_code: 401,
+  invalid_otp: 401,
+  stale_timestamp: 401,
+  forbidden: 403,
+  membership_banned: 403,
+  not_found: 404,
+  conflict: 409,
+  device_offline: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  device_timeout: 504,
+  internal_error: 500,
+} as const satisfies Record<Failure, number>;
+
+const defaultMessage = {
+  validation_failed: 'The request does not match the schema.',
+  invalid_token: 'The token is unknown, used or expired.',
+  unauthorized: 'A valid bearer token is required.',
+  invalid_credentials: 'The credentials are not valid.',
+  invalid_code: 'The code is wrong, expired or used up.',
+  invalid_otp: 'The verification failed.',
+  stale_timestamp: 'The timestamp is more than 300 seconds from server time.',
+  forbidden: 'You are not allowed to do this.',
+  membership_banned: 'You are banned from this mosque.',
+  not_found: 'Not found.',
+  conflict: 'That value is already taken.',
+  device_offline: 'The device is not connected.',
+  payload_too_large: 'The body is larger than 64 KiB.',
+  unsupported_media_type: 'The body must be JSON, sent with Content-Type: application/json.',
+  rate_limited: 'Too many requests; try again later.',
+  device_timeout: 'The device did not acknowledge the command in time.',
+  internal_error: 'Internal error.',
+} satisfies Record<Failure, string>;
+
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+/** An expected failure raised from a handler; onError turns it into the contract's error body. */
+export class ApiError extends Error {
+  readonly failure: Failure;
+  readonly details: ErrorDetail[] | undefined;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(failure: Failure, message?: string, opts: { details?: ErrorDetail[]; headers?: Record<string, string> } = {}) {
+    super(message ?? defaultMessage[failure]);
+    this.failure = failure;
+    this.details = opts.details;
+    this.headers = opts.headers;
+  }
+}
+
+export function errorBody(failure: Failure, message?: string, details?: ErrorDetail[]) {
+  const error: { code: Failure; message: string; details?: ErrorDetail[] } = { code: failure, message: message ?? defaultMessage[failure] };
+  if (details) error.details = details;
+  return { error };
+}

@@ -1,0 +1,72 @@
+import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { bodyLimit } from 'hono/body-limit';
+import { requestId } from 'hono/request-id';
+import type { PeopleAuth } from '../src/auth.ts';
+import type { Clock } from '../src/clock.ts';
+import type { Logger } from '../src/log.ts';
+import type { SuperadminAuth } from '../src/superadmin.ts';
+import type { AccessTokens } from '../src/tokens.ts';
+import type { UserStore } from '../src/users.ts';
+import { authRoutes } from './auth.ts';
+import type { AppEnv } from './context.ts';
+import { ApiError, errorBody, httpStatus } from './errors.ts';
+import { requireUser } from './guards.ts';
+import { meRoutes } from './me.ts';
+
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+export interface ApiDeps {
+  logger: Logger;
+  clock: Clock;
+  users: UserStore;
+  tokens: AccessTokens;
+  peopleAuth: PeopleAuth;
+  superadminAuth: SuperadminAuth;
+  authRateLimit: number;
+  authIdentifierRateLimit: number;
+  /** The health of each part, for GET /healthz. */
+  health: () => Record<string, boolean>;
+}
+
+/** The HTTP door: every route, the error table, request ids and the body limit. */
+export function createApi(deps: ApiDeps) {
+  const app = new Hono<AppEnv>();
+
+  app.use('*', requestId());
+  app.use('*', async (c, next) => {
+    const logger = deps.logger.child({ req_id: c.var.requestId });
+    c.set('logger', logger);
+    const started = performance.now();
+    await next();
+    logger.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, 'request');
+  });
+  app.use('*', bodyLimit({ maxSize: BODY_LIMIT_BYTES, onError: () => { throw new ApiError('payload_too_large'); } }));
+
+  app.get('/healthz', (c) => {
+    const parts = deps.health();
+    const healthy = Object.values(parts).every(Boolean);
+    const body = { status: healthy ? 'ok' : 'degraded', ...Object.fromEntries(Object.entries(parts).map(([k, up]) => [k, up ? 'ok' : 'down'])) };
+    return c.json(body, healthy ? 200 : 503);
+  });
+
+  const v1 = new Hono<AppEnv>();
+  v1.route('/auth', authRoutes(deps));
+  v1.use('/me', requireUser(deps.tokens));
+  v1.use('/me/*', requireUser(deps.tokens));
+  v1.route('/me', meRoutes(deps));
+  app.route('/api/v1', v1);
+
+  app.notFound((c) => c.json(errorBody('not_found'), 404));
+  app.onError((err, c) => {
+    if (err instanceof ApiError) {
+      for (const [name, value] of Object.entries(err.headers ?? {})) c.header(name, value);
+      return c.json(errorBody(err.failure, err.message, err.details), httpStatus[err.failure]);
+    }
+    if (err instanceof HTTPException && err.status === 413) return c.json(errorBody('payload_too_large'), 413);
+    // Never a stack trace to the client: the request id is what an operator needs to find it in the log.
+    (c.var.logger ?? deps.logger).error({ err: { message: err.message, stack: err.stack } }, 'unhandled error');
+    return c.json(errorBody('internal_error', `Internal error; request id ${c.var.requestId}`), 500);
+  });
+  return app;
+}

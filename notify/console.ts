@@ -1,0 +1,15 @@
+import type { Logger } from '../src/log.ts';
+import type { Transport } from '../src/notify.ts';
+
+/**
+ * Development only (refused when NODE_ENV=production): prints the message as one JSON log line with the
+ * same keys a webhook receives. It is the one place a code may reach the log, because that is its job.
+ */
+export function consoleTransport(logger: Logger): Transport {
+  return {
+    name: 'console',
+    async deliver(message) {
+      logger.info({ ...message }, 'outgoing message (console transport, development only)');
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import nodemailer from 'nodemailer';
+import type { Logger } from '../src/log.ts';
+import type { OutgoingMessage, Transport } from '../src/notify.ts';
+
+const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
+  login_code: 'Your Minaret sign-in code',
+  password_reset: 'Reset your Minaret password',
+  superadmin_otp: 'Minaret superadmin sign-in code',
+  superadmin_reset: 'Minaret superadmin password reset code',
+  invite: 'You are invited to a mosque on Minaret',
+};
+
+/** Mail through nodemailer (SMTP_URL, SMTP_FROM). SMTP carries email only: SMS and WhatsApp need the webhook. */
+export function smtpTransport(url: string, from: string, logger: Logger): Transport {
+  const mailer = nodemailer.createTransport(url);
+  return {
+    name: 'smtp',
+    async deliver(message) {
+      if (message.channel !== 'email') {
+        logger.warn({ purpose: message.purpose, channel: message.channel }, 'smtp transport cannot deliver this channel; dropped');
+        return;
+      }
+      await mailer.sendMail({ from, to: message.to, subject: SUBJECTS[message.purpose], text: message.text });
+    },
+    async close() {
+      mailer.close();
+    },
+  };
+}

@@ -1,0 +1,32 @@
+/**
+ * Expected outcomes that are not success. Each edge maps every member in one table
+ * (`satisfies Record<Failure, ...>`), so adding a member breaks the build until it is mapped.
+ */
+export type Failure =
+  | 'validation_failed'
+  | 'invalid_token'
+  | 'unauthorized'
+  | 'invalid_credentials'
+  | 'invalid_code'
+  | 'invalid_otp'
+  | 'stale_timestamp'
+  | 'forbidden'
+  | 'membership_banned'
+  | 'not_found'
+  | 'conflict'
+  | 'device_offline'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'rate_limited'
+  | 'device_timeout'
+  | 'internal_error';
+
+export type Result<T> = { ok: true; value: T } | { ok: false; failure: Failure; message?: string };
+
+export function ok<T>(value: T): Result<T> {
+  return { ok: true, value };
+}
+
+export function fail<T = never>(failure: Failure, message?: string): Result<T> {
+  return message === undefined ? { ok: false, failure } : { ok: false, failure, message };
+}

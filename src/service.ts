@@ -1,0 +1,149 @@
+import type http from 'node:http';
+import type net from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import { pino } from 'pino';
+import { createApi } from '../api/index.ts';
+import { createBroker } from '../broker/index.ts';
+import { createTransport } from '../notify/index.ts';
+import { createPeopleAuth } from './auth.ts';
+import { systemClock, type Clock } from './clock.ts';
+import { createOneTimeCodes } from './codes.ts';
+import type { Config } from './config.ts';
+import { migrate, openDatabase } from './db.ts';
+import type { Logger } from './log.ts';
+import { createNotifier, type Notifier, type Transport } from './notify.ts';
+import { createPasswordHasher } from './passwords.ts';
+import { deriveKey, loadOrCreateSecretFile } from './secrets.ts';
+import { createSuperadminAuth } from './superadmin.ts';
+import { createAccessTokens } from './tokens.ts';
+import { createUserStore } from './users.ts';
+
+/** A start-up failure an operator can act on; main prints its message as the one line. */
+export class StartupError extends Error {}
+
+export interface ServiceOptions {
+  clock?: Clock;
+  logger?: Logger;
+  /** Replaces the transport chosen by NOTIFY_TRANSPORT (tests point it at their own peer). */
+  transport?: Transport;
+  notifyRetryBaseMs?: number;
+}
+
+export interface Service {
+  httpPort: number;
+  mqttPort: number;
+  httpUrl: string;
+  mqttUrl: string;
+  notifier: Notifier;
+  close(): Promise<void>;
+}
+
+export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
+  return pino({ level: config.logLevel, base: { service: 'minaret' } });
+}
+
+/** The composition root: database, stores, credentials, the two doors and their listeners. */
+export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
+  const clock = opts.clock ?? systemClock;
+  const logger = opts.logger ?? createLogger(config);
+  const jwtSecret = resolveJwtSecret(config, logger);
+  const closers: Array<() => unknown> = [];
+  const closeAll = async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+  };
+
+  try {
+    const db = openDatabase(config.databasePath);
+    closers.push(() => db.close());
+    const version = migrate(db);
+    logger.info({ database: config.databasePath, schema_version: version }, 'database ready');
+
+    const users = createUserStore(db, clock);
+    const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
+    const hasher = await createPasswordHasher({ cost: config.bcryptCost });
+    closers.push(() => hasher.close());
+    const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion });
+    const transport = opts.transport ?? createTransport(config, logger);
+    const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
+    closers.push(() => notifier.close());
+    const peopleAuth = createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours });
+    const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock });
+
+    const broker = await createBroker({ logger, redisUrl: config.redisUrl });
+    closers.push(() => broker.close());
+
+    const dbCheck = db.prepare('SELECT 1 AS up');
+    const health = () => ({ db: safely(() => dbCheck.get() !== undefined), broker: broker.isHealthy() });
+    const api = createApi({
+      logger, clock, users, tokens, peopleAuth, superadminAuth, health,
+      authRateLimit: config.authRateLimit,
+      authIdentifierRateLimit: config.authIdentifierRateLimit,
+    });
+    const httpServer = createAdaptorServer({ fetch: api.fetch }) as http.Server;
+    broker.attachWebSocket(httpServer);
+
+    const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
+    closers.push(() => closeHttp(httpServer));
+    const mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
+    const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+    logger.info({ http_port: httpPort, mqtt_port: mqttPort, host: config.host }, 'minaret is listening');
+
+    return {
+      httpPort,
+      mqttPort,
+      httpUrl: `http://${shownHost}:${httpPort}`,
+      mqttUrl: `mqtt://${shownHost}:${mqttPort}`,
+      notifier,
+      close: async () => {
+        await closeAll();
+        logger.info({}, 'minaret stopped');
+      },
+    };
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+}
+
+function resolveJwtSecret(config: Config, logger: Logger): string {
+  if (config.jwtSecret) return config.jwtSecret;
+  const { value, created } = loadOrCreateSecretFile(config.dataDir, 'jwt-secret');
+  logger.warn(
+    { file: `${config.dataDir}/jwt-secret`, created },
+    'JWT_SECRET is not set: using a secret generated once and kept in the data folder (set JWT_SECRET in production)',
+  );
+  return value;
+}
+
+function safely(check: () => boolean): boolean {
+  try {
+    return check();
+  } catch {
+    return false;
+  }
+}
+
+function listen(server: net.Server, port: number, host: string, setting: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') reject(new StartupError(`${setting}: port ${port} on ${host} is already in use`));
+      else if (err.code === 'EACCES') reject(new StartupError(`${setting}: no permission to listen on port ${port}`));
+      else if (err.code === 'EADDRNOTAVAIL') reject(new StartupError(`HOST: ${host} is not an address of this machine`));
+      else reject(err);
+    };
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve((server.address() as net.AddressInfo).port);
+    });
+  });
+}
+
+/** Stops accepting, lets requests in flight finish for a moment, then drops what is left. */
+async function closeHttp(server: http.Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const timer = setTimeout(() => server.closeAllConnections(), 2000);
+  await closed;
+  clearTimeout(timer);
+}
