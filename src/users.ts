@@ -83,14 +83,17 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
   const bumpVersion = db.prepare('UPDATE users SET token_version = token_version + 1, updated_at = ? WHERE id = ?');
   const remove = db.prepare('DELETE FROM users WHERE id = ?');
 
-  const versions = new Map<string, number>();
+  // id -> token version; null marks a user known to be gone. A miss (a user created by the CLI while the
+  // service runs) costs one query, then lives here: tokens are verified before this is asked, so a miss
+  // cannot be forced by an anonymous caller.
+  const versions = new Map<string, number | null>();
+  const versionOf = db.prepare<[string], { token_version: number }>('SELECT token_version FROM users WHERE id = ?');
   for (const row of db.prepare<[], { id: string; token_version: number }>('SELECT id, token_version FROM users').iterate()) {
     versions.set(row.id, row.token_version);
   }
   const refreshVersion = (id: string) => {
     const row = byId.get(id);
-    if (row) versions.set(id, row.token_version);
-    else versions.delete(id);
+    versions.set(id, row ? row.token_version : null);
   };
 
   return {
@@ -123,9 +126,16 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
     },
     delete(id) {
       const changed = remove.run(id).changes > 0;
-      versions.delete(id);
+      versions.set(id, null);
       return changed;
     },
-    tokenVersion: (id) => versions.get(id),
+    tokenVersion(id) {
+      let version = versions.get(id);
+      if (version === undefined) {
+        version = versionOf.get(id)?.token_version ?? null;
+        versions.set(id, version);
+      }
+      return version ?? undefined;
+    },
   };
 }

@@ -1,0 +1,132 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import type { TestContext } from 'node:test';
+import { pino } from 'pino';
+import { createManualClock, systemClock, type Clock } from '../../src/clock.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import type { OutgoingMessage, Transport } from '../../src/notify.ts';
+import { startService, type Service } from '../../src/service.ts';
+
+export const TEST_JWT_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
+
+export interface TestService {
+  service: Service;
+  config: Config;
+  url: string;
+  dir: string;
+  clock: Clock;
+  /** Every message the service handed to its transport, in order (empty with useConfiguredTransport). */
+  messages: OutgoingMessage[];
+  /** Every JSON log line the service wrote. */
+  logs: string[];
+  http: HttpClient;
+}
+
+/** A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. */
+export async function startTestService(
+  t: TestContext,
+  opts: {
+    env?: Record<string, string>;
+    clock?: Clock;
+    transport?: Transport;
+    logLevel?: string;
+    /** Use the transport NOTIFY_TRANSPORT names (a real webhook or SMTP peer) instead of the recording one. */
+    useConfiguredTransport?: boolean;
+  } = {},
+): Promise<TestService> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-test-'));
+  const loaded = loadConfig({
+    NODE_ENV: 'test',
+    HOST: '127.0.0.1',
+    HTTP_PORT: '0',
+    MQTT_PORT: '0',
+    DATABASE_PATH: path.join(dir, 'minaret.db'),
+    DATA_DIR: dir,
+    JWT_SECRET: TEST_JWT_SECRET,
+    BCRYPT_COST: '4',
+    AUTH_RATE_LIMIT: '100000',
+    AUTH_IDENTIFIER_RATE_LIMIT: '100000',
+    LOG_LEVEL: opts.logLevel ?? 'debug',
+    ...opts.env,
+  });
+  if (!loaded.ok) throw new Error(loaded.error);
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      logs.push(...String(chunk).split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const logger = pino({ level: loaded.config.logLevel }, sink);
+  const messages: OutgoingMessage[] = [];
+  // undefined lets startService build the transport from the config, as the real process does.
+  const transport = opts.transport ?? (opts.useConfiguredTransport ? undefined : recordingTransport(messages));
+  const clock = opts.clock ?? systemClock;
+  const service = await startService(loaded.config, { logger, clock, ...(transport ? { transport } : {}), notifyRetryBaseMs: 20 });
+  t.after(async () => {
+    await service.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return { service, config: loaded.config, url: service.httpUrl, dir, clock, messages, logs, http: httpClient(service.httpUrl) };
+}
+
+export function recordingTransport(into: OutgoingMessage[]): Transport {
+  return { name: 'recording', deliver: async (m) => void into.push(m) };
+}
+
+export { createManualClock };
+
+export interface HttpResult {
+  status: number;
+  body: any;
+  headers: Headers;
+}
+
+export interface HttpClient {
+  request(method: string, path: string, opts?: { body?: unknown; token?: string; headers?: Record<string, string>; raw?: string }): Promise<HttpResult>;
+  get(path: string, token?: string): Promise<HttpResult>;
+  post(path: string, body?: unknown, token?: string): Promise<HttpResult>;
+  patch(path: string, body?: unknown, token?: string): Promise<HttpResult>;
+  delete(path: string, token?: string): Promise<HttpResult>;
+}
+
+export function httpClient(base: string): HttpClient {
+  const request: HttpClient['request'] = async (method, p, opts = {}) => {
+    const headers: Record<string, string> = { ...opts.headers };
+    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+    let body: string | undefined = opts.raw;
+    if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(base + p, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      /* not JSON: keep the text */
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  };
+  return {
+    request,
+    get: (p, token) => request('GET', p, { token }),
+    post: (p, body, token) => request('POST', p, { body: body ?? {}, token }),
+    patch: (p, body, token) => request('PATCH', p, { body: body ?? {}, token }),
+    delete: (p, token) => request('DELETE', p, { token }),
+  };
+}
+
+export const sha256 = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
+export const hmacHex = (key: string, text: string) => crypto.createHmac('sha256', key).update(text).digest('hex');
+
+/** Signs up a member by email with a password; returns the token response body. */
+export async function signupMember(http: HttpClient, email: string, password = 'correct horse battery staple') {
+  const res = await http.post('/api/v1/auth/signup', { email, password_hash: sha256(password) });
+  if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body as { access_token: string; user: { id: string; email: string; role: string } };
+}
