@@ -1,30 +1,23 @@
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import * as v from 'valibot';
 import type { PeopleAuth } from '../src/auth.ts';
-import type { Result } from '../src/failure.ts';
-import { identifierHash, normalizeEmail, normalizePhone } from '../src/identifiers.ts';
+import { identifierHash, isSyntheticEmail } from '../src/identifiers.ts';
 import type { SuperadminAuth } from '../src/superadmin.ts';
-import { ApiError } from './errors.ts';
+import { unwrap } from './errors.ts';
 import type { AppEnv } from './context.ts';
 import { createLimiter, perAddressLimit } from './rate-limit.ts';
 import { readJson } from './validate.ts';
+import { email, hex64, phone } from './schemas.ts';
 
-const hex64 = v.pipe(v.string(), v.regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters'), v.toLowerCase());
 const channel = v.optional(v.nullable(v.picklist(['email', 'sms'])));
-const email = v.pipe(
-  v.string(),
-  v.transform(normalizeEmail),
-  v.check((e) => e !== null, 'must be an email address'),
-);
-const phone = v.pipe(
-  v.string(),
-  v.transform(normalizePhone),
-  v.check((p) => p !== null, 'must be a phone number in E.164 form, like +4712345678'),
-);
 const opaqueToken = v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(256, 'is too long'));
 
+// The phone.invalid domain is reserved for phone-only accounts (contract 3): signing up with one
+// would take that email and so block the phone's own signup for good.
+const signupEmail = v.pipe(email, v.check((e) => !isSyntheticEmail(e), 'must not be in the reserved phone.invalid domain'));
+
 const Signup = v.pipe(
-  v.object({ email: v.optional(v.nullable(email)), phone: v.optional(v.nullable(phone)), password_hash: v.optional(v.nullable(hex64)) }),
+  v.object({ email: v.optional(v.nullable(signupEmail)), phone: v.optional(v.nullable(phone)), password_hash: v.optional(v.nullable(hex64)) }),
   v.check((b) => Boolean(b.email || b.phone), 'one of email or phone is required'),
 );
 const Login = v.object({ identifier_hash: hex64, password_hash: hex64 });
@@ -39,16 +32,23 @@ const SessionVerify = v.object({
 });
 const SuperadminReset = v.object({ reset_token: opaqueToken, password_hash: hex64 });
 
+/**
+ * Security headers on every auth response, errors and 404s included (seed, "Response headers").
+ * Mounted by createApi ahead of the body limit: a 413 is refused before this router is reached.
+ */
+export const authSecurityHeaders: MiddlewareHandler<AppEnv> = async (c, next) => {
+  await next();
+  c.res.headers.set('Strict-Transport-Security', 'max-age=31536000; includeSubDomains');
+  c.res.headers.set('X-Content-Type-Options', 'nosniff');
+  c.res.headers.set('Cache-Control', 'no-store, no-cache, must-revalidate');
+  c.res.headers.set('Pragma', 'no-cache');
+};
+
 interface Deps {
   peopleAuth: PeopleAuth;
   superadminAuth: SuperadminAuth;
   authRateLimit: number;
   authIdentifierRateLimit: number;
-}
-
-function unwrap<T>(result: Result<T>): T {
-  if (!result.ok) throw new ApiError(result.failure, result.message);
-  return result.value;
 }
 
 /** CONTRACT 4: every route under /api/v1/auth. */
@@ -57,14 +57,6 @@ export function authRoutes(deps: Deps) {
   const { peopleAuth, superadminAuth } = deps;
   const perIdentifier = createLimiter(deps.authIdentifierRateLimit);
 
-  // Security headers on every auth response, errors and 404s included (seed, "Response headers").
-  app.use('*', async (c, next) => {
-    await next();
-    c.res.headers.set('Strict-Transport-Security', 'max-age=31536000; includeSubDomains');
-    c.res.headers.set('X-Content-Type-Options', 'nosniff');
-    c.res.headers.set('Cache-Control', 'no-store, no-cache, must-revalidate');
-    c.res.headers.set('Pragma', 'no-cache');
-  });
   app.use('*', perAddressLimit(deps.authRateLimit));
 
   app.post('/signup', async (c) => {

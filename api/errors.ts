@@ -1,4 +1,4 @@
-import type { Failure } from '../src/failure.ts';
+import type { Failure, Result } from '../src/failure.ts';
 
 /** Failure -> HTTP status, in one table (contract 2). A new Failure does not compile until it is mapped here. */
 export const httpStatus = {
@@ -64,4 +64,10 @@ export function errorBody(failure: Failure, message?: string, details?: ErrorDet
   const error: { code: Failure; message: string; details?: ErrorDetail[] } = { code: failure, message: message ?? defaultMessage[failure] };
   if (details) error.details = details;
   return { error };
+}
+
+/** The value of a successful Result; a failure becomes the contract's error answer. */
+export function unwrap<T>(result: Result<T>): T {
+  if (!result.ok) throw new ApiError(result.failure, result.message);
+  return result.value;
 }

@@ -1,7 +1,10 @@
 import type { MiddlewareHandler } from 'hono';
+import { standingOf, type Actor, type AdminStore, type Standing } from '../src/admins.ts';
+import type { Memberships } from '../src/memberships.ts';
+import type { MosqueRow, MosqueStore } from '../src/mosques.ts';
 import type { AccessTokens } from '../src/tokens.ts';
 import { ApiError } from './errors.ts';
-import type { AppEnv } from './context.ts';
+import type { AppContext, AppEnv } from './context.ts';
 
 const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
 
@@ -21,3 +24,44 @@ export const superadminOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (c.var.user.role !== 'superadmin') throw new ApiError('forbidden');
   await next();
 };
+
+export function actorOf(c: AppContext): Actor {
+  return { id: c.var.user.id, isSuperadmin: c.var.user.role === 'superadmin' };
+}
+
+/** The standing a route needs in the mosque named by :id. `member` only needs the mosque to exist. */
+export type Gate = 'member' | keyof Omit<Standing, 'superadmin'>;
+
+export interface GateDeps {
+  mosques: MosqueStore;
+  admins: AdminStore;
+  memberships: Memberships;
+}
+
+/**
+ * Loads the mosque and checks the caller's standing there: the token's role for superadmin (no query),
+ * and the caller's admin row for this mosque (one indexed query, read on every request so a change of
+ * flags applies to the very next one). A caller who is neither admin nor member gets 404, as if the
+ * mosque did not exist; a member or an admin lacking the flag gets 403.
+ */
+export function checkStanding(deps: GateDeps, c: AppContext, mosqueId: string, gate: Gate): { mosque: MosqueRow; standing: Standing } {
+  const mosque = deps.mosques.findById(mosqueId);
+  if (!mosque) throw new ApiError('not_found');
+  const actor = actorOf(c);
+  const standing = standingOf(actor, actor.isSuperadmin ? null : deps.admins.find(mosque.id, actor.id));
+  if (gate !== 'member' && !standing[gate]) {
+    const visible = standing.admin || deps.memberships.findFor(mosque.id, actor.id) !== null;
+    throw new ApiError(visible ? 'forbidden' : 'not_found');
+  }
+  return { mosque, standing };
+}
+
+/** The same check for the mosque named by the route's :id; sets c.var.mosque and c.var.standing. */
+export function mosqueGate(deps: GateDeps, gate: Gate): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const { mosque, standing } = checkStanding(deps, c, c.req.param('id') ?? '', gate);
+    c.set('mosque', mosque);
+    c.set('standing', standing);
+    await next();
+  };
+}

@@ -8,7 +8,21 @@ import type { Logger } from '../src/log.ts';
 import type { SuperadminAuth } from '../src/superadmin.ts';
 import type { AccessTokens } from '../src/tokens.ts';
 import type { UserStore } from '../src/users.ts';
-import { authRoutes } from './auth.ts';
+import type { ActivityLog } from '../src/activity.ts';
+import type { AdminStore } from '../src/admins.ts';
+import type { Broadcasts } from '../src/broadcasts.ts';
+import type { Invites } from '../src/invites.ts';
+import type { Memberships } from '../src/memberships.ts';
+import type { MosqueOps } from '../src/mosque-ops.ts';
+import type { MosqueStore } from '../src/mosques.ts';
+import type { PushSubscriptions } from '../src/push-subscriptions.ts';
+import type { UserAdmin } from '../src/user-admin.ts';
+import { broadcastRoutes } from './broadcasts.ts';
+import { inviteRoutes } from './invites.ts';
+import { membershipRoutes } from './memberships.ts';
+import { mosqueRoutes } from './mosques.ts';
+import { userRoutes } from './users.ts';
+import { authRoutes, authSecurityHeaders } from './auth.ts';
 import type { AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
 import { requireUser } from './guards.ts';
@@ -23,6 +37,15 @@ export interface ApiDeps {
   tokens: AccessTokens;
   peopleAuth: PeopleAuth;
   superadminAuth: SuperadminAuth;
+  userAdmin: UserAdmin;
+  mosques: MosqueStore;
+  admins: AdminStore;
+  memberships: Memberships;
+  mosqueOps: MosqueOps;
+  invites: Invites;
+  broadcasts: Broadcasts;
+  activity: ActivityLog;
+  pushSubscriptions: PushSubscriptions;
   authRateLimit: number;
   authIdentifierRateLimit: number;
   /** The health of each part, for GET /healthz. */
@@ -41,6 +64,8 @@ export function createApi(deps: ApiDeps) {
     await next();
     logger.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, 'request');
   });
+  // Before the body limit, so an oversized body refused there still gets the auth headers.
+  app.use('/api/v1/auth/*', authSecurityHeaders);
   app.use('*', bodyLimit({ maxSize: BODY_LIMIT_BYTES, onError: () => { throw new ApiError('payload_too_large'); } }));
 
   app.get('/healthz', (c) => {
@@ -51,10 +76,16 @@ export function createApi(deps: ApiDeps) {
   });
 
   const v1 = new Hono<AppEnv>();
+  const signedIn = requireUser(deps.tokens);
   v1.route('/auth', authRoutes(deps));
-  v1.use('/me', requireUser(deps.tokens));
-  v1.use('/me/*', requireUser(deps.tokens));
+  // Everything but /auth needs a signed-in person; a device password never opens this door.
+  v1.use('*', async (c, next) => (c.req.path.startsWith('/api/v1/auth/') ? next() : signedIn(c, next)));
   v1.route('/me', meRoutes(deps));
+  v1.route('/users', userRoutes(deps));
+  v1.route('/mosques', mosqueRoutes(deps));
+  v1.route('/mosques', broadcastRoutes(deps));
+  v1.route('/invites', inviteRoutes(deps));
+  v1.route('/', membershipRoutes(deps));
   app.route('/api/v1', v1);
 
   app.notFound((c) => c.json(errorBody('not_found'), 404));

@@ -13,10 +13,13 @@ export interface OutgoingMessage {
   token?: string;
 }
 
-/** What an edge (notify/) implements: one attempt at one delivery; throws when it failed. */
+/**
+ * What an edge (notify/) implements: one attempt at one delivery; throws when it failed.
+ * `signal` aborts when the notifier closes: an attempt must stop then, or a hanging peer holds the stop.
+ */
 export interface Transport {
   readonly name: string;
-  deliver(message: OutgoingMessage): Promise<void>;
+  deliver(message: OutgoingMessage, signal?: AbortSignal): Promise<void>;
   close?(): Promise<void>;
 }
 
@@ -32,12 +35,16 @@ interface RetryOptions {
   logger: Logger;
   attempts?: number;
   baseDelayMs?: number;
+  /** How long close() lets attempts in flight finish before it aborts them. */
+  closeGraceMs?: number;
 }
 
 /** Wraps a transport with retries and exponential backoff (1 s, 2 s, 4 s, ... by default). */
 export function createNotifier(transport: Transport, opts: RetryOptions): Notifier {
   const attempts = opts.attempts ?? 5;
   const baseDelayMs = opts.baseDelayMs ?? 1000;
+  const closeGraceMs = opts.closeGraceMs ?? 2000;
+  const aborter = new AbortController();
   const timers = new Set<NodeJS.Timeout>();
   const inFlight = new Set<Promise<void>>();
   let waiters: Array<() => void> = [];
@@ -49,7 +56,7 @@ export function createNotifier(transport: Transport, opts: RetryOptions): Notifi
   };
 
   const attempt = (message: OutgoingMessage, n: number) => {
-    const run = transport.deliver(message).then(
+    const run = transport.deliver(message, aborter.signal).then(
       () => opts.logger.debug({ purpose: message.purpose, channel: message.channel, attempt: n }, 'message delivered'),
       (err: Error) => {
         const meta = { purpose: message.purpose, channel: message.channel, transport: transport.name, attempt: n, err: err.message };
@@ -83,7 +90,14 @@ export function createNotifier(transport: Transport, opts: RetryOptions): Notifi
       closed = true;
       for (const t of timers) clearTimeout(t);
       timers.clear();
-      await Promise.allSettled([...inFlight]);
+      // A peer that accepts and never answers held the stop for the webhook timeout (10 s) or nodemailer's
+      // (30 s and more): attempts in flight get a short grace, then they are aborted (and logged as given up).
+      const settled = Promise.allSettled([...inFlight]);
+      let grace: NodeJS.Timeout | undefined;
+      await Promise.race([settled, new Promise<void>((resolve) => (grace = setTimeout(resolve, closeGraceMs)))]);
+      clearTimeout(grace);
+      aborter.abort(new Error('notifier closed'));
+      await settled;
       settleIfIdle();
       waiters = [];
       await transport.close?.();

@@ -3,7 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi } from '../api/index.ts';
-import { createBroker } from '../broker/index.ts';
+import { createBroker, type Broker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createPeopleAuth } from './auth.ts';
 import { systemClock, type Clock } from './clock.ts';
@@ -17,6 +17,15 @@ import { deriveKey, loadOrCreateSecretFile } from './secrets.ts';
 import { createSuperadminAuth } from './superadmin.ts';
 import { createAccessTokens } from './tokens.ts';
 import { createUserStore } from './users.ts';
+import { createActivityLog } from './activity.ts';
+import { createAdminStore } from './admins.ts';
+import { createBroadcasts } from './broadcasts.ts';
+import { createInvites } from './invites.ts';
+import { createMemberships } from './memberships.ts';
+import { createMosqueOps } from './mosque-ops.ts';
+import { createMosqueStore } from './mosques.ts';
+import { createPushSubscriptions } from './push-subscriptions.ts';
+import { createUserAdmin } from './user-admin.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -68,14 +77,25 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push(() => notifier.close());
     const peopleAuth = createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours });
     const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock });
+    const activity = createActivityLog(db, clock);
+    const mosques = createMosqueStore(db, clock);
+    const admins = createAdminStore(db, clock);
+    const memberships = createMemberships({ db, clock, activity });
+    const mosqueOps = createMosqueOps({ db, mosques, admins, users, activity });
+    const invites = createInvites({ db, clock, users, memberships, activity, notifier });
+    const broadcasts = createBroadcasts({ db, clock, activity });
+    const userAdmin = createUserAdmin({ users, admins, hasher });
+    const pushSubscriptions = createPushSubscriptions(db, clock);
 
     const broker = await createBroker({ logger, redisUrl: config.redisUrl });
-    closers.push(() => broker.close());
+    const brokerSockets = trackSockets(broker.tcpServer);
+    closers.push(() => closeBroker(broker, brokerSockets));
 
     const dbCheck = db.prepare('SELECT 1 AS up');
     const health = () => ({ db: safely(() => dbCheck.get() !== undefined), broker: broker.isHealthy() });
     const api = createApi({
       logger, clock, users, tokens, peopleAuth, superadminAuth, health,
+      userAdmin, mosques, admins, memberships, mosqueOps, invites, broadcasts, activity, pushSubscriptions,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
     });
@@ -137,6 +157,28 @@ function listen(server: net.Server, port: number, host: string, setting: string)
       resolve((server.address() as net.AddressInfo).port);
     });
   });
+}
+
+function trackSockets(server: net.Server): Set<net.Socket> {
+  const sockets = new Set<net.Socket>();
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  return sockets;
+}
+
+/**
+ * aedes closes only the clients that finished CONNECT, and the broker then waits for its TCP server, which
+ * waits for every socket: one connection that never sent CONNECT held a stop for aedes' connect timeout
+ * (30 s). So: stop accepting, let aedes close its clients cleanly, then drop the sockets that are left.
+ */
+async function closeBroker(broker: Broker, sockets: Set<net.Socket>): Promise<void> {
+  const server = broker.tcpServer;
+  const unbound = server.listening ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
+  await broker.close();
+  for (const socket of sockets) socket.destroy();
+  await unbound;
 }
 
 /** Stops accepting, lets requests in flight finish for a moment, then drops what is left. */

@@ -41,6 +41,13 @@ export function toUser(row: UserRow): User {
   };
 }
 
+export interface UserUpdate {
+  email?: { email: string; emailHash: string };
+  phone?: { phone: string | null; phoneHash: string | null };
+  role?: Role;
+  passwordBcrypt?: string;
+}
+
 export interface NewUser {
   email: string;
   emailHash: string;
@@ -64,6 +71,9 @@ export interface UserStore {
   /** Raises the user's token version: every access token issued before stops working at once. */
   revokeTokens(id: string): void;
   delete(id: string): boolean;
+  list(limit: number, offset: number): UserRow[];
+  /** Changes contact fields or role; a role change raises the token version (contract 3). */
+  update(id: string, fields: UserUpdate): UserRow;
   tokenVersion(id: string): number | undefined;
 }
 
@@ -82,6 +92,11 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
   );
   const bumpVersion = db.prepare('UPDATE users SET token_version = token_version + 1, updated_at = ? WHERE id = ?');
   const remove = db.prepare('DELETE FROM users WHERE id = ?');
+  const page = db.prepare<[number, number], UserRow>('SELECT * FROM users ORDER BY created_at, rowid LIMIT ? OFFSET ?');
+  const updateRow = db.prepare(
+    `UPDATE users SET email = @email, email_hash = @email_hash, phone = @phone, phone_hash = @phone_hash, role = @role,
+       password_bcrypt = @password_bcrypt, token_version = token_version + @bump, updated_at = @now WHERE id = @id`,
+  );
 
   // id -> token version; null marks a user known to be gone. A miss (a user created by the CLI while the
   // service runs) costs one query, then lives here: tokens are verified before this is asked, so a miss
@@ -128,6 +143,24 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
       const changed = remove.run(id).changes > 0;
       versions.set(id, null);
       return changed;
+    },
+    list: (limit, offset) => page.all(limit, offset),
+    update(id, f) {
+      const row = byId.get(id)!;
+      const roleChanged = f.role !== undefined && f.role !== row.role;
+      updateRow.run({
+        id,
+        email: f.email?.email ?? row.email,
+        email_hash: f.email?.emailHash ?? row.email_hash,
+        phone: f.phone === undefined ? row.phone : f.phone.phone,
+        phone_hash: f.phone === undefined ? row.phone_hash : f.phone.phoneHash,
+        role: f.role ?? row.role,
+        password_bcrypt: f.passwordBcrypt ?? row.password_bcrypt,
+        bump: roleChanged || f.passwordBcrypt !== undefined ? 1 : 0,
+        now: toUnixSeconds(clock()),
+      });
+      refreshVersion(id);
+      return byId.get(id)!;
     },
     tokenVersion(id) {
       let version = versions.get(id);
