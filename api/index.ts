@@ -22,6 +22,7 @@ import { inviteRoutes } from './invites.ts';
 import { membershipRoutes } from './memberships.ts';
 import { mosqueRoutes } from './mosques.ts';
 import { userRoutes } from './users.ts';
+import { buildOpenApi } from './openapi.ts';
 import { authRoutes, authSecurityHeaders } from './auth.ts';
 import type { AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
@@ -29,6 +30,9 @@ import { requireUser } from './guards.ts';
 import { meRoutes } from './me.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
+
+/** Paths under /api/v1 that need no bearer token. */
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || path === '/api/v1/openapi.json';
 
 export interface ApiDeps {
   logger: Logger;
@@ -50,6 +54,13 @@ export interface ApiDeps {
   authIdentifierRateLimit: number;
   /** The health of each part, for GET /healthz. */
   health: () => Record<string, boolean>;
+}
+
+/** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
+export function handlerRoutes(app: { routes: Array<{ method: string; path: string }> }): Array<{ method: string; path: string }> {
+  const seen = new Map<string, { method: string; path: string }>();
+  for (const r of app.routes) if (r.method !== 'ALL') seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
+  return [...seen.values()];
 }
 
 /** The HTTP door: every route, the error table, request ids and the body limit. */
@@ -79,7 +90,9 @@ export function createApi(deps: ApiDeps) {
   const signedIn = requireUser(deps.tokens);
   v1.route('/auth', authRoutes(deps));
   // Everything but /auth needs a signed-in person; a device password never opens this door.
-  v1.use('*', async (c, next) => (c.req.path.startsWith('/api/v1/auth/') ? next() : signedIn(c, next)));
+  v1.use('*', async (c, next) => (isPublic(c.req.path) ? next() : signedIn(c, next)));
+  const openapi = buildOpenApi();
+  v1.get('/openapi.json', (c) => c.json(openapi));
   v1.route('/me', meRoutes(deps));
   v1.route('/users', userRoutes(deps));
   v1.route('/mosques', mosqueRoutes(deps));

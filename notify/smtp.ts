@@ -1,4 +1,5 @@
 import nodemailer from 'nodemailer';
+import type Mail from 'nodemailer/lib/mailer/index.js';
 import type { Logger } from '../src/log.ts';
 import type { OutgoingMessage, Transport } from '../src/notify.ts';
 
@@ -15,12 +16,15 @@ export function smtpTransport(url: string, from: string, logger: Logger): Transp
   const mailer = nodemailer.createTransport(url);
   return {
     name: 'smtp',
-    async deliver(message) {
+    async deliver(message, signal) {
       if (message.channel !== 'email') {
         logger.warn({ purpose: message.purpose, channel: message.channel }, 'smtp transport cannot deliver this channel; dropped');
         return;
       }
-      await mailer.sendMail({ from, to: message.to, subject: SUBJECTS[message.purpose], text: message.text });
+      // nodemailer 10 cancels an SMTP send on `signal` (connect and greeting included); @types/nodemailer
+      // does not declare the field yet, hence the widened type.
+      const mail: Mail.Options & { signal?: AbortSignal } = { from, to: message.to, subject: SUBJECTS[message.purpose], text: message.text, signal };
+      await mailer.sendMail(mail);
     },
     async close() {
       mailer.close();

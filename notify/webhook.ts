@@ -4,12 +4,14 @@ import type { Transport } from '../src/notify.ts';
 export function webhookTransport(url: string, timeoutMs = 10_000): Transport {
   return {
     name: 'webhook',
-    async deliver(message) {
+    async deliver(message, signal) {
+      const timeout = AbortSignal.timeout(timeoutMs);
       const res = await fetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(message),
-        signal: AbortSignal.timeout(timeoutMs),
+        // The notifier aborts `signal` when it closes; the timeout bounds one attempt.
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
       await res.body?.cancel();
       if (!res.ok) throw new Error(`webhook answered ${res.status}`);

@@ -2,7 +2,7 @@ import type http from 'node:http';
 import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
-import { createApi } from '../api/index.ts';
+import { createApi, handlerRoutes } from '../api/index.ts';
 import { createBroker, type Broker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createPeopleAuth } from './auth.ts';
@@ -44,6 +44,8 @@ export interface Service {
   httpUrl: string;
   mqttUrl: string;
   notifier: Notifier;
+  /** Every HTTP route with a handler, as `{method, path}` (Hono path syntax). */
+  routes: Array<{ method: string; path: string }>;
   close(): Promise<void>;
 }
 
@@ -114,6 +116,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       httpUrl: `http://${shownHost}:${httpPort}`,
       mqttUrl: `mqtt://${shownHost}:${mqttPort}`,
       notifier,
+      routes: handlerRoutes(api),
       close: async () => {
         await closeAll();
         logger.info({}, 'minaret stopped');

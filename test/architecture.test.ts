@@ -17,7 +17,7 @@ const RULES: Rule[] = [
     // The composition root and the process edge wire every part together.
     exempt: ['src/main.ts', 'src/service.ts'],
   },
-  { folder: 'api', allowedPackages: /^(node:.*|hono(\/.*)?|@hono\/.*|valibot|rate-limiter-flexible)$/, allowedFolders: ['api', 'src'] },
+  { folder: 'api', allowedPackages: /^(node:.*|hono(\/.*)?|@hono\/.*|valibot|@valibot\/to-json-schema|rate-limiter-flexible)$/, allowedFolders: ['api', 'src'] },
   { folder: 'broker', allowedPackages: /^(node:.*|aedes.*|mqemitter.*|ioredis|ws|valibot)$/, allowedFolders: ['broker', 'src'] },
   { folder: 'notify', allowedPackages: /^(node:.*|nodemailer(\/.*)?)$/, allowedFolders: ['notify', 'src'] },
 ];
