@@ -11,7 +11,7 @@ export function createTransport(config: Pick<Config, 'notifyTransport' | 'notify
     case 'webhook':
       return webhookTransport(config.notifyWebhookUrl!);
     case 'smtp':
-      return smtpTransport(config.smtpUrl!, config.smtpFrom!, logger);
+      return smtpTransport(config.smtpUrl!, config.smtpFrom!);
     case 'console':
       return consoleTransport(logger);
   }

@@ -1,7 +1,6 @@
 import nodemailer from 'nodemailer';
 import type Mail from 'nodemailer/lib/mailer/index.js';
-import type { Logger } from '../src/log.ts';
-import type { OutgoingMessage, Transport } from '../src/notify.ts';
+import { UndeliverableError, type OutgoingMessage, type Transport } from '../src/notify.ts';
 
 const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
   login_code: 'Your Minaret sign-in code',
@@ -12,15 +11,12 @@ const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
 };
 
 /** Mail through nodemailer (SMTP_URL, SMTP_FROM). SMTP carries email only: SMS and WhatsApp need the webhook. */
-export function smtpTransport(url: string, from: string, logger: Logger): Transport {
+export function smtpTransport(url: string, from: string): Transport {
   const mailer = nodemailer.createTransport(url);
   return {
     name: 'smtp',
     async deliver(message, signal) {
-      if (message.channel !== 'email') {
-        logger.warn({ purpose: message.purpose, channel: message.channel }, 'smtp transport cannot deliver this channel; dropped');
-        return;
-      }
+      if (message.channel !== 'email') throw new UndeliverableError(`smtp carries email only, not ${message.channel}`);
       // nodemailer 10 cancels an SMTP send on `signal` (connect and greeting included); @types/nodemailer
       // does not declare the field yet, hence the widened type.
       const mail: Mail.Options & { signal?: AbortSignal } = { from, to: message.to, subject: SUBJECTS[message.purpose], text: message.text, signal };

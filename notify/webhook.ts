@@ -10,6 +10,8 @@ export function webhookTransport(url: string, timeoutMs = 10_000): Transport {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(message),
+        // A redirect would turn the POST into a GET without the body and still "succeed": refuse it.
+        redirect: 'error',
         // The notifier aborts `signal` when it closes; the timeout bounds one attempt.
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });

@@ -31,6 +31,9 @@ export interface Notifier {
   close(): Promise<void>;
 }
 
+/** A delivery that can never succeed (a channel the transport does not carry): not retried. */
+export class UndeliverableError extends Error {}
+
 interface RetryOptions {
   logger: Logger;
   attempts?: number;
@@ -60,6 +63,7 @@ export function createNotifier(transport: Transport, opts: RetryOptions): Notifi
       () => opts.logger.debug({ purpose: message.purpose, channel: message.channel, attempt: n }, 'message delivered'),
       (err: Error) => {
         const meta = { purpose: message.purpose, channel: message.channel, transport: transport.name, attempt: n, err: err.message };
+        if (err instanceof UndeliverableError) return opts.logger.error(meta, 'message cannot be delivered by this transport; dropped');
         if (n >= attempts || closed) return opts.logger.error(meta, 'message not delivered; giving up');
         opts.logger.warn(meta, 'message not delivered; will retry');
         const timer = setTimeout(() => {
@@ -88,6 +92,7 @@ export function createNotifier(transport: Transport, opts: RetryOptions): Notifi
       }),
     async close() {
       closed = true;
+      if (timers.size > 0) opts.logger.warn({ waiting: timers.size }, 'notifier closed with messages waiting for a retry; they are dropped');
       for (const t of timers) clearTimeout(t);
       timers.clear();
       // A peer that accepts and never answers held the stop for the webhook timeout (10 s) or nodemailer's

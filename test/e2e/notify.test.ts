@@ -371,3 +371,16 @@ test('smtp: a server that accepts and never greets does not hold the stop', asyn
   assert.equal(gaveUp[0]!.purpose, 'password_reset');
   assert.equal(gaveUp[0]!.transport, 'smtp');
 });
+
+test('a message the transport can never carry is dropped at once, not retried', async () => {
+  const { createNotifier, UndeliverableError } = await import('../../src/notify.ts');
+  const lines: Array<{ msg: string }> = [];
+  const logger = { debug() {}, info() {}, warn: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), error: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), child() { return logger; } };
+  let attempts = 0;
+  const notifier = createNotifier({ name: 'email-only', deliver: async () => { attempts++; throw new UndeliverableError('no sms'); } }, { logger, baseDelayMs: 5 });
+  notifier.send({ channel: 'sms', to: '+4712345678', purpose: 'login_code', text: 'x' });
+  await notifier.idle();
+  await notifier.close();
+  assert.equal(attempts, 1);
+  assert.ok(lines.some((l) => l.msg.includes('cannot be delivered')));
+});
