@@ -1,7 +1,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import * as v from 'valibot';
 import type { PeopleAuth } from '../src/auth.ts';
-import { identifierHash, isSyntheticEmail } from '../src/identifiers.ts';
+import { identifierHash } from '../src/identifiers.ts';
 import type { SuperadminAuth } from '../src/superadmin.ts';
 import { unwrap } from './errors.ts';
 import type { AppEnv } from './context.ts';
@@ -12,25 +12,22 @@ import { email, hex64, phone } from './schemas.ts';
 const channel = v.optional(v.nullable(v.picklist(['email', 'sms'])));
 const opaqueToken = v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(256, 'is too long'));
 
-// The phone.invalid domain is reserved for phone-only accounts (contract 3): signing up with one
-// would take that email and so block the phone's own signup for good.
-const signupEmail = v.pipe(email, v.check((e) => !isSyntheticEmail(e), 'must not be in the reserved phone.invalid domain'));
 
-const Signup = v.pipe(
-  v.object({ email: v.optional(v.nullable(signupEmail)), phone: v.optional(v.nullable(phone)), password_hash: v.optional(v.nullable(hex64)) }),
+export const Signup = v.pipe(
+  v.object({ email: v.optional(v.nullable(email)), phone: v.optional(v.nullable(phone)), password_hash: v.optional(v.nullable(hex64)) }),
   v.check((b) => Boolean(b.email || b.phone), 'one of email or phone is required'),
 );
-const Login = v.object({ identifier_hash: hex64, password_hash: hex64 });
-const CodeRequest = v.object({ identifier_hash: hex64, channel });
-const CodeVerify = v.object({ identifier_hash: hex64, code: v.pipe(v.string(), v.regex(/^\d{6}$/, 'must be 6 digits')) });
-const Reset = v.object({ token: opaqueToken, password_hash: hex64 });
-const SuperadminForgot = v.object({ identifier_hash: hex64 });
-const SessionVerify = v.object({
+export const Login = v.object({ identifier_hash: hex64, password_hash: hex64 });
+export const CodeRequest = v.object({ identifier_hash: hex64, channel });
+export const CodeVerify = v.object({ identifier_hash: hex64, code: v.pipe(v.string(), v.regex(/^\d{6}$/, 'must be 6 digits')) });
+export const Reset = v.object({ token: opaqueToken, password_hash: hex64 });
+export const SuperadminForgot = v.object({ identifier_hash: hex64 });
+export const SessionVerify = v.object({
   session_token: opaqueToken,
   timestamp: v.pipe(v.number(), v.integer('must be whole Unix seconds'), v.safeInteger()),
   hmac: hex64,
 });
-const SuperadminReset = v.object({ reset_token: opaqueToken, password_hash: hex64 });
+export const SuperadminReset = v.object({ reset_token: opaqueToken, password_hash: hex64 });
 
 /**
  * Security headers on every auth response, errors and 404s included (seed, "Response headers").

@@ -1,14 +1,17 @@
 import * as v from 'valibot';
-import { normalizeEmail, normalizePhone } from '../src/identifiers.ts';
+import { isSyntheticEmail, normalizeEmail, normalizePhone } from '../src/identifiers.ts';
 
 /** Request shapes shared by several route files. Messages never quote the input. */
 export const hex64 = v.pipe(v.string(), v.regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters'), v.toLowerCase());
 
+// The phone.invalid domain is reserved for phone-only accounts: anyone who could take
+// phone-<hex>@phone.invalid would block that phone's own signup for good.
 export const email = v.pipe(
   v.string(),
   v.transform(normalizeEmail),
   v.check((e) => e !== null, 'must be an email address'),
   v.transform((e) => e as string),
+  v.check((e) => !isSyntheticEmail(e), 'must not be in the reserved phone.invalid domain'),
 );
 
 export const phone = v.pipe(

@@ -1,0 +1,299 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sha256, signupMember, startTestService, type HttpResult } from '../support/service.ts';
+import { AUTH, assertError, emailId } from './helpers.ts';
+
+const SECURITY_HEADERS = {
+  'strict-transport-security': 'max-age=31536000; includeSubDomains',
+  'x-content-type-options': 'nosniff',
+  'cache-control': 'no-store, no-cache, must-revalidate',
+  pragma: 'no-cache',
+};
+
+function assertSecurityHeaders(res: HttpResult, what: string) {
+  for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
+    assert.equal(res.headers.get(name), value, `${name} on ${what} (status ${res.status})`);
+  }
+}
+
+/** The contract's error body and nothing else: {"error": {"code", "message", "details"?}}. */
+function assertErrorShape(res: HttpResult) {
+  assert.deepEqual(Object.keys(res.body), ['error'], JSON.stringify(res.body));
+  const keys = Object.keys(res.body.error);
+  assert.ok(keys.includes('code') && keys.includes('message'));
+  assert.ok(keys.every((k) => ['code', 'message', 'details'].includes(k)), `unexpected keys ${keys.join(',')}`);
+  assert.match(res.body.error.code, /^[a-z]+(_[a-z]+)*$/);
+  assert.equal(typeof res.body.error.message, 'string');
+  assert.doesNotMatch(JSON.stringify(res.body), /\bat .+:\d+:\d+|node_modules|\.ts:\d+/, 'no stack trace');
+}
+
+const postRaw = (ts: { http: { request: (m: string, p: string, o: object) => Promise<HttpResult> } }, path: string, raw: string, contentType?: string) =>
+  ts.http.request('POST', path, { raw, headers: contentType ? { 'content-type': contentType } : {} });
+
+// ---- security headers ----
+
+test('an auth success carries the four security headers', async (t) => {
+  const ts = await startTestService(t);
+  const res = await ts.http.post(`${AUTH}/signup`, { email: 'amina@example.com' });
+  assert.equal(res.status, 201);
+  assertSecurityHeaders(res, 'signup');
+  const accepted = await ts.http.post(`${AUTH}/login-code`, { identifier_hash: emailId('amina@example.com') });
+  assert.equal(accepted.status, 202);
+  assertSecurityHeaders(accepted, 'login-code');
+});
+
+test('auth errors carry the four security headers', async (t) => {
+  const ts = await startTestService(t);
+  const errors = [
+    await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('nobody@example.com'), password_hash: sha256('x') }), // 401
+    await ts.http.post(`${AUTH}/login`, { identifier_hash: 'nope' }), // 400
+    await ts.http.post(`${AUTH}/reset-password`, { token: 'unknown', password_hash: sha256('x') }), // 400 invalid_token
+    await postRaw(ts, `${AUTH}/login`, 'hello', 'text/plain'), // 415
+    await postRaw(ts, `${AUTH}/login`, '{"identifier_hash":', 'application/json'), // 400 malformed
+  ];
+  assert.deepEqual(errors.map((r) => r.status), [401, 400, 400, 415, 400]);
+  for (const res of errors) assertSecurityHeaders(res, `error ${res.body?.error?.code}`);
+});
+
+test('auth 404s carry the four security headers', async (t) => {
+  const ts = await startTestService(t);
+  const missing = [
+    await ts.http.post(`${AUTH}/no-such-endpoint`, {}),
+    await ts.http.get(`${AUTH}/login`), // wrong method
+    await ts.http.get(`${AUTH}/`),
+  ];
+  for (const res of missing) {
+    assertError(res, 404, 'not_found');
+    assertSecurityHeaders(res, '404');
+  }
+});
+
+test('a body over 64 KiB on an auth route carries the four security headers', async (t) => {
+  const ts = await startTestService(t);
+  const res = await ts.http.post(`${AUTH}/login`, { identifier_hash: 'a'.repeat(65 * 1024), password_hash: sha256('x') });
+  assertError(res, 413, 'payload_too_large');
+  assertSecurityHeaders(res, '413');
+});
+
+test('a rate-limited auth request carries the four security headers', async (t) => {
+  const ts = await startTestService(t, { env: { AUTH_RATE_LIMIT: '1' } });
+  await ts.http.post(`${AUTH}/login-code`, { identifier_hash: emailId('a@example.com') });
+  const res = await ts.http.post(`${AUTH}/login-code`, { identifier_hash: emailId('a@example.com') });
+  assertError(res, 429, 'rate_limited');
+  assertSecurityHeaders(res, '429');
+});
+
+test('responses outside /api/v1/auth do not need the auth security headers but /healthz still answers', async (t) => {
+  const ts = await startTestService(t);
+  const res = await ts.http.get('/healthz');
+  assert.equal(res.status, 200);
+  // Not a contract rule either way; this pins only that the auth middleware is scoped, not global.
+  assert.equal(res.headers.get('pragma'), null);
+});
+
+// ---- request ids ----
+
+test('every response carries X-Request-Id: auth, /me, /healthz, 404 and 413 alike', async (t) => {
+  const ts = await startTestService(t);
+  const responses = [
+    await ts.http.post(`${AUTH}/signup`, { email: 'amina@example.com' }),
+    await ts.http.post(`${AUTH}/login`, { identifier_hash: 'x' }),
+    await ts.http.get('/api/v1/me'),
+    await ts.http.get('/healthz'),
+    await ts.http.get('/no-such-path'),
+    await ts.http.get('/api/v2/no-such-path'),
+    await ts.http.post(`${AUTH}/login`, { pad: 'a'.repeat(70 * 1024) }),
+  ];
+  assert.deepEqual(responses.map((r) => r.status), [201, 400, 401, 200, 404, 404, 413]);
+  const ids = responses.map((r) => r.headers.get('x-request-id'));
+  for (const id of ids) assert.ok(id && id.length > 0, 'X-Request-Id is present');
+  assert.equal(new Set(ids).size, ids.length, 'each response has its own request id');
+});
+
+// ---- error bodies ----
+
+test('every error has the body {"error": {"code", "message", "details"?}} and nothing else', async (t) => {
+  const ts = await startTestService(t, { env: { AUTH_RATE_LIMIT: '8' } });
+  const responses = [
+    await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('nobody@example.com'), password_hash: sha256('x') }),
+    await ts.http.post(`${AUTH}/login`, {}),
+    await ts.http.post(`${AUTH}/login-code/verify`, { identifier_hash: emailId('nobody@example.com'), code: '123456' }),
+    await ts.http.post(`${AUTH}/reset-password`, { token: 'unknown', password_hash: sha256('x') }),
+    await postRaw(ts, `${AUTH}/signup`, '{', 'application/json'),
+    await postRaw(ts, `${AUTH}/signup`, 'email=a@example.com', 'application/x-www-form-urlencoded'),
+    await ts.http.post(`${AUTH}/signup`, { pad: 'a'.repeat(70 * 1024) }),
+    await ts.http.post(`${AUTH}/nope`, {}),
+    await ts.http.get('/api/v1/me'),
+    await ts.http.get('/nope'),
+  ];
+  assert.deepEqual(responses.map((r) => r.status), [401, 400, 401, 400, 400, 415, 413, 404, 401, 404]);
+  for (const res of responses) {
+    assertErrorShape(res);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+  }
+});
+
+test('validation_failed lists {path, message} for each problem', async (t) => {
+  const ts = await startTestService(t);
+  const res = await ts.http.post(`${AUTH}/login`, { identifier_hash: 'abc', password_hash: 42 });
+  assertError(res, 400, 'validation_failed');
+  assertErrorShape(res);
+  const details = res.body.error.details as Array<Record<string, unknown>>;
+  assert.ok(Array.isArray(details));
+  for (const d of details) {
+    assert.deepEqual(Object.keys(d).sort(), ['message', 'path']);
+    assert.equal(typeof d.path, 'string');
+    assert.equal(typeof d.message, 'string');
+  }
+  assert.deepEqual(details.map((d) => d.path).sort(), ['identifier_hash', 'password_hash']);
+});
+
+test('validation_failed names a missing field by its path', async (t) => {
+  const ts = await startTestService(t);
+  const res = await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('a@example.com') });
+  assertError(res, 400, 'validation_failed');
+  assert.deepEqual(res.body.error.details.map((d: { path: string }) => d.path), ['password_hash']);
+});
+
+test('validation_failed never echoes the submitted values', async (t) => {
+  const ts = await startTestService(t);
+  const secret = 'MySecretPassword-not-hex-4f1c';
+  const attempts = [
+    ts.http.request('POST', `${AUTH}/login`, { body: { identifier_hash: emailId('a@example.com'), password_hash: secret } }),
+    ts.http.request('POST', `${AUTH}/signup`, { body: { email: `${secret}`, password_hash: secret } }),
+    ts.http.request('POST', `${AUTH}/signup`, { body: { phone: secret } }),
+    ts.http.request('POST', `${AUTH}/login-code/verify`, { body: { identifier_hash: secret, code: secret } }),
+    ts.http.request('POST', `${AUTH}/login-code`, { body: { identifier_hash: emailId('a@example.com'), channel: secret } }),
+    ts.http.request('POST', `${AUTH}/superadmin-2fa/verify`, { body: { session_token: 'abc', timestamp: secret, hmac: secret } }),
+    ts.http.request('POST', `${AUTH}/reset-password`, { body: { token: secret.repeat(20), password_hash: secret } }),
+  ];
+  for (const res of await Promise.all(attempts)) {
+    assertError(res, 400, 'validation_failed');
+    const text = JSON.stringify(res.body);
+    assert.ok(!text.includes(secret), `the response echoes the value: ${text}`);
+    assert.ok(!text.includes('MySecret'), `the response echoes part of the value: ${text}`);
+  }
+});
+
+test('validation messages never land in the log with the submitted value either', async (t) => {
+  const ts = await startTestService(t);
+  const secret = 'AnotherSecretValue-9f2e';
+  await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('a@example.com'), password_hash: secret });
+  assert.ok(ts.logs.length > 0);
+  assert.ok(!ts.logs.some((line) => line.includes(secret)));
+});
+
+// ---- bodies and content types ----
+
+test('a body over 64 KiB answers 413 payload_too_large', async (t) => {
+  const ts = await startTestService(t);
+  const res = await ts.http.post(`${AUTH}/signup`, { email: 'amina@example.com', pad: 'a'.repeat(64 * 1024) });
+  assertError(res, 413, 'payload_too_large');
+  // Nothing was created: the same signup below is new.
+  assert.equal((await ts.http.post(`${AUTH}/signup`, { email: 'amina@example.com' })).status, 201);
+});
+
+test('a body just under 64 KiB is read and judged by the schema', async (t) => {
+  const ts = await startTestService(t);
+  const body = { email: 'amina@example.com', pad: 'a'.repeat(60 * 1024) };
+  assert.ok(JSON.stringify(body).length < 64 * 1024);
+  const res = await ts.http.post(`${AUTH}/signup`, body);
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+});
+
+test('a body sent without a JSON content type answers 415 unsupported_media_type', async (t) => {
+  const ts = await startTestService(t);
+  const json = JSON.stringify({ email: 'amina@example.com' });
+  assertError(await postRaw(ts, `${AUTH}/signup`, json, 'text/plain'), 415, 'unsupported_media_type');
+  assertError(await postRaw(ts, `${AUTH}/signup`, 'email=amina%40example.com', 'application/x-www-form-urlencoded'), 415, 'unsupported_media_type');
+  assertError(await postRaw(ts, `${AUTH}/signup`, json), 415, 'unsupported_media_type');
+  // The same body with the JSON type is fine, charset parameter included.
+  assert.equal((await postRaw(ts, `${AUTH}/signup`, json, 'application/json; charset=utf-8')).status, 201);
+});
+
+test('malformed JSON answers 400 validation_failed', async (t) => {
+  const ts = await startTestService(t);
+  for (const raw of ['{', '{"email": "a@example.com",}', 'not json', '']) {
+    const res = await postRaw(ts, `${AUTH}/signup`, raw, 'application/json');
+    assertError(res, 400, 'validation_failed');
+    assertErrorShape(res);
+  }
+});
+
+test('a JSON body that is not an object answers 400 validation_failed', async (t) => {
+  const ts = await startTestService(t);
+  for (const raw of ['[]', '"a@example.com"', 'null', '42']) {
+    assertError(await postRaw(ts, `${AUTH}/login`, raw, 'application/json'), 400, 'validation_failed');
+  }
+});
+
+// ---- routes ----
+
+test('an unknown route answers 404 not_found', async (t) => {
+  const ts = await startTestService(t);
+  const signed = await signupMember(ts.http, 'amina@example.com');
+  for (const res of [
+    await ts.http.get('/no-such-path'),
+    await ts.http.get('/api/v1/no-such-path', signed.access_token),
+    await ts.http.post('/api/v1/auth/no-such-endpoint', {}),
+    await ts.http.delete('/api/v1/auth/login'),
+    await ts.http.get('/api/v2/auth/login'),
+  ]) {
+    assertError(res, 404, 'not_found');
+    assertErrorShape(res);
+  }
+});
+
+test('GET /healthz answers 200 {"status":"ok","db":"ok","broker":"ok"}', async (t) => {
+  const ts = await startTestService(t);
+  const res = await ts.http.get('/healthz');
+  assert.equal(res.status, 200);
+  assert.deepEqual(res.body, { status: 'ok', db: 'ok', broker: 'ok' });
+});
+
+// ---- rate limits ----
+
+test('the fourth auth request in a minute from one address with AUTH_RATE_LIMIT=3 answers 429 with Retry-After', async (t) => {
+  const ts = await startTestService(t, { env: { AUTH_RATE_LIMIT: '3' } });
+  // Different identifiers and endpoints: the limit is per address, over all of /api/v1/auth.
+  const first = [
+    await ts.http.post(`${AUTH}/login-code`, { identifier_hash: emailId('a@example.com') }),
+    await ts.http.post(`${AUTH}/forgot-password`, { identifier_hash: emailId('b@example.com') }),
+    await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('c@example.com'), password_hash: sha256('x') }),
+  ];
+  assert.deepEqual(first.map((r) => r.status), [202, 202, 401]);
+  const fourth = await ts.http.post(`${AUTH}/signup`, { email: 'd@example.com' });
+  assertError(fourth, 429, 'rate_limited');
+  assertErrorShape(fourth);
+  const retryAfter = fourth.headers.get('retry-after');
+  assert.match(retryAfter ?? '', /^\d+$/);
+  assert.ok(Number(retryAfter) >= 1 && Number(retryAfter) <= 60, `Retry-After ${retryAfter}`);
+  // The refused signup did not happen.
+  assert.equal((await ts.http.post(`${AUTH}/signup`, { email: 'd@example.com' })).status, 429);
+});
+
+test('the auth rate limit does not touch /healthz or /me', async (t) => {
+  const ts = await startTestService(t, { env: { AUTH_RATE_LIMIT: '1' } });
+  const signed = await signupMember(ts.http, 'amina@example.com');
+  assertError(await ts.http.post(`${AUTH}/signup`, { email: 'b@example.com' }), 429, 'rate_limited');
+  for (let i = 0; i < 3; i++) {
+    assert.equal((await ts.http.get('/healthz')).status, 200);
+    assert.equal((await ts.http.get('/api/v1/me', signed.access_token)).status, 200);
+  }
+});
+
+test('the fourth request for one identifier_hash with AUTH_IDENTIFIER_RATE_LIMIT=3 answers 429, other identifiers go on', async (t) => {
+  const ts = await startTestService(t, { env: { AUTH_IDENTIFIER_RATE_LIMIT: '3' } });
+  await signupMember(ts.http, 'target@example.com', 'the right password');
+  const target = emailId('target@example.com');
+  for (let i = 0; i < 2; i++) {
+    assertError(await ts.http.post(`${AUTH}/login`, { identifier_hash: target, password_hash: sha256(`guess ${i}`) }), 401, 'invalid_credentials');
+  }
+  const limited = await ts.http.post(`${AUTH}/login`, { identifier_hash: target, password_hash: sha256('the right password') });
+  assertError(limited, 429, 'rate_limited');
+  assert.match(limited.headers.get('retry-after') ?? '', /^[1-9]\d*$/);
+  // The limit is per identifier over every auth endpoint that names one.
+  assertError(await ts.http.post(`${AUTH}/login-code`, { identifier_hash: target }), 429, 'rate_limited');
+  // Another identifier from the same address is still answered normally.
+  assertError(await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('other@example.com'), password_hash: sha256('x') }), 401, 'invalid_credentials');
+});

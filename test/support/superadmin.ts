@@ -1,0 +1,46 @@
+import fs from 'node:fs';
+import bcrypt from 'bcryptjs';
+import { openDatabase } from '../../src/db.ts';
+import { identifierHash, normalizeEmail, sha256Hex } from '../../src/identifiers.ts';
+import { createUserStore, type UserRow } from '../../src/users.ts';
+import type { TestService } from './service.ts';
+
+/**
+ * Creates a superadmin in the running service's SQLite file through a second connection, the way the
+ * operator CLI does: there is no HTTP route that makes one. The service picks the row up on its own.
+ */
+export async function createSuperadmin(ts: TestService, email: string, password: string): Promise<UserRow> {
+  const normalized = normalizeEmail(email);
+  if (!normalized) throw new Error(`createSuperadmin: not an email address: ${email}`);
+  const db = openDatabase(ts.config.databasePath);
+  try {
+    const users = createUserStore(db, ts.clock);
+    return users.create({
+      email: normalized,
+      emailHash: identifierHash(normalized),
+      phone: null,
+      phoneHash: null,
+      // Cost 4: the service compares any cost, and tests should not wait for bcrypt.
+      passwordBcrypt: bcrypt.hashSync(sha256Hex(password), 4),
+      role: 'superadmin',
+    });
+  } finally {
+    db.close();
+  }
+}
+
+/** Every row of a table of the running service's database, read through a second connection. */
+export function readRows(ts: TestService, table: 'users' | 'login_codes' | 'reset_tokens' | 'superadmin_sessions'): Record<string, unknown>[] {
+  const db = openDatabase(ts.config.databasePath);
+  try {
+    return db.prepare(`SELECT * FROM ${table}`).all() as Record<string, unknown>[];
+  } finally {
+    db.close();
+  }
+}
+
+/** The raw bytes of the database file and its write-ahead log, as an attacker with a copy would see them. */
+export function databaseBytes(ts: TestService): Buffer {
+  const files = [ts.config.databasePath, `${ts.config.databasePath}-wal`].filter((f) => fs.existsSync(f));
+  return Buffer.concat(files.map((f) => fs.readFileSync(f)));
+}
