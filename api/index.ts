@@ -22,6 +22,8 @@ import { inviteRoutes } from './invites.ts';
 import { membershipRoutes } from './memberships.ts';
 import { mosqueRoutes } from './mosques.ts';
 import { userRoutes } from './users.ts';
+import { deviceRoutes } from './devices.ts';
+import type { DevicePlane } from '../src/device-plane.ts';
 import { buildOpenApi } from './openapi.ts';
 import { authRoutes, authSecurityHeaders } from './auth.ts';
 import type { AppEnv } from './context.ts';
@@ -50,6 +52,8 @@ export interface ApiDeps {
   broadcasts: Broadcasts;
   activity: ActivityLog;
   pushSubscriptions: PushSubscriptions;
+  plane: DevicePlane;
+  mqttPort: () => number;
   authRateLimit: number;
   authIdentifierRateLimit: number;
   /** The health of each part, for GET /healthz. */
@@ -99,6 +103,7 @@ export function createApi(deps: ApiDeps) {
   v1.route('/mosques', broadcastRoutes(deps));
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
+  v1.route('/', deviceRoutes(deps));
   app.route('/api/v1', v1);
 
   app.notFound((c) => c.json(errorBody('not_found'), 404));
@@ -123,7 +128,5 @@ export function createApi(deps: ApiDeps) {
  */
 export function listRoutes(): Array<{ method: string; path: string }> {
   const app = createApi({ authRateLimit: 1, authIdentifierRateLimit: 1 } as Partial<ApiDeps> as ApiDeps);
-  const seen = new Map<string, { method: string; path: string }>();
-  for (const { method, path } of app.routes) if (method !== 'ALL') seen.set(`${method} ${path}`, { method, path });
-  return [...seen.values()];
+  return handlerRoutes(app);
 }

@@ -18,6 +18,10 @@ export const MembershipPatch = v.strictObject({
   notify_announcement: v.optional(v.boolean()),
 });
 
+// First only the keys, to answer 403 for a key the caller may not send before judging values. An array
+// passes valibot's record (its indexes become keys "0", "1", ... and drew a 403), so it is refused before.
+const PatchKeys = v.pipe(v.unknown(), v.check((b) => !Array.isArray(b), 'must be a JSON object'), v.record(v.string(), v.unknown()));
+
 interface Deps {
   mosques: MosqueStore;
   admins: AdminStore;
@@ -36,7 +40,10 @@ export function membershipRoutes(deps: Deps) {
     const isSelf = membership.user_id === actor.id;
     const isAdmin = standingOf(actor, actor.isSuperadmin ? null : deps.admins.find(membership.mosque_id, actor.id)).admin;
     if (!isSelf && !isAdmin) throw new ApiError('not_found');
-    return { membership, isSelf, isAdmin };
+    // Seed rule 2 holds for admins too: nobody but a superadmin changes the status of their own membership
+    // (an admin banned from a mosque must not lift their own ban).
+    const mayChangeStatus = isAdmin && (!isSelf || actor.isSuperadmin);
+    return { membership, isSelf, isAdmin, mayChangeStatus };
   };
 
   app.post('/join', async (c) => {
@@ -50,9 +57,9 @@ export function membershipRoutes(deps: Deps) {
   // Seed rule 1: a member edits only the four notify toggles of their own membership; an admin of its
   // mosque (or a superadmin) only its status. Any other key from that caller: 403, nothing changed.
   app.patch('/memberships/:id', async (c) => {
-    const { membership, isSelf, isAdmin } = load(c);
-    const body = await readJson(c, v.record(v.string(), v.unknown()));
-    const allowed = new Set<string>([...(isSelf ? NOTIFY_TOGGLES : []), ...(isAdmin ? ['status'] : [])]);
+    const { membership, isSelf, mayChangeStatus } = load(c);
+    const body = await readJson(c, PatchKeys);
+    const allowed = new Set<string>([...(isSelf ? NOTIFY_TOGGLES : []), ...(mayChangeStatus ? ['status'] : [])]);
     const refused = Object.keys(body).filter((k) => !allowed.has(k));
     if (refused.length > 0) throw new ApiError('forbidden', `You may not change: ${refused.join(', ')}.`);
     if (Object.keys(body).length === 0) throw new ApiError('validation_failed', 'Nothing to change.', { details: [{ path: '', message: 'empty body' }] });
@@ -64,8 +71,8 @@ export function membershipRoutes(deps: Deps) {
 
   // Leaving (self) or removing (admin). A banned member cannot remove their own ban this way.
   app.delete('/memberships/:id', (c) => {
-    const { membership, isAdmin } = load(c);
-    if (!isAdmin && membership.status === 'banned') throw new ApiError('forbidden', 'A banned membership can only be removed by an admin.');
+    const { membership, mayChangeStatus } = load(c);
+    if (!mayChangeStatus && membership.status === 'banned') throw new ApiError('forbidden', 'A banned membership can only be removed by an admin.');
     deps.memberships.remove(membership, c.var.user.id);
     return c.body(null, 204);
   });

@@ -68,6 +68,7 @@ export function mosqueRoutes(deps: Deps) {
 
   app.patch('/:id', gate('admin'), async (c) => {
     const b = await readJson(c, MosqueUpdate);
+    requireSomething(b);
     const fields = {
       ...(b.name !== undefined && { name: b.name }),
       ...(b.timezone !== undefined && { timezone: b.timezone }),
@@ -77,7 +78,9 @@ export function mosqueRoutes(deps: Deps) {
     return c.json(show(c, deps.mosqueOps.update(c.var.mosque, fields, actorOf(c))));
   });
 
-  app.delete('/:id', gate('owner'), (c) => {
+  // Seed rule 5: the coarser admin check covers mosque CRUD; the contract's "owner or superadmin" is
+  // narrower, and where the two disagree the seed wins (README, "Decisions").
+  app.delete('/:id', gate('admin'), (c) => {
     deps.mosqueOps.delete(c.var.mosque);
     return c.body(null, 204);
   });
@@ -96,6 +99,7 @@ export function mosqueRoutes(deps: Deps) {
 
   app.patch('/:id/admins/:user_id', gate('manager'), async (c) => {
     const b = await readJson(c, AdminUpdate);
+    requireSomething(b);
     const actor = { ...actorOf(c), isOwner: c.var.standing.owner };
     const row = unwrap(deps.mosqueOps.updateAdmin(c.var.mosque, c.req.param('user_id'), b, actor));
     return c.json(adminBody(deps.users, row));
@@ -130,6 +134,12 @@ export function mosqueRoutes(deps: Deps) {
   });
 
   return app;
+}
+
+/** A PATCH that names nothing to change is a client mistake, not a no-op worth an activity entry. */
+function requireSomething(body: Record<string, unknown>): void {
+  if (Object.values(body).some((value) => value !== undefined)) return;
+  throw new ApiError('validation_failed', 'Nothing to change.', { details: [{ path: '', message: 'no known field given' }] });
 }
 
 function adminBody(users: UserStore, row: Parameters<typeof toFlags>[0]) {

@@ -7,6 +7,7 @@ import { PushSubscription, PushUnsubscribe } from './me.ts';
 import { JoinByCode, MembershipPatch } from './memberships.ts';
 import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques.ts';
 import { UserCreate, UserQuery, UserUpdate } from './users.ts';
+import { DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices.ts';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
@@ -53,7 +54,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { method: 'GET', path: '/api/v1/mosques', summary: "Mosques the caller administers or belongs to (all for a superadmin)", gate: 'any', success: 200 },
   { method: 'GET', path: M, summary: 'Read a mosque', gate: 'admin', success: 200 },
   { method: 'PATCH', path: M, summary: 'Update a mosque', gate: 'admin', success: 200, body: MosqueUpdate },
-  { method: 'DELETE', path: M, summary: 'Delete a mosque', gate: 'owner', success: 204 },
+  { method: 'DELETE', path: M, summary: 'Delete a mosque (seed: the coarser admin check)', gate: 'admin', success: 204 },
   { method: 'POST', path: `${M}/join-code`, summary: 'Issue a new join code (the old one stops working)', gate: 'manager', success: 200 },
   { method: 'GET', path: `${M}/admins`, summary: "The mosque's admins", gate: 'admin', success: 200 },
   { method: 'POST', path: `${M}/admins`, summary: 'Add an admin', gate: 'manager', success: 201, body: AdminCreate },
@@ -67,6 +68,15 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { method: 'POST', path: `${M}/broadcasts/:bid/stop`, summary: 'Stop a broadcast', gate: 'trigger', success: 200 },
   { method: 'GET', path: `${M}/broadcasts`, summary: 'Broadcasts with their delivery reports', gate: 'admin', success: 200, query: BroadcastQuery },
   { method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200 },
+  { method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate },
+  { method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate },
+  { method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery },
+  { method: 'GET', path: '/api/v1/devices/:id', summary: 'A device, its status and its config', gate: 'self or admin', success: 200 },
+  { method: 'PATCH', path: '/api/v1/devices/:id', summary: 'Rename, rebind or configure (raises config_version and pushes the config)', gate: 'self or admin', success: 200, body: DeviceUpdate },
+  { method: 'DELETE', path: '/api/v1/devices/:id', summary: 'Delete (its credentials stop working, a live connection is closed)', gate: 'self or admin', success: 204 },
+  { method: 'POST', path: '/api/v1/devices/:id/credentials', summary: 'New password (the old one stops working, a live connection is closed)', gate: 'self or admin', success: 200 },
+  { method: 'GET', path: '/api/v1/devices/:id/events', summary: 'The mosque_device_events timeline, newest first', gate: 'self or admin', success: 200, query: EventsQuery },
+  { method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first', gate: 'self or admin', success: 200, query: LogsQuery },
   { method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode },
   { method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp', gate: 'admin', success: 201, body: InviteCreate },
   { method: 'PATCH', path: '/api/v1/memberships/:id', summary: 'Self: the four notify toggles; admin: the status', gate: 'self or admin', success: 200, body: MembershipPatch },

@@ -53,7 +53,7 @@ export function userRoutes(deps: { users: UserStore; userAdmin: UserAdmin }) {
   });
 
   app.delete('/:id', (c) => {
-    unwrap(deps.userAdmin.delete(c.req.param('id')));
+    unwrap(deps.userAdmin.delete(c.req.param('id'), c.var.user.id));
     return c.body(null, 204);
   });
 

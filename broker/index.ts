@@ -1,14 +1,15 @@
 import net from 'node:net';
 import type http from 'node:http';
-import { Aedes, type AedesOptions, type AuthenticateError } from 'aedes';
+import { Aedes, type AedesOptions, type Client } from 'aedes';
 import { Redis } from 'ioredis';
 import { WebSocketServer, createWebSocketStream } from 'ws';
+import type { DeviceLink } from '../src/device-link.ts';
 import type { Logger } from '../src/log.ts';
+import { createHooks, type HookDeps } from './hooks.ts';
 
 export const WEBSOCKET_PATH = '/mqtt';
 
-export interface BrokerDeps {
-  logger: Logger;
+export interface BrokerDeps extends HookDeps {
   redisUrl: string | undefined;
 }
 
@@ -18,34 +19,62 @@ export interface Broker {
   tcpServer: net.Server;
   /** Serves MQTT over WebSocket on the HTTP server's upgrade requests at /mqtt. */
   attachWebSocket(server: http.Server): void;
+  /** The DeviceLink port of src/device-link.ts. */
+  link: DeviceLink;
   isHealthy(): boolean;
   close(): Promise<void>;
 }
 
-/**
- * The device door. Until devices exist (a later issue) every CONNECT is refused with return code 5
- * (not authorized): the broker listens and reports its health, but admits nobody.
- */
+/** The device door: aedes with the hooks of broker/hooks.ts, on TCP and on WebSocket. */
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const redis = deps.redisUrl ? await redisParts(deps.redisUrl) : null;
+  const hooks = createHooks(deps);
   const options: AedesOptions = {
-    ...(redis ?? {}),
-    authenticate: (_client, _username, _password, done) => {
-      const error = Object.assign(new Error('not authorized'), { returnCode: 5 }) as AuthenticateError;
-      done(error, false);
-    },
+    ...(redis ? { persistence: redis.persistence, mq: redis.mq } : {}),
+    preConnect: hooks.preConnect,
+    authenticate: hooks.authenticate,
+    authorizePublish: hooks.authorizePublish,
+    authorizeSubscribe: hooks.authorizeSubscribe,
+    authorizeForward: hooks.authorizeForward,
   };
   const aedes = await Aedes.createBroker(options);
+  const ready = new WeakSet<Client>();
+  aedes.on('clientReady', (client) => ready.add(client));
+  // After aedes has published the will (if any): presence per connection, so a taken-over connection's
+  // goodbye does not touch the device's new connection.
+  aedes.on('clientDisconnect', (client) => deps.telemetry.disconnected(client.id, client, 'disconnect'));
   aedes.on('clientError', (client, err) => deps.logger.debug({ client_id: client.id, err: err.message }, 'mqtt client error'));
   aedes.on('connectionError', (client, err) => deps.logger.debug({ client_id: client?.id, err: err.message }, 'mqtt connection error'));
+  aedes.on('client', (client) => {
+    // A connection that authenticated but never became ready gets no clientDisconnect from aedes.
+    client.conn.once('close', () => {
+      if (!ready.has(client)) deps.telemetry.disconnected(client.id, client, 'connect_failed');
+    });
+  });
 
-  const tcpServer = net.createServer({ noDelay: true }, (socket) => aedes.handle(socket));
+  const sockets = new Set<net.Socket>();
+  const tcpServer = net.createServer({ noDelay: true }, (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    aedes.handle(socket);
+  });
   const wss = new WebSocketServer({ noServer: true });
   wss.on('connection', (ws, req) => aedes.handle(createWebSocketStream(ws), req));
+
+  const link: DeviceLink = {
+    publish: (topic, payload, opts) =>
+      new Promise((resolve, reject) => {
+        const body = payload === '' ? Buffer.alloc(0) : Buffer.from(JSON.stringify(payload));
+        aedes.publish({ cmd: 'publish', topic, payload: body, qos: opts.qos, retain: opts.retain, dup: false }, (err) => (err ? reject(err) : resolve()));
+      }),
+    disconnect: (deviceId) => (aedes as unknown as { clients: Record<string, Client | undefined> }).clients[deviceId]?.close(),
+    isConnected: (deviceId) => deps.telemetry.isConnected(deviceId),
+  };
 
   return {
     aedes,
     tcpServer,
+    link,
     attachWebSocket(server) {
       server.on('upgrade', (req, socket, head) => {
         const path = (req.url ?? '').split('?')[0];
@@ -54,11 +83,15 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       });
     },
     isHealthy: () => !aedes.closed && tcpServer.listening,
+    // aedes closes only clients that finished CONNECT; a socket that never sent one held the stop for the
+    // connect timeout (30 s). So: stop accepting, let aedes close its clients, then drop what is left.
     async close() {
+      const unbound = tcpServer.listening ? new Promise<void>((resolve) => tcpServer.close(() => resolve())) : Promise.resolve();
       for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
-      await new Promise<void>((resolve) => (tcpServer.listening ? tcpServer.close(() => resolve()) : resolve()));
+      for (const socket of sockets) socket.destroy();
+      await unbound;
       await redis?.close();
     },
   };
@@ -68,12 +101,10 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
 async function redisParts(url: string) {
   const { default: redisPersistence } = await import('aedes-persistence-redis');
   const { default: redisEmitter } = await import('mqemitter-redis');
-  const conn = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 3 });
-  const persistence = redisPersistence({ conn });
-  const mq = redisEmitter({ connectionString: url });
+  const conn = new Redis(url, { maxRetriesPerRequest: 3 });
   return {
-    persistence,
-    mq,
+    persistence: redisPersistence({ conn }),
+    mq: redisEmitter({ connectionString: url }),
     // aedes.close() closes the emitter; the persistence connection is ours to end.
     async close() {
       conn.disconnect();

@@ -21,6 +21,8 @@ export interface Config {
   authRateLimit: number;
   authIdentifierRateLimit: number;
   bcryptCost: number;
+  deviceEventsRetentionDays: number;
+  deviceEventsMaxPerDevice: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -76,6 +78,8 @@ const EnvSchema = v.object({
   AUTH_RATE_LIMIT: wholeNumber(1, 1_000_000, 30),
   AUTH_IDENTIFIER_RATE_LIMIT: wholeNumber(1, 1_000_000, 10),
   BCRYPT_COST: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^\d+$/, 'must be a whole number'), v.transform(Number)), '11'),
+  DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
+  DEVICE_EVENTS_MAX_PER_DEVICE: wholeNumber(10, 1_000_000, 1000),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
 });
 
@@ -162,6 +166,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       authRateLimit: e.AUTH_RATE_LIMIT,
       authIdentifierRateLimit: e.AUTH_IDENTIFIER_RATE_LIMIT,
       bcryptCost: e.BCRYPT_COST,
+      deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
+      deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,
       logLevel: e.LOG_LEVEL,
     },
   };

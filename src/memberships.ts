@@ -164,6 +164,14 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       return byId.get(membership.id)!;
     },
 
+    /** The user is being deleted (the database removes the rows): each mosque's feed says so. */
+    noteUserDeleted(userId: string, actorId: string | null): void {
+      for (const m of ofUser.all(userId)) {
+        activity.record({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
+        deps.onChange?.({ membership: m, previousStatus: m.status, removed: true });
+      }
+    },
+
     /** Removes a membership (an admin's act); entitlement treats it as lapsed. */
     remove(membership: MembershipRow, actorId: string): void {
       db.transaction(() => {

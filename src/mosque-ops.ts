@@ -18,7 +18,12 @@ export interface AdminChange {
  * Owner rules: a mosque always keeps exactly one owner; only a superadmin lowers the owner's flags;
  * ownership moves by setting is_owner on another admin (the owner or a superadmin may).
  */
-export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog; onDeleted?: (mosqueId: string) => void }) {
+export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog;
+  /** Called just before a mosque is deleted; the function it returns runs just after. */
+  beforeDelete?: (mosqueId: string) => (() => void) | void;
+  /** Told after a mosque's fields change (its devices' configs carry its stream). */
+  onUpdated?: (before: MosqueRow, after: MosqueRow) => void;
+}) {
   const { db, mosques, admins, activity } = deps;
   const tx = <T>(fn: () => T): T => db.transaction(fn)();
 
@@ -45,11 +50,13 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
     },
 
     update(mosque: MosqueRow, fields: Partial<MosqueFields>, actor: Actor): MosqueRow {
-      return tx(() => {
-        const updated = mosques.update(mosque.id, fields);
+      const updated = tx(() => {
+        const row = mosques.update(mosque.id, fields);
         activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.updated', subjectId: mosque.id, data: { fields: Object.keys(fields) } });
-        return updated;
+        return row;
       });
+      deps.onUpdated?.(mosque, updated);
+      return updated;
     },
 
     rotateJoinCode(mosque: MosqueRow, actor: Actor): MosqueRow {
@@ -61,8 +68,9 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
     },
 
     delete(mosque: MosqueRow): void {
+      const after = deps.beforeDelete?.(mosque.id);
       mosques.delete(mosque.id);
-      deps.onDeleted?.(mosque.id);
+      after?.();
     },
 
     addAdmin(mosque: MosqueRow, userId: string, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): Result<AdminRow> {

@@ -3,29 +3,30 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
-import { createBroker, type Broker } from '../broker/index.ts';
+import { createBroker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
+import { createActivityLog } from './activity.ts';
+import { createAdminStore } from './admins.ts';
 import { createPeopleAuth } from './auth.ts';
+import { createBroadcasts } from './broadcasts.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { createOneTimeCodes } from './codes.ts';
 import type { Config } from './config.ts';
-import { migrate, openDatabase } from './db.ts';
-import type { Logger } from './log.ts';
-import { createNotifier, type Notifier, type Transport } from './notify.ts';
-import { createPasswordHasher } from './passwords.ts';
-import { deriveKey, loadOrCreateSecretFile } from './secrets.ts';
-import { createSuperadminAuth } from './superadmin.ts';
-import { createAccessTokens } from './tokens.ts';
-import { createUserStore } from './users.ts';
-import { createActivityLog } from './activity.ts';
-import { createAdminStore } from './admins.ts';
-import { createBroadcasts } from './broadcasts.ts';
+import { migrate, openDatabase, type Db } from './db.ts';
+import { createDevicePlane } from './device-plane.ts';
 import { createInvites } from './invites.ts';
+import type { Logger } from './log.ts';
 import { createMemberships } from './memberships.ts';
 import { createMosqueOps } from './mosque-ops.ts';
 import { createMosqueStore } from './mosques.ts';
+import { createNotifier, type Notifier, type Transport } from './notify.ts';
+import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
 import { createPushSubscriptions } from './push-subscriptions.ts';
+import { deriveKey, loadOrCreateSecretFile } from './secrets.ts';
+import { createSuperadminAuth } from './superadmin.ts';
+import { createAccessTokens } from './tokens.ts';
 import { createUserAdmin } from './user-admin.ts';
+import { createUserStore } from './users.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -53,6 +54,25 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
   return pino({ level: config.logLevel, base: { service: 'minaret' } });
 }
 
+/** People, their credentials, their mosques and standing (contract 3-6). */
+function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier) {
+  const users = createUserStore(db, clock);
+  const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
+  const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion });
+  const activity = createActivityLog(db, clock);
+  const mosques = createMosqueStore(db, clock);
+  const admins = createAdminStore(db, clock);
+  const memberships = createMemberships({ db, clock, activity });
+  return {
+    users, tokens, activity, mosques, admins, memberships,
+    peopleAuth: createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
+    superadminAuth: createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock }),
+    invites: createInvites({ db, clock, users, memberships, activity, notifier }),
+    broadcasts: createBroadcasts({ db, clock, activity }),
+    pushSubscriptions: createPushSubscriptions(db, clock),
+  };
+}
+
 /** The composition root: database, stores, credentials, the two doors and their listeners. */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
   const clock = opts.clock ?? systemClock;
@@ -66,47 +86,51 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   try {
     const db = openDatabase(config.databasePath);
     closers.push(() => db.close());
-    const version = migrate(db);
-    logger.info({ database: config.databasePath, schema_version: version }, 'database ready');
-
-    const users = createUserStore(db, clock);
-    const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
+    logger.info({ database: config.databasePath, schema_version: migrate(db) }, 'database ready');
     const hasher = await createPasswordHasher({ cost: config.bcryptCost });
     closers.push(() => hasher.close());
-    const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion });
     const transport = opts.transport ?? createTransport(config, logger);
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
     closers.push(() => notifier.close());
-    const peopleAuth = createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours });
-    const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock });
-    const activity = createActivityLog(db, clock);
-    const mosques = createMosqueStore(db, clock);
-    const admins = createAdminStore(db, clock);
-    const memberships = createMemberships({ db, clock, activity });
-    const mosqueOps = createMosqueOps({ db, mosques, admins, users, activity });
-    const invites = createInvites({ db, clock, users, memberships, activity, notifier });
-    const broadcasts = createBroadcasts({ db, clock, activity });
-    const userAdmin = createUserAdmin({ users, admins, hasher });
-    const pushSubscriptions = createPushSubscriptions(db, clock);
 
-    const broker = await createBroker({ logger, redisUrl: config.redisUrl });
-    const brokerSockets = trackSockets(broker.tcpServer);
-    closers.push(() => closeBroker(broker, brokerSockets));
+    const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier);
+    const plane = createDevicePlane({ db, clock, config, logger, mosques: people.mosques, activity: people.activity });
+    const mosqueOps = createMosqueOps({
+      db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity,
+      beforeDelete: plane.beforeMosqueDelete, onUpdated: plane.mosqueUpdated,
+    });
+    const userAdmin = createUserAdmin({
+      users: people.users, admins: people.admins, hasher,
+      beforeDelete: (userId, actorId) => {
+        people.memberships.noteUserDeleted(userId, actorId);
+        return plane.beforeUserDelete(userId);
+      },
+    });
+
+    const broker = await createBroker({
+      logger, redisUrl: config.redisUrl, telemetry: plane.telemetry,
+      device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.service.ensureConfigPublished,
+    });
+    plane.attach(broker.link);
+    plane.start();
+    // Reverse order on close: the broker goes first (its goodbyes land in the timeline), then the last flush.
+    closers.push(() => plane.stop());
+    closers.push(() => broker.close());
 
     const dbCheck = db.prepare('SELECT 1 AS up');
     const health = () => ({ db: safely(() => dbCheck.get() !== undefined), broker: broker.isHealthy() });
     const api = createApi({
-      logger, clock, users, tokens, peopleAuth, superadminAuth, health,
-      userAdmin, mosques, admins, memberships, mosqueOps, invites, broadcasts, activity, pushSubscriptions,
+      ...people, logger, clock, health, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
     });
     const httpServer = createAdaptorServer({ fetch: api.fetch }) as http.Server;
     broker.attachWebSocket(httpServer);
 
+    let mqttPort = config.mqttPort;
     const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
     closers.push(() => closeHttp(httpServer));
-    const mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
+    mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, host: config.host }, 'minaret is listening');
 
@@ -160,28 +184,6 @@ function listen(server: net.Server, port: number, host: string, setting: string)
       resolve((server.address() as net.AddressInfo).port);
     });
   });
-}
-
-function trackSockets(server: net.Server): Set<net.Socket> {
-  const sockets = new Set<net.Socket>();
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
-  return sockets;
-}
-
-/**
- * aedes closes only the clients that finished CONNECT, and the broker then waits for its TCP server, which
- * waits for every socket: one connection that never sent CONNECT held a stop for aedes' connect timeout
- * (30 s). So: stop accepting, let aedes close its clients cleanly, then drop the sockets that are left.
- */
-async function closeBroker(broker: Broker, sockets: Set<net.Socket>): Promise<void> {
-  const server = broker.tcpServer;
-  const unbound = server.listening ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
-  await broker.close();
-  for (const socket of sockets) socket.destroy();
-  await unbound;
 }
 
 /** Stops accepting, lets requests in flight finish for a moment, then drops what is left. */

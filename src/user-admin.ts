@@ -11,11 +11,11 @@ export interface UserFields {
   role?: Role;
 }
 
-/** Told after a user is deleted (their devices stop working: the device issue listens). */
-export type UserDeletedListener = (userId: string) => void;
+/** Called just before a user is deleted; the function it returns runs just after (their devices stop working). */
+export type BeforeUserDelete = (userId: string, actorId: string | null) => (() => void) | void;
 
 /** Superadmin user administration (seed "Other known operations": users list/create/update/delete). */
-export function createUserAdmin(deps: { users: UserStore; admins: AdminStore; hasher: PasswordHasher; onDeleted?: UserDeletedListener }) {
+export function createUserAdmin(deps: { users: UserStore; admins: AdminStore; hasher: PasswordHasher; beforeDelete?: BeforeUserDelete }) {
   const { users } = deps;
 
   /** The other account holding this email or phone, if any. */
@@ -61,13 +61,14 @@ export function createUserAdmin(deps: { users: UserStore; admins: AdminStore; ha
     },
 
     /** Revokes every token and removes memberships and admin rows; an owner must hand the mosque over first. */
-    delete(id: string): Result<void> {
+    delete(id: string, actorId: string | null = null): Result<void> {
       if (!users.findById(id)) return fail('not_found');
       if (deps.admins.ownedBy(id).length > 0) {
         return fail('conflict', 'This user owns a mosque; make another admin the owner first.');
       }
+      const after = deps.beforeDelete?.(id, actorId);
       users.delete(id);
-      deps.onDeleted?.(id);
+      after?.();
       return ok(undefined);
     },
   };

@@ -32,3 +32,61 @@ export async function createMosque(ts: TestService, rootToken: string, owner: Pe
   if (res.status !== 201) throw new Error(`create mosque: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body as { id: string; join_code: string; name: string; auto_approve_members: boolean };
 }
+
+// ---- helpers for the people-and-mosques tests (contract 5) ----
+
+export const API = '/api/v1';
+
+export interface AdminFlagsWanted {
+  can_trigger?: boolean;
+  can_manage?: boolean;
+}
+
+/** Gives `person` an admin row in the mosque, added by the superadmin, with the flags asked (false otherwise). */
+export async function makeAdmin(ts: TestService, rootToken: string, mosqueId: string, person: Person, flags: AdminFlagsWanted = {}) {
+  const res = await ts.http.post(`${API}/mosques/${mosqueId}/admins`, { user_id: person.id, ...flags }, rootToken);
+  if (res.status !== 201) throw new Error(`add admin: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body as { user_id: string; email: string; is_owner: boolean; can_trigger: boolean; can_manage: boolean };
+}
+
+/** A self-service join of `person`; returns the membership (201 or 200 both accepted here). */
+export async function joinMosque(ts: TestService, person: Person, mosqueId: string) {
+  const res = await ts.http.post(`${API}/mosques/${mosqueId}/join`, {}, person.token);
+  if (res.status !== 201 && res.status !== 200) throw new Error(`join: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body as { id: string; status: string; [k: string]: unknown };
+}
+
+/** Sets a membership's status as `token` (an admin of its mosque or the superadmin); fails unless 200. */
+export async function setStatus(ts: TestService, token: string, membershipId: string, status: string) {
+  const res = await ts.http.patch(`${API}/memberships/${membershipId}`, { status }, token);
+  if (res.status !== 200) throw new Error(`set status: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body as { id: string; status: string; [k: string]: unknown };
+}
+
+/** The person's own membership of one mosque as GET /me/memberships shows it; undefined when there is none. */
+export async function ownMembership(ts: TestService, person: Person, mosqueId: string) {
+  const res = await ts.http.get(`${API}/me/memberships`, person.token);
+  if (res.status !== 200) throw new Error(`me/memberships: ${res.status} ${JSON.stringify(res.body)}`);
+  return (res.body as Array<Record<string, unknown> & { mosque_id: string }>).find((m) => m.mosque_id === mosqueId);
+}
+
+/** Every membership of a mosque as an admin (or the superadmin) reads them. */
+export async function mosqueMemberships(ts: TestService, token: string, mosqueId: string) {
+  const res = await ts.http.get(`${API}/mosques/${mosqueId}/memberships`, token);
+  if (res.status !== 200) throw new Error(`mosque memberships: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body as Array<Record<string, unknown> & { id: string; user_id: string; status: string; user_email: string }>;
+}
+
+/** The admin rows of a mosque as the superadmin reads them. */
+export async function mosqueAdmins(ts: TestService, rootToken: string, mosqueId: string) {
+  const res = await ts.http.get(`${API}/mosques/${mosqueId}/admins`, rootToken);
+  if (res.status !== 200) throw new Error(`mosque admins: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body as Array<{ user_id: string; email: string; is_owner: boolean; can_trigger: boolean; can_manage: boolean }>;
+}
+
+/** The mosque's activity feed (newest first) as the superadmin reads it. */
+export async function mosqueActivity(ts: TestService, rootToken: string, mosqueId: string, query = '') {
+  const res = await ts.http.get(`${API}/mosques/${mosqueId}/activity${query}`, rootToken);
+  if (res.status !== 200) throw new Error(`activity: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body as Array<{ id: string; at: string; actor_user_id: string | null; kind: string; subject_id: string | null; data: Record<string, unknown> }>;
+}

@@ -1,0 +1,164 @@
+import { Hono } from 'hono';
+import * as v from 'valibot';
+import { standingOf, type AdminStore } from '../src/admins.ts';
+import { HEARTBEAT, MAX_HEARTBEAT_SECS, type DeviceKind } from '../src/device-config.ts';
+import type { DevicePlane } from '../src/device-plane.ts';
+import { toDevice, type DeviceRow } from '../src/devices.ts';
+import type { MosqueStore } from '../src/mosques.ts';
+import type { AppContext, AppEnv } from './context.ts';
+import { ApiError } from './errors.ts';
+import { actorOf, mosqueGate, type GateDeps } from './guards.ts';
+import { id, limit } from './schemas.ts';
+import { readJson, readQuery } from './validate.ts';
+
+const deviceName = v.optional(v.nullable(v.pipe(v.string(), v.trim(), v.maxLength(100, 'is too long'))));
+const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM'));
+export const TransmitterCreate = v.object({ kind: v.literal('transmitter'), name: deviceName });
+export const PlayerCreate = v.object({ kind: v.literal('stream_player'), mosque_id: v.optional(v.nullable(id)), name: deviceName });
+export const DeviceUpdate = v.object({
+  name: deviceName,
+  mosque_id: v.optional(v.nullable(id)),
+  config: v.optional(
+    v.object({
+      heartbeat_secs: v.optional(v.pipe(v.number(), v.integer('must be whole seconds'), v.maxValue(MAX_HEARTBEAT_SECS, `must be at most ${MAX_HEARTBEAT_SECS}`))),
+      log_enabled: v.optional(v.boolean()),
+      volume: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0, 'must be 0..100'), v.maxValue(100, 'must be 0..100'))),
+      quiet_hours: v.optional(v.nullable(v.object({ start: hhmm, end: hhmm }))),
+    }),
+  ),
+});
+export const DeviceListQuery = v.object({ mosque_id: v.optional(id) });
+export const EventsQuery = v.object({
+  limit: limit(50, 500),
+  before: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'must be an event id'), v.transform(Number))),
+});
+export const LogsQuery = v.object({ limit: limit(100, 500) });
+
+interface Deps extends GateDeps {
+  mosques: MosqueStore;
+  admins: AdminStore;
+  plane: DevicePlane;
+  mqttPort: () => number;
+}
+
+/** CONTRACT 7: the device registry over HTTP (commands and why come with later issues). */
+export function deviceRoutes(deps: Deps) {
+  const app = new Hono<AppEnv>();
+  const { plane } = deps;
+
+  /** The caller's standing toward one device: owner of a player, admin or manager of its mosque, superadmin. */
+  const access = (c: AppContext, row: DeviceRow) => {
+    const actor = actorOf(c);
+    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? deps.admins.find(row.mosque_id, actor.id) : null);
+    const owner = row.kind === 'stream_player' && row.owner_user_id === actor.id;
+    const inMosque = row.mosque_id !== null || actor.isSuperadmin;
+    return { owner, superadmin: actor.isSuperadmin, view: owner || (inMosque && standing.admin), write: owner || (inMosque && standing.manager) };
+  };
+  /** The device named by :id if the caller may see it (404 otherwise) and, for `write`, change it (403). */
+  const load = (c: AppContext, need: 'view' | 'write') => {
+    const row = plane.devices.findById(c.req.param('id') ?? '');
+    if (!row) throw new ApiError('not_found');
+    const a = access(c, row);
+    if (!a.view) throw new ApiError('not_found');
+    if (need === 'write' && !a.write) throw new ApiError('forbidden');
+    return { row, access: a };
+  };
+  const body = (row: DeviceRow) => ({
+    ...toDevice(row, { lastSeenAt: lastSeenSeconds(row.id), connected: plane.telemetry.isConnected(row.id), heartbeat: plane.telemetry.lastHeartbeat(row.id) }),
+    counters: plane.telemetry.counters(row.id),
+    entitlement: null,
+  });
+  const lastSeenSeconds = (deviceId: string) => {
+    const ms = plane.telemetry.lastSeenMs(deviceId);
+    return ms === null ? null : Math.floor(ms / 1000);
+  };
+  const credentials = (c: AppContext, row: DeviceRow, password: string) => {
+    const url = new URL(c.req.url);
+    const secure = url.protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
+    return {
+      client_id: row.id,
+      username: row.id,
+      password,
+      mqtt_url: `mqtt://${url.hostname}:${deps.mqttPort()}`,
+      ws_url: `${secure ? 'wss' : 'ws'}://${url.host}/mqtt`,
+    };
+  };
+
+  app.post('/mosques/:id/devices', mosqueGate(deps, 'manager'), async (c) => {
+    const b = await readJson(c, TransmitterCreate);
+    const { row, password } = plane.service.register('transmitter', b.name ?? null, c.var.mosque.id, null, c.var.user.id);
+    return c.json({ device: body(row), credentials: credentials(c, row, password) }, 201);
+  });
+
+  app.post('/devices', async (c) => {
+    const b = await readJson(c, PlayerCreate);
+    if (b.mosque_id && !deps.mosques.findById(b.mosque_id)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+    const { row, password } = plane.service.register('stream_player', b.name ?? null, b.mosque_id ?? null, c.var.user.id, c.var.user.id);
+    return c.json({ device: body(row), credentials: credentials(c, row, password) }, 201);
+  });
+
+  app.get('/devices', (c) => {
+    const q = readQuery(c, DeviceListQuery);
+    const actor = actorOf(c);
+    const visible = (row: DeviceRow) => access(c, row).view;
+    const rows = q.mosque_id
+      ? plane.devices.listForMosque(q.mosque_id)
+      : actor.isSuperadmin
+        ? plane.devices.listAll()
+        : [...plane.devices.listForOwner(actor.id), ...deps.admins.listForUser(actor.id).flatMap((a) => plane.devices.listForMosque(a.mosque_id))];
+    const unique = new Map(rows.filter(visible).map((r) => [r.id, r]));
+    return c.json([...unique.values()].map(body));
+  });
+
+  app.get('/devices/:id', (c) => c.json(body(load(c, 'view').row)));
+
+  app.patch('/devices/:id', async (c) => {
+    const { row, access: a } = load(c, 'write');
+    const b = await readJson(c, DeviceUpdate);
+    checkHeartbeat(row.kind, b.config?.heartbeat_secs);
+    if (b.mosque_id !== undefined && b.mosque_id !== row.mosque_id) {
+      // Rebinding a player is its owner's choice; a transmitter moves only by a superadmin.
+      if (row.kind === 'stream_player' ? !a.owner && !a.superadmin : !a.superadmin) throw new ApiError('forbidden', 'You may not move this device to another mosque.');
+      if (b.mosque_id === null && row.kind === 'transmitter') throw new ApiError('validation_failed', undefined, { details: [{ path: 'mosque_id', message: 'a transmitter belongs to a mosque' }] });
+      if (b.mosque_id && !deps.mosques.findById(b.mosque_id)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+    }
+    const updated = plane.service.update(row, {
+      ...(b.name !== undefined && { name: b.name }),
+      ...(b.mosque_id !== undefined && { mosqueId: b.mosque_id }),
+      ...(b.config !== undefined && { settings: b.config }),
+    }, c.var.user.id);
+    return c.json(body(updated));
+  });
+
+  app.delete('/devices/:id', (c) => {
+    plane.service.delete(load(c, 'write').row);
+    return c.body(null, 204);
+  });
+
+  app.post('/devices/:id/credentials', (c) => {
+    const { row } = load(c, 'write');
+    const password = plane.service.rotateCredentials(row, c.var.user.id);
+    return c.json({ device: body(row), credentials: credentials(c, row, password) });
+  });
+
+  app.get('/devices/:id/events', (c) => {
+    const { row } = load(c, 'view');
+    const q = readQuery(c, EventsQuery);
+    return c.json(plane.timeline.list(row.id, q.limit, q.before ?? null));
+  });
+
+  app.get('/devices/:id/logs', (c) => {
+    const { row } = load(c, 'view');
+    const q = readQuery(c, LogsQuery);
+    plane.telemetry.flush();
+    return c.json(plane.telemetry.recentLogs(row.id, q.limit).map((l) => ({ at: new Date(l.at * 1000).toISOString(), ts: l.ts, level: l.level, msg: l.msg })));
+  });
+
+  return app;
+}
+
+/** Seed "Heartbeat cadence": per-kind minimum. */
+function checkHeartbeat(kind: DeviceKind, secs: number | undefined): void {
+  if (secs === undefined || secs >= HEARTBEAT[kind].min) return;
+  throw new ApiError('validation_failed', undefined, { details: [{ path: 'config.heartbeat_secs', message: `must be at least ${HEARTBEAT[kind].min} for a ${kind}` }] });
+}

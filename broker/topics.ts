@@ -1,0 +1,56 @@
+/**
+ * Topic rules of contract 8, pure: what a device may publish and subscribe. Every answer comes from
+ * the device's in-memory record; nothing here touches the store.
+ */
+export type DeviceChannel = 'status' | 'heartbeat' | 'log' | 'ack' | 'config' | 'cmd';
+export type PublishChannel = 'status' | 'heartbeat' | 'log' | 'ack';
+
+export interface DeviceIdentity {
+  id: string;
+  kind: 'transmitter' | 'stream_player';
+  mosqueId: string | null;
+}
+
+const PUBLISHABLE: ReadonlySet<string> = new Set<PublishChannel>(['status', 'heartbeat', 'log', 'ack']);
+const SUBSCRIBABLE: ReadonlySet<string> = new Set<DeviceChannel>(['config', 'cmd']);
+
+/** `devices/{id}/{channel}` -> its parts; anything else -> null. */
+export function parseDeviceTopic(topic: string): { deviceId: string; channel: string } | null {
+  const parts = topic.split('/');
+  if (parts.length !== 3 || parts[0] !== 'devices' || !parts[1] || !parts[2]) return null;
+  return { deviceId: parts[1], channel: parts[2] };
+}
+
+/** `mosques/{id}/broadcast` -> the mosque id; anything else -> null. */
+export function parseBroadcastTopic(topic: string): string | null {
+  const parts = topic.split('/');
+  if (parts.length !== 3 || parts[0] !== 'mosques' || !parts[1] || parts[2] !== 'broadcast') return null;
+  return parts[1];
+}
+
+/** The channel a device may publish on this topic: only its own status, heartbeat, log and ack. */
+export function publishChannel(device: DeviceIdentity, topic: string): PublishChannel | null {
+  const parsed = parseDeviceTopic(topic);
+  if (!parsed || parsed.deviceId !== device.id || !PUBLISHABLE.has(parsed.channel)) return null;
+  return parsed.channel as PublishChannel;
+}
+
+const hasWildcard = (filter: string) => filter.includes('#') || filter.includes('+');
+
+/**
+ * Whether a device may subscribe to a filter: its own config and cmd, and (a stream player, while
+ * `entitled` says so) its mosque's broadcast topic. Wildcards and `$` topics are always refused.
+ */
+export function maySubscribe(device: DeviceIdentity, filter: string, entitled: (device: DeviceIdentity, mosqueId: string) => boolean): boolean {
+  if (filter.startsWith('$') || hasWildcard(filter)) return false;
+  const own = parseDeviceTopic(filter);
+  if (own) return own.deviceId === device.id && SUBSCRIBABLE.has(own.channel);
+  const mosqueId = parseBroadcastTopic(filter);
+  if (mosqueId === null) return false;
+  return device.kind === 'stream_player' && device.mosqueId === mosqueId && entitled(device, mosqueId);
+}
+
+/** Whether a message on `topic` may be delivered to this device right now (re-checked on every delivery). */
+export function mayReceive(device: DeviceIdentity, topic: string, entitled: (device: DeviceIdentity, mosqueId: string) => boolean): boolean {
+  return maySubscribe(device, topic, entitled);
+}

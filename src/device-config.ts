@@ -1,0 +1,73 @@
+/** Per-kind device settings (seed "Heartbeat cadence", contract 8 config topic). Pure. */
+export type DeviceKind = 'transmitter' | 'stream_player';
+
+export const HEARTBEAT = {
+  transmitter: { default: 60, min: 15 },
+  stream_player: { default: 300, min: 60 },
+} as const satisfies Record<DeviceKind, { default: number; min: number }>;
+
+export const MAX_HEARTBEAT_SECS = 3600;
+
+/** Quiet hours as local wall-clock times in the mosque's time zone, e.g. {start: "23:00", end: "05:00"}. */
+export interface QuietHours {
+  start: string;
+  end: string;
+}
+
+/** What an owner or manager sets; stored as JSON in devices.config. */
+export interface DeviceSettings {
+  heartbeat_secs?: number;
+  log_enabled?: boolean;
+  volume?: number;
+  quiet_hours?: QuietHours | null;
+}
+
+export interface EffectiveSettings {
+  heartbeat_secs: number;
+  log_enabled: boolean;
+  volume: number | null;
+  quiet_hours: QuietHours | null;
+}
+
+export function effectiveSettings(kind: DeviceKind, s: DeviceSettings): EffectiveSettings {
+  return {
+    heartbeat_secs: Math.max(HEARTBEAT[kind].min, s.heartbeat_secs ?? HEARTBEAT[kind].default),
+    log_enabled: s.log_enabled ?? false,
+    volume: s.volume ?? null,
+    quiet_hours: s.quiet_hours ?? null,
+  };
+}
+
+/** What the backend adds for a device bound to a mosque (the entitlement issue adds leases). */
+export interface Binding {
+  mosque_id: string | null;
+  stream_url: string | null;
+  lease: { token: string; expires_at: number } | null;
+  unbound_reason: string | null;
+}
+
+/** The retained payload on devices/{id}/config (contract 8). Absent optional fields are left out. */
+export function configPayload(kind: DeviceKind, version: number, s: DeviceSettings, b: Binding): Record<string, unknown> {
+  const e = effectiveSettings(kind, s);
+  return {
+    v: '1.0',
+    config_version: version,
+    heartbeat_secs: e.heartbeat_secs,
+    log_enabled: e.log_enabled,
+    ...(e.volume !== null && { volume: e.volume }),
+    ...(e.quiet_hours !== null && { quiet_hours: e.quiet_hours }),
+    ...(b.mosque_id !== null && { mosque_id: b.mosque_id }),
+    ...(b.stream_url !== null && { stream_url: b.stream_url }),
+    ...(b.lease !== null && { lease: b.lease }),
+    ...(b.unbound_reason !== null && { unbound_reason: b.unbound_reason }),
+  };
+}
+
+export const STATUSES = {
+  transmitter: ['CONNECTING', 'ONLINE', 'PLAYING', 'UPDATING', 'STREAM_ERROR', 'CONFIG_ERROR', 'OFFLINE'],
+  stream_player: ['CONNECTING', 'ONLINE', 'PLAYING', 'UPDATING', 'STREAM_ERROR', 'CONFIG_ERROR', 'OFFLINE', 'UNBOUND', 'MUTED'],
+} as const satisfies Record<DeviceKind, readonly string[]>;
+
+export function isStatusOf(kind: DeviceKind, status: string): boolean {
+  return (STATUSES[kind] as readonly string[]).includes(status);
+}

@@ -1,0 +1,21 @@
+/**
+ * The port through which the core reaches devices (ARCHITECTURE: src/ never imports the broker).
+ * broker/ implements it; src/service.ts hands it in.
+ */
+export interface DeviceLink {
+  /** Publishes from the backend (client-less, so no device hook refuses it). */
+  publish(topic: string, payload: Record<string, unknown> | '', opts: { qos: 0 | 1; retain: boolean }): Promise<void>;
+  /** Closes the device's live connection, if any (credentials rotated, device deleted or disabled). */
+  disconnect(deviceId: string): void;
+  isConnected(deviceId: string): boolean;
+}
+
+export const topics = {
+  status: (id: string) => `devices/${id}/status`,
+  heartbeat: (id: string) => `devices/${id}/heartbeat`,
+  log: (id: string) => `devices/${id}/log`,
+  ack: (id: string) => `devices/${id}/ack`,
+  config: (id: string) => `devices/${id}/config`,
+  cmd: (id: string) => `devices/${id}/cmd`,
+  broadcast: (mosqueId: string) => `mosques/${mosqueId}/broadcast`,
+};

@@ -1,0 +1,92 @@
+import type { ActivityLog } from './activity.ts';
+import type { Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import type { Db } from './db.ts';
+import type { DeviceLink } from './device-link.ts';
+import { createDeviceService } from './device-service.ts';
+import { createDeviceStore } from './devices.ts';
+import type { Logger } from './log.ts';
+import type { MosqueRow, MosqueStore } from './mosques.ts';
+import { createTelemetry } from './telemetry.ts';
+import { createTimeline } from './timeline.ts';
+
+export const SWEEP_INTERVAL_MS = 1000;
+export const FLUSH_INTERVAL_MS = 2000;
+export const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+
+/**
+ * The device plane's core: registry, telemetry (presence, heartbeats, logs), timeline and the device
+ * service, plus the one sweep for stale devices, the batched flush and the timeline pruning.
+ */
+export function createDevicePlane(deps: { db: Db; clock: Clock; config: Config; logger: Logger; mosques: MosqueStore; activity: ActivityLog }) {
+  const { db, clock, logger } = deps;
+  const devices = createDeviceStore(db, clock);
+  const timeline = createTimeline(db, clock);
+  const telemetry = createTelemetry({ db, clock, devices, timeline, logger });
+  let link: DeviceLink | null = null;
+  const service = createDeviceService({
+    db, devices, mosques: deps.mosques, timeline, telemetry, logger,
+    link: () => {
+      if (!link) throw new Error('device link used before the broker was attached');
+      return link;
+    },
+  });
+
+  const every = (ms: number, what: string, fn: () => void) => {
+    const timer = setInterval(() => {
+      try {
+        fn();
+      } catch (err) {
+        logger.error({ err: (err as Error).message }, `${what} failed`);
+      }
+    }, ms);
+    timer.unref();
+    return timer;
+  };
+  const prune = () => {
+    const removed = timeline.prune(deps.config.deviceEventsRetentionDays, deps.config.deviceEventsMaxPerDevice);
+    if (removed > 0) logger.info({ removed }, 'device timeline pruned');
+  };
+  let timers: NodeJS.Timeout[] = [];
+
+  return {
+    devices,
+    timeline,
+    telemetry,
+    service,
+    attach(deviceLink: DeviceLink): void {
+      link = deviceLink;
+    },
+    start(): void {
+      prune();
+      timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune)];
+    },
+    stop(): void {
+      for (const t of timers) clearInterval(t);
+      timers = [];
+      telemetry.flush();
+    },
+
+    /** A mosque is going away: its transmitters go with it; its players become unbound (config pushed). */
+    beforeMosqueDelete(mosqueId: string): () => void {
+      const rows = devices.listForMosque(mosqueId);
+      for (const row of rows) if (row.kind === 'transmitter') service.delete(row);
+      const players = rows.filter((r) => r.kind === 'stream_player').map((r) => r.id);
+      return () => players.forEach((id) => service.refreshConfig(id, 'mosque_deleted'));
+    },
+
+    /** A user is going away: the database removes their devices; cut those off and forget them. */
+    beforeUserDelete(userId: string): () => void {
+      const owned = devices.listForOwner(userId).map((r) => r.id);
+      return () => service.forgetRemoved(owned);
+    },
+
+    /** A mosque's stream_url changed: its transmitters' configs carry it. */
+    mosqueUpdated(before: MosqueRow, after: MosqueRow): void {
+      if (before.stream_url === after.stream_url) return;
+      for (const row of devices.listForMosque(after.id)) if (row.kind === 'transmitter') service.refreshConfig(row.id, 'stream_url_changed');
+    },
+  };
+}
+
+export type DevicePlane = ReturnType<typeof createDevicePlane>;

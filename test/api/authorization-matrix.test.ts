@@ -1,0 +1,441 @@
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { listRoutes } from '../../api/index.ts';
+import { openDatabase } from '../../src/db.ts';
+import { createMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
+import { startTestService, type HttpResult, type TestService } from '../support/service.ts';
+
+/**
+ * CONTRACT 5 as one table: every route x every caller standing -> the HTTP status it must get.
+ * Each route runs against a world of its own; after every refused call (401/403/404) on a route that
+ * changes state, the whole state (read back through the API as superadmin, plus every table of the
+ * database and the outgoing messages) must be exactly what it was. The last test holds the table to the
+ * routes the app really registers, so a new route without a row fails here.
+ */
+
+const STANDINGS = ['anonymous', 'member', 'admin', 'trigger', 'manager', 'owner', 'other_owner', 'superadmin'] as const;
+type Standing = (typeof STANDINGS)[number];
+type Expect = Record<Standing, number>;
+
+const V1 = '/api/v1';
+
+// ---------------------------------------------------------------------------------------------------
+// The world: superadmin, mosque M with its owner, a member and three admins, and mosque N with its owner.
+
+interface World {
+  ts: TestService;
+  root: Person;
+  owner: Person;
+  otherOwner: Person;
+  member: Person;
+  admin: Person;
+  trigger: Person;
+  manager: Person;
+  M: { id: string; join_code: string };
+  N: { id: string };
+  /** The person standing `s` (null for anonymous). */
+  caller(s: Standing): Person | null;
+  /** A new signed-up user with no relation to any mosque. */
+  fresh(): Promise<Person>;
+}
+
+let serial = 0;
+const unique = (label: string) => `${label}-${++serial}`;
+
+async function must(res: Promise<HttpResult>, status: number, what: string): Promise<any> {
+  const r = await res;
+  if (r.status !== status) throw new Error(`${what}: expected ${status}, got ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+async function buildWorld(t: TestContext): Promise<World> {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const root = await signInSuperadmin(ts);
+  const [owner, otherOwner, memberP, admin, trigger, manager] = await Promise.all(
+    ['owner-m', 'owner-n', 'member', 'admin', 'trigger', 'manager'].map((name) => member(ts, `${name}@matrix.test`)),
+  );
+  const M = await createMosque(ts, root.token, owner!, { name: 'Masjid M' });
+  const N = await createMosque(ts, root.token, otherOwner!, { name: 'Masjid N' });
+  const mPath = `${V1}/mosques/${M.id}`;
+  const enrolled = await must(ts.http.post(`${mPath}/memberships`, { user_id: memberP!.id }, root.token), 201, 'enrol the member');
+  assert.equal(enrolled.status, 'approved');
+  await must(ts.http.post(`${mPath}/admins`, { user_id: admin!.id }, root.token), 201, 'add plain admin');
+  await must(ts.http.post(`${mPath}/admins`, { user_id: trigger!.id, can_trigger: true }, root.token), 201, 'add trigger admin');
+  await must(ts.http.post(`${mPath}/admins`, { user_id: manager!.id, can_manage: true }, root.token), 201, 'add manager');
+
+  const people: Record<Exclude<Standing, 'anonymous'>, Person> = {
+    member: memberP!, admin: admin!, trigger: trigger!, manager: manager!, owner: owner!, other_owner: otherOwner!, superadmin: { ...root, email: 'root@example.com' },
+  };
+  // The standings are what the table says they are, as the service itself reports them.
+  const adminOf = async (p: Person) => (await must(ts.http.get(`${V1}/me`, p.token), 200, 'GET /me')).admin_of;
+  assert.deepEqual(await adminOf(admin!), [{ mosque_id: M.id, is_owner: false, can_trigger: false, can_manage: false }]);
+  assert.deepEqual(await adminOf(trigger!), [{ mosque_id: M.id, is_owner: false, can_trigger: true, can_manage: false }]);
+  assert.deepEqual(await adminOf(manager!), [{ mosque_id: M.id, is_owner: false, can_trigger: false, can_manage: true }]);
+  assert.deepEqual(await adminOf(owner!), [{ mosque_id: M.id, is_owner: true, can_trigger: true, can_manage: true }]);
+  assert.deepEqual(await adminOf(otherOwner!), [{ mosque_id: N.id, is_owner: true, can_trigger: true, can_manage: true }]);
+  assert.deepEqual(await adminOf(memberP!), []);
+
+  return {
+    ts, root: people.superadmin, owner: owner!, otherOwner: otherOwner!, member: memberP!, admin: admin!, trigger: trigger!, manager: manager!,
+    M, N,
+    caller: (s) => (s === 'anonymous' ? null : people[s]),
+    fresh: () => member(ts, `${unique('fresh')}@matrix.test`),
+  };
+}
+
+// Small world-changing steps the rows use to prepare their targets (always as superadmin).
+const mosquePath = (w: World) => `${V1}/mosques/${w.M.id}`;
+
+async function freshAdmin(w: World): Promise<Person> {
+  const p = await w.fresh();
+  await must(w.ts.http.post(`${mosquePath(w)}/admins`, { user_id: p.id }, w.root.token), 201, 'add target admin');
+  return p;
+}
+
+/** A pending membership in M of a new user (M does not auto-approve). */
+async function freshPendingMembership(w: World): Promise<string> {
+  const p = await w.fresh();
+  const m = await must(w.ts.http.post(`${mosquePath(w)}/join`, undefined, p.token), 201, 'target joins M');
+  assert.equal(m.status, 'pending');
+  return m.id;
+}
+
+async function stopLiveBroadcasts(w: World) {
+  const list = await must(w.ts.http.get(`${mosquePath(w)}/broadcasts?limit=200`, w.root.token), 200, 'list broadcasts');
+  for (const b of list) if (b.status === 'live') await must(w.ts.http.post(`${mosquePath(w)}/broadcasts/${b.id}/stop`, undefined, w.root.token), 200, 'stop');
+}
+
+async function liveBroadcast(w: World): Promise<string> {
+  await stopLiveBroadcasts(w);
+  return (await must(w.ts.http.post(`${mosquePath(w)}/broadcasts`, { kind: 'azaan', prayer: 'fajr' }, w.root.token), 201, 'start broadcast')).id;
+}
+
+const pushKeys = { p256dh: 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM', auth: 'tBHItJI5svbpez7KI4CCXg' };
+const pushEndpoint = () => `https://push.example.test/${unique('sub')}`;
+
+// ---------------------------------------------------------------------------------------------------
+// Expected statuses.
+
+/** Every signed-in caller gets `ok`. */
+const anyone = (ok: number): Expect => ({ anonymous: 401, member: ok, admin: ok, trigger: ok, manager: ok, owner: ok, other_owner: ok, superadmin: ok });
+
+/** Gated at the route on the token's role: superadmin gets `ok`, every other signed-in caller 403. */
+const superadminOnly = (ok: number): Expect => ({ anonymous: 401, member: 403, admin: 403, trigger: 403, manager: 403, owner: 403, other_owner: 403, superadmin: ok });
+
+/** Who holds each per-mosque standing in M (superadmin passes every one). */
+const HOLDERS = {
+  admin: ['admin', 'trigger', 'manager', 'owner', 'superadmin'],
+  trigger: ['trigger', 'owner', 'superadmin'],
+  manager: ['manager', 'owner', 'superadmin'],
+  owner: ['owner', 'superadmin'],
+} as const satisfies Record<string, readonly Standing[]>;
+
+/**
+ * A per-mosque gate on M: the holders get `ok`; the member and admins lacking the flag get 403; the owner of
+ * another mosque, a stranger to M, gets 404 as if M did not exist.
+ */
+function inMosque(gate: keyof typeof HOLDERS, ok: number): Expect {
+  const holders: readonly Standing[] = HOLDERS[gate];
+  const e = {} as Expect;
+  for (const s of STANDINGS) e[s] = s === 'anonymous' ? 401 : s === 'other_owner' ? 404 : holders.includes(s) ? ok : 403;
+  return e;
+}
+
+/**
+ * Someone else's membership in M, named by its own id: the admins of M get `ok`. The record is visible
+ * only to its member and to M's admins, so a fellow member of M is told 404 like a stranger (an unknown
+ * id), not 403 as at M's own routes; test/api/memberships.test.ts holds the same line.
+ */
+const membershipOfM = (ok: number): Expect => ({ ...inMosque('admin', ok), member: 404 });
+
+/** A self-service join of M: open to any signed-in caller; the member's existing membership comes back as is. */
+const joinM: Expect = { ...anyone(201), member: 200 };
+
+// ---------------------------------------------------------------------------------------------------
+// The table.
+
+interface Call {
+  path: string;
+  body?: unknown;
+}
+
+interface Row {
+  /** `METHOD path` in Hono's syntax, exactly as the app registers it. */
+  route: string;
+  expect: Expect;
+  /** The request for this standing; may first prepare a fresh target in the world (as superadmin). */
+  request: (w: World, s: Standing, caller: Person | null) => Promise<Call> | Call;
+  /** The route changes state: refused calls must change nothing, successful ones something. */
+  mutates?: boolean;
+  /** Whether a successful call with this status changes state (default: every success of a mutating route). */
+  changesOnSuccess?: (status: number) => boolean;
+  /** A successful call destroys the world (M itself): the next standing gets a new one. */
+  destroysWorld?: boolean;
+  /** Extra checks on a successful answer. */
+  check?: (w: World, s: Standing, res: HttpResult) => void;
+}
+
+const ROWS: Row[] = [
+  // --- me ---
+  {
+    route: `GET ${V1}/me`, expect: anyone(200), request: () => ({ path: `${V1}/me` }),
+    check: (w, s, res) => assert.equal(res.body.user.id, w.caller(s)!.id),
+  },
+  { route: `GET ${V1}/me/memberships`, expect: anyone(200), request: () => ({ path: `${V1}/me/memberships` }) },
+  {
+    route: `POST ${V1}/me/push-subscriptions`, expect: anyone(201), mutates: true,
+    request: () => ({ path: `${V1}/me/push-subscriptions`, body: { endpoint: pushEndpoint(), keys: pushKeys } }),
+  },
+  {
+    route: `DELETE ${V1}/me/push-subscriptions`, expect: anyone(204), mutates: true,
+    request: async (w, _s, caller) => {
+      // The caller's own subscription (anonymous: the member's, which must survive the refused call).
+      const holder = caller ?? w.member;
+      const endpoint = pushEndpoint();
+      await must(w.ts.http.post(`${V1}/me/push-subscriptions`, { endpoint, keys: pushKeys }, holder.token), 201, 'subscribe');
+      return { path: `${V1}/me/push-subscriptions`, body: { endpoint } };
+    },
+  },
+
+  // --- users: superadmin only, all-or-nothing at the route ---
+  { route: `GET ${V1}/users`, expect: superadminOnly(200), request: () => ({ path: `${V1}/users` }) },
+  {
+    route: `POST ${V1}/users`, expect: superadminOnly(201), mutates: true,
+    request: () => ({ path: `${V1}/users`, body: { email: `${unique('created')}@matrix.test` } }),
+  },
+  { route: `GET ${V1}/users/:id`, expect: superadminOnly(200), request: (w) => ({ path: `${V1}/users/${w.member.id}` }) },
+  {
+    route: `PATCH ${V1}/users/:id`, expect: superadminOnly(200), mutates: true,
+    request: async (w) => ({ path: `${V1}/users/${(await w.fresh()).id}`, body: { email: `${unique('renamed')}@matrix.test`, role: 'superadmin' } }),
+  },
+  {
+    route: `DELETE ${V1}/users/:id`, expect: superadminOnly(204), mutates: true,
+    request: async (w) => ({ path: `${V1}/users/${(await w.fresh()).id}` }),
+  },
+
+  // --- mosques ---
+  {
+    route: `POST ${V1}/mosques`, expect: superadminOnly(201), mutates: true,
+    request: (w, _s, caller) => ({ path: `${V1}/mosques`, body: { name: unique('Masjid'), owner_user_id: caller?.id ?? w.member.id } }),
+  },
+  {
+    route: `GET ${V1}/mosques`, expect: anyone(200), request: () => ({ path: `${V1}/mosques` }),
+    check: (w, s, res) => {
+      const ids = (res.body as Array<{ id: string }>).map((m) => m.id).sort();
+      const sees = s === 'superadmin' ? [w.M.id, w.N.id] : s === 'other_owner' ? [w.N.id] : [w.M.id];
+      assert.deepEqual(ids, sees.sort(), 'GET /mosques lists only the mosques the caller belongs to');
+    },
+  },
+  {
+    route: `GET ${V1}/mosques/:id`, expect: inMosque('admin', 200), request: (w) => ({ path: mosquePath(w) }),
+    check: (w, _s, res) => assert.equal(res.body.join_code, w.M.join_code),
+  },
+  {
+    route: `PATCH ${V1}/mosques/:id`, expect: inMosque('admin', 200), mutates: true,
+    request: (w) => ({ path: mosquePath(w), body: { name: unique('Renamed'), auto_approve_members: true, stream_url: 'https://radio.example.test/live' } }),
+  },
+  {
+    route: `DELETE ${V1}/mosques/:id`, expect: inMosque('owner', 204), mutates: true, destroysWorld: true,
+    request: (w) => ({ path: mosquePath(w) }),
+  },
+  {
+    route: `POST ${V1}/mosques/:id/join-code`, expect: inMosque('manager', 200), mutates: true,
+    request: (w) => ({ path: `${mosquePath(w)}/join-code` }),
+  },
+
+  // --- mosque admins ---
+  { route: `GET ${V1}/mosques/:id/admins`, expect: inMosque('admin', 200), request: (w) => ({ path: `${mosquePath(w)}/admins` }) },
+  {
+    route: `POST ${V1}/mosques/:id/admins`, expect: inMosque('manager', 201), mutates: true,
+    request: async (w) => ({ path: `${mosquePath(w)}/admins`, body: { user_id: (await w.fresh()).id, can_trigger: true, can_manage: true } }),
+  },
+  {
+    route: `PATCH ${V1}/mosques/:id/admins/:user_id`, expect: inMosque('manager', 200), mutates: true,
+    request: async (w) => ({ path: `${mosquePath(w)}/admins/${(await freshAdmin(w)).id}`, body: { can_trigger: true, can_manage: true } }),
+  },
+  {
+    route: `DELETE ${V1}/mosques/:id/admins/:user_id`, expect: inMosque('manager', 204), mutates: true,
+    request: async (w) => ({ path: `${mosquePath(w)}/admins/${(await freshAdmin(w)).id}` }),
+  },
+
+  // --- memberships ---
+  { route: `GET ${V1}/mosques/:id/memberships`, expect: inMosque('admin', 200), request: (w) => ({ path: `${mosquePath(w)}/memberships` }) },
+  {
+    route: `POST ${V1}/mosques/:id/memberships`, expect: inMosque('admin', 201), mutates: true,
+    request: async (w) => ({ path: `${mosquePath(w)}/memberships`, body: { user_id: (await w.fresh()).id } }),
+  },
+  {
+    route: `POST ${V1}/mosques/:id/join`, expect: joinM, mutates: true, changesOnSuccess: (status) => status === 201,
+    request: (w) => ({ path: `${mosquePath(w)}/join` }),
+  },
+  {
+    route: `POST ${V1}/join`, expect: joinM, mutates: true, changesOnSuccess: (status) => status === 201,
+    request: (w) => ({ path: `${V1}/join`, body: { code: w.M.join_code } }),
+  },
+  {
+    route: `POST ${V1}/invites`, expect: inMosque('admin', 201), mutates: true,
+    request: (w) => ({ path: `${V1}/invites`, body: { mosque_id: w.M.id, email: `${unique('invited')}@matrix.test`, auto_approve: true } }),
+  },
+  {
+    // A status change on someone else's membership in M.
+    route: `PATCH ${V1}/memberships/:id`, expect: membershipOfM(200), mutates: true,
+    request: async (w) => ({ path: `${V1}/memberships/${await freshPendingMembership(w)}`, body: { status: 'approved' } }),
+  },
+  {
+    // Removing someone else's membership in M (a route this implementation adds beyond CONTRACT 5).
+    route: `DELETE ${V1}/memberships/:id`, expect: membershipOfM(204), mutates: true,
+    request: async (w) => ({ path: `${V1}/memberships/${await freshPendingMembership(w)}` }),
+  },
+  { route: `GET ${V1}/mosques/:id/activity`, expect: inMosque('admin', 200), request: (w) => ({ path: `${mosquePath(w)}/activity` }) },
+
+  // --- broadcasts ---
+  {
+    route: `POST ${V1}/mosques/:id/broadcasts`, expect: inMosque('trigger', 201), mutates: true,
+    request: async (w) => {
+      await stopLiveBroadcasts(w); // one live broadcast per mosque: each call starts from none
+      return { path: `${mosquePath(w)}/broadcasts`, body: { kind: 'azaan', prayer: 'maghrib' } };
+    },
+  },
+  {
+    route: `POST ${V1}/mosques/:id/broadcasts/:bid/stop`, expect: inMosque('trigger', 200), mutates: true,
+    request: async (w) => ({ path: `${mosquePath(w)}/broadcasts/${await liveBroadcast(w)}/stop` }),
+    check: (_w, _s, res) => assert.equal(res.body.status, 'stopped'),
+  },
+  { route: `GET ${V1}/mosques/:id/broadcasts`, expect: inMosque('admin', 200), request: (w) => ({ path: `${mosquePath(w)}/broadcasts` }) },
+  {
+    route: `GET ${V1}/mosques/:id/broadcasts/:bid`, expect: inMosque('admin', 200),
+    request: async (w) => ({ path: `${mosquePath(w)}/broadcasts/${await liveBroadcast(w)}` }),
+  },
+
+  // --- public documentation ---
+  { route: `GET ${V1}/openapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/openapi.json` }) },
+];
+
+/** Registered routes deliberately outside this matrix (CONTRACT 1 and 4: no bearer token there). */
+const EXEMPT = [
+  'GET /healthz',
+  `POST ${V1}/auth/signup`,
+  `POST ${V1}/auth/login`,
+  `POST ${V1}/auth/login-code`,
+  `POST ${V1}/auth/login-code/verify`,
+  `POST ${V1}/auth/forgot-password`,
+  `POST ${V1}/auth/reset-password`,
+  `POST ${V1}/auth/superadmin-2fa`,
+  `POST ${V1}/auth/superadmin-2fa/verify`,
+  `POST ${V1}/auth/superadmin-forgot`,
+  `POST ${V1}/auth/superadmin-forgot/verify`,
+  `POST ${V1}/auth/superadmin-reset-password`,
+];
+
+// ---------------------------------------------------------------------------------------------------
+// State, read back as superadmin through the API, plus every table and the outgoing messages.
+
+function dumpDatabase(ts: TestService): Record<string, string[]> {
+  const db = openDatabase(ts.config.databasePath);
+  try {
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>;
+    return Object.fromEntries(tables.map(({ name }) => [name, db.prepare(`SELECT * FROM "${name}"`).all().map((r) => JSON.stringify(r)).sort()]));
+  } finally {
+    db.close();
+  }
+}
+
+type Snapshot = Awaited<ReturnType<typeof snapshot>>;
+
+async function snapshot(w: World) {
+  await w.ts.service.notifier.idle();
+  const m = mosquePath(w);
+  const paths = {
+    mosques: `${V1}/mosques`,
+    mosque: m,
+    admins: `${m}/admins`,
+    memberships: `${m}/memberships`,
+    broadcasts: `${m}/broadcasts?limit=200`,
+    activity: `${m}/activity?limit=200`,
+    users: `${V1}/users?limit=200`,
+  };
+  const api = Object.fromEntries(
+    await Promise.all(Object.entries(paths).map(async ([k, p]) => {
+      const r = await w.ts.http.get(p, w.root.token);
+      return [k, { status: r.status, body: r.body }] as const;
+    })),
+  );
+  return { api, db: dumpDatabase(w.ts), messages: w.ts.messages.length };
+}
+
+/** Which parts of two snapshots differ (`api.users`, `db.mosques`, `messages`), for the failure message. */
+function changedParts(before: Snapshot, after: Snapshot): string[] {
+  const parts: string[] = [];
+  for (const side of ['api', 'db'] as const) {
+    const keys = new Set([...Object.keys(before[side]), ...Object.keys(after[side])]);
+    for (const k of keys) if (JSON.stringify(before[side][k]) !== JSON.stringify(after[side][k])) parts.push(`${side}.${k}`);
+  }
+  if (before.messages !== after.messages) parts.push('messages');
+  return parts;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+const ERROR_CODES: Record<number, string> = { 401: 'unauthorized', 403: 'forbidden', 404: 'not_found' };
+
+/** A regular expression for a Hono path pattern: each `:param` is one path segment. */
+const patternOf = (path: string) => new RegExp(`^${path.replace(/:[a-z_]+/g, '[^/?]+')}(\\?.*)?$`);
+
+async function runStanding(w: World, row: Row, s: Standing): Promise<{ succeeded: boolean }> {
+  const [method, pattern] = row.route.split(' ') as [string, string];
+  const caller = w.caller(s);
+  const call = await row.request(w, s, caller);
+  assert.match(call.path, patternOf(pattern), `the request of ${row.route} must hit that route`);
+  const before = row.mutates ? await snapshot(w) : null;
+  const res = await w.ts.http.request(method, call.path, { ...(call.body !== undefined && { body: call.body }), ...(caller && { token: caller.token }) });
+  const expected = row.expect[s];
+  assert.equal(res.status, expected, `expected ${expected}, got ${res.status} ${JSON.stringify(res.body)}`);
+  const refused = expected in ERROR_CODES;
+  if (refused) {
+    assert.equal(res.body?.error?.code, ERROR_CODES[expected], `error code of the ${expected}`);
+  } else {
+    if (expected === 204) assert.equal(res.body, null, '204 has no body');
+    else assert.equal(typeof res.body, 'object', 'success answers JSON');
+    row.check?.(w, s, res);
+  }
+  if (before) {
+    const after = await snapshot(w);
+    if (refused) assert.deepEqual(after, before, `a refused call changed state: ${changedParts(before, after).join(', ')}`);
+    else if (row.changesOnSuccess?.(res.status) ?? true) assert.notDeepEqual(after, before, 'a successful call changed nothing');
+  }
+  return { succeeded: !refused };
+}
+
+const ROUTES_IN_APP = listRoutes().map((r) => `${r.method} ${r.path}`);
+
+// Each row has a service of its own, so rows may run side by side; a few at a time keeps the load modest.
+test('authorization matrix: every route x every standing', { concurrency: 4 }, async (t) => {
+  await Promise.all(ROWS.map((row) =>
+    t.test(row.route, async (t) => {
+      let world: World | null = null;
+      const failures: string[] = [];
+      for (const s of STANDINGS) {
+        world ??= await buildWorld(t);
+        try {
+          const { succeeded } = await runStanding(world, row, s);
+          if (succeeded && row.destroysWorld) world = null;
+        } catch (err) {
+          failures.push(`  ${s}: ${(err as Error).message.split('\n').slice(0, 12).join('\n    ')}`);
+        }
+      }
+      assert.equal(failures.length, 0, `${row.route}\n${failures.join('\n')}`);
+    }),
+  ));
+});
+
+test('the matrix covers exactly the registered routes', () => {
+  const rows = ROWS.map((r) => r.route);
+  assert.equal(new Set(rows).size, rows.length, 'a route has two rows');
+  assert.equal(new Set([...rows, ...EXEMPT]).size, rows.length + EXEMPT.length, 'a route is both in the table and exempt');
+  const covered = new Set([...rows, ...EXEMPT]);
+  const registered = new Set(ROUTES_IN_APP);
+  const withoutRow = ROUTES_IN_APP.filter((r) => !covered.has(r));
+  const notRegistered = [...covered].filter((r) => !registered.has(r));
+  assert.deepEqual(withoutRow, [], 'registered routes without a row in the authorization matrix: add one');
+  assert.deepEqual(notRegistered, [], 'rows or exemptions for routes the app does not register');
+});
