@@ -4,6 +4,8 @@ import { standingOf, type AdminStore } from '../src/admins.ts';
 import { HEARTBEAT, MAX_HEARTBEAT_SECS, type DeviceKind } from '../src/device-config.ts';
 import type { DevicePlane } from '../src/device-plane.ts';
 import { toDevice, type DeviceRow } from '../src/devices.ts';
+import type { Clock } from '../src/clock.ts';
+import { explain } from '../src/why.ts';
 import type { MosqueStore } from '../src/mosques.ts';
 import type { AppContext, AppEnv } from './context.ts';
 import { ApiError } from './errors.ts';
@@ -39,6 +41,7 @@ interface Deps extends GateDeps {
   admins: AdminStore;
   plane: DevicePlane;
   mqttPort: () => number;
+  clock: Clock;
 }
 
 /** CONTRACT 7: the device registry over HTTP (commands and why come with later issues). */
@@ -66,8 +69,20 @@ export function deviceRoutes(deps: Deps) {
   const body = (row: DeviceRow) => ({
     ...toDevice(row, { lastSeenAt: lastSeenSeconds(row.id), connected: plane.telemetry.isConnected(row.id), heartbeat: plane.telemetry.lastHeartbeat(row.id) }),
     counters: plane.telemetry.counters(row.id),
-    entitlement: null,
+    entitlement: entitlementOf(row),
   });
+  /** Players only: what the store decides and the lease the player holds (transmitters: null). */
+  const entitlementOf = (row: DeviceRow) => {
+    if (row.kind !== 'stream_player') return null;
+    const decision = plane.entitlement.decisionFor(row);
+    const lease = plane.entitlement.lease(row.id);
+    return {
+      entitled: decision.entitled,
+      reason: decision.entitled ? null : decision.reason,
+      mosque_id: row.mosque_id,
+      lease_expires_at: lease ? new Date(lease.expiresAt * 1000).toISOString() : null,
+    };
+  };
   const lastSeenSeconds = (deviceId: string) => {
     const ms = plane.telemetry.lastSeenMs(deviceId);
     return ms === null ? null : Math.floor(ms / 1000);
@@ -110,7 +125,35 @@ export function deviceRoutes(deps: Deps) {
     return c.json([...unique.values()].map(body));
   });
 
+  // Public: firmware checks leases offline against these keys. Registered before /devices/:id.
+  app.get('/devices/lease-keys', (c) => {
+    c.header('Cache-Control', 'public, max-age=3600');
+    return c.json(plane.signer.jwks());
+  });
+
   app.get('/devices/:id', (c) => c.json(body(load(c, 'view').row)));
+
+  app.get('/devices/:id/why', (c) => {
+    const { row } = load(c, 'view');
+    const lease = plane.entitlement.lease(row.id);
+    const detail = JSON.parse(row.status_detail) as { detail?: Record<string, unknown> };
+    const now = Math.floor(deps.clock() / 1000);
+    const answer = explain({
+      kind: row.kind,
+      enabled: row.enabled === 1,
+      mosqueId: row.mosque_id,
+      decision: row.kind === 'stream_player' ? plane.entitlement.decisionFor(row) : null,
+      membershipStatus: row.kind === 'stream_player' && row.mosque_id && row.owner_user_id ? deps.memberships.findFor(row.mosque_id, row.owner_user_id)?.status ?? null : null,
+      leaseExpiresAt: lease?.expiresAt ?? null,
+      connected: plane.telemetry.isConnected(row.id),
+      lastSeenAt: lastSeenSeconds(row.id) ?? row.last_seen_at,
+      status: plane.telemetry.currentStatus(row.id) ?? row.status,
+      statusReason: row.status_reason,
+      statusDetail: detail.detail ?? {},
+      now,
+    });
+    return c.json({ device_id: row.id, status: plane.telemetry.currentStatus(row.id) ?? row.status, ...answer, checked_at: new Date(now * 1000).toISOString() });
+  });
 
   app.patch('/devices/:id', async (c) => {
     const { row, access: a } = load(c, 'write');

@@ -34,7 +34,7 @@ import { meRoutes } from './me.ts';
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 /** Paths under /api/v1 that need no bearer token. */
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || path === '/api/v1/openapi.json';
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || path === '/api/v1/openapi.json' || path === '/api/v1/devices/lease-keys';
 
 export interface ApiDeps {
   logger: Logger;

@@ -71,6 +71,8 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate },
   { method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate },
   { method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery },
+  { method: 'GET', path: '/api/v1/devices/lease-keys', summary: 'JWKS of the keys that sign entitlement leases', gate: 'public', success: 200 },
+  { method: 'GET', path: '/api/v1/devices/:id/why', summary: 'Why a device is or is not playing: the deciding fact of the chain', gate: 'self or admin', success: 200 },
   { method: 'GET', path: '/api/v1/devices/:id', summary: 'A device, its status and its config', gate: 'self or admin', success: 200 },
   { method: 'PATCH', path: '/api/v1/devices/:id', summary: 'Rename, rebind or configure (raises config_version and pushes the config)', gate: 'self or admin', success: 200, body: DeviceUpdate },
   { method: 'DELETE', path: '/api/v1/devices/:id', summary: 'Delete (its credentials stop working, a live connection is closed)', gate: 'self or admin', success: 204 },

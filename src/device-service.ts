@@ -28,6 +28,7 @@ export function createDeviceService(deps: {
   link: () => DeviceLink;
   logger: Logger;
   resolveBinding?: BindingResolver;
+  onDeleted?: (id: string) => void;
 }) {
   const { devices, timeline } = deps;
   const published = new Set<string>();
@@ -113,6 +114,7 @@ export function createDeviceService(deps: {
     },
 
     delete(row: DeviceRow): void {
+      deps.onDeleted?.(row.id);
       devices.delete(row.id);
       deps.telemetry.forget(row.id);
       published.delete(row.id);
@@ -123,6 +125,7 @@ export function createDeviceService(deps: {
     /** Devices removed by the database itself (their owner was deleted): forget them and cut them off. */
     forgetRemoved(ids: string[]): void {
       for (const id of ids) {
+        deps.onDeleted?.(id);
         devices.forget(id);
         deps.telemetry.forget(id);
         published.delete(id);

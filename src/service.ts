@@ -16,7 +16,7 @@ import { migrate, openDatabase, type Db } from './db.ts';
 import { createDevicePlane } from './device-plane.ts';
 import { createInvites } from './invites.ts';
 import type { Logger } from './log.ts';
-import { createMemberships } from './memberships.ts';
+import { createMemberships, type MembershipChange } from './memberships.ts';
 import { createMosqueOps } from './mosque-ops.ts';
 import { createMosqueStore } from './mosques.ts';
 import { createNotifier, type Notifier, type Transport } from './notify.ts';
@@ -62,9 +62,10 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock);
   const admins = createAdminStore(db, clock);
-  const memberships = createMemberships({ db, clock, activity });
+  const membershipListeners: Array<(change: MembershipChange) => void> = [];
+  const memberships = createMemberships({ db, clock, activity, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   return {
-    users, tokens, activity, mosques, admins, memberships,
+    users, tokens, activity, mosques, admins, memberships, membershipListeners,
     peopleAuth: createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
     superadminAuth: createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock }),
     invites: createInvites({ db, clock, users, memberships, activity, notifier }),
@@ -94,7 +95,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push(() => notifier.close());
 
     const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier);
-    const plane = createDevicePlane({ db, clock, config, logger, mosques: people.mosques, activity: people.activity });
+    const plane = createDevicePlane({
+      db, clock, config, logger, mosques: people.mosques, activity: people.activity,
+      membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
+    });
+    people.membershipListeners.push(plane.membershipChanged);
     const mosqueOps = createMosqueOps({
       db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity,
       beforeDelete: plane.beforeMosqueDelete, onUpdated: plane.mosqueUpdated,
@@ -109,7 +114,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
     const broker = await createBroker({
       logger, redisUrl: config.redisUrl, telemetry: plane.telemetry,
-      device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.service.ensureConfigPublished,
+      device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
+      entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
     });
     plane.attach(broker.link);
     plane.start();
