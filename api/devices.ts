@@ -6,9 +6,11 @@ import type { DevicePlane } from '../src/device-plane.ts';
 import { toDevice, type DeviceRow } from '../src/devices.ts';
 import type { Clock } from '../src/clock.ts';
 import { explain } from '../src/why.ts';
+import { COMMANDS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS } from '../src/commands.ts';
+import { parseOrThrow } from './validate.ts';
 import type { MosqueStore } from '../src/mosques.ts';
 import type { AppContext, AppEnv } from './context.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, unwrap } from './errors.ts';
 import { actorOf, mosqueGate, type GateDeps } from './guards.ts';
 import { id, limit } from './schemas.ts';
 import { readJson, readQuery } from './validate.ts';
@@ -35,6 +37,15 @@ export const EventsQuery = v.object({
   before: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'must be an event id'), v.transform(Number))),
 });
 export const LogsQuery = v.object({ limit: limit(100, 500) });
+export const CommandRequest = v.object({
+  name: v.picklist(['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque']),
+  args: v.optional(v.record(v.string(), v.unknown())),
+  timeout_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100, 'must be at least 100'), v.maxValue(MAX_TIMEOUT_MS, `must be at most ${MAX_TIMEOUT_MS}`))),
+});
+const SetLogLevelArgs = v.object({
+  level: v.picklist(['error', 'warn', 'info', 'debug']),
+  ttl_s: v.pipe(v.number(), v.integer('must be whole seconds'), v.minValue(1, 'must be at least 1'), v.maxValue(3600, 'must be at most 3600')),
+});
 
 interface Deps extends GateDeps {
   mosques: MosqueStore;
@@ -183,6 +194,29 @@ export function deviceRoutes(deps: Deps) {
     const password = plane.service.rotateCredentials(row, c.var.user.id);
     return c.json({ device: body(row), credentials: credentials(c, row, password) });
   });
+
+  // Seed "Remote diagnostics": answerable while UNBOUND; the owner, a manager of its mosque, or a superadmin.
+  app.post('/devices/:id/commands', async (c) => {
+    const { row } = load(c, 'write');
+    const b = await readJson(c, CommandRequest);
+    if (!(COMMANDS[row.kind] as readonly string[]).includes(b.name)) {
+      throw new ApiError('validation_failed', undefined, { details: [{ path: 'name', message: `not a ${row.kind} command` }] });
+    }
+    const args = b.name === 'set_log_level' ? parseOrThrow(v.object({ args: SetLogLevelArgs }), { args: b.args ?? {} }).args : (b.args ?? {});
+    const outcome = unwrap(await plane.commands.send(row.id, b.name, args, { timeoutMs: b.timeout_ms ?? DEFAULT_TIMEOUT_MS, actorUserId: c.var.user.id }));
+    if (outcome.ok) applyCommandEffects(row, b.name, args, c.var.user.id);
+    return c.json(outcome);
+  });
+
+  /** What the backend records when a command succeeded: the log escalation's expiry, the cleared binding. */
+  const applyCommandEffects = (row: DeviceRow, name: string, args: Record<string, unknown>, actorId: string) => {
+    if (name === 'set_log_level') {
+      const until = Math.floor(deps.clock() / 1000) + Number(args.ttl_s);
+      plane.devices.setLogLevel(row.id, String(args.level), until);
+      plane.timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'log_level_set', actorUserId: actorId, detail: { level: args.level, until } });
+    }
+    if (name === 'unbind_mosque' && row.mosque_id !== null) plane.service.update(row, { mosqueId: null }, actorId);
+  };
 
   app.get('/devices/:id/events', (c) => {
     const { row } = load(c, 'view');

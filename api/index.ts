@@ -10,7 +10,7 @@ import type { AccessTokens } from '../src/tokens.ts';
 import type { UserStore } from '../src/users.ts';
 import type { ActivityLog } from '../src/activity.ts';
 import type { AdminStore } from '../src/admins.ts';
-import type { Broadcasts } from '../src/broadcasts.ts';
+import type { BroadcastRow, Broadcasts, DeliveryReport } from '../src/broadcasts.ts';
 import type { Invites } from '../src/invites.ts';
 import type { Memberships } from '../src/memberships.ts';
 import type { MosqueOps } from '../src/mosque-ops.ts';
@@ -34,7 +34,7 @@ import { meRoutes } from './me.ts';
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 /** Paths under /api/v1 that need no bearer token. */
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || path === '/api/v1/openapi.json' || path === '/api/v1/devices/lease-keys';
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || path === '/api/v1/openapi.json' || path === '/api/v1/devices/lease-keys' || path === '/api/v1/push/vapid-public-key';
 
 export interface ApiDeps {
   logger: Logger;
@@ -54,6 +54,8 @@ export interface ApiDeps {
   pushSubscriptions: PushSubscriptions;
   plane: DevicePlane;
   mqttPort: () => number;
+  deliveryReport: (b: BroadcastRow) => DeliveryReport;
+  vapidPublicKey: string;
   authRateLimit: number;
   authIdentifierRateLimit: number;
   /** The health of each part, for GET /healthz. */
@@ -97,6 +99,8 @@ export function createApi(deps: ApiDeps) {
   v1.use('*', async (c, next) => (isPublic(c.req.path) ? next() : signedIn(c, next)));
   const openapi = buildOpenApi();
   v1.get('/openapi.json', (c) => c.json(openapi));
+  // Public: a browser needs it to subscribe (applicationServerKey) before it can register the subscription.
+  v1.get('/push/vapid-public-key', (c) => c.json({ public_key: deps.vapidPublicKey }));
   v1.route('/me', meRoutes(deps));
   v1.route('/users', userRoutes(deps));
   v1.route('/mosques', mosqueRoutes(deps));

@@ -7,7 +7,7 @@ import { PushSubscription, PushUnsubscribe } from './me.ts';
 import { JoinByCode, MembershipPatch } from './memberships.ts';
 import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques.ts';
 import { UserCreate, UserQuery, UserUpdate } from './users.ts';
-import { DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices.ts';
+import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices.ts';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
@@ -41,6 +41,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { method: 'POST', path: `${A}/superadmin-forgot`, summary: 'Superadmin reset, step 1', gate: 'public', success: 200, body: auth.SuperadminForgot },
   { method: 'POST', path: `${A}/superadmin-forgot/verify`, summary: 'Superadmin reset, step 2', gate: 'public', success: 200, body: auth.SessionVerify },
   { method: 'POST', path: `${A}/superadmin-reset-password`, summary: 'Superadmin reset, step 3', gate: 'public', success: 200, body: auth.SuperadminReset },
+  { method: 'GET', path: '/api/v1/push/vapid-public-key', summary: 'The VAPID public key browsers subscribe with', gate: 'public', success: 200 },
   { method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200 },
   { method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200 },
   { method: 'POST', path: '/api/v1/me/push-subscriptions', summary: 'Register a Web Push subscription', gate: 'any', success: 201, body: PushSubscription },
@@ -77,6 +78,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { method: 'PATCH', path: '/api/v1/devices/:id', summary: 'Rename, rebind or configure (raises config_version and pushes the config)', gate: 'self or admin', success: 200, body: DeviceUpdate },
   { method: 'DELETE', path: '/api/v1/devices/:id', summary: 'Delete (its credentials stop working, a live connection is closed)', gate: 'self or admin', success: 204 },
   { method: 'POST', path: '/api/v1/devices/:id/credentials', summary: 'New password (the old one stops working, a live connection is closed)', gate: 'self or admin', success: 200 },
+  { method: 'POST', path: '/api/v1/devices/:id/commands', summary: 'Send a command and wait for its ack (409 device_offline, 504 device_timeout)', gate: 'self or admin', success: 200, body: CommandRequest },
   { method: 'GET', path: '/api/v1/devices/:id/events', summary: 'The mosque_device_events timeline, newest first', gate: 'self or admin', success: 200, query: EventsQuery },
   { method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first', gate: 'self or admin', success: 200, query: LogsQuery },
   { method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode },

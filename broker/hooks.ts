@@ -3,7 +3,7 @@ import type { ConnectPacket } from 'aedes';
 import type { DeviceInfo } from '../src/devices.ts';
 import type { Logger } from '../src/log.ts';
 import type { Telemetry } from '../src/telemetry.ts';
-import { MAX_PAYLOAD_BYTES, parseAck, parseHeartbeat, parseLog, parseStatus, type AckReport } from './payloads.ts';
+import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport } from './payloads.ts';
 import { mayReceive, maySubscribe, publishChannel, type DeviceIdentity } from './topics.ts';
 
 export interface HookDeps {
@@ -48,11 +48,14 @@ export function createHooks(deps: HookDeps) {
       channel === 'status' ? parseStatus(info.kind, payload)
       : channel === 'heartbeat' ? parseHeartbeat(info.kind, payload)
       : channel === 'log' ? parseLog(payload)
+      : channel === 'broadcast' ? parseBroadcast(payload)
       : parseAck(payload);
     if (!parsed.ok) {
       deps.telemetry.rejected(info.id, channel, parsed.reason);
       return drop(packet, info.id);
     }
+    // A transmitter announcing its own mosque's broadcast: forwarded to leased players as it is.
+    if (channel === 'broadcast') return;
     if (channel === 'status') return deps.telemetry.status(info.id, parsed.value as Parameters<Telemetry['status']>[1]);
     // Only status is retained state; nothing else a device sends may linger on the broker.
     packet.retain = false;

@@ -19,6 +19,11 @@ export interface Broker {
   tcpServer: net.Server;
   /** Serves MQTT over WebSocket on the HTTP server's upgrade requests at /mqtt. */
   attachWebSocket(server: http.Server): void;
+  /**
+   * Drops the MQTT-over-WebSocket sessions: the HTTP server's close waits for every socket it accepted,
+   * upgraded ones too, and closeAllConnections() does not reach those, so one live device would hold it forever.
+   */
+  dropWebSockets(): void;
   /** The DeviceLink port of src/device-link.ts. */
   link: DeviceLink;
   isHealthy(): boolean;
@@ -81,6 +86,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
         if (path !== WEBSOCKET_PATH) return socket.destroy();
         wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
       });
+    },
+    dropWebSockets() {
+      for (const client of wss.clients) client.terminate();
     },
     isHealthy: () => !aedes.closed && tcpServer.listening,
     // aedes closes only clients that finished CONNECT; a socket that never sent one held the stop for the

@@ -69,6 +69,16 @@ export const ackSchema = v.object({
 });
 export type AckReport = v.InferOutput<typeof ackSchema>;
 
+/** contract 8: `{v, broadcast_id, kind, action, stream_url?, ts}` on mosques/{id}/broadcast. */
+const broadcastSchema = v.object({
+  v: version,
+  broadcast_id: text(64),
+  kind: v.picklist(['azaan', 'jummah', 'waaz', 'announcement']),
+  action: v.picklist(['start', 'stop']),
+  stream_url: v.optional(text(2048)),
+  ts: unixSeconds,
+});
+
 type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
 function parse<T>(schema: v.GenericSchema<unknown, T>, payload: Buffer): Parsed<T> {
@@ -89,3 +99,4 @@ export const parseStatus = (kind: DeviceKind, p: Buffer) => parse<StatusReport>(
 export const parseHeartbeat = (kind: DeviceKind, p: Buffer) => parse<HeartbeatReport>(heartbeatSchemas[kind] as v.GenericSchema<unknown, HeartbeatReport>, p);
 export const parseLog = (p: Buffer) => parse<LogReport>(logSchema as v.GenericSchema<unknown, LogReport>, p);
 export const parseAck = (p: Buffer) => parse<AckReport>(ackSchema, p);
+export const parseBroadcast = (p: Buffer) => parse<v.InferOutput<typeof broadcastSchema>>(broadcastSchema, p);

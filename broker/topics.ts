@@ -3,7 +3,7 @@
  * the device's in-memory record; nothing here touches the store.
  */
 export type DeviceChannel = 'status' | 'heartbeat' | 'log' | 'ack' | 'config' | 'cmd';
-export type PublishChannel = 'status' | 'heartbeat' | 'log' | 'ack';
+export type PublishChannel = 'status' | 'heartbeat' | 'log' | 'ack' | 'broadcast';
 
 export interface DeviceIdentity {
   id: string;
@@ -28,8 +28,13 @@ export function parseBroadcastTopic(topic: string): string | null {
   return parts[1];
 }
 
-/** The channel a device may publish on this topic: only its own status, heartbeat, log and ack. */
+/**
+ * The channel a device may publish on this topic: only its own status, heartbeat, log and ack, and (a
+ * transmitter) its own mosque's broadcast topic: no other device may publish there (issue 5).
+ */
 export function publishChannel(device: DeviceIdentity, topic: string): PublishChannel | null {
+  const mosqueId = parseBroadcastTopic(topic);
+  if (mosqueId !== null) return device.kind === 'transmitter' && device.mosqueId === mosqueId ? 'broadcast' : null;
   const parsed = parseDeviceTopic(topic);
   if (!parsed || parsed.deviceId !== device.id || !PUBLISHABLE.has(parsed.channel)) return null;
   return parsed.channel as PublishChannel;

@@ -21,6 +21,7 @@ export interface Config {
   authRateLimit: number;
   authIdentifierRateLimit: number;
   bcryptCost: number;
+  vapidSubject: string;
   deviceEventsRetentionDays: number;
   deviceEventsMaxPerDevice: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -78,6 +79,7 @@ const EnvSchema = v.object({
   AUTH_RATE_LIMIT: wholeNumber(1, 1_000_000, 30),
   AUTH_IDENTIFIER_RATE_LIMIT: wholeNumber(1, 1_000_000, 10),
   BCRYPT_COST: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^\d+$/, 'must be a whole number'), v.transform(Number)), '11'),
+  VAPID_SUBJECT: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^(mailto:[^\s@]+@[^\s@]+|https:\/\/\S+)$/, 'must be a mailto: address or an https URL')), 'mailto:minaret@localhost'),
   DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
   DEVICE_EVENTS_MAX_PER_DEVICE: wholeNumber(10, 1_000_000, 1000),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
@@ -166,6 +168,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       authRateLimit: e.AUTH_RATE_LIMIT,
       authIdentifierRateLimit: e.AUTH_IDENTIFIER_RATE_LIMIT,
       bcryptCost: e.BCRYPT_COST,
+      vapidSubject: e.VAPID_SUBJECT,
       deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
       deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,
       logLevel: e.LOG_LEVEL,

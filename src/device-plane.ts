@@ -10,6 +10,7 @@ import type { MosqueRow, MosqueStore } from './mosques.ts';
 import { createTelemetry } from './telemetry.ts';
 import { createTimeline } from './timeline.ts';
 import { createEntitlement } from './entitlement.ts';
+import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
 import type { MembershipChange, MembershipStatus } from './memberships.ts';
 
@@ -48,6 +49,11 @@ export function createDevicePlane(deps: {
     },
   });
 
+  const commands = createCommands({
+    link: () => service.link(), timeline, clock, logger,
+    mosqueOf: (id) => devices.info(id)?.mosqueId ?? null,
+  });
+
   /** Pushes a new config to every player whose entitlement no longer matches the lease it holds. */
   const reconcile = (rows: DeviceRow[], reason: string) => {
     for (const row of rows) if (row.kind === 'stream_player' && entitlement.isStale(row)) service.refreshConfig(row.id, reason);
@@ -80,6 +86,7 @@ export function createDevicePlane(deps: {
     service,
     entitlement,
     signer,
+    commands,
     attach(deviceLink: DeviceLink): void {
       link = deviceLink;
     },
@@ -88,6 +95,7 @@ export function createDevicePlane(deps: {
       timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
     },
     stop(): void {
+      commands.close();
       for (const t of timers) clearInterval(t);
       timers = [];
       telemetry.flush();

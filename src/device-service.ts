@@ -62,6 +62,7 @@ export function createDeviceService(deps: {
   }
 
   return {
+    link: () => deps.link(),
     configOf,
     pushConfig,
     setBindingResolver(resolver: BindingResolver) {

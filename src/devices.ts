@@ -30,6 +30,9 @@ export interface DeviceRow {
   reported_config_version: number | null;
   config: string;
   config_version: number;
+  lease_expires_at: number | null;
+  log_level: string | null;
+  log_level_until: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -43,6 +46,8 @@ export interface DeviceInfo {
   enabled: boolean;
   secretHash: Buffer;
   settings: EffectiveSettings;
+  /** Until when (Unix seconds) a stream player's logs are accepted (set_log_level); null: not escalated. */
+  logUntil: number | null;
 }
 
 export function toDeviceInfo(row: DeviceRow): DeviceInfo {
@@ -54,6 +59,7 @@ export function toDeviceInfo(row: DeviceRow): DeviceInfo {
     enabled: row.enabled === 1,
     secretHash: Buffer.from(row.secret_hash, 'hex'),
     settings: effectiveSettings(row.kind, JSON.parse(row.config) as DeviceSettings),
+    logUntil: row.log_level_until,
   };
 }
 
@@ -138,6 +144,7 @@ export function createDeviceStore(db: Db, clock: Clock) {
   const bump = db.prepare('UPDATE devices SET config_version = config_version + 1, updated_at = ? WHERE id = ?');
   const setSecret = db.prepare('UPDATE devices SET secret_hash = ?, updated_at = ? WHERE id = ?');
   const remove = db.prepare('DELETE FROM devices WHERE id = ?');
+  const setLogLevel = db.prepare('UPDATE devices SET log_level = ?, log_level_until = ?, updated_at = ? WHERE id = ?');
   const ofMosque = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE mosque_id = ? ORDER BY created_at, id');
   const ofOwner = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE owner_user_id = ? ORDER BY created_at, id');
   const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
@@ -188,6 +195,12 @@ export function createDeviceStore(db: Db, clock: Clock) {
     bumpConfigVersion(id: string): DeviceRow {
       bump.run(now(), id);
       return refresh(id)!;
+    },
+
+    /** A temporary log escalation (set_log_level) that expires by itself at `until`. */
+    setLogLevel(id: string, level: string, until: number): void {
+      setLogLevel.run(level, until, now(), id);
+      refresh(id);
     },
 
     rotateSecret(id: string): string {

@@ -18,6 +18,7 @@ export function createPushSubscriptions(db: Db, clock: Clock) {
   const remove = db.prepare('DELETE FROM push_subscriptions WHERE endpoint = ? AND user_id = ?');
   const removeAny = db.prepare('DELETE FROM push_subscriptions WHERE endpoint = ?');
   const ofUser = db.prepare<[string], PushSubscriptionRow>('SELECT * FROM push_subscriptions WHERE user_id = ? ORDER BY created_at');
+  const byEndpoint = db.prepare<[string], PushSubscriptionRow>('SELECT * FROM push_subscriptions WHERE endpoint = ?');
   return {
     /** A browser re-subscribing with the same endpoint replaces its keys (and owner: the endpoint is the device). */
     save: (userId: string, endpoint: string, p256dh: string, auth: string) =>
@@ -26,6 +27,7 @@ export function createPushSubscriptions(db: Db, clock: Clock) {
     /** The push service said the subscription is gone (404/410). */
     forget: (endpoint: string) => void removeAny.run(endpoint),
     listForUser: (userId: string) => ofUser.all(userId),
+    find: (endpoint: string) => byEndpoint.get(endpoint) ?? null,
   };
 }
 

@@ -8,7 +8,10 @@ import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './activity.ts';
 import { createAdminStore } from './admins.ts';
 import { createPeopleAuth } from './auth.ts';
-import { createBroadcasts } from './broadcasts.ts';
+import { createBroadcasts, type BroadcastRow } from './broadcasts.ts';
+import { createFanout } from './broadcast-fanout.ts';
+import { createPushOutbox, type PushSender } from './push-outbox.ts';
+import { loadOrCreateVapidKeys, webPushSender } from '../notify/webpush.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { createOneTimeCodes } from './codes.ts';
 import type { Config } from './config.ts';
@@ -37,6 +40,8 @@ export interface ServiceOptions {
   /** Replaces the transport chosen by NOTIFY_TRANSPORT (tests point it at their own peer). */
   transport?: Transport;
   notifyRetryBaseMs?: number;
+  /** Replaces the Web Push sender (tests may point it elsewhere; by default it is the real one). */
+  pushSender?: PushSender;
 }
 
 export interface Service {
@@ -63,13 +68,16 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const mosques = createMosqueStore(db, clock);
   const admins = createAdminStore(db, clock);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];
+  // Late-bound: the fan-out needs the device plane, which is built after the people.
+  const broadcastHooks: { onStart?: (b: BroadcastRow) => void; onStop?: (b: BroadcastRow) => void } = {};
   const memberships = createMemberships({ db, clock, activity, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   return {
     users, tokens, activity, mosques, admins, memberships, membershipListeners,
     peopleAuth: createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
     superadminAuth: createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock }),
     invites: createInvites({ db, clock, users, memberships, activity, notifier }),
-    broadcasts: createBroadcasts({ db, clock, activity }),
+    broadcastHooks,
+    broadcasts: createBroadcasts({ db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b) }),
     pushSubscriptions: createPushSubscriptions(db, clock),
   };
 }
@@ -116,9 +124,18 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       logger, redisUrl: config.redisUrl, telemetry: plane.telemetry,
       device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
+      onAck: plane.commands.onAck,
     });
     plane.attach(broker.link);
     plane.start();
+    const vapid = loadOrCreateVapidKeys(config.dataDir);
+    const outbox = createPushOutbox({ db, clock, logger, sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject), subscriptions: people.pushSubscriptions });
+    const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
+    people.broadcastHooks.onStart = fanout.onStart;
+    people.broadcastHooks.onStop = fanout.onStop;
+    const outboxTimer = setInterval(() => void outbox.drain().catch((err: Error) => logger.error({ err: err.message }, 'push outbox failed')), 1000);
+    outboxTimer.unref();
+    closers.push(() => clearInterval(outboxTimer));
     // Reverse order on close: the broker goes first (its goodbyes land in the timeline), then the last flush.
     closers.push(() => plane.stop());
     closers.push(() => broker.close());
@@ -127,6 +144,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const health = () => ({ db: safely(() => dbCheck.get() !== undefined), broker: broker.isHealthy() });
     const api = createApi({
       ...people, logger, clock, health, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
+      deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
     });
@@ -135,7 +153,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
     let mqttPort = config.mqttPort;
     const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
-    closers.push(() => closeHttp(httpServer));
+    closers.push(() => {
+      const stopped = closeHttp(httpServer);
+      broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
+      return stopped;
+    });
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, host: config.host }, 'minaret is listening');

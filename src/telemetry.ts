@@ -187,12 +187,17 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       if (report.status !== s.status) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, 'heartbeat');
     },
 
-    /** At most one log a second and 512 bytes each per device; the rest is dropped and counted, never queued. */
+    /**
+     * At most one log a second and 512 bytes each per device; the rest is dropped and counted, never queued.
+     * Logs are accepted only while enabled: a transmitter's log_enabled, a player's set_log_level until it expires.
+     */
     log(id: string, report: LogReport, bytes: number): boolean {
       const s = stateOf(id);
       const now = nowMs();
       s.lastSeenMs = now;
-      if (bytes > LOG_MAX_BYTES || now - s.lastLogMs < LOG_MIN_INTERVAL_MS) {
+      const info = devices.info(id);
+      const enabled = info !== null && (info.kind === 'transmitter' ? info.settings.log_enabled : (info.logUntil ?? 0) * 1000 > now);
+      if (!enabled || bytes > LOG_MAX_BYTES || now - s.lastLogMs < LOG_MIN_INTERVAL_MS) {
         s.counters.logs_dropped++;
         return false;
       }

@@ -19,7 +19,7 @@ const RULES: Rule[] = [
   },
   { folder: 'api', allowedPackages: /^(node:.*|hono(\/.*)?|@hono\/.*|valibot|@valibot\/to-json-schema|rate-limiter-flexible)$/, allowedFolders: ['api', 'src'] },
   { folder: 'broker', allowedPackages: /^(node:.*|aedes.*|mqemitter.*|ioredis|ws|valibot)$/, allowedFolders: ['broker', 'src'] },
-  { folder: 'notify', allowedPackages: /^(node:.*|nodemailer(\/.*)?)$/, allowedFolders: ['notify', 'src'] },
+  { folder: 'notify', allowedPackages: /^(node:.*|nodemailer(\/.*)?|web-push)$/, allowedFolders: ['notify', 'src'] },
 ];
 
 function sourceFiles(dir: string): string[] {

@@ -2,6 +2,7 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { listRoutes } from '../../api/index.ts';
 import { openDatabase } from '../../src/db.ts';
+import type { DeviceKind } from '../../src/device-config.ts';
 import { createMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
 import { startTestService, type HttpResult, type TestService } from '../support/service.ts';
 
@@ -21,6 +22,7 @@ const V1 = '/api/v1';
 
 // ---------------------------------------------------------------------------------------------------
 // The world: superadmin, mosque M with its owner, a member and three admins, and mosque N with its owner.
+// Device rows add, on first use, a transmitter of M and a stream player of the member bound to M.
 
 interface World {
   ts: TestService;
@@ -33,6 +35,8 @@ interface World {
   manager: Person;
   M: { id: string; join_code: string };
   N: { id: string };
+  /** The devices the rows share, made on first use (see sharedDevice). */
+  devices: Partial<Record<DeviceKind, string>>;
   /** The person standing `s` (null for anonymous). */
   caller(s: Standing): Person | null;
   /** A new signed-up user with no relation to any mosque. */
@@ -77,7 +81,7 @@ async function buildWorld(t: TestContext): Promise<World> {
 
   return {
     ts, root: people.superadmin, owner: owner!, otherOwner: otherOwner!, member: memberP!, admin: admin!, trigger: trigger!, manager: manager!,
-    M, N,
+    M, N, devices: {},
     caller: (s) => (s === 'anonymous' ? null : people[s]),
     fresh: () => member(ts, `${unique('fresh')}@matrix.test`),
   };
@@ -108,6 +112,22 @@ async function stopLiveBroadcasts(w: World) {
 async function liveBroadcast(w: World): Promise<string> {
   await stopLiveBroadcasts(w);
   return (await must(w.ts.http.post(`${mosquePath(w)}/broadcasts`, { kind: 'azaan', prayer: 'fajr' }, w.root.token), 201, 'start broadcast')).id;
+}
+
+/**
+ * A new device of M: a transmitter registered by M's owner, or a stream player registered by the member
+ * (approved in M), who owns it, bound to M.
+ */
+async function freshDevice(w: World, kind: DeviceKind): Promise<string> {
+  const made = kind === 'transmitter'
+    ? w.ts.http.post(`${mosquePath(w)}/devices`, { kind, name: unique('Transmitter') }, w.owner.token)
+    : w.ts.http.post(`${V1}/devices`, { kind, name: unique('Player'), mosque_id: w.M.id }, w.member.token);
+  return (await must(made, 201, `register a ${kind}`)).device.id;
+}
+
+/** The device of this kind every standing of a row uses (for rows whose success leaves it in place). */
+async function sharedDevice(w: World, kind: DeviceKind): Promise<string> {
+  return (w.devices[kind] ??= await freshDevice(w, kind));
 }
 
 const pushKeys = { p256dh: 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM', auth: 'tBHItJI5svbpez7KI4CCXg' };
@@ -148,6 +168,18 @@ function inMosque(gate: keyof typeof HOLDERS, ok: number): Expect {
  */
 const membershipOfM = (ok: number): Expect => ({ ...inMosque('admin', ok), member: 404 });
 
+/**
+ * A device of M named by its own id (CONTRACT 7): `view` (GET, events, logs) is for the admins of M,
+ * `write` (PATCH, DELETE, credentials) for its managers; the owner of a stream player holds both. Whoever
+ * may not see the device is told 404 as for an unknown id, a member of M who does not own it included;
+ * an admin who sees it but may not change it, 403.
+ */
+function deviceOfM(kind: DeviceKind, need: 'view' | 'write', ok: number): Expect {
+  return { ...inMosque(need === 'view' ? 'admin' : 'manager', ok), member: kind === 'stream_player' ? ok : 404 };
+}
+
+const DEVICE_KINDS = ['transmitter', 'stream_player'] as const satisfies readonly DeviceKind[];
+
 /** A self-service join of M: open to any signed-in caller; the member's existing membership comes back as is. */
 const joinM: Expect = { ...anyone(201), member: 200 };
 
@@ -162,6 +194,8 @@ interface Call {
 interface Row {
   /** `METHOD path` in Hono's syntax, exactly as the app registers it. */
   route: string;
+  /** What the route is tried on, where one route has a row per kind of target (a device's kind). */
+  target?: string;
   expect: Expect;
   /** The request for this standing; may first prepare a fresh target in the world (as superadmin). */
   request: (w: World, s: Standing, caller: Person | null) => Promise<Call> | Call;
@@ -235,7 +269,8 @@ const ROWS: Row[] = [
     request: (w) => ({ path: mosquePath(w), body: { name: unique('Renamed'), auto_approve_members: true, stream_url: 'https://radio.example.test/live' } }),
   },
   {
-    route: `DELETE ${V1}/mosques/:id`, expect: inMosque('owner', 204), mutates: true, destroysWorld: true,
+    // The coarser admin check, not CONTRACT 5's "owner or superadmin": the seed's rule 5 puts mosque CRUD behind it.
+    route: `DELETE ${V1}/mosques/:id`, expect: inMosque('admin', 204), mutates: true, destroysWorld: true,
     request: (w) => ({ path: mosquePath(w) }),
   },
   {
@@ -307,8 +342,80 @@ const ROWS: Row[] = [
     request: async (w) => ({ path: `${mosquePath(w)}/broadcasts/${await liveBroadcast(w)}` }),
   },
 
-  // --- public documentation ---
+  // --- devices (CONTRACT 7) ---
+  {
+    route: `POST ${V1}/mosques/:id/devices`, expect: inMosque('manager', 201), mutates: true,
+    request: (w) => ({ path: `${mosquePath(w)}/devices`, body: { kind: 'transmitter', name: unique('Transmitter') } }),
+    check: (w, _s, res) => {
+      assert.deepEqual([res.body.device.kind, res.body.device.mosque_id, res.body.device.owner_user_id], ['transmitter', w.M.id, null]);
+      assert.equal(res.body.credentials.username, res.body.device.id);
+    },
+  },
+  {
+    // Any signed-in person registers a stream player of their own; binding it to a mosque takes no standing there.
+    route: `POST ${V1}/devices`, expect: anyone(201), mutates: true,
+    request: (w) => ({ path: `${V1}/devices`, body: { kind: 'stream_player', name: unique('Player'), mosque_id: w.M.id } }),
+    check: (w, s, res) => {
+      assert.deepEqual([res.body.device.kind, res.body.device.mosque_id, res.body.device.owner_user_id], ['stream_player', w.M.id, w.caller(s)!.id]);
+      assert.equal(res.body.credentials.username, res.body.device.id);
+    },
+  },
+  {
+    route: `GET ${V1}/devices`, expect: anyone(200),
+    request: async (w) => {
+      for (const kind of DEVICE_KINDS) await sharedDevice(w, kind);
+      return { path: `${V1}/devices` };
+    },
+    check: (w, s, res) => {
+      const ids = (res.body as Array<{ id: string }>).map((d) => d.id).sort();
+      const { transmitter, stream_player: player } = w.devices;
+      const sees = s === 'member' ? [player] : s === 'other_owner' ? [] : [transmitter, player];
+      assert.deepEqual(ids, sees.sort(), 'GET /devices lists own players and the devices of mosques the caller administers');
+    },
+  },
+  ...DEVICE_KINDS.flatMap((kind): Row[] => [
+    {
+      route: `GET ${V1}/devices/:id`, target: kind, expect: deviceOfM(kind, 'view', 200),
+      request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}` }),
+      check: (w, _s, res) => assert.equal(res.body.id, w.devices[kind]),
+    },
+    {
+      route: `GET ${V1}/devices/:id/why`, target: kind, expect: deviceOfM(kind, 'view', 200),
+      request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}/why` }),
+      check: (w, _s, res) => assert.equal(res.body.device_id, w.devices[kind]),
+    },
+    {
+      route: `PATCH ${V1}/devices/:id`, target: kind, expect: deviceOfM(kind, 'write', 200), mutates: true,
+      request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}`, body: { name: unique('Renamed'), config: { log_enabled: true } } }),
+    },
+    {
+      route: `DELETE ${V1}/devices/:id`, target: kind, expect: deviceOfM(kind, 'write', 204), mutates: true,
+      request: async (w) => ({ path: `${V1}/devices/${await freshDevice(w, kind)}` }),
+    },
+    {
+      // A refused rotation leaves the old password working: the devices table (secret_hash) is in the snapshot.
+      route: `POST ${V1}/devices/:id/credentials`, target: kind, expect: deviceOfM(kind, 'write', 200), mutates: true,
+      request: async (w) => ({ path: `${V1}/devices/${await freshDevice(w, kind)}/credentials` }),
+      check: (_w, _s, res) => assert.equal(res.body.credentials.username, res.body.device.id),
+    },
+    {
+      route: `GET ${V1}/devices/:id/events`, target: kind, expect: deviceOfM(kind, 'view', 200),
+      request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}/events` }),
+      check: (_w, _s, res) => assert.ok((res.body as Array<{ kind: string }>).some((e) => e.kind === 'registered'), 'the registration is in the timeline'),
+    },
+    {
+      route: `GET ${V1}/devices/:id/logs`, target: kind, expect: deviceOfM(kind, 'view', 200),
+      request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}/logs` }),
+    },
+  ]),
+
+  // --- public documentation and keys (no bearer token needed, none refused) ---
   { route: `GET ${V1}/openapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/openapi.json` }) },
+  {
+    // The JWKS firmware checks entitlement leases against (CONTRACT 7: "anyone").
+    route: `GET ${V1}/devices/lease-keys`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/devices/lease-keys` }),
+    check: (_w, _s, res) => assert.ok(Array.isArray(res.body.keys) && res.body.keys.length > 0, 'a JWKS with a key'),
+  },
 ];
 
 /** Registered routes deliberately outside this matrix (CONTRACT 1 and 4: no bearer token there). */
@@ -340,6 +447,11 @@ function dumpDatabase(ts: TestService): Record<string, string[]> {
   }
 }
 
+/** Where only part of an answer is state: a device's live fields (last seen, counters) are not. */
+const KEPT: Record<string, (body: any) => unknown> = {
+  devices: (list: Array<{ id: string; name: string | null; config_version: number }>) => list.map(({ id, name, config_version }) => ({ id, name, config_version })),
+};
+
 type Snapshot = Awaited<ReturnType<typeof snapshot>>;
 
 async function snapshot(w: World) {
@@ -353,11 +465,13 @@ async function snapshot(w: World) {
     broadcasts: `${m}/broadcasts?limit=200`,
     activity: `${m}/activity?limit=200`,
     users: `${V1}/users?limit=200`,
+    devices: `${V1}/devices`,
   };
   const api = Object.fromEntries(
     await Promise.all(Object.entries(paths).map(async ([k, p]) => {
       const r = await w.ts.http.get(p, w.root.token);
-      return [k, { status: r.status, body: r.body }] as const;
+      const keep = r.status === 200 ? KEPT[k] : undefined;
+      return [k, { status: r.status, body: keep ? keep(r.body) : r.body }] as const;
     })),
   );
   return { api, db: dumpDatabase(w.ts), messages: w.ts.messages.length };
@@ -406,12 +520,15 @@ async function runStanding(w: World, row: Row, s: Standing): Promise<{ succeeded
   return { succeeded: !refused };
 }
 
+/** A row's name: its route, and its target where the route has one row per target. */
+const labelOf = (row: Row) => (row.target ? `${row.route} (${row.target})` : row.route);
+
 const ROUTES_IN_APP = listRoutes().map((r) => `${r.method} ${r.path}`);
 
 // Each row has a service of its own, so rows may run side by side; a few at a time keeps the load modest.
 test('authorization matrix: every route x every standing', { concurrency: 4 }, async (t) => {
   await Promise.all(ROWS.map((row) =>
-    t.test(row.route, async (t) => {
+    t.test(labelOf(row), async (t) => {
       let world: World | null = null;
       const failures: string[] = [];
       for (const s of STANDINGS) {
@@ -423,14 +540,15 @@ test('authorization matrix: every route x every standing', { concurrency: 4 }, a
           failures.push(`  ${s}: ${(err as Error).message.split('\n').slice(0, 12).join('\n    ')}`);
         }
       }
-      assert.equal(failures.length, 0, `${row.route}\n${failures.join('\n')}`);
+      assert.equal(failures.length, 0, `${labelOf(row)}\n${failures.join('\n')}`);
     }),
   ));
 });
 
 test('the matrix covers exactly the registered routes', () => {
-  const rows = ROWS.map((r) => r.route);
-  assert.equal(new Set(rows).size, rows.length, 'a route has two rows');
+  const labels = ROWS.map(labelOf);
+  assert.equal(new Set(labels).size, labels.length, 'a route has two rows for the same target');
+  const rows = [...new Set(ROWS.map((r) => r.route))];
   assert.equal(new Set([...rows, ...EXEMPT]).size, rows.length + EXEMPT.length, 'a route is both in the table and exempt');
   const covered = new Set([...rows, ...EXEMPT]);
   const registered = new Set(ROUTES_IN_APP);

@@ -1,0 +1,91 @@
+import type { Db } from './db.ts';
+import { toUnixSeconds, type Clock } from './clock.ts';
+import type { BroadcastRow, DeliveryReport } from './broadcasts.ts';
+import type { Commands } from './commands.ts';
+import { topics, type DeviceLink } from './device-link.ts';
+import type { DeviceStore } from './devices.ts';
+import type { Logger } from './log.ts';
+import type { MosqueStore } from './mosques.ts';
+import type { PushOutbox } from './push-outbox.ts';
+
+/** How long after the start a device's new status still counts for the report. */
+export const REPORT_WINDOW_SECONDS = 120;
+
+const TOGGLE = { azaan: 'notify_azaan', jummah: 'notify_jummah', waaz: 'notify_waaz', announcement: 'notify_announcement' } as const;
+
+/** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures (seed). */
+export function outcomeOf(status: string): keyof Omit<DeliveryReport, 'push'> {
+  switch (status) {
+    case 'PLAYING': return 'playing';
+    case 'UNBOUND': return 'unbound';
+    case 'MUTED': return 'muted';
+    case 'OFFLINE':
+    case 'UNKNOWN': return 'offline';
+    case 'STREAM_ERROR': return 'stream_error';
+    default: return 'other';
+  }
+}
+
+/**
+ * A broadcast reaches the mosque: broadcast_start to its transmitters, the start event on the mosque's
+ * broadcast topic (which only leased players receive), and Web Push to approved members whose toggle for
+ * that kind is on. Stop does the reverse. The delivery report is read from the device timeline.
+ */
+export function createFanout(deps: {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  devices: DeviceStore;
+  mosques: MosqueStore;
+  commands: Commands;
+  outbox: PushOutbox;
+  link: () => DeviceLink;
+}) {
+  const recipients = (mosqueId: string, toggle: string) =>
+    deps.db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`).all(mosqueId);
+  const statusIn = deps.db.prepare<[string, number, number], { to_status: string }>(
+    "SELECT to_status FROM mosque_device_events WHERE device_id = ? AND kind = 'status' AND at >= ? AND at <= ? ORDER BY id DESC LIMIT 1",
+  );
+  const statusBefore = deps.db.prepare<[string, number], { to_status: string }>(
+    "SELECT to_status FROM mosque_device_events WHERE device_id = ? AND kind = 'status' AND at < ? ORDER BY id DESC LIMIT 1",
+  );
+
+  function announce(b: BroadcastRow, action: 'start' | 'stop'): void {
+    const streamUrl = deps.mosques.findById(b.mosque_id)?.stream_url ?? null;
+    const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
+    // Retained, so a leased player that (re)connects during the broadcast learns it is on.
+    deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
+    const name = action === 'start' ? 'broadcast_start' : 'broadcast_stop';
+    for (const row of deps.devices.listForMosque(b.mosque_id)) {
+      if (row.kind === 'transmitter') deps.commands.dispatch(row.id, name, { broadcast_id: b.id, kind: b.kind, ...(b.prayer && { prayer: b.prayer }) });
+    }
+  }
+
+  return {
+    onStart(b: BroadcastRow): void {
+      announce(b, 'start');
+      const users = recipients(b.mosque_id, TOGGLE[b.kind]).map((r) => r.user_id);
+      const mosque = deps.mosques.findById(b.mosque_id);
+      const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
+      deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer });
+      void deps.outbox.drain();
+    },
+
+    onStop(b: BroadcastRow): void {
+      announce(b, 'stop');
+    },
+
+    /** Each device's latest status in the window after the start, or the status it was in at the start. */
+    report(b: BroadcastRow): DeliveryReport {
+      const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: deps.outbox.report(b.id) };
+      const windowEnd = Math.min(b.started_at + REPORT_WINDOW_SECONDS, b.stopped_at ?? Number.MAX_SAFE_INTEGER, toUnixSeconds(deps.clock()));
+      for (const row of deps.devices.listForMosque(b.mosque_id)) {
+        const status = statusIn.get(row.id, b.started_at, windowEnd)?.to_status ?? statusBefore.get(row.id, b.started_at)?.to_status ?? 'UNKNOWN';
+        report[outcomeOf(status)]++;
+      }
+      return report;
+    },
+  };
+}
+
+export type Fanout = ReturnType<typeof createFanout>;
