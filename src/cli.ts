@@ -5,12 +5,16 @@ import { loadConfig } from './config.ts';
 import { migrate, openDatabase } from './db.ts';
 import { identifierHash, normalizeEmail, normalizePhone, sha256Hex } from './identifiers.ts';
 import { createUserStore } from './users.ts';
+import { diagnose, timeline, SupportError, type ApiTarget } from './cli-support.ts';
 
 /**
  * Operator commands (contract 1). Every failure is one line on stderr and a non-zero exit.
  *   superadmin create --email <email> [--phone <phone>]   (password: one line on standard input)
  */
-const USAGE = 'usage: npm run cli -- superadmin create --email <email> [--phone <phone>]  (password on standard input)';
+// One line: every failure of the CLI is a single line on stderr.
+const USAGE =
+  'usage: npm run cli -- superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
+  'device diagnose <device id> [--url <http url>] [--token <access token>] | device timeline <device id> [--url ...] [--token ...]';
 
 class CliError extends Error {}
 
@@ -62,9 +66,26 @@ async function createSuperadmin(args: string[]): Promise<string> {
   }
 }
 
+function apiTarget(args: string[]): ApiTarget {
+  const token = option(args, '--token') ?? process.env.MINARET_TOKEN;
+  if (!token) throw new CliError('--token (or MINARET_TOKEN) is required: an access token of the device owner, a manager or a superadmin');
+  return { url: option(args, '--url') ?? process.env.MINARET_URL ?? 'http://127.0.0.1:8080', token };
+}
+
 async function run(argv: string[]): Promise<string> {
   const [group, command, ...rest] = argv;
   if (group === 'superadmin' && command === 'create') return createSuperadmin(rest);
+  if (group === 'device' && (command === 'diagnose' || command === 'timeline')) {
+    const deviceId = rest[0];
+    if (!deviceId || deviceId.startsWith('--')) throw new CliError(`device ${command} needs a device id`);
+    const target = apiTarget(rest);
+    try {
+      return command === 'diagnose' ? await diagnose(target, deviceId) : await timeline(target, deviceId);
+    } catch (err) {
+      if (err instanceof SupportError) throw new CliError(err.message);
+      throw err;
+    }
+  }
   throw new CliError(USAGE);
 }
 

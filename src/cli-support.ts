@@ -1,0 +1,67 @@
+/**
+ * Support commands of the CLI: they talk to a running service over its HTTP API with a person's token
+ * (the commands need the live broker, which only the service process has).
+ *   device diagnose <id>   the why answer, a ping and the diag bundle, as a readable report
+ *   device timeline <id>   the recent timeline
+ * Settings: --url (or MINARET_URL, default http://127.0.0.1:8080) and --token (or MINARET_TOKEN).
+ */
+export class SupportError extends Error {}
+
+export interface ApiTarget {
+  url: string;
+  token: string;
+}
+
+async function call(target: ApiTarget, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  let res: Response;
+  try {
+    res = await fetch(`${target.url.replace(/\/$/, '')}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${target.token}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      body: body === undefined ? null : JSON.stringify(body),
+      signal: AbortSignal.timeout(40_000),
+    });
+  } catch (err) {
+    throw new SupportError(`cannot reach ${target.url}: ${(err as Error).message}`);
+  }
+  const text = await res.text();
+  const parsed = text ? (JSON.parse(text) as unknown) : null;
+  if (res.status === 401) throw new SupportError('the token was refused (401): sign in again and pass --token');
+  return { status: res.status, body: parsed };
+}
+
+const errorOf = (r: { status: number; body: any }) => `${r.status} ${r.body?.error?.code ?? ''} ${r.body?.error?.message ?? ''}`.trim();
+const line = (label: string, value: unknown) => `  ${label.padEnd(22)} ${typeof value === 'string' ? value : JSON.stringify(value)}`;
+
+export async function diagnose(target: ApiTarget, deviceId: string): Promise<string> {
+  const device = await call(target, 'GET', `/devices/${encodeURIComponent(deviceId)}`);
+  if (device.status !== 200) throw new SupportError(`device ${deviceId}: ${errorOf(device)}`);
+  const why = await call(target, 'GET', `/devices/${encodeURIComponent(deviceId)}/why`);
+  const out = [`Device ${deviceId} (${device.body.kind}${device.body.name ? `, "${device.body.name}"` : ''})`];
+  out.push(line('status', `${device.body.status} (${device.body.connected ? 'connected' : 'not connected'})`));
+  out.push(line('last seen', device.body.last_seen_at ?? 'never'));
+  out.push(line('signal', device.body.rssi === null ? 'unknown' : `${device.body.rssi} dBm on ${device.body.ssid ?? '?'}`));
+  out.push(line('firmware', device.body.fw ?? 'unknown'));
+  out.push('', 'Why:');
+  out.push(line('playback', why.body.effective_playback_state), line('deciding field', why.body.deciding_field), line('reason', why.body.reason));
+  out.push('', 'Ping:');
+  const ping = await call(target, 'POST', `/devices/${encodeURIComponent(deviceId)}/commands`, { name: 'ping', timeout_ms: 5000 });
+  out.push(ping.status === 200 ? line('round trip', `${ping.body.rtt_ms} ms`) : line('no answer', errorOf(ping)));
+  if (ping.status === 200) {
+    const bundle = await call(target, 'POST', `/devices/${encodeURIComponent(deviceId)}/commands`, { name: 'diag_bundle', timeout_ms: 10_000 });
+    out.push('', 'Diagnostic bundle:');
+    if (bundle.status !== 200 || !bundle.body.ok) out.push(line('no bundle', bundle.status === 200 ? JSON.stringify(bundle.body.result) : errorOf(bundle)));
+    else for (const [key, value] of Object.entries(bundle.body.result ?? {})) out.push(line(key, value));
+  }
+  return out.join('\n');
+}
+
+export async function timeline(target: ApiTarget, deviceId: string, limit = 30): Promise<string> {
+  const events = await call(target, 'GET', `/devices/${encodeURIComponent(deviceId)}/events?limit=${limit}`);
+  if (events.status !== 200) throw new SupportError(`device ${deviceId}: ${errorOf(events)}`);
+  const rows = (events.body as Array<Record<string, any>>).map((e) => {
+    const change = e.from || e.to ? `${e.from ?? '?'} -> ${e.to ?? '?'}` : '';
+    return `${e.at}  ${String(e.kind).padEnd(18)} ${change.padEnd(24)} ${e.reason ?? ''}`.trimEnd();
+  });
+  return [`Timeline of ${deviceId}, newest first:`, ...(rows.length ? rows : ['  (empty)'])].join('\n');
+}
