@@ -78,7 +78,10 @@ export function createFanout(deps: {
     /** Each device's latest status in the window after the start, or the status it was in at the start. */
     report(b: BroadcastRow): DeliveryReport {
       const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: deps.outbox.report(b.id) };
-      const windowEnd = Math.min(b.started_at + REPORT_WINDOW_SECONDS, b.stopped_at ?? Number.MAX_SAFE_INTEGER, toUnixSeconds(deps.clock()));
+      // Timeline times are whole seconds: a status in the stop's own second is the device's reaction to
+      // the stop (PLAYING -> ONLINE), not the outcome of the broadcast, so the window ends just before it.
+      const stopBound = b.stopped_at === null ? Number.MAX_SAFE_INTEGER : b.stopped_at - 1;
+      const windowEnd = Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, toUnixSeconds(deps.clock()));
       for (const row of deps.devices.listForMosque(b.mosque_id)) {
         const status = statusIn.get(row.id, b.started_at, windowEnd)?.to_status ?? statusBefore.get(row.id, b.started_at)?.to_status ?? 'UNKNOWN';
         report[outcomeOf(status)]++;

@@ -25,7 +25,12 @@ async function call(target: ApiTarget, method: string, path: string, body?: unkn
     throw new SupportError(`cannot reach ${target.url}: ${(err as Error).message}`);
   }
   const text = await res.text();
-  const parsed = text ? (JSON.parse(text) as unknown) : null;
+  let parsed: unknown = null;
+  try {
+    parsed = text ? (JSON.parse(text) as unknown) : null;
+  } catch {
+    throw new SupportError(`${target.url} answered ${res.status} with a body that is not JSON: is it a Minaret service?`);
+  }
   if (res.status === 401) throw new SupportError('the token was refused (401): sign in again and pass --token');
   return { status: res.status, body: parsed };
 }

@@ -150,7 +150,11 @@ export function createDeviceStore(db: Db, clock: Clock) {
   const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
 
   const registry = new Map<string, DeviceInfo>();
-  for (const row of all.iterate()) registry.set(row.id, toDeviceInfo(row));
+  const reloadAll = () => {
+    registry.clear();
+    for (const row of all.iterate()) registry.set(row.id, toDeviceInfo(row));
+  };
+  reloadAll();
   const refresh = (id: string) => {
     const row = byId.get(id);
     if (row) registry.set(id, toDeviceInfo(row));
@@ -161,6 +165,16 @@ export function createDeviceStore(db: Db, clock: Clock) {
 
   return {
     info: (id: string) => registry.get(id) ?? null,
+    /**
+     * Re-reads the whole registry. Only for several processes sharing one database (REDIS_URL): a change
+     * made by another process reaches this one's memory within one reload period.
+     */
+    reloadAll,
+    /** A device this process has not seen (registered through another process): one query, then memory. */
+    infoOrLoad(id: string): DeviceInfo | null {
+      if (!registry.has(id)) refresh(id);
+      return registry.get(id) ?? null;
+    },
     allInfo: () => registry.values(),
     findById: (id: string) => byId.get(id) ?? null,
     listForMosque: (mosqueId: string) => ofMosque.all(mosqueId),
@@ -222,6 +236,7 @@ export function createDeviceStore(db: Db, clock: Clock) {
 
     /** Constant-time check of a presented password against the stored SHA-256, from memory. */
     verifySecret(id: string, password: string): boolean {
+      if (!registry.has(id)) refresh(id);
       const info = registry.get(id);
       const presented = crypto.createHash('sha256').update(password).digest();
       const expected = info?.secretHash ?? crypto.randomBytes(32);

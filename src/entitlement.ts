@@ -56,16 +56,22 @@ export function createEntitlement(deps: Deps) {
   const decisionFor = (row: DeviceRow): Decision =>
     decide(row, row.mosque_id && row.owner_user_id ? deps.membershipStatus(row.mosque_id, row.owner_user_id) : null);
 
-  for (const row of leased.all()) {
-    const device = deps.devices.findById(row.id);
-    if (device && decisionFor(device).entitled && row.lease_expires_at > nowSeconds()) leases.set(row.id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at });
-  }
+  /** Leases from the database that still stand (at start, and with several processes, periodically). */
+  const reloadAll = () => {
+    leases.clear();
+    for (const row of leased.all()) {
+      const device = deps.devices.findById(row.id);
+      if (device && decisionFor(device).entitled && row.lease_expires_at > nowSeconds()) leases.set(row.id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at });
+    }
+  };
+  reloadAll();
 
   function revoke(id: string): void {
     if (leases.delete(id)) saveLease.run(null, id);
   }
 
   return {
+    reloadAll,
     decisionFor,
     lease: (id: string) => leases.get(id) ?? null,
 

@@ -31,6 +31,9 @@ import { createAccessTokens } from './tokens.ts';
 import { createUserAdmin } from './user-admin.ts';
 import { createUserStore } from './users.ts';
 
+/** With REDIS_URL, how stale another process's view of revocations and device changes may get. */
+export const SHARED_CACHE_RELOAD_MS = 10_000;
+
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
 
@@ -128,6 +131,17 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     plane.attach(broker.link);
     plane.start();
+    if (config.redisUrl) {
+      // Several processes share the broker through Redis and this one SQLite file: another process's
+      // revocations, rotations and deletions reach this one's in-memory caches within this period.
+      const reload = setInterval(() => {
+        people.users.reloadVersions();
+        plane.devices.reloadAll();
+        plane.entitlement.reloadAll();
+      }, SHARED_CACHE_RELOAD_MS);
+      reload.unref();
+      closers.push(() => clearInterval(reload));
+    }
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const outbox = createPushOutbox({ db, clock, logger, sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject), subscriptions: people.pushSubscriptions });
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });

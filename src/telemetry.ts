@@ -69,6 +69,18 @@ interface Live {
   counters: DeviceCounters;
 }
 
+const OVERLAY_FIELDS = ['rssi', 'ip', 'uptime_s', 'free_heap', 'volume', 'config_version'] as const;
+
+/** `base` with the fields `report` carries laid over it: the row's COALESCE rule, kept in memory. */
+function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusReport): HeartbeatReport {
+  const merged: HeartbeatReport = { ...(base ?? {}), v: report.v, status: report.status, ts: report.ts };
+  for (const key of OVERLAY_FIELDS) {
+    const value = (report as Partial<Pick<HeartbeatReport, (typeof OVERLAY_FIELDS)[number]>>)[key];
+    if (value !== undefined) (merged as unknown as Record<string, unknown>)[key] = value;
+  }
+  return merged;
+}
+
 const newCounters = (): DeviceCounters => ({ status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0 });
 
 export interface StatusChange {
@@ -173,6 +185,10 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       const s = stateOf(id);
       s.counters.status_messages++;
       s.lastSeenMs = nowMs();
+      // The status is newer than any heartbeat held in memory: else the overlay (and the next flush) would
+      // put an older rssi, ip, uptime back over what this status just wrote.
+      if (s.pendingHeartbeat) s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
+      if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
       transition(id, report, 'status');
     },
 
@@ -181,8 +197,9 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       const s = stateOf(id);
       s.counters.heartbeats++;
       s.lastSeenMs = nowMs();
-      s.pendingHeartbeat = report;
-      s.lastHeartbeat = report;
+      // Merged, not replaced: a heartbeat without rssi must not undo the rssi of one earlier in this flush window.
+      s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
+      s.lastHeartbeat = overlay(s.lastHeartbeat, report);
       touched.add(id);
       if (report.status !== s.status) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, 'heartbeat');
     },

@@ -75,6 +75,8 @@ export interface UserStore {
   /** Changes contact fields or role; a role change raises the token version (contract 3). */
   update(id: string, fields: UserUpdate): UserRow;
   tokenVersion(id: string): number | undefined;
+  /** Re-reads every token version (several processes sharing one database: see src/service.ts). */
+  reloadVersions(): void;
 }
 
 export function createUserStore(db: Db, clock: Clock): UserStore {
@@ -103,9 +105,12 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
   // cannot be forced by an anonymous caller.
   const versions = new Map<string, number | null>();
   const versionOf = db.prepare<[string], { token_version: number }>('SELECT token_version FROM users WHERE id = ?');
-  for (const row of db.prepare<[], { id: string; token_version: number }>('SELECT id, token_version FROM users').iterate()) {
-    versions.set(row.id, row.token_version);
-  }
+  const allVersions = db.prepare<[], { id: string; token_version: number }>('SELECT id, token_version FROM users');
+  const reloadVersions = () => {
+    versions.clear();
+    for (const row of allVersions.iterate()) versions.set(row.id, row.token_version);
+  };
+  reloadVersions();
   const refreshVersion = (id: string) => {
     const row = byId.get(id);
     versions.set(id, row ? row.token_version : null);
@@ -145,6 +150,7 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
       return changed;
     },
     list: (limit, offset) => page.all(limit, offset),
+    reloadVersions,
     update(id, f) {
       const row = byId.get(id)!;
       const roleChanged = f.role !== undefined && f.role !== row.role;
