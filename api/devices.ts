@@ -39,7 +39,8 @@ export const EventsQuery = v.object({
 export const LogsQuery = v.object({ limit: limit(100, 500) });
 export const CommandRequest = v.object({
   name: v.picklist(['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque']),
-  args: v.optional(v.record(v.string(), v.unknown())),
+  // valibot's record takes an array (and turns it into {"0": ...}); contract 8 publishes `args` as an object.
+  args: v.optional(v.pipe(v.custom<unknown>((a) => typeof a === 'object' && a !== null && !Array.isArray(a), 'must be an object'), v.record(v.string(), v.unknown()))),
   timeout_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100, 'must be at least 100'), v.maxValue(MAX_TIMEOUT_MS, `must be at most ${MAX_TIMEOUT_MS}`))),
 });
 const SetLogLevelArgs = v.object({

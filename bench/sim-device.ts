@@ -28,7 +28,7 @@ export type DeviceStatus =
   | 'OFFLINE'
   | 'UNBOUND'
   | 'MUTED';
-export type LogLevel = 'warn' | 'info' | 'debug';
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
 export type Detail = Record<string, unknown>;
 
 export interface SimDeviceOptions {
@@ -167,7 +167,7 @@ export class SimConnectError extends Error {
 
 const DEFAULT_HEARTBEAT_S: Record<DeviceKind, number> = { transmitter: 60, stream_player: 300 };
 const MIN_HEARTBEAT_S: Record<DeviceKind, number> = { transmitter: 15, stream_player: 60 };
-const LOG_RANK: Record<LogLevel, number> = { warn: 0, info: 1, debug: 2 };
+const LOG_RANK: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
 const LOG_MAX_BYTES = 512;
 const LOG_MIN_INTERVAL_MS = 1000;
 const MAX_LOG_TTL_S = 3600;
@@ -945,7 +945,8 @@ export class SimDevice extends EventEmitter {
 
   private setLogLevel(args: Record<string, unknown>): CommandOutcome {
     const level = args['level'];
-    if (level !== 'warn' && level !== 'info' && level !== 'debug') return { ok: false, error: 'invalid_args' };
+    // The levels the backend accepts for set_log_level and in log payloads (contract 8).
+    if (level !== 'error' && level !== 'warn' && level !== 'info' && level !== 'debug') return { ok: false, error: 'invalid_args' };
     const ttlRaw = args['ttl_s'] ?? 600;
     if (typeof ttlRaw !== 'number' || !Number.isFinite(ttlRaw) || ttlRaw <= 0) return { ok: false, error: 'invalid_args' };
     const ttl = Math.min(MAX_LOG_TTL_S, ttlRaw);

@@ -4,7 +4,7 @@ import type { DeviceInfo } from '../src/devices.ts';
 import type { Logger } from '../src/log.ts';
 import type { Telemetry } from '../src/telemetry.ts';
 import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport } from './payloads.ts';
-import { mayReceive, maySubscribe, publishChannel, type DeviceIdentity } from './topics.ts';
+import { mayReceive, maySubscribe, parseDeviceTopic, publishChannel, type DeviceIdentity } from './topics.ts';
 
 export interface HookDeps {
   logger: Logger;
@@ -65,6 +65,21 @@ export function createHooks(deps: HookDeps) {
     } else deps.onAck?.(info.id, parsed.value as AckReport);
   }
 
+  /**
+   * A publish without a client is the backend's own (configs, commands, broadcast events, clearing a
+   * retained status with an empty payload) or, with REDIS_URL, the will of a device whose broker process
+   * died, which aedes publishes on that process's behalf. Such a will is held to the same schema and
+   * ingested unless the device is connected here again.
+   */
+  function clientless(packet: PublishPacket): void {
+    const parsed = parseDeviceTopic(packet.topic);
+    if (!parsed || parsed.channel !== 'status' || payloadOf(packet).length === 0) return;
+    const info = deps.device(parsed.deviceId);
+    if (!info) return drop(packet, parsed.deviceId);
+    if (deps.telemetry.isConnected(info.id)) return drop(packet, info.id);
+    ingest(info, 'status', packet);
+  }
+
   return {
     /** Notes the will topic of the CONNECT so authenticate can refuse a will aimed anywhere but the own status topic. */
     preConnect(client: Client, packet: ConnectPacket, done: (err: Error | null, ok: boolean) => void) {
@@ -89,7 +104,10 @@ export function createHooks(deps: HookDeps) {
     },
 
     authorizePublish(client: Client | null, packet: PublishPacket, done: (err?: Error | null) => void) {
-      if (!client) return done(null);
+      if (!client) {
+        clientless(packet);
+        return done(null);
+      }
       const info = deps.device(client.id);
       if (!info) return done(new Error('unknown device'));
       if (!deps.telemetry.isCurrent(info.id, client)) {

@@ -43,11 +43,9 @@ export function createFanout(deps: {
 }) {
   const recipients = (mosqueId: string, toggle: string) =>
     deps.db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`).all(mosqueId);
-  const statusIn = deps.db.prepare<[string, number, number], { to_status: string }>(
-    "SELECT to_status FROM mosque_device_events WHERE device_id = ? AND kind = 'status' AND at >= ? AND at <= ? ORDER BY id DESC LIMIT 1",
-  );
-  const statusBefore = deps.db.prepare<[string, number], { to_status: string }>(
-    "SELECT to_status FROM mosque_device_events WHERE device_id = ? AND kind = 'status' AND at < ? ORDER BY id DESC LIMIT 1",
+  // The latest status up to a time: within the window after the start, or else the one it was in at the start.
+  const statusAsOf = deps.db.prepare<[string, number], { to_status: string }>(
+    "SELECT to_status FROM mosque_device_events WHERE device_id = ? AND kind = 'status' AND at <= ? ORDER BY id DESC LIMIT 1",
   );
 
   function announce(b: BroadcastRow, action: 'start' | 'stop'): void {
@@ -79,11 +77,12 @@ export function createFanout(deps: {
     report(b: BroadcastRow): DeliveryReport {
       const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: deps.outbox.report(b.id) };
       // Timeline times are whole seconds: a status in the stop's own second is the device's reaction to
-      // the stop (PLAYING -> ONLINE), not the outcome of the broadcast, so the window ends just before it.
+      // the stop (PLAYING -> ONLINE), not the outcome of the broadcast, so the window ends just before it
+      // (a broadcast stopped within its first second keeps that second).
       const stopBound = b.stopped_at === null ? Number.MAX_SAFE_INTEGER : b.stopped_at - 1;
-      const windowEnd = Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, toUnixSeconds(deps.clock()));
+      const windowEnd = Math.max(b.started_at, Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, toUnixSeconds(deps.clock())));
       for (const row of deps.devices.listForMosque(b.mosque_id)) {
-        const status = statusIn.get(row.id, b.started_at, windowEnd)?.to_status ?? statusBefore.get(row.id, b.started_at)?.to_status ?? 'UNKNOWN';
+        const status = statusAsOf.get(row.id, windowEnd)?.to_status ?? 'UNKNOWN';
         report[outcomeOf(status)]++;
       }
       return report;

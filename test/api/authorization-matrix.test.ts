@@ -169,8 +169,8 @@ function inMosque(gate: keyof typeof HOLDERS, ok: number): Expect {
 const membershipOfM = (ok: number): Expect => ({ ...inMosque('admin', ok), member: 404 });
 
 /**
- * A device of M named by its own id (CONTRACT 7): `view` (GET, events, logs) is for the admins of M,
- * `write` (PATCH, DELETE, credentials) for its managers; the owner of a stream player holds both. Whoever
+ * A device of M named by its own id (CONTRACT 7): `view` (GET, why, events, logs) is for the admins of M,
+ * `write` (PATCH, DELETE, credentials, commands) for its managers; the owner of a stream player holds both. Whoever
  * may not see the device is told 404 as for an unknown id, a member of M who does not own it included;
  * an admin who sees it but may not change it, 403.
  */
@@ -407,6 +407,16 @@ const ROWS: Row[] = [
       route: `GET ${V1}/devices/:id/logs`, target: kind, expect: deviceOfM(kind, 'view', 200),
       request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}/logs` }),
     },
+    {
+      // The write gate, like PATCH. The matrix's devices never connect, so a caller who passes the gate gets
+      // 409 device_offline (CONTRACT 2), the "success" of this row, and nothing is sent or recorded. Refused
+      // callers get their 401/403/404 instead of that 409: the gate is decided before the offline check (and
+      // before the body). A connected device answering 200 is held in test/e2e/commands.test.ts.
+      route: `POST ${V1}/devices/:id/commands`, target: kind, expect: deviceOfM(kind, 'write', 409), mutates: true,
+      changesOnSuccess: (status) => status !== 409,
+      request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}/commands`, body: { name: 'ping', timeout_ms: 100 } }),
+      check: (_w, _s, res) => assert.equal(res.body?.error?.code, 'device_offline'),
+    },
   ]),
 
   // --- public documentation and keys (no bearer token needed, none refused) ---
@@ -415,6 +425,11 @@ const ROWS: Row[] = [
     // The JWKS firmware checks entitlement leases against (CONTRACT 7: "anyone").
     route: `GET ${V1}/devices/lease-keys`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/devices/lease-keys` }),
     check: (_w, _s, res) => assert.ok(Array.isArray(res.body.keys) && res.body.keys.length > 0, 'a JWKS with a key'),
+  },
+  {
+    // The VAPID public key browsers subscribe to Web Push with: public, the same for everyone.
+    route: `GET ${V1}/push/vapid-public-key`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/push/vapid-public-key` }),
+    check: (_w, _s, res) => assert.match(res.body.public_key, /^[A-Za-z0-9_-]{80,}$/, 'a base64url P-256 public key'),
   },
 ];
 

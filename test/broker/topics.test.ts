@@ -1,0 +1,145 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mayReceive, maySubscribe, parseBroadcastTopic, parseDeviceTopic, publishChannel, type DeviceIdentity } from '../../broker/topics.ts';
+
+// Contract 8 topic rules, as pure functions (broker/topics.ts).
+
+const tx: DeviceIdentity = { id: 'dtx', kind: 'transmitter', mosqueId: 'm1' };
+const player: DeviceIdentity = { id: 'dpl', kind: 'stream_player', mosqueId: 'm1' };
+const loosePlayer: DeviceIdentity = { id: 'dfree', kind: 'stream_player', mosqueId: null };
+
+const always = () => true;
+const never = () => false;
+
+describe('parseDeviceTopic', () => {
+  const rows: Array<[string, { deviceId: string; channel: string } | null]> = [
+    ['devices/dtx/status', { deviceId: 'dtx', channel: 'status' }],
+    ['devices/dtx/config', { deviceId: 'dtx', channel: 'config' }],
+    ['devices/dtx/anything', { deviceId: 'dtx', channel: 'anything' }],
+    ['devices/+/status', { deviceId: '+', channel: 'status' }], // parsing only; wildcards are refused by the rules
+    ['devices/dtx/status/extra', null],
+    ['devices/dtx', null],
+    ['devices', null],
+    ['devices//status', null],
+    ['devices/dtx/', null],
+    ['/devices/dtx/status', null],
+    ['Devices/dtx/status', null],
+    ['device/dtx/status', null],
+    ['mosques/m1/broadcast', null],
+    ['', null],
+  ];
+  for (const [topic, expected] of rows) {
+    test(JSON.stringify(topic), () => assert.deepEqual(parseDeviceTopic(topic), expected));
+  }
+});
+
+describe('parseBroadcastTopic', () => {
+  const rows: Array<[string, string | null]> = [
+    ['mosques/m1/broadcast', 'm1'],
+    ['mosques/m1/broadcast/x', null],
+    ['mosques//broadcast', null],
+    ['mosques/m1/broadcasts', null],
+    ['mosques/m1', null],
+    ['/mosques/m1/broadcast', null],
+    ['devices/m1/broadcast', null],
+    ['', null],
+  ];
+  for (const [topic, expected] of rows) {
+    test(JSON.stringify(topic), () => assert.equal(parseBroadcastTopic(topic), expected));
+  }
+});
+
+describe('publishChannel', () => {
+  const rows: Array<[string, DeviceIdentity, string, string | null]> = [
+    ['own status', tx, 'devices/dtx/status', 'status'],
+    ['own heartbeat', tx, 'devices/dtx/heartbeat', 'heartbeat'],
+    ['own log', tx, 'devices/dtx/log', 'log'],
+    ['own ack', player, 'devices/dpl/ack', 'ack'],
+    ['own config (backend -> device only)', tx, 'devices/dtx/config', null],
+    ['own cmd (backend -> device only)', player, 'devices/dpl/cmd', null],
+    ['own unknown channel', tx, 'devices/dtx/telemetry', null],
+    ['another device\'s status', tx, 'devices/dpl/status', null],
+    ['another device\'s heartbeat', player, 'devices/dtx/heartbeat', null],
+    ['extra level', tx, 'devices/dtx/status/x', null],
+    ['trailing slash', tx, 'devices/dtx/status/', null],
+    ['leading slash', tx, '/devices/dtx/status', null],
+    ['empty id', tx, 'devices//status', null],
+    ['$SYS', tx, '$SYS/broker/clients', null],
+    ['$ prefix on an own topic', tx, '$devices/dtx/status', null],
+    ['unrelated', tx, 'hello', null],
+    ['empty', tx, '', null],
+    ['prefix of the own id', tx, 'devices/dt/status', null],
+    ['own id as prefix', tx, 'devices/dtxx/status', null],
+    // Issue 5: a transmitter announces its own mosque's broadcast; nobody else may publish there.
+    ['transmitter: own mosque broadcast', tx, 'mosques/m1/broadcast', 'broadcast'],
+    ['transmitter: another mosque broadcast', tx, 'mosques/m2/broadcast', null],
+    ['player: its mosque broadcast', player, 'mosques/m1/broadcast', null],
+    ['unbound player: a broadcast', loosePlayer, 'mosques/m1/broadcast', null],
+  ];
+  for (const [name, device, topic, expected] of rows) {
+    test(`${device.kind} ${name}: ${JSON.stringify(topic)} -> ${expected}`, () => assert.equal(publishChannel(device, topic), expected));
+  }
+});
+
+describe('maySubscribe', () => {
+  const rows: Array<[string, DeviceIdentity, string, (d: DeviceIdentity, m: string) => boolean, boolean]> = [
+    ['own config', tx, 'devices/dtx/config', never, true],
+    ['own cmd', tx, 'devices/dtx/cmd', never, true],
+    ['player own config', player, 'devices/dpl/config', never, true],
+    ['player own cmd', player, 'devices/dpl/cmd', never, true],
+    ['own status (device -> backend only)', tx, 'devices/dtx/status', always, false],
+    ['own heartbeat', tx, 'devices/dtx/heartbeat', always, false],
+    ['own log', tx, 'devices/dtx/log', always, false],
+    ['own ack', tx, 'devices/dtx/ack', always, false],
+    ['another device\'s config', tx, 'devices/dpl/config', always, false],
+    ['another device\'s cmd', player, 'devices/dtx/cmd', always, false],
+    ['another device\'s status', player, 'devices/dtx/status', always, false],
+    ['#', tx, '#', always, false],
+    ['+/x', tx, '+/x', always, false],
+    ['+', tx, '+', always, false],
+    ['devices/#', tx, 'devices/#', always, false],
+    ['own id with #', tx, 'devices/dtx/#', always, false],
+    ['own id with +', tx, 'devices/dtx/+', always, false],
+    ['any id, own channel', tx, 'devices/+/config', always, false],
+    ['$SYS/#', tx, '$SYS/#', always, false],
+    ['$SYS exact', tx, '$SYS/broker/uptime', always, false],
+    ['$share of own config', tx, '$share/g/devices/dtx/config', always, false],
+    ['extra level on own config', tx, 'devices/dtx/config/x', always, false],
+    ['empty segment', tx, 'devices//config', always, false],
+    ['leading slash', tx, '/devices/dtx/config', always, false],
+    ['empty filter', tx, '', always, false],
+    ['unrelated', tx, 'news', always, false],
+    ['transmitter: own mosque broadcast', tx, 'mosques/m1/broadcast', always, false],
+    ['entitled player: own mosque broadcast', player, 'mosques/m1/broadcast', always, true],
+    ['unentitled player: own mosque broadcast', player, 'mosques/m1/broadcast', never, false],
+    ['entitled player: another mosque broadcast', player, 'mosques/m2/broadcast', always, false],
+    ['unbound player: a broadcast', loosePlayer, 'mosques/m1/broadcast', always, false],
+    ['entitled player: broadcast wildcard', player, 'mosques/+/broadcast', always, false],
+    ['entitled player: broadcast extra level', player, 'mosques/m1/broadcast/x', always, false],
+  ];
+  for (const [name, device, filter, entitled, expected] of rows) {
+    test(`${device.kind} ${name}: ${JSON.stringify(filter)} -> ${expected}`, () => {
+      assert.equal(maySubscribe(device, filter, entitled), expected);
+      // Delivery is re-checked with the same rule.
+      assert.equal(mayReceive(device, filter, entitled), expected);
+    });
+  }
+
+  test('entitlement is asked about the player and its own mosque only', () => {
+    const asked: Array<[string, string]> = [];
+    const spy = (d: DeviceIdentity, m: string) => (asked.push([d.id, m]), true);
+    maySubscribe(player, 'mosques/m1/broadcast', spy);
+    maySubscribe(player, 'mosques/m2/broadcast', spy);
+    maySubscribe(tx, 'mosques/m1/broadcast', spy);
+    maySubscribe(player, 'devices/dpl/config', spy);
+    assert.deepEqual(asked, [['dpl', 'm1']]);
+  });
+
+  test('losing entitlement stops delivery at once (mayReceive reads the callback each time)', () => {
+    let leased = true;
+    const entitled = () => leased;
+    assert.equal(mayReceive(player, 'mosques/m1/broadcast', entitled), true);
+    leased = false;
+    assert.equal(mayReceive(player, 'mosques/m1/broadcast', entitled), false);
+  });
+});
