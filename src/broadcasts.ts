@@ -18,10 +18,6 @@ export interface DeliveryReport {
   push: { queued: number; sent: number; failed: number };
 }
 
-export const EMPTY_REPORT: DeliveryReport = {
-  playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: { queued: 0, sent: 0, failed: 0 },
-};
-
 export interface BroadcastRow {
   id: string;
   mosque_id: string;
@@ -33,7 +29,6 @@ export interface BroadcastRow {
   started_at: number;
   stopped_by: string | null;
   stopped_at: number | null;
-  report: string;
 }
 
 export interface Broadcast {
@@ -47,15 +42,21 @@ export interface Broadcast {
   started_at: string;
   stopped_by: string | null;
   stopped_at: string | null;
-  report: DeliveryReport;
 }
 
+/** The record without its delivery report, which is read from the device timeline (src/broadcast-fanout.ts). */
 export function toBroadcast(row: BroadcastRow): Broadcast {
   return {
-    ...row,
+    id: row.id,
+    mosque_id: row.mosque_id,
+    kind: row.kind,
+    prayer: row.prayer,
+    title: row.title,
+    status: row.status,
+    started_by: row.started_by,
     started_at: toIsoString(row.started_at),
+    stopped_by: row.stopped_by,
     stopped_at: row.stopped_at === null ? null : toIsoString(row.stopped_at),
-    report: { ...EMPTY_REPORT, ...(JSON.parse(row.report) as Partial<DeliveryReport>) },
   };
 }
 
@@ -67,7 +68,7 @@ export interface StartBroadcast {
 
 /**
  * The record of a broadcast and its activity entries. Reaching devices and members (fan-out, delivery
- * report) is the entitlement issue's: it listens through `onStart` / `onStop`.
+ * report) is src/broadcast-fanout.ts's: it listens through `onStart` / `onStop`.
  */
 export function createBroadcasts(deps: {
   db: Db;

@@ -63,8 +63,7 @@ CREATE TABLE broadcasts (
   started_by TEXT REFERENCES users(id) ON DELETE SET NULL,
   started_at INTEGER NOT NULL,
   stopped_by TEXT REFERENCES users(id) ON DELETE SET NULL,
-  stopped_at INTEGER,
-  report     TEXT NOT NULL DEFAULT '{}'   -- delivery report (JSON), filled by the fan-out
+  stopped_at INTEGER                     -- the delivery report is read from the device timeline
 );
 CREATE INDEX broadcasts_mosque ON broadcasts(mosque_id, started_at DESC);
 CREATE UNIQUE INDEX broadcasts_one_live ON broadcasts(mosque_id) WHERE status = 'live';
