@@ -31,13 +31,14 @@ export function createDevicePlane(deps: {
   mosques: MosqueStore;
   activity: ActivityLog;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  membershipRemoved: (mosqueId: string, userId: string) => boolean;
 }) {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock);
   const timeline = createTimeline(db, clock);
   const telemetry = createTelemetry({ db, clock, devices, timeline, logger });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
-  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, signer, ttlHours: deps.config.leaseTtlHours });
+  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours });
   let link: DeviceLink | null = null;
   const service = createDeviceService({
     db, devices, mosques: deps.mosques, timeline, telemetry, logger,

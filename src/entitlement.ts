@@ -16,9 +16,11 @@ export type Decision =
  * Seed "Entitlement": a stream player may hear its mosque's azaan only while it is enabled, bound to a
  * mosque, and its owner's membership there is approved. Pure; the lease is checked apart.
  */
-export function decide(device: Pick<DeviceRow, 'mosque_id' | 'enabled'>, membership: MembershipStatus | null): Decision {
+export function decide(device: Pick<DeviceRow, 'mosque_id' | 'enabled'>, membership: MembershipStatus | null, removed = false): Decision {
   if (device.enabled !== 1) return { entitled: false, reason: 'membership_lapsed', decidingField: 'device.enabled' };
   if (device.mosque_id === null) return { entitled: false, reason: 'no_mosque', decidingField: 'device.mosque_id' };
+  // A membership an admin removed has lapsed; one that never existed is still awaited.
+  if (membership === null && removed) return { entitled: false, reason: 'membership_lapsed', decidingField: 'membership.status' };
   if (membership === null || membership === 'pending') return { entitled: false, reason: 'awaiting_approval', decidingField: 'membership.status' };
   if (membership !== 'approved') return { entitled: false, reason: 'membership_lapsed', decidingField: 'membership.status' };
   return { entitled: true, mosqueId: device.mosque_id };
@@ -35,6 +37,8 @@ interface Deps {
   devices: DeviceStore;
   mosques: MosqueStore;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  /** Whether the user's membership of the mosque was removed (and not re-created since). */
+  membershipRemoved: (mosqueId: string, userId: string) => boolean;
   signer: LeaseSigner;
   ttlHours: number;
 }
@@ -53,8 +57,11 @@ export function createEntitlement(deps: Deps) {
   const nowSeconds = () => toUnixSeconds(deps.clock());
   const ttlSeconds = deps.ttlHours * 3600;
 
-  const decisionFor = (row: DeviceRow): Decision =>
-    decide(row, row.mosque_id && row.owner_user_id ? deps.membershipStatus(row.mosque_id, row.owner_user_id) : null);
+  const decisionFor = (row: DeviceRow): Decision => {
+    if (!row.mosque_id || !row.owner_user_id) return decide(row, null);
+    const status = deps.membershipStatus(row.mosque_id, row.owner_user_id);
+    return decide(row, status, status === null && deps.membershipRemoved(row.mosque_id, row.owner_user_id));
+  };
 
   /** Leases from the database that still stand (at start, and with several processes, periodically). */
   const reloadAll = () => {

@@ -86,6 +86,9 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
        updated_at = @now WHERE id = @id`,
   );
   const remove = db.prepare('DELETE FROM memberships WHERE id = ?');
+  const removedEntry = db.prepare<[string, string], { one: number }>(
+    "SELECT 1 AS one FROM activity WHERE mosque_id = ? AND kind = 'membership.removed' AND json_extract(data, '$.user_id') = ? LIMIT 1",
+  );
   const now = () => toUnixSeconds(deps.clock());
   const notify = (change: MembershipChange) => {
     if (change.previousStatus !== change.membership.status) deps.onChange?.(change);
@@ -112,6 +115,8 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
   }
 
   return {
+    /** Whether an admin removed this user's membership of the mosque (read from the activity feed). */
+    wasRemoved: (mosqueId: string, userId: string) => removedEntry.get(mosqueId, userId) !== undefined,
     findById: (id: string) => byId.get(id) ?? null,
     findFor: (mosqueId: string, userId: string) => byPair.get(mosqueId, userId) ?? null,
     listForMosque: (mosqueId: string, status: MembershipStatus | null) =>

@@ -109,6 +109,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const plane = createDevicePlane({
       db, clock, config, logger, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
+      membershipRemoved: people.memberships.wasRemoved,
     });
     people.membershipListeners.push(plane.membershipChanged);
     const mosqueOps = createMosqueOps({

@@ -1,0 +1,446 @@
+import crypto from 'node:crypto';
+import http from 'node:http';
+import type net from 'node:net';
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import type mqtt from 'mqtt';
+import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
+import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../bench/sim-device.ts';
+import { createManualClock, type Clock } from '../../src/clock.ts';
+import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
+import { startTestService, type TestService } from '../support/service.ts';
+import {
+  connectDevice, mosqueWithOwner, nextMessage, publish, registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
+  waitForStatus, type Registered,
+} from '../support/devices.ts';
+
+// Contract 5 (broadcasts), 7 (delivery report) and 8 (broadcast_start / broadcast_stop, the broadcast
+// topic): a broadcast reaches transmitters, leased players and members' browsers (Web Push, VAPID).
+
+const STREAM = 'https://radio.example/noor/live';
+
+// ---- a push service on loopback: receives what web-push sends, answers as told ----
+
+interface PushRequest {
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+async function startPushService(t: TestContext, answer: (path: string, nth: number) => number = () => 201) {
+  const received: PushRequest[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const path = req.url ?? '';
+      received.push({ path, headers: req.headers, body: Buffer.concat(chunks) });
+      res.statusCode = req.method === 'POST' ? answer(path, received.filter((r) => r.path === path).length) : 405;
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as net.AddressInfo).port;
+  t.after(() => new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  }));
+  return { origin: `http://127.0.0.1:${port}`, received, to: (path: string) => received.filter((r) => r.path === path) };
+}
+
+/** A browser's push subscription: a real P-256 key pair and auth secret, so the payload can be decrypted. */
+function browserKeys() {
+  const ecdh = crypto.createECDH('prime256v1');
+  const publicKey = ecdh.generateKeys();
+  const auth = crypto.randomBytes(16);
+  return { ecdh, publicKey, auth, keys: { p256dh: publicKey.toString('base64url'), auth: auth.toString('base64url') } };
+}
+type Browser = ReturnType<typeof browserKeys>;
+
+/** RFC 8291 / RFC 8188 aes128gcm: one record, keyid = the application server's public key. */
+function decryptPush(body: Buffer, browser: Browser): unknown {
+  const salt = body.subarray(0, 16);
+  const idLength = body.readUInt8(20);
+  const serverKey = body.subarray(21, 21 + idLength);
+  const record = body.subarray(21 + idLength);
+  const secret = browser.ecdh.computeSecret(serverKey);
+  const keyInfo = Buffer.concat([Buffer.from('WebPush: info\0'), browser.publicKey, serverKey]);
+  const ikm = Buffer.from(crypto.hkdfSync('sha256', secret, browser.auth, keyInfo, 32));
+  const cek = Buffer.from(crypto.hkdfSync('sha256', ikm, salt, Buffer.from('Content-Encoding: aes128gcm\0'), 16));
+  const nonce = Buffer.from(crypto.hkdfSync('sha256', ikm, salt, Buffer.from('Content-Encoding: nonce\0'), 12));
+  const decipher = crypto.createDecipheriv('aes-128-gcm', cek, nonce);
+  decipher.setAuthTag(record.subarray(record.length - 16));
+  const padded = Buffer.concat([decipher.update(record.subarray(0, record.length - 16)), decipher.final()]);
+  const end = padded.lastIndexOf(2); // the last record's delimiter, then zero padding
+  return JSON.parse(padded.subarray(0, end).toString('utf8'));
+}
+
+async function subscribe(ts: TestService, person: Person, endpoint: string, browser = browserKeys()) {
+  const res = await ts.http.post(`${API}/me/push-subscriptions`, { endpoint, keys: browser.keys }, person.token);
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return browser;
+}
+
+// ---- the mosque, its people and devices ----
+
+async function world(t: TestContext, clock?: Clock) {
+  const ts = await startTestService(t, { logLevel: 'warn', ...(clock && { clock }) });
+  const { root, owner, mosque } = await mosqueWithOwner(ts, { stream_url: STREAM });
+  const trigger = await member(ts, 'muezzin@example.com');
+  await makeAdmin(ts, root.token, mosque.id, trigger, { can_trigger: true });
+  return { ts, root, owner, mosque, trigger };
+}
+type World = Awaited<ReturnType<typeof world>>;
+
+/** A member of the mosque with the status asked (via pending, and approved first for a ban). */
+async function memberAs(w: World, email: string, status: 'approved' | 'pending' | 'banned' | 'rejected') {
+  const person = await member(w.ts, email);
+  const membership = await joinMosque(w.ts, person, w.mosque.id);
+  if (status !== 'pending') await setStatus(w.ts, w.owner.token, membership.id, 'approved');
+  if (status === 'banned' || status === 'rejected') await setStatus(w.ts, w.owner.token, membership.id, status);
+  return { person, membership };
+}
+
+async function playerOf(w: World, email: string, status: 'approved' | 'pending') {
+  const m = await memberAs(w, email, status);
+  return { ...m, player: await registerPlayer(w.ts, m.person, w.mosque.id) };
+}
+
+function sim(t: TestContext, ts: TestService, reg: Registered) {
+  const dev = new SimDevice({ kind: reg.device.kind as 'stream_player' | 'transmitter', id: reg.device.id, password: reg.credentials.password, mqttUrl: ts.service.mqttUrl, startTimeoutMs: 3000 });
+  t.after(() => dev.stop({ graceful: false }));
+  return dev;
+}
+
+const simStatus = (dev: SimDevice, status: DeviceStatus, timeoutMs = 2000) => waitFor(`sim ${dev.id} ${status}`, () => dev.status === status, timeoutMs);
+
+async function startBroadcast(w: World, body: Record<string, unknown>, token = w.trigger.token) {
+  const res = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts`, body, token);
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body as Record<string, any> & { id: string };
+}
+
+async function report(w: World, id: string) {
+  const res = await w.ts.http.get(`${API}/mosques/${w.mosque.id}/broadcasts/${id}`, w.owner.token);
+  assert.equal(res.status, 200);
+  return res.body.report as Record<string, any>;
+}
+
+/** A raw device connection subscribed to its own cmd topic (what a transmitter's firmware listens on). */
+async function rawTransmitter(t: TestContext, reg: Registered) {
+  const client = await connectDevice(t, reg.credentials);
+  assert.equal(await subscribeCode(client, `devices/${reg.device.id}/cmd`), 1);
+  return client;
+}
+
+/**
+ * Timeline times are whole seconds and a status in the stop's own second counts as the reaction to the
+ * stop: a test that reads the report after a stop lets the second of the last status pass first.
+ */
+async function nextSecond() {
+  const now = Math.floor(Date.now() / 1000);
+  await waitFor('the next second', () => Math.floor(Date.now() / 1000) > now, 1500);
+}
+
+const nextCmd = (client: mqtt.MqttClient, id: string, name: string, timeoutMs = 1500) =>
+  nextMessage(client, `devices/${id}/cmd`, timeoutMs, (m) => m.name === name).then((m) => m.body as Record<string, any>);
+
+// ---- tests ----
+
+test('a broadcast start reaches the transmitter (broadcast_start), leased players (retained start event) and no unleased player', async (t) => {
+  const w = await world(t);
+  const tx = await registerTransmitter(w.ts, w.owner.token, w.mosque.id);
+  const txClient = await rawTransmitter(t, tx);
+  const leased = sim(t, w.ts, (await playerOf(w, 'leased@example.com', 'approved')).player);
+  const unleased = sim(t, w.ts, (await playerOf(w, 'unleased@example.com', 'pending')).player);
+  await Promise.all([leased.start(), unleased.start()]);
+  await simStatus(leased, 'ONLINE');
+  await simStatus(unleased, 'UNBOUND');
+  const heard: Array<[string, BroadcastMessage]> = [];
+  leased.on('broadcast', (m: BroadcastMessage) => heard.push(['leased', m]));
+  unleased.on('broadcast', (m: BroadcastMessage) => heard.push(['unleased', m]));
+
+  const cmd = nextCmd(txClient, tx.device.id, 'broadcast_start');
+  const started = performance.now();
+  const b = await startBroadcast(w, { kind: 'azaan', prayer: 'isha' });
+  assert.equal(b.status, 'live');
+  assert.equal(b.kind, 'azaan');
+  assert.equal(b.prayer, 'isha');
+
+  const start = await cmd;
+  assert.deepEqual(start.args, { broadcast_id: b.id, kind: 'azaan', prayer: 'isha' });
+  assert.equal(start.v, '1.0');
+  assert.equal(typeof start.id, 'string');
+  assert.ok(start.expires_at > start.ts);
+  await simStatus(leased, 'PLAYING', 1000);
+  assert.ok(performance.now() - started <= 1000);
+  const event = heard.find(([who]) => who === 'leased')![1];
+  assert.deepEqual({ ...event, ts: 0 }, { v: '1.0', broadcast_id: b.id, kind: 'azaan', action: 'start', stream_url: STREAM, ts: 0 });
+
+  // Retained: a leased player that subscribes during the broadcast learns it is on.
+  const late = await playerOf(w, 'late@example.com', 'approved');
+  const lateClient = await connectDevice(t, late.player.credentials);
+  const topic = `mosques/${w.mosque.id}/broadcast`;
+  const retained = nextMessage(lateClient, topic, 1500);
+  assert.equal(await subscribeCode(lateClient, topic), 1);
+  const got = await retained;
+  assert.equal(got.retain, true);
+  assert.equal(got.body.broadcast_id, b.id);
+  assert.equal(got.body.action, 'start');
+
+  // Stop: broadcast_stop to the transmitter, a stop event on the topic, the player back ONLINE.
+  const stopCmd = nextCmd(txClient, tx.device.id, 'broadcast_stop');
+  const stopEvent = nextMessage(lateClient, topic, 1500, (m) => m.action === 'stop');
+  const res = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
+  assert.equal(res.status, 200);
+  assert.equal(res.body.status, 'stopped');
+  assert.deepEqual((await stopCmd).args, { broadcast_id: b.id, kind: 'azaan', prayer: 'isha' });
+  const stop = (await stopEvent).body;
+  assert.equal(stop.broadcast_id, b.id);
+  assert.equal(stop.stream_url, undefined);
+  await simStatus(leased, 'ONLINE', 1000);
+
+  await settle(200);
+  assert.deepEqual(heard.filter(([who]) => who === 'unleased'), [], 'an unleased player heard the broadcast');
+  assert.equal(unleased.status, 'UNBOUND');
+});
+
+test('starting and stopping need the trigger flag', async (t) => {
+  const w = await world(t);
+  const manager = await member(w.ts, 'manager@example.com');
+  await makeAdmin(w.ts, w.root.token, w.mosque.id, manager, { can_manage: true });
+  const plain = (await memberAs(w, 'plain@example.com', 'approved')).person;
+  for (const token of [manager.token, plain.token]) {
+    const res = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts`, { kind: 'azaan' }, token);
+    assert.ok(res.status === 403 || res.status === 404, `start answered ${res.status}`);
+  }
+  const b = await startBroadcast(w, { kind: 'waaz' });
+  const res = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, manager.token);
+  assert.equal(res.status, 403);
+  assert.equal((await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts`, { kind: 'azaan' }, w.owner.token)).status, 409, 'one live broadcast at a time');
+});
+
+test('Web Push: one message per subscription of each approved member with the toggle on, none for anyone else', async (t) => {
+  const push = await startPushService(t);
+  const w = await world(t);
+  const vapid = (await w.ts.http.get(`${API}/push/vapid-public-key`)).body.public_key as string;
+  assert.match(vapid, /^[A-Za-z0-9_-]{87}$/);
+
+  const approved = (await memberAs(w, 'approved@example.com', 'approved')).person;
+  const phone = await subscribe(w.ts, approved, `${push.origin}/push/approved-phone`);
+  await subscribe(w.ts, approved, `${push.origin}/push/approved-laptop`);
+  const quiet = await memberAs(w, 'quiet@example.com', 'approved');
+  assert.equal((await w.ts.http.patch(`${API}/memberships/${quiet.membership.id}`, { notify_azaan: false }, quiet.person.token)).status, 200);
+  await subscribe(w.ts, quiet.person, `${push.origin}/push/quiet`);
+  await subscribe(w.ts, (await memberAs(w, 'pending@example.com', 'pending')).person, `${push.origin}/push/pending`);
+  await subscribe(w.ts, (await memberAs(w, 'banned@example.com', 'banned')).person, `${push.origin}/push/banned`);
+  await subscribe(w.ts, (await memberAs(w, 'rejected@example.com', 'rejected')).person, `${push.origin}/push/rejected`);
+  await subscribe(w.ts, await member(w.ts, 'outsider@example.com'), `${push.origin}/push/outsider`);
+
+  const b = await startBroadcast(w, { kind: 'azaan', prayer: 'fajr' });
+  await waitFor('both pushes of the approved member', () => push.received.length >= 2, 3000);
+  await settle(1500); // the outbox drains every second: give a duplicate its chance
+  assert.deepEqual(push.received.map((r) => r.path).sort(), ['/push/approved-laptop', '/push/approved-phone']);
+
+  for (const r of push.received) {
+    assert.match(String(r.headers.authorization), /^vapid t=[\w-]+\.[\w-]+\.[\w-]+, k=[\w-]+$/);
+    assert.equal(r.headers['content-encoding'], 'aes128gcm');
+    assert.equal(r.headers.ttl, '300');
+    assert.equal(r.headers.urgency, 'high');
+    assert.equal(r.headers['content-type'], 'application/octet-stream');
+    // The VAPID JWT: ES256 by the key the service publishes, for this push service's origin.
+    const [, jwt, k] = /^vapid t=([^,]+), k=(.+)$/.exec(String(r.headers.authorization))!;
+    assert.equal(k, vapid);
+    const raw = Buffer.from(vapid, 'base64url');
+    const key = await importJWK({ kty: 'EC', crv: 'P-256', x: raw.subarray(1, 33).toString('base64url'), y: raw.subarray(33, 65).toString('base64url') }, 'ES256');
+    await jwtVerify(jwt!, key, { algorithms: ['ES256'], audience: push.origin });
+    assert.equal(decodeProtectedHeader(jwt!).alg, 'ES256');
+    assert.equal(decodeJwt(jwt!).sub, 'mailto:minaret@localhost');
+  }
+  const payload = decryptPush(push.to('/push/approved-phone')[0]!.body, phone) as Record<string, unknown>;
+  assert.equal(payload.broadcast_id, b.id);
+  assert.equal(payload.mosque_id, w.mosque.id);
+  assert.equal(payload.kind, 'azaan');
+  assert.equal(payload.prayer, 'fajr');
+  assert.equal(typeof payload.title, 'string');
+  assert.deepEqual((await report(w, b.id)).push, { queued: 0, sent: 2, failed: 0 });
+
+  // The quiet member's jummah toggle is still on: a jummah broadcast reaches them (and the approved member).
+  await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
+  const jummah = await startBroadcast(w, { kind: 'jummah', title: 'Jumu\'ah khutbah' });
+  await waitFor('the jummah pushes', () => push.received.length >= 5, 3000);
+  await settle(300);
+  assert.deepEqual(push.received.slice(2).map((r) => r.path).sort(), ['/push/approved-laptop', '/push/approved-phone', '/push/quiet']);
+  assert.equal((decryptPush(push.to('/push/approved-phone')[1]!.body, phone) as Record<string, unknown>).title, 'Jumu\'ah khutbah');
+  assert.deepEqual((await report(w, jummah.id)).push, { queued: 0, sent: 3, failed: 0 });
+});
+
+test('Web Push: a 410 answer removes the subscription; a 500 answer is retried after the backoff', async (t) => {
+  const push = await startPushService(t, (path, nth) => (path === '/push/gone' ? 410 : path === '/push/flaky' && nth === 1 ? 500 : 201));
+  const w = await world(t);
+  const a = (await memberAs(w, 'gone@example.com', 'approved')).person;
+  const b = (await memberAs(w, 'flaky@example.com', 'approved')).person;
+  await subscribe(w.ts, a, `${push.origin}/push/gone`);
+  await subscribe(w.ts, b, `${push.origin}/push/flaky`);
+
+  const first = await startBroadcast(w, { kind: 'announcement', title: 'Eid prayer at 8' });
+  await waitFor('one attempt each', () => push.to('/push/gone').length === 1 && push.to('/push/flaky').length === 1, 3000);
+  await waitFor('the 410 settled', async () => (await report(w, first.id)).push.failed === 1);
+  assert.deepEqual((await report(w, first.id)).push, { queued: 1, sent: 0, failed: 1 }, 'the 500 stays queued for a retry');
+  // The subscription is gone: its owner can no longer remove it.
+  const del = await w.ts.http.request('DELETE', `${API}/me/push-subscriptions`, { body: { endpoint: `${push.origin}/push/gone` }, token: a.token });
+  assert.equal(del.status, 404);
+
+  // The outbox backs off 5 s before the second attempt.
+  const failedAt = performance.now();
+  await waitFor('the retry', () => push.to('/push/flaky').length === 2, 9000);
+  assert.ok(performance.now() - failedAt >= 3000, 'retried without backing off');
+  await waitFor('the retry settled', async () => (await report(w, first.id)).push.sent === 1);
+  assert.deepEqual((await report(w, first.id)).push, { queued: 0, sent: 1, failed: 1 });
+
+  // A later broadcast no longer tries the removed subscription.
+  await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${first.id}/stop`, {}, w.trigger.token);
+  const second = await startBroadcast(w, { kind: 'announcement' });
+  await waitFor('the second push', () => push.to('/push/flaky').length === 3, 3000);
+  await settle(300);
+  assert.equal(push.to('/push/gone').length, 1);
+  assert.deepEqual((await report(w, second.id)).push, { queued: 0, sent: 1, failed: 0 });
+});
+
+test('the delivery report counts playing, unbound, muted, offline and stream errors; unbound and muted are not failures', async (t) => {
+  const push = await startPushService(t);
+  const w = await world(t);
+  const playing = await playerOf(w, 'playing@example.com', 'approved');
+  await subscribe(w.ts, playing.person, `${push.origin}/push/playing`);
+  const unbound = await playerOf(w, 'unbound@example.com', 'pending');
+  const muted = await playerOf(w, 'muted@example.com', 'approved');
+  const offline = await playerOf(w, 'offline@example.com', 'approved');
+  const failing = await playerOf(w, 'failing@example.com', 'approved');
+
+  const [playingSim, unboundSim, offlineSim] = [playing, unbound, offline].map((p) => sim(t, w.ts, p.player));
+  await Promise.all([playingSim!.start(), unboundSim!.start(), offlineSim!.start()]);
+  await simStatus(playingSim!, 'ONLINE');
+  await simStatus(unboundSim!, 'UNBOUND');
+  await simStatus(offlineSim!, 'ONLINE');
+  await offlineSim!.stop({ graceful: true });
+  // The muted player (raw firmware): silenced by its user before the broadcast.
+  const mutedClient = await connectDevice(t, muted.player.credentials);
+  await publish(mutedClient, `devices/${muted.player.device.id}/status`, statusPayload('MUTED', { prev: 'ONLINE', reason: 'manual_mute', detail: { reason: 'manual_mute' } }), { retain: true });
+  // This one is ONLINE at the start and fails its stream afterwards.
+  const failingClient = await connectDevice(t, failing.player.credentials);
+  await publish(failingClient, `devices/${failing.player.device.id}/status`, statusPayload('ONLINE', { prev: 'UNBOUND', reason: 'entitled' }), { retain: true });
+  for (const [reg, status] of [[offline.player, 'OFFLINE'], [muted.player, 'MUTED'], [unbound.player, 'UNBOUND'], [failing.player, 'ONLINE']] as const) {
+    await waitForStatus(w.ts, w.owner.token, reg.device.id, status);
+  }
+
+  const b = await startBroadcast(w, { kind: 'azaan', prayer: 'asr' });
+  // At the start, what is already known counts at once.
+  assert.equal(b.report.unbound, 1);
+  assert.equal(b.report.muted, 1);
+  assert.equal(b.report.offline, 1);
+  await simStatus(playingSim!, 'PLAYING', 1000);
+  await publish(failingClient, `devices/${failing.player.device.id}/status`, statusPayload('STREAM_ERROR', { prev: 'PLAYING', reason: 'retries_exhausted', detail: { stream_url: STREAM, error: 'connection refused' } }), { retain: true });
+  await waitForStatus(w.ts, w.owner.token, playing.player.device.id, 'PLAYING');
+  await waitForStatus(w.ts, w.owner.token, failing.player.device.id, 'STREAM_ERROR');
+  await waitFor('the push sent', async () => (await report(w, b.id)).push.sent === 1, 3000);
+
+  const live = await report(w, b.id);
+  assert.deepEqual(live, { playing: 1, unbound: 1, muted: 1, offline: 1, stream_error: 1, other: 0, push: { queued: 0, sent: 1, failed: 0 } });
+  // The list shows the same report.
+  const list = await w.ts.http.get(`${API}/mosques/${w.mosque.id}/broadcasts`, w.owner.token);
+  assert.deepEqual(list.body.find((x: { id: string }) => x.id === b.id).report, live);
+
+  // After the stop the report still says what happened while it was live.
+  await nextSecond();
+  const stopped = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
+  assert.equal(stopped.status, 200);
+  await simStatus(playingSim!, 'ONLINE', 1000);
+  await waitForStatus(w.ts, w.owner.token, playing.player.device.id, 'ONLINE');
+  assert.deepEqual(await report(w, b.id), live);
+});
+
+test('the transmitter playing the broadcast counts as playing; its return to ONLINE after the stop does not undo that', async (t) => {
+  const w = await world(t);
+  const tx = await registerTransmitter(w.ts, w.owner.token, w.mosque.id);
+  const txSim = sim(t, w.ts, tx);
+  await txSim.start();
+  await simStatus(txSim, 'ONLINE');
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'ONLINE');
+  const b = await startBroadcast(w, { kind: 'azaan', prayer: 'dhuhr' });
+  await simStatus(txSim, 'PLAYING', 1000);
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'PLAYING');
+  assert.equal((await report(w, b.id)).playing, 1);
+  assert.ok(txSim.counters.acks >= 1, 'the transmitter acknowledged broadcast_start');
+  await nextSecond();
+  await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
+  await simStatus(txSim, 'ONLINE', 1000);
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'ONLINE');
+  const after = await report(w, b.id);
+  assert.equal(after.playing, 1, `report after the stop: ${JSON.stringify(after)}`);
+  assert.equal(after.other, 0);
+});
+
+test('the report window: statuses up to 120 s after the start count, and not what follows the stop or the window', async (t) => {
+  // A manual clock that starts at the real time (the simulated firmware checks its lease against the real one).
+  const clock = createManualClock(Date.now());
+  const w = await world(t, clock);
+  const tx = await registerTransmitter(w.ts, w.owner.token, w.mosque.id);
+  const txSim = sim(t, w.ts, tx);
+  const late = await playerOf(w, 'late@example.com', 'approved');
+  const lateClient = await connectDevice(t, late.player.credentials);
+  await txSim.start();
+  await publish(lateClient, `devices/${late.player.device.id}/status`, statusPayload('ONLINE', { prev: 'UNBOUND' }), { retain: true });
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'ONLINE');
+  await waitForStatus(w.ts, w.owner.token, late.player.device.id, 'ONLINE');
+
+  clock.advance(10_000);
+  const b = await startBroadcast(w, { kind: 'azaan', prayer: 'fajr' });
+  await simStatus(txSim, 'PLAYING', 1000);
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'PLAYING');
+  // 130 s later (past the window) the player fails: too late to be this broadcast's outcome.
+  clock.advance(130_000);
+  await publish(lateClient, `devices/${late.player.device.id}/status`, statusPayload('STREAM_ERROR', { prev: 'ONLINE', detail: { error: 'timeout' } }), { retain: true });
+  await waitForStatus(w.ts, w.owner.token, late.player.device.id, 'STREAM_ERROR');
+  assert.deepEqual({ ...(await report(w, b.id)), push: null }, { playing: 1, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 1, push: null });
+
+  // The stop sends the transmitter back to ONLINE in the stop's own second: still a broadcast it played.
+  clock.advance(5_000);
+  await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
+  await simStatus(txSim, 'ONLINE', 1000);
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'ONLINE');
+  assert.equal((await report(w, b.id)).playing, 1);
+
+  // A broadcast stopped before the window ends: the window ends with it.
+  clock.advance(60_000);
+  const short = await startBroadcast(w, { kind: 'announcement' });
+  await simStatus(txSim, 'PLAYING', 1000);
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'PLAYING');
+  clock.advance(20_000);
+  await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${short.id}/stop`, {}, w.trigger.token);
+  await waitForStatus(w.ts, w.owner.token, tx.device.id, 'ONLINE');
+  clock.advance(20_000);
+  await publish(lateClient, `devices/${late.player.device.id}/status`, statusPayload('PLAYING', { prev: 'STREAM_ERROR' }), { retain: true });
+  await waitForStatus(w.ts, w.owner.token, late.player.device.id, 'PLAYING');
+  const shortReport = await report(w, short.id);
+  assert.equal(shortReport.playing, 1, JSON.stringify(shortReport));
+  assert.equal(shortReport.stream_error, 1, 'the player was in STREAM_ERROR all through the short broadcast');
+});
+
+test('a broadcast stopped within its first second still counts unbound and muted players as such, not offline', async (t) => {
+  const clock = createManualClock(Date.now()); // never advanced: everything happens in one second
+  const w = await world(t, clock);
+  const unbound = await playerOf(w, 'unbound@example.com', 'pending');
+  const muted = await playerOf(w, 'muted@example.com', 'approved');
+  const unboundSim = sim(t, w.ts, unbound.player);
+  await unboundSim.start();
+  const mutedClient = await connectDevice(t, muted.player.credentials);
+  await publish(mutedClient, `devices/${muted.player.device.id}/status`, statusPayload('MUTED', { prev: 'ONLINE', detail: { reason: 'quiet_hours' } }), { retain: true });
+  await waitForStatus(w.ts, w.owner.token, unbound.player.device.id, 'UNBOUND');
+  await waitForStatus(w.ts, w.owner.token, muted.player.device.id, 'MUTED');
+
+  const b = await startBroadcast(w, { kind: 'announcement' });
+  const res = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
+  assert.equal(res.status, 200);
+  assert.equal(res.body.started_at, res.body.stopped_at);
+  assert.deepEqual({ ...res.body.report, push: null }, { playing: 0, unbound: 1, muted: 1, offline: 0, stream_error: 0, other: 0, push: null });
+});
