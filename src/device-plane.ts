@@ -135,9 +135,7 @@ export function createDevicePlane(deps: {
     deviceConnected(id: string): void {
       const row = devices.findById(id);
       if (!row) return;
-      const lease = entitlement.lease(id);
-      const due = lease !== null && entitlement.dueForRenewal().includes(id);
-      if (row.kind === 'stream_player' && (entitlement.isStale(row) || due)) service.refreshConfig(id, 'reconnected');
+      if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) service.refreshConfig(id, 'reconnected');
       else service.ensureConfigPublished(id);
     },
   };

@@ -119,6 +119,12 @@ export function createEntitlement(deps: Deps) {
       return [...leases].filter(([, l]) => l.expiresAt <= horizon).map(([id]) => id);
     },
 
+    /** The same question for one player, in constant time (asked on every CONNECT). */
+    isDue(id: string): boolean {
+      const lease = leases.get(id);
+      return lease !== undefined && lease.expiresAt <= nowSeconds() + ttlSeconds / 2;
+    },
+
     forget: revoke,
   };
 }
