@@ -6,6 +6,7 @@ import { WebSocketServer, createWebSocketStream } from 'ws';
 import type { DeviceLink } from '../src/device-link.ts';
 import type { Logger } from '../src/log.ts';
 import { createHooks, type HookDeps } from './hooks.ts';
+import { createIndexedMemoryPersistence } from './retained-index.ts';
 
 export const WEBSOCKET_PATH = '/mqtt';
 
@@ -35,7 +36,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const redis = deps.redisUrl ? await redisParts(deps.redisUrl) : null;
   const hooks = createHooks(deps);
   const options: AedesOptions = {
-    ...(redis ? { persistence: redis.persistence, mq: redis.mq } : {}),
+    ...(redis ? { persistence: redis.persistence, mq: redis.mq } : { persistence: createIndexedMemoryPersistence() }),
     preConnect: hooks.preConnect,
     authenticate: hooks.authenticate,
     authorizePublish: hooks.authorizePublish,

@@ -7,3 +7,7 @@ declare module 'mqemitter-redis' {
   const factory: (opts: Record<string, unknown>) => unknown;
   export default factory;
 }
+declare module 'aedes-persistence' {
+  const factory: (opts?: Record<string, unknown>) => unknown;
+  export default factory;
+}

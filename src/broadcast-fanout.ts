@@ -41,11 +41,18 @@ export function createFanout(deps: {
   outbox: PushOutbox;
   link: () => DeviceLink;
 }) {
-  const recipients = (mosqueId: string, toggle: string) =>
-    deps.db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`).all(mosqueId);
-  // The latest status up to a time: within the window after the start, or else the one it was in at the start.
-  const statusAsOf = deps.db.prepare<[string, number], { to_status: string }>(
-    "SELECT to_status FROM mosque_device_events WHERE device_id = ? AND kind = 'status' AND at <= ? ORDER BY id DESC LIMIT 1",
+  const recipientsByKind = Object.fromEntries(
+    Object.entries(TOGGLE).map(([kind, toggle]) => [
+      kind,
+      deps.db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`),
+    ]),
+  );
+  // Each device's latest status up to a time (within the window after the start, or else the one it was
+  // in at the start), for all the mosque's devices in one statement.
+  const statusesAsOf = deps.db.prepare<[number, string], { status: string | null }>(
+    `SELECT (SELECT e.to_status FROM mosque_device_events e WHERE e.device_id = d.id AND e.kind = 'status' AND e.at <= ?
+             ORDER BY e.id DESC LIMIT 1) AS status
+     FROM devices d WHERE d.mosque_id = ?`,
   );
 
   function announce(b: BroadcastRow, action: 'start' | 'stop'): void {
@@ -62,11 +69,15 @@ export function createFanout(deps: {
   return {
     onStart(b: BroadcastRow): void {
       announce(b, 'start');
-      const users = recipients(b.mosque_id, TOGGLE[b.kind]).map((r) => r.user_id);
-      const mosque = deps.mosques.findById(b.mosque_id);
-      const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
-      deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer });
-      void deps.outbox.drain();
+      // The players hear the azaan first: queueing a push per member's subscription waits for the next turn
+      // of the event loop, after aedes has begun the fan-out the start event set off.
+      setImmediate(() => {
+        const users = recipientsByKind[b.kind]!.all(b.mosque_id).map((r) => r.user_id);
+        const mosque = deps.mosques.findById(b.mosque_id);
+        const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
+        deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer });
+        void deps.outbox.drain();
+      });
     },
 
     onStop(b: BroadcastRow): void {
@@ -81,10 +92,7 @@ export function createFanout(deps: {
       // (a broadcast stopped within its first second keeps that second).
       const stopBound = b.stopped_at === null ? Number.MAX_SAFE_INTEGER : b.stopped_at - 1;
       const windowEnd = Math.max(b.started_at, Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, toUnixSeconds(deps.clock())));
-      for (const row of deps.devices.listForMosque(b.mosque_id)) {
-        const status = statusAsOf.get(row.id, windowEnd)?.to_status ?? 'UNKNOWN';
-        report[outcomeOf(status)]++;
-      }
+      for (const { status } of statusesAsOf.all(windowEnd, b.mosque_id)) report[outcomeOf(status ?? 'UNKNOWN')]++;
       return report;
     },
   };
