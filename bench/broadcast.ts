@@ -928,9 +928,10 @@ function interpret(o: Outcome): string {
   parts.push(
     `What Minaret adds is in front of the fan-out: the POST answers after ${ms(post)} ms and the first player hears the start ${ms(first)} ms after the request began (bare aedes: first subscriber after ${ms(med(b, (r) => r.first))} ms). ` +
       `Once under way, the fan-out itself (first → last player) takes ${ms(spread)} ms against ${ms(bSpread)} ms for bare aedes (${ratio(spread, bSpread)}), though every Minaret delivery passes \`authorizeForward\`, an in-memory lease check per player. ` +
-      'Within the request the service writes the broadcast and its activity row, loads the mosque\'s devices (to command its transmitters), reads the approved members to queue Web Push ' +
-      `(one subscription lookup per member) and builds the delivery report it answers with (one timeline query per device; alone, as GET of the broadcast, ${ms(reportMs)} ms, ${fmt((100 * reportMs) / post, 0)} % of the POST), ` +
-      'all synchronously on the event loop the broker shares; the start event is queued first, but aedes stores the retained copy through a promise, so the fan-out begins only when that synchronous work is done.',
+      'Within the request the service writes the broadcast and its activity row, loads the mosque\'s devices (to command its transmitters) ' +
+      `and builds the delivery report it answers with (one statement over the mosque's devices; alone, as GET of the broadcast, ${ms(reportMs)} ms, ${fmt((100 * reportMs) / post, 0)} % of the POST), ` +
+      'synchronously on the event loop the broker shares; the start event is queued first, but aedes stores the retained copy through a promise, so the fan-out begins only when that work is done. ' +
+      'Queueing Web Push for the approved members waits for the next turn of the event loop, behind the fan-out.',
   );
   if (first > post * 0.8) {
     parts.push('That the first receipt comes about with the HTTP response shows it: the work done for the request, which grows with the number of members and devices, decides when players start to hear the azaan, not the MQTT fan-out.');
@@ -942,8 +943,8 @@ function interpret(o: Outcome): string {
   parts.push(
     `Getting the ${num(opts.players)} players ready (connect, SUBSCRIBE to the config, the leased config, SUBSCRIBE to the broadcast topic) took ${fmt(o.minaretFleet.connectS, 1)} s ` +
       `(${fmt(opts.players / o.minaretFleet.connectS, 0)}/s, ${fmt(o.minaretFleet.connectCpu?.brokerCpuS ?? Number.NaN, 1)} s of broker CPU) against ${fmt(o.bareFleet.connectS, 1)} s for the bare broker's plain subscribers. Besides the per-connect work (credentials, a timeline row, a signed lease), ` +
-      'every SUBSCRIBE makes aedes\'s in-memory persistence test each retained message against the filter (aedes-persistence `retainedMessagesByPattern`), and Minaret retains one config per device, ' +
-      'so each player\'s two SUBSCRIBEs cost time in proportion to the number of devices and getting all N ready grows faster than N (compare the subsections); the bare broker retains one message here.',
+      'each SUBSCRIBE to an exact topic is answered from a topic index of the retained messages (broker/retained-index.ts; aedes\'s in-memory persistence alone tests every retained message ' +
+      'against each filter, and Minaret retains one config per device, which made getting N players ready grow with N squared: 145-266 s for 10,000 before the index).',
   );
   const worst = Math.max(...[...m, ...b].map((r) => r.cpu.bgCores ?? 0));
   if (worst > CONTENDED_CORES) {

@@ -61,8 +61,8 @@ export function createFanout(deps: {
     // Retained, so a leased player that (re)connects during the broadcast learns it is on.
     deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
     const name = action === 'start' ? 'broadcast_start' : 'broadcast_stop';
-    for (const row of deps.devices.listForMosque(b.mosque_id)) {
-      if (row.kind === 'transmitter') deps.commands.dispatch(row.id, name, { broadcast_id: b.id, kind: b.kind, ...(b.prayer && { prayer: b.prayer }) });
+    for (const row of deps.devices.listTransmitters(b.mosque_id)) {
+      deps.commands.dispatch(row.id, name, { broadcast_id: b.id, kind: b.kind, ...(b.prayer && { prayer: b.prayer }) });
     }
   }
 

@@ -146,6 +146,7 @@ export function createDeviceStore(db: Db, clock: Clock) {
   const remove = db.prepare('DELETE FROM devices WHERE id = ?');
   const setLogLevel = db.prepare('UPDATE devices SET log_level = ?, log_level_until = ?, updated_at = ? WHERE id = ?');
   const ofMosque = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE mosque_id = ? ORDER BY created_at, id');
+  const transmittersOf = db.prepare<[string], DeviceRow>("SELECT * FROM devices WHERE mosque_id = ? AND kind = 'transmitter' ORDER BY created_at, id");
   const ofOwner = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE owner_user_id = ? ORDER BY created_at, id');
   const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
 
@@ -179,6 +180,8 @@ export function createDeviceStore(db: Db, clock: Clock) {
     findById: (id: string) => byId.get(id) ?? null,
     listForMosque: (mosqueId: string) => ofMosque.all(mosqueId),
     listForOwner: (userId: string) => ofOwner.all(userId),
+    /** A mosque's transmitters only (a broadcast must not load every player row to find them). */
+    listTransmitters: (mosqueId: string) => transmittersOf.all(mosqueId),
     listAll: () => all.all(),
 
     /** The password is returned once, here; only its SHA-256 is kept. */
