@@ -197,3 +197,13 @@ test('refused and accepted connections leave the service healthy', async (t) => 
   assert.equal(health.status, 200);
   assert.deepEqual(health.body, { status: 'ok', db: 'ok', broker: 'ok' });
 });
+
+test('MQTT 5 is not offered: a v5 CONNECT with valid credentials is refused, and v3.1.1 still works', async (t) => {
+  const ts = await startTestService(t);
+  const { owner, mosque } = await mosqueWithOwner(ts);
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  const creds = { clientId: tx.credentials.client_id, username: tx.credentials.username, password: tx.credentials.password };
+  const v5 = await connectOnce(ts.service.mqttUrl, { ...creds, protocolVersion: 5 });
+  assert.notEqual(v5, 'connected');
+  assert.equal(await connectOnce(ts.service.mqttUrl, { ...creds, protocolVersion: 4 }), 'connected');
+});
