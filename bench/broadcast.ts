@@ -31,31 +31,27 @@
  * Writes its table into bench/RESULTS.md under "## Broadcasts (npm run bench, bench/broadcast.ts)", one
  * subsection per player count, leaving every other section as it finds it (--no-write: print only).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import bcrypt from 'bcryptjs';
 import mqtt from 'mqtt';
 import { systemClock } from '../src/clock.ts';
 import { migrate, openDatabase } from '../src/db.ts';
 import { sha256Hex } from '../src/identifiers.ts';
 import { createUserStore } from '../src/users.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const RESULTS_FILE = path.join(ROOT, 'bench', 'RESULTS.md');
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
 const HOST = '127.0.0.1';
 const STREAM_URL = 'https://radio.example.org/bench-noor';
 /** Sockets and files this process needs besides one per player. */
 const FD_MARGIN = 512;
-const CLOCK_TICKS_PER_S = 100; // USER_HZ
 /** Above this much CPU taken by other processes, a run on a small host is not a clean measurement. */
-const CONTENDED_CORES = 0.25;
 
 // ---------------------------------------------------------------------------------------------------
 // Options
@@ -112,18 +108,6 @@ const defaultTimeoutS = (o: Options) => Math.ceil(180 + o.players * 0.08 + (2 * 
 
 // ---------------------------------------------------------------------------------------------------
 // Host limits: every player is one socket in this process (and one in the broker child)
-
-function openFilesLimit(): { soft: number; hard: number } | null {
-  try {
-    const line = fs.readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
-    const [soft, hard] = (line ?? '').replace('Max open files', '').trim().split(/\s+/);
-    const num = (s: string | undefined) => (s === 'unlimited' ? Number.POSITIVE_INFINITY : Number(s));
-    if (!soft || !hard || Number.isNaN(num(soft))) return null;
-    return { soft: num(soft), hard: num(hard) };
-  } catch {
-    return null;
-  }
-}
 
 /** N if the open-file limit allows it, else a smaller N with a clear message (nothing is raised). */
 function fitPlayers(n: number): { players: number; note: string | null } {
@@ -221,17 +205,6 @@ function cleanupSync(): void {
 // ---------------------------------------------------------------------------------------------------
 // CPU accounting (Linux /proc; figures are NaN / null elsewhere)
 
-function hostBusySeconds(): number | null {
-  try {
-    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
-    const [, ...ticks] = line.trim().split(/\s+/).map(Number);
-    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = ticks;
-    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS_PER_S;
-  } catch {
-    return null;
-  }
-}
-
 interface CpuSpent {
   seconds: number;
   brokerCpuS: number;
@@ -274,31 +247,7 @@ async function waitQuiet(child: Child, maxS: number): Promise<number | null> {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-function percentile(values: ArrayLike<number>, p: number): number {
-  const sorted = Float64Array.from(values).sort();
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1]!;
-}
-
 const median = (values: number[]) => percentile(values, 50);
-
-/** Runs `task(i)` for i in [0, count) with at most `limit` in flight; the first failure stops it. */
-async function pool(count: number, limit: number, task: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed: unknown = null;
-  const worker = async () => {
-    while (failed === null && next < count) {
-      const i = next++;
-      try {
-        await task(i);
-      } catch (err) {
-        failed ??= err;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, count) }, worker));
-  if (failed !== null) throw failed;
-}
 
 async function api<T = any>(base: string, method: string, p: string, body?: unknown, token?: string): Promise<{ status: number; body: T }> {
   const headers: Record<string, string> = {};
@@ -787,27 +736,6 @@ const ms = (x: number) => fmt(x, x >= 100 ? 0 : x >= 10 ? 1 : 2);
 const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a / b) ? `${fmt(a / b, a / b >= 10 ? 0 : 1)}×` : 'n/a');
 const num = (n: number) => n.toLocaleString('en-US');
 
-function packageVersion(name: string): string {
-  try {
-    return (JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
-  } catch {
-    return '?';
-  }
-}
-
-function machine(): string[] {
-  const run = (cmd: string, args: string[]) => {
-    const r = spawnSync(cmd, args, { encoding: 'utf8' });
-    return r.status === 0 ? r.stdout.trim() : 'n/a';
-  };
-  const free = run('free', ['-h']).split('\n').find((l) => l.startsWith('Mem:'))?.trim().split(/\s+/) ?? [];
-  const limit = openFilesLimit();
-  return [
-    `- Machine: ${run('nproc', [])} CPUs (\`nproc\`; ${os.cpus()[0]?.model?.trim() ?? 'unknown'}), memory ${free[1] ?? 'n/a'} total / ${free[6] ?? 'n/a'} available (\`free -h\`), ${os.type()} ${os.release()}`,
-    `- Node ${run(process.execPath, ['--version'])} (\`node --version\`), aedes ${packageVersion('aedes')}, mqtt.js ${packageVersion('mqtt')}; \`ulimit -n\` ${limit ? `${limit.soft}` : 'n/a'}`,
-  ];
-}
-
 interface Outcome {
   opts: Options;
   requested: number;
@@ -958,32 +886,6 @@ function interpret(o: Outcome): string {
   return parts.join(' ');
 }
 
-function writeResults(sub: string, players: number): void {
-  // Re-read right before writing: another bench writes its own sections of the same file.
-  let text = fs.existsSync(RESULTS_FILE) ? fs.readFileSync(RESULTS_FILE, 'utf8') : '# Benchmark results\n';
-  if (!text.endsWith('\n')) text += '\n';
-  const intro =
-    `${SECTION}\n\n\`npm run bench\` (after bench/devices.ts) runs \`tsx bench/broadcast.ts\`: a broadcast's fan-out to N entitled stream players and a ban's path to the player's config, ` +
-    'against a bare aedes broker fanning one publish out to N subscribers in the same run. One subsection per player count; a rerun replaces its own.\n\n';
-  const heading = sub.split('\n', 1)[0]!;
-  const start = text.search(new RegExp(`^${SECTION.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`, 'm'));
-  if (start < 0) {
-    text = `${text.trimEnd()}\n\n${intro}${sub.trimEnd()}\n`;
-  } else {
-    const afterHeading = start + SECTION.length + 1;
-    const nextSection = text.slice(afterHeading).search(/^## /m);
-    const end = nextSection < 0 ? text.length : afterHeading + nextSection;
-    const subs = text.slice(afterHeading, end).split(/^(?=### )/m).filter((s) => s.startsWith('### '));
-    const playersOf = (s: string) => Number((s.match(/^### ([\d,]+) players/)?.[1] ?? '0').replace(/,/g, ''));
-    const kept = subs.filter((s) => s.split('\n', 1)[0] !== heading).map((s) => s.trimEnd() + '\n\n');
-    kept.push(sub.trimEnd() + '\n\n');
-    kept.sort((a, c) => playersOf(a) - playersOf(c));
-    text = text.slice(0, start) + intro + kept.join('') + (end < text.length ? text.slice(end) : '');
-  }
-  fs.writeFileSync(RESULTS_FILE, text.trimEnd() + '\n');
-  void players;
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Main
 
@@ -1096,7 +998,13 @@ async function main(): Promise<void> {
     `Ratios Minaret/bare: p50 ${ratio(med(m, (r) => r.p50), med(b, (r) => r.p50))}, p99 ${ratio(med(m, (r) => r.p99), med(b, (r) => r.p99))}, max ${ratio(med(m, (r) => r.max), med(b, (r) => r.max))}`,
   );
   if (opts.write) {
-    writeResults(text, n);
+    writeSubsection(
+      SECTION,
+      "`npm run bench` (after bench/devices.ts) runs `tsx bench/broadcast.ts`: a broadcast's fan-out to N entitled stream players and a ban's path to the player's config, " +
+        'against a bare aedes broker fanning one publish out to N subscribers in the same run. One subsection per player count; a rerun replaces its own.',
+      text,
+      (s) => Number((s.match(/^### ([\d,]+) players/)?.[1] ?? '0').replace(/,/g, '')),
+    );
     console.log(`(written to ${path.relative(process.cwd(), RESULTS_FILE)} under "${SECTION}")`);
   }
   clearTimeout(overall);

@@ -29,13 +29,12 @@
  * For Minaret the devices are registered over the HTTP API first (a superadmin, an owner, mosques, a few
  * transmitters, mostly stream players) and the ingest is checked against the service's own counters.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import bcrypt from 'bcryptjs';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
@@ -43,9 +42,8 @@ import { systemClock } from '../src/clock.ts';
 import { openDatabase } from '../src/db.ts';
 import { identifierHash, sha256Hex } from '../src/identifiers.ts';
 import { createUserStore } from '../src/users.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const RESULTS_FILE = path.join(ROOT, 'bench', 'RESULTS.md');
 const SECTION = '## Devices (npm run bench)';
 const HOST = '127.0.0.1';
 const WARMUP_SAMPLES = 20;
@@ -103,18 +101,6 @@ function parseArgs(argv: string[]): Options {
 // ---------------------------------------------------------------------------------------------------
 // Host limits: every device is one socket in this process and one in the broker's.
 
-function openFilesLimit(): { soft: number; hard: number } | null {
-  try {
-    const line = fs.readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
-    const [soft, hard] = (line ?? '').replace('Max open files', '').trim().split(/\s+/);
-    const num = (s: string | undefined) => (s === 'unlimited' ? Number.POSITIVE_INFINITY : Number(s));
-    if (!soft || !hard || Number.isNaN(num(soft))) return null;
-    return { soft: num(soft), hard: num(hard) };
-  } catch {
-    return null;
-  }
-}
-
 function checkHostLimits(n: number): void {
   // This process: n client sockets + HTTP sockets + files; the broker child (same limit, inherited): n + its own.
   const needed = n + 512;
@@ -154,9 +140,7 @@ interface MemReport {
 type ChildMessage = { type: string; [key: string]: unknown };
 
 const children = new Set<BrokerChild>();
-const CLOCK_TICKS_PER_S = 100; // USER_HZ
 /** Above this much CPU taken by other processes, a run on a 2-core host is not a clean measurement. */
-const CONTENDED_CORES = 0.25;
 
 class BrokerChild {
   readonly proc: ChildProcess;
@@ -264,24 +248,6 @@ async function api<T = any>(base: string, method: string, p: string, body?: unkn
   const text = await res.text();
   if (res.status < 200 || res.status > 299) throw new Error(`${method} ${p}: HTTP ${res.status} ${text.slice(0, 300)}`);
   return (text ? JSON.parse(text) : null) as T;
-}
-
-/** Runs `task(i)` for i in [0, count) with at most `limit` in flight. */
-async function pool(count: number, limit: number, task: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed: unknown = null;
-  const worker = async () => {
-    while (failed === null && next < count) {
-      const i = next++;
-      try {
-        await task(i);
-      } catch (err) {
-        failed ??= err;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, count) }, worker));
-  if (failed !== null) throw failed;
 }
 
 type Kind = 'transmitter' | 'stream_player';
@@ -505,18 +471,6 @@ interface CpuSpent {
   bgCores: number | null;
 }
 
-/** Busy CPU time of the whole host so far, in seconds (Linux /proc/stat); null elsewhere. */
-function hostBusySeconds(): number | null {
-  try {
-    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
-    const [, ...ticks] = line.trim().split(/\s+/).map(Number);
-    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = ticks;
-    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS_PER_S;
-  } catch {
-    return null;
-  }
-}
-
 /** Starts a measurement window; calling the result closes it. */
 function cpuWindow(child: BrokerChild): () => CpuSpent {
   const host0 = hostBusySeconds();
@@ -588,12 +542,6 @@ interface PhaseResult {
   /** Marginal, like rssPerConn: V8 heap used + external. */
   heapPerConn: number;
   rssEnd: number;
-}
-
-function percentile(values: ArrayLike<number>, p: number): number {
-  const sorted = Float64Array.from(values).sort();
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1]!;
 }
 
 interface LatencyProbe {
@@ -788,27 +736,6 @@ const mib = (bytes: number) => `${fmt(bytes / 2 ** 20, 1)} MiB`;
 const kib = (bytes: number) => `${fmt(bytes / 1024, 1)} KiB`;
 const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a / b) ? `${fmt(a / b, 2)}×` : 'n/a');
 
-function machine(): string[] {
-  const run = (cmd: string, args: string[]) => {
-    const r = spawnSync(cmd, args, { encoding: 'utf8' });
-    return r.status === 0 ? r.stdout.trim() : 'n/a';
-  };
-  const free = run('free', ['-h']).split('\n').find((l) => l.startsWith('Mem:'))?.trim().split(/\s+/) ?? [];
-  const limit = openFilesLimit();
-  return [
-    `- Machine: ${run('nproc', [])} CPUs (${os.cpus()[0]?.model?.trim() ?? 'unknown'}), memory ${free[1] ?? 'n/a'} total / ${free[6] ?? 'n/a'} available (\`free -h\`), ${os.type()} ${os.release()}`,
-    `- Node ${run(process.execPath, ['--version'])}, aedes ${packageVersion('aedes')}, mqtt.js ${packageVersion('mqtt')}; \`ulimit -n\` ${limit ? `${limit.soft}` : 'n/a'}`,
-  ];
-}
-
-function packageVersion(name: string): string {
-  try {
-    return (JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
-  } catch {
-    return '?';
-  }
-}
-
 function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult, disk: DiskProbe, command: string, date: string): string {
   const n = opts.devices;
   const lines: string[] = [];
@@ -913,31 +840,6 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
     );
   }
   return parts.join(' ');
-}
-
-/** Adds or replaces this run's subsection (same N and K) inside "## Devices (npm run bench)", keeping the rest of the file. */
-function writeResults(sub: string): void {
-  let text = fs.existsSync(RESULTS_FILE) ? fs.readFileSync(RESULTS_FILE, 'utf8') : '# Benchmark results\n';
-  if (!text.endsWith('\n')) text += '\n';
-  const heading = sub.split('\n', 1)[0]!;
-  const start = text.indexOf(`${SECTION}\n`);
-  const intro = `${SECTION}\n\n\`npm run bench\` (bench/devices.ts): Minaret's device plane against a bare aedes broker (no hooks, no store) in the same run. One subsection per device count; a rerun replaces its own.\n\n`;
-  if (start < 0) {
-    text = `${text.trimEnd()}\n\n${intro}${sub}`;
-  } else {
-    const afterHeading = start + SECTION.length + 1;
-    const nextSection = text.slice(afterHeading).search(/^## /m);
-    const end = nextSection < 0 ? text.length : afterHeading + nextSection;
-    const body = text.slice(afterHeading, end);
-    // Split the section's body into its ### subsections; replace the one with this heading or add it.
-    const subs = body.split(/^(?=### )/m).filter((s) => s.startsWith('### '));
-    const devicesOf = (s: string) => Number((s.match(/^### ([\d,]+) devices/)?.[1] ?? '0').replace(/,/g, ''));
-    const kept = subs.filter((s) => s.split('\n', 1)[0] !== heading).map((s) => s.trimEnd() + '\n\n');
-    kept.push(sub.trimEnd() + '\n\n');
-    kept.sort((a, b) => devicesOf(a) - devicesOf(b));
-    text = text.slice(0, start) + intro + kept.join('') + (end < text.length ? text.slice(end) : '');
-  }
-  fs.writeFileSync(RESULTS_FILE, text.trimEnd() + '\n');
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1062,7 +964,12 @@ async function main(): Promise<void> {
     console.log('');
     console.log(sub);
     if (opts.write) {
-      writeResults(sub);
+      writeSubsection(
+        SECTION,
+        "`npm run bench` (bench/devices.ts): Minaret's device plane against a bare aedes broker (no hooks, no store) in the same run. One subsection per device count; a rerun replaces its own.",
+        sub,
+        (s) => Number((s.match(/^### ([\d,]+) devices/)?.[1] ?? '0').replace(/,/g, '')),
+      );
       console.log(`(written to ${path.relative(process.cwd(), RESULTS_FILE)} under "${SECTION}")`);
     }
   } finally {

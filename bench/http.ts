@@ -19,6 +19,7 @@ import Database from 'better-sqlite3';
 import { jwtVerify } from 'jose';
 import { loadConfig } from '../src/config.ts';
 import { createLogger, startService, type Service } from '../src/service.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, hostBusySeconds } from './support.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Options
@@ -84,19 +85,6 @@ interface LoadResult {
 // ---------------------------------------------------------------------------------------------------
 // Background load: the host is shared, so each run says how much CPU other processes took meanwhile.
 
-const CLOCK_TICKS_PER_S = 100; // USER_HZ; `getconf CLK_TCK` is 100 on Linux
-
-/** Busy CPU time of the whole host so far, in seconds (Linux /proc/stat); null elsewhere. */
-function hostBusySeconds(): number | null {
-  try {
-    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
-    const [, ...ticks] = line.trim().split(/\s+/).map(Number);
-    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = ticks;
-    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS_PER_S;
-  } catch {
-    return null;
-  }
-}
 
 interface CpuWindow {
   host: number | null;
@@ -296,7 +284,6 @@ function timeSync(iterations: number, fn: () => unknown): number {
 const fmt = (n: number, digits: number) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const cores = (c: number | null) => (c === null ? 'n/a' : `${fmt(c, 2)} cores`);
 /** Above this much CPU taken by other processes, a run on a 2-core host is not a clean measurement. */
-const CONTENDED_CORES = 0.25;
 
 async function main(): Promise<void> {
   const opts = parseArgs(process.argv.slice(2));
