@@ -31,33 +31,12 @@ export interface BroadcastRow {
   stopped_at: number | null;
 }
 
-export interface Broadcast {
-  id: string;
-  mosque_id: string;
-  kind: BroadcastKind;
-  prayer: string | null;
-  title: string | null;
-  status: 'live' | 'stopped';
-  started_by: string | null;
-  started_at: string;
-  stopped_by: string | null;
-  stopped_at: string | null;
-}
+/** The HTTP shape: the row with ISO-8601 times. */
+export type Broadcast = Omit<BroadcastRow, 'started_at' | 'stopped_at'> & { started_at: string; stopped_at: string | null };
 
 /** The record without its delivery report, which is read from the device timeline (src/broadcast-fanout.ts). */
 export function toBroadcast(row: BroadcastRow): Broadcast {
-  return {
-    id: row.id,
-    mosque_id: row.mosque_id,
-    kind: row.kind,
-    prayer: row.prayer,
-    title: row.title,
-    status: row.status,
-    started_by: row.started_by,
-    started_at: toIsoString(row.started_at),
-    stopped_by: row.stopped_by,
-    stopped_at: row.stopped_at === null ? null : toIsoString(row.stopped_at),
-  };
+  return { ...row, started_at: toIsoString(row.started_at), stopped_at: row.stopped_at === null ? null : toIsoString(row.stopped_at) };
 }
 
 export interface StartBroadcast {

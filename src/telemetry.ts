@@ -81,6 +81,10 @@ function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusR
   return merged;
 }
 
+const newLive = (status: string, lastSeenMs: number | null): Live => ({
+  connection: null, status, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0 }, counters: newCounters(),
+});
+
 const newCounters = (): DeviceCounters => ({ status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0 });
 
 export interface StatusChange {
@@ -119,7 +123,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
 
   const live = new Map<string, Live>();
   for (const row of devices.listAll()) {
-    live.set(row.id, { connection: null, status: row.status, lastSeenMs: row.last_seen_at === null ? null : row.last_seen_at * 1000, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0 }, counters: newCounters() });
+    live.set(row.id, newLive(row.status, row.last_seen_at === null ? null : row.last_seen_at * 1000));
   }
   const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
   const touched = new Set<string>();
@@ -127,7 +131,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   const stateOf = (id: string): Live => {
     let s = live.get(id);
     if (!s) {
-      s = { connection: null, status: devices.findById(id)?.status ?? 'UNKNOWN', lastSeenMs: null, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0 }, counters: newCounters() };
+      s = newLive(devices.findById(id)?.status ?? 'UNKNOWN', null);
       live.set(id, s);
     }
     return s;
