@@ -384,3 +384,21 @@ test('a message the transport can never carry is dropped at once, not retried', 
   assert.equal(attempts, 1);
   assert.ok(lines.some((l) => l.msg.includes('cannot be delivered')));
 });
+
+// Contract 6: `console` prints the same object a webhook receives, as one JSON log line.
+test('the console transport prints the outgoing message as one JSON log line with the webhook keys', async (t) => {
+  const ts = await startTestService(t, { env: { NOTIFY_TRANSPORT: 'console' }, useConfiguredTransport: true });
+  await signupMember(ts.http, 'console@example.com');
+  assert.equal((await ts.http.post('/api/v1/auth/login-code', { identifier_hash: sha256('console@example.com') })).status, 202);
+  await ts.service.notifier.idle();
+  // (The notifier's own debug line names the purpose too, but carries no message.)
+  const lines = ts.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.purpose === 'login_code' && 'text' in l);
+  assert.equal(lines.length, 1);
+  const line = lines[0]!;
+  assert.equal(line.channel, 'email');
+  assert.equal(line.to, 'console@example.com');
+  assert.match(String(line.code), /^\d{6}$/);
+  assert.ok(String(line.text).includes(String(line.code)));
+  const verify = await ts.http.post('/api/v1/auth/login-code/verify', { identifier_hash: sha256('console@example.com'), code: line.code });
+  assert.equal(verify.status, 200);
+});
