@@ -124,13 +124,3 @@ export function createApi(deps: ApiDeps) {
   return app;
 }
 
-/**
- * Every (method, path) that reaches a handler, in Hono's path syntax; middleware (Hono's `ALL` entries)
- * left out. Only the routing table is built: route construction reads nothing but the two rate-limit
- * numbers, and no request is served, so the other deps are never touched. For the tests that must cover
- * every route.
- */
-export function listRoutes(): Array<{ method: string; path: string }> {
-  const app = createApi({ authRateLimit: 1, authIdentifierRateLimit: 1 } as Partial<ApiDeps> as ApiDeps);
-  return handlerRoutes(app);
-}
