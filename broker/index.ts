@@ -4,7 +4,6 @@ import { Aedes, type AedesOptions, type Client } from 'aedes';
 import { Redis } from 'ioredis';
 import { WebSocketServer, createWebSocketStream } from 'ws';
 import type { DeviceLink } from '../src/device-link.ts';
-import type { Logger } from '../src/log.ts';
 import { createHooks, type HookDeps } from './hooks.ts';
 import { createIndexedMemoryPersistence } from './retained-index.ts';
 

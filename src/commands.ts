@@ -43,7 +43,6 @@ interface Pending {
  */
 export function createCommands(deps: { link: () => DeviceLink; timeline: Timeline; clock: Clock; logger: Logger; mosqueOf: (id: string) => string | null }) {
   const pending = new Map<string, Pending>();
-  let ignoredAcks = 0;
 
   function publish(deviceId: string, id: string, name: string, args: Record<string, unknown>, ttlSeconds: number) {
     const ts = toUnixSeconds(deps.clock());
@@ -97,14 +96,9 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
     /** An ack from the broker: only the device the command went to, with the same id and name, settles it. */
     onAck(deviceId: string, ack: Ack): void {
       const p = pending.get(ack.id);
-      if (!p || p.deviceId !== deviceId || p.name !== ack.name) {
-        ignoredAcks++;
-        return;
-      }
+      if (!p || p.deviceId !== deviceId || p.name !== ack.name) return;
       p.settle(ack);
     },
-
-    ignoredAcks: () => ignoredAcks,
 
     /** Settles everything still waiting (shutdown). */
     close(): void {

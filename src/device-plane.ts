@@ -41,7 +41,7 @@ export function createDevicePlane(deps: {
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours });
   let link: DeviceLink | null = null;
   const service = createDeviceService({
-    db, devices, mosques: deps.mosques, timeline, telemetry, logger,
+    db, devices, timeline, telemetry, logger,
     resolveBinding: entitlement.binding,
     onDeleted: entitlement.forget,
     link: () => {

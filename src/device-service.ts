@@ -3,7 +3,6 @@ import { configPayload, type Binding, type DeviceKind, type DeviceSettings } fro
 import { topics, type DeviceLink } from './device-link.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
 import type { Logger } from './log.ts';
-import type { MosqueStore } from './mosques.ts';
 import type { Telemetry } from './telemetry.ts';
 import type { Timeline } from './timeline.ts';
 
@@ -12,7 +11,7 @@ export interface Registered {
   password: string;
 }
 
-/** How the config of a device is completed beyond its own row (the entitlement issue replaces this). */
+/** How the config of a device is completed beyond its own row: mosque, stream and lease (src/entitlement.ts). */
 export type BindingResolver = (row: DeviceRow) => Binding;
 
 /**
@@ -22,27 +21,19 @@ export type BindingResolver = (row: DeviceRow) => Binding;
 export function createDeviceService(deps: {
   db: Db;
   devices: DeviceStore;
-  mosques: MosqueStore;
   timeline: Timeline;
   telemetry: Telemetry;
   link: () => DeviceLink;
   logger: Logger;
-  resolveBinding?: BindingResolver;
+  resolveBinding: BindingResolver;
   onDeleted?: (id: string) => void;
 }) {
   const { devices, timeline } = deps;
   const published = new Set<string>();
 
-  /** Transmitters get their mosque and its stream; players get more only through entitlement. */
-  const defaultBinding: BindingResolver = (row) => {
-    const mosque = row.mosque_id ? deps.mosques.findById(row.mosque_id) : null;
-    if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: null, unbound_reason: null };
-    return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: row.mosque_id ? 'awaiting_approval' : 'no_mosque' };
-  };
-  let resolveBinding = deps.resolveBinding ?? defaultBinding;
 
   function configOf(row: DeviceRow): Record<string, unknown> {
-    return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, resolveBinding(row));
+    return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, deps.resolveBinding(row));
   }
 
   /** Publishes the retained config; a failure is logged, the device gets it on its next connect. */
@@ -65,9 +56,6 @@ export function createDeviceService(deps: {
     link: () => deps.link(),
     configOf,
     pushConfig,
-    setBindingResolver(resolver: BindingResolver) {
-      resolveBinding = resolver;
-    },
 
     /** Called when a device authenticates: after a restart the broker may have lost the retained config. */
     ensureConfigPublished(id: string): void {

@@ -171,12 +171,6 @@ export function createDeviceStore(db: Db, clock: Clock) {
      * made by another process reaches this one's memory within one reload period.
      */
     reloadAll,
-    /** A device this process has not seen (registered through another process): one query, then memory. */
-    infoOrLoad(id: string): DeviceInfo | null {
-      if (!registry.has(id)) refresh(id);
-      return registry.get(id) ?? null;
-    },
-    allInfo: () => registry.values(),
     findById: (id: string) => byId.get(id) ?? null,
     listForMosque: (mosqueId: string) => ofMosque.all(mosqueId),
     listForOwner: (userId: string) => ofOwner.all(userId),
