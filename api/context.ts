@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
-import type { AccessClaims } from '../src/tokens.ts';
-import type { Logger } from '../src/log.ts';
-import type { Standing } from '../src/admins.ts';
-import type { MosqueRow } from '../src/mosques.ts';
+import type { AccessClaims } from '../src/people/tokens.ts';
+import type { Logger } from '../src/platform/log.ts';
+import type { Standing } from '../src/mosques/admins.ts';
+import type { MosqueRow } from '../src/mosques/mosques.ts';
 
 /** What every handler may read from the context. */
 export type AppEnv = {

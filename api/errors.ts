@@ -1,4 +1,4 @@
-import type { Failure, Result } from '../src/failure.ts';
+import type { Failure, Result } from '../src/platform/failure.ts';
 
 /** Failure -> HTTP status, in one table (contract 2). A new Failure does not compile until it is mapped here. */
 export const httpStatus = {

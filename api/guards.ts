@@ -1,8 +1,8 @@
 import type { MiddlewareHandler } from 'hono';
-import { standingOf, type Actor, type AdminStore, type Standing } from '../src/admins.ts';
-import type { Memberships } from '../src/memberships.ts';
-import type { MosqueRow, MosqueStore } from '../src/mosques.ts';
-import type { AccessTokens } from '../src/tokens.ts';
+import { standingOf, type Actor, type AdminStore, type Standing } from '../src/mosques/admins.ts';
+import type { Memberships } from '../src/mosques/memberships.ts';
+import type { MosqueRow, MosqueStore } from '../src/mosques/mosques.ts';
+import type { AccessTokens } from '../src/people/tokens.ts';
 import { ApiError } from './errors.ts';
 import type { AppContext, AppEnv } from './context.ts';
 

@@ -1,13 +1,13 @@
 import { toJsonSchema } from '@valibot/to-json-schema';
 import type * as v from 'valibot';
-import * as auth from './auth.ts';
-import { BroadcastQuery, BroadcastStart } from './broadcasts.ts';
-import { InviteCreate } from './invites.ts';
-import { PushSubscription, PushUnsubscribe } from './me.ts';
-import { JoinByCode, MembershipPatch } from './memberships.ts';
-import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques.ts';
-import { UserCreate, UserQuery, UserUpdate } from './users.ts';
-import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices.ts';
+import * as auth from './people/auth.ts';
+import { BroadcastQuery, BroadcastStart } from './broadcasts/broadcasts.ts';
+import { InviteCreate } from './mosques/invites.ts';
+import { PushSubscription, PushUnsubscribe } from './people/me.ts';
+import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
+import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques/mosques.ts';
+import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
+import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 

@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { isSyntheticEmail, normalizeEmail, normalizePhone } from '../src/identifiers.ts';
+import { isSyntheticEmail, normalizeEmail, normalizePhone } from '../src/platform/identifiers.ts';
 
 /** Request shapes shared by several route files. Messages never quote the input. */
 export const hex64 = v.pipe(v.string(), v.regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters'), v.toLowerCase());

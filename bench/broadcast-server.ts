@@ -41,7 +41,7 @@ function onStop(close: () => Promise<void>): void {
 
 async function minaret(): Promise<void> {
   // Loaded here, not at the top: the bare broker's process holds none of Minaret's code.
-  const { loadConfig } = await import('../src/config.ts');
+  const { loadConfig } = await import('../src/platform/config.ts');
   const { createLogger, startService } = await import('../src/service.ts');
   const loaded = loadConfig(process.env);
   if (!loaded.ok) throw new Error(`config: ${loaded.error}`);

@@ -40,10 +40,10 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import bcrypt from 'bcryptjs';
 import mqtt from 'mqtt';
-import { systemClock } from '../src/clock.ts';
-import { migrate, openDatabase } from '../src/db.ts';
-import { sha256Hex } from '../src/identifiers.ts';
-import { createUserStore } from '../src/users.ts';
+import { systemClock } from '../src/platform/clock.ts';
+import { migrate, openDatabase } from '../src/platform/db.ts';
+import { sha256Hex } from '../src/platform/identifiers.ts';
+import { createUserStore } from '../src/people/users.ts';
 import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';

@@ -12,7 +12,7 @@
  *   parent -> {type:'stop'}  child closes the service and exits 0
  * The child exits by itself when the IPC channel closes (the parent died).
  */
-import { loadConfig } from '../src/config.ts';
+import { loadConfig } from '../src/platform/config.ts';
 import { createLogger, startService, type Service } from '../src/service.ts';
 
 const send = (msg: Record<string, unknown>): void => {

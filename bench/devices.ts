@@ -38,10 +38,10 @@ import { performance } from 'node:perf_hooks';
 import bcrypt from 'bcryptjs';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
-import { systemClock } from '../src/clock.ts';
-import { openDatabase } from '../src/db.ts';
-import { identifierHash, sha256Hex } from '../src/identifiers.ts';
-import { createUserStore } from '../src/users.ts';
+import { systemClock } from '../src/platform/clock.ts';
+import { openDatabase } from '../src/platform/db.ts';
+import { identifierHash, sha256Hex } from '../src/platform/identifiers.ts';
+import { createUserStore } from '../src/people/users.ts';
 import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
 
 const SECTION = '## Devices (npm run bench)';

@@ -8,8 +8,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { silentLogger } from '../src/log.ts';
+import { loadConfig } from '../src/platform/config.ts';
+import { silentLogger } from '../src/platform/log.ts';
 import { startService } from '../src/service.ts';
 
 const arg = (name: string, fallback: number) => {

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { jwtVerify } from 'jose';
-import { loadConfig } from '../src/config.ts';
+import { loadConfig } from '../src/platform/config.ts';
 import { createLogger, startService, type Service } from '../src/service.ts';
 import { CLOCK_TICKS_PER_S, CONTENDED_CORES, hostBusySeconds } from './support.ts';
 

@@ -1,8 +1,8 @@
 import type { AedesPublishPacket, AuthenticateError, Client, PublishPacket, Subscription } from 'aedes';
 import type { ConnectPacket } from 'aedes';
-import type { DeviceInfo } from '../src/devices.ts';
-import type { Logger } from '../src/log.ts';
-import type { Telemetry } from '../src/telemetry.ts';
+import type { DeviceInfo } from '../src/devices/devices.ts';
+import type { Logger } from '../src/platform/log.ts';
+import type { Telemetry } from '../src/devices/telemetry.ts';
 import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport } from './payloads.ts';
 import { mayReceive, maySubscribe, parseDeviceTopic, publishChannel, type DeviceIdentity } from './topics.ts';
 

@@ -3,7 +3,7 @@ import type http from 'node:http';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import { Redis } from 'ioredis';
 import { WebSocketServer, createWebSocketStream } from 'ws';
-import type { DeviceLink } from '../src/device-link.ts';
+import type { DeviceLink } from '../src/devices/device-link.ts';
 import { createHooks, type HookDeps } from './hooks.ts';
 import { createIndexedMemoryPersistence } from './retained-index.ts';
 
@@ -24,7 +24,7 @@ export interface Broker {
    * upgraded ones too, and closeAllConnections() does not reach those, so one live device would hold it forever.
    */
   dropWebSockets(): void;
-  /** The DeviceLink port of src/device-link.ts. */
+  /** The DeviceLink port of src/devices/device-link.ts. */
   link: DeviceLink;
   isHealthy(): boolean;
   close(): Promise<void>;

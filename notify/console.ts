@@ -1,5 +1,5 @@
-import type { Logger } from '../src/log.ts';
-import type { Transport } from '../src/notify.ts';
+import type { Logger } from '../src/platform/log.ts';
+import type { Transport } from '../src/platform/notify.ts';
 
 /**
  * Development only (refused when NODE_ENV=production): prints the message as one JSON log line with the

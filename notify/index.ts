@@ -1,6 +1,6 @@
-import type { Config } from '../src/config.ts';
-import type { Logger } from '../src/log.ts';
-import type { Transport } from '../src/notify.ts';
+import type { Config } from '../src/platform/config.ts';
+import type { Logger } from '../src/platform/log.ts';
+import type { Transport } from '../src/platform/notify.ts';
 import { consoleTransport } from './console.ts';
 import { smtpTransport } from './smtp.ts';
 import { webhookTransport } from './webhook.ts';

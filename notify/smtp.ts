@@ -1,6 +1,6 @@
 import nodemailer from 'nodemailer';
 import type Mail from 'nodemailer/lib/mailer/index.js';
-import { UndeliverableError, type OutgoingMessage, type Transport } from '../src/notify.ts';
+import { UndeliverableError, type OutgoingMessage, type Transport } from '../src/platform/notify.ts';
 
 const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
   login_code: 'Your Minaret sign-in code',

@@ -1,4 +1,4 @@
-import type { Transport } from '../src/notify.ts';
+import type { Transport } from '../src/platform/notify.ts';
 
 /** POSTs the message as JSON (contract 6). Anything but a 2xx answer is a failed attempt, retried by the notifier. */
 export function webhookTransport(url: string, timeoutMs = 10_000): Transport {

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import webpush from 'web-push';
-import type { PushSender } from '../src/push-outbox.ts';
+import type { PushSender } from '../src/broadcasts/push-outbox.ts';
 
 /**
  * Web Push with VAPID (the `web-push` package encrypts the payload and signs the VAPID header). The request

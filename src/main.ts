@@ -1,4 +1,4 @@
-import { loadConfig } from './config.ts';
+import { loadConfig } from './platform/config.ts';
 import { createLogger, startService, StartupError } from './service.ts';
 
 /** Process edge: settings from the environment, start, and a graceful stop on SIGINT/SIGTERM. */

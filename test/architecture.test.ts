@@ -20,6 +20,10 @@ const RULES: Rule[] = [
   { folder: 'api', allowedPackages: /^(node:.*|hono(\/.*)?|@hono\/.*|valibot|@valibot\/to-json-schema|rate-limiter-flexible)$/, allowedFolders: ['api', 'src'] },
   { folder: 'broker', allowedPackages: /^(node:.*|aedes.*|mqemitter.*|ioredis|ws|valibot)$/, allowedFolders: ['broker', 'src'] },
   { folder: 'notify', allowedPackages: /^(node:.*|nodemailer(\/.*)?|web-push)$/, allowedFolders: ['notify', 'src'] },
+  // The operator CLI is an edge over src/ (store-level commands) and the public HTTP API.
+  { folder: 'cli', allowedPackages: /^(node:.*|bcryptjs)$/, allowedFolders: ['cli', 'src'] },
+  // The simulator plays firmware from outside: MQTT and HTTP only, nothing of the service's own code.
+  { folder: 'simulator', allowedPackages: /^(node:.*|mqtt|aedes.*)$/, allowedFolders: ['simulator'] },
 ];
 
 function sourceFiles(dir: string): string[] {
@@ -69,4 +73,57 @@ test('the rule checker itself catches a forbidden import', () => {
   } finally {
     fs.rmSync(tmp);
   }
+});
+
+/** Inside src/, domains depend one way (ARCHITECTURE: plumbing <- people <- mosques <- devices <- broadcasts / schedule). */
+const DOMAIN_ORDER = ['platform', 'people', 'mosques', 'devices', 'broadcasts', 'schedule'];
+
+function domainViolations(): string[] {
+  const out: string[] = [];
+  for (const file of sourceFiles('src')) {
+    const parts = file.split(path.sep);
+    if (parts.length < 3) continue; // src/main.ts and src/service.ts are the wiring
+    const from = DOMAIN_ORDER.indexOf(parts[1]!);
+    if (from < 0) { out.push(`${file} is in no known domain folder`); continue; }
+    for (const spec of importsOf(file).filter((s) => s.startsWith('.'))) {
+      const target = path.relative(path.join(ROOT, 'src'), path.resolve(ROOT, path.dirname(file), spec)).split(path.sep);
+      if (target.length < 2) { out.push(`${file} imports the wiring ${spec}`); continue; }
+      const to = DOMAIN_ORDER.indexOf(target[0]!);
+      // schedule and broadcasts are siblings: neither may import the other.
+      const siblings = from >= 4 && to >= 4 && from !== to;
+      if (to > from || siblings) out.push(`${file} imports ${spec}`);
+    }
+  }
+  return out;
+}
+
+test('src/ domains import only plumbing and earlier domains', () => {
+  assert.ok(sourceFiles('src').some((f) => f.startsWith(path.join('src', 'devices'))), 'src/devices holds files');
+  assert.deepEqual(domainViolations(), []);
+});
+
+test('the domain checker catches an earlier domain importing a later one', () => {
+  const tmp = path.join(ROOT, 'src', 'people', '__arch_probe__.ts');
+  fs.writeFileSync(tmp, "import type { DeviceRow } from '../devices/devices.ts';\n");
+  try {
+    assert.ok(domainViolations().some((v) => v.includes('__arch_probe__')));
+  } finally {
+    fs.rmSync(tmp);
+  }
+});
+
+test('no folder holds more than 12 files', () => {
+  const crowded: string[] = [];
+  const walk = (dir: string): void => {
+    const entries = fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true });
+    const files = entries.filter((e) => e.isFile());
+    if (files.length > 12) crowded.push(`${dir}: ${files.length}`);
+    for (const e of entries) {
+      if (e.isDirectory() && !['node_modules', '.git', '.tmp', 'data', 'dist'].includes(e.name)) walk(path.join(dir, e.name));
+    }
+  };
+  for (const top of ['src', 'api', 'broker', 'notify', 'cli', 'simulator', 'bench', 'docs', 'test']) {
+    if (fs.existsSync(path.join(ROOT, top))) walk(top);
+  }
+  assert.deepEqual(crowded, []);
 });

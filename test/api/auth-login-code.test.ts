@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createManualClock, sha256, signupMember, startTestService, type TestService } from '../support/service.ts';
 import { createSuperadmin } from '../support/superadmin.ts';
-import { AUTH, assertError, assertTokenResponse, emailId, lastSent, otherCode, sent } from './helpers.ts';
+import { AUTH, assertError, assertTokenResponse, emailId, lastSent, otherCode, sent } from '../support/api.ts';
 
 /** Asks for a login code and returns the code that went out. */
 async function requestCode(ts: TestService, identifierHash: string, channel?: 'email' | 'sms'): Promise<string> {

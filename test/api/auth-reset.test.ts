@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createManualClock, sha256, signupMember, startTestService, type TestService } from '../support/service.ts';
-import { AUTH, assertError, assertTokenResponse, emailId, lastSent, sent } from './helpers.ts';
+import { AUTH, assertError, assertTokenResponse, emailId, lastSent, sent } from '../support/api.ts';
 
 const OLD = 'old password, long enough';
 const NEW = 'new password, longer still';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { createManualClock, sha256, startTestService, signupMember } from '../support/service.ts';
 import { createSuperadmin } from '../support/superadmin.ts';
-import { AUTH, assertError, assertTokenResponse, emailId, forgeToken, SEVEN_DAYS_SECONDS } from './helpers.ts';
+import { AUTH, assertError, assertTokenResponse, emailId, forgeToken, SEVEN_DAYS_SECONDS } from '../support/api.ts';
 
 const PASSWORD = 'correct horse battery staple';
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { decodeJwt } from 'jose';
 import { createManualClock, hmacHex, sha256, signupMember, startTestService, type TestService } from '../support/service.ts';
 import { createSuperadmin, databaseBytes, readRows } from '../support/superadmin.ts';
-import { AUTH, assertError, assertTokenResponse, digest, emailId, lastSent, nowSeconds, otherCode, sent } from './helpers.ts';
+import { AUTH, assertError, assertTokenResponse, digest, emailId, lastSent, nowSeconds, otherCode, sent } from '../support/api.ts';
 
 const ROOT = 'root@example.com';
 const PASSWORD = 'the superadmin password';

@@ -1,7 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase } from '../../src/db.ts';
-import type { DeviceKind } from '../../src/device-config.ts';
+import { openDatabase } from '../../src/platform/db.ts';
+import type { DeviceKind } from '../../src/devices/device-config.ts';
 import { createMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
 import { startTestService, type HttpResult, type TestService } from '../support/service.ts';
 

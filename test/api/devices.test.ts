@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { API, makeAdmin, member, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { deviceEvents, mosqueWithOwner, registerPlayer, registerTransmitter, wsUrlOf } from '../support/devices.ts';
-import { assertError } from './helpers.ts';
+import { assertError } from '../support/api.ts';
 
 // Contract 7: the device registry over HTTP, its gates and its shapes.
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sha256, signupMember, startTestService, type HttpResult } from '../support/service.ts';
-import { AUTH, assertError, emailId } from './helpers.ts';
+import { AUTH, assertError, emailId } from '../support/api.ts';
 
 const SECURITY_HEADERS = {
   'strict-transport-security': 'max-age=31536000; includeSubDomains',

@@ -13,7 +13,7 @@ import {
   setStatus,
   signInSuperadmin,
 } from '../support/people.ts';
-import { assertError, emailId } from './helpers.ts';
+import { assertError, emailId } from '../support/api.ts';
 
 /** Contract 5: POST /invites, the activity feed, and broadcast records with their delivery report. */
 

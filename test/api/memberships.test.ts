@@ -13,7 +13,7 @@ import {
   signInSuperadmin,
   type Person,
 } from '../support/people.ts';
-import { assertError } from './helpers.ts';
+import { assertError } from '../support/api.ts';
 
 /** Contract 5 and the seed's "Membership status" table: joining, enrolling, status changes and toggles. */
 

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, type TestService } from '../support/service.ts';
 import { API, createMosque, joinMosque, makeAdmin, member, mosqueAdmins, signInSuperadmin } from '../support/people.ts';
-import { assertError } from './helpers.ts';
+import { assertError } from '../support/api.ts';
 
 /** Contract 5: mosques and their admins, with the owner rules of the README. */
 

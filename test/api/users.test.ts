@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sha256, startTestService, type TestService } from '../support/service.ts';
 import { API, createMosque, joinMosque, makeAdmin, member, mosqueAdmins, mosqueMemberships, signInSuperadmin } from '../support/people.ts';
-import { assertError, emailId } from './helpers.ts';
+import { assertError, emailId } from '../support/api.ts';
 
 /** Contract 5: user administration by the superadmin, gated for the whole route. */
 

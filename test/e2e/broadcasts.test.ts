@@ -5,8 +5,8 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
-import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../bench/sim-device.ts';
-import { createManualClock, type Clock } from '../../src/clock.ts';
+import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../simulator/device.ts';
+import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import {

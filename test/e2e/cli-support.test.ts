@@ -5,15 +5,15 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { SimDevice } from '../../bench/sim-device.ts';
+import { SimDevice } from '../../simulator/device.ts';
 import { member } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { mosqueWithOwner, registerPlayer, registerTransmitter, waitFor, type Registered } from '../support/devices.ts';
 
-// The support commands of the CLI (src/cli-support.ts): `device diagnose <id>` and `device timeline <id>`,
+// The support commands of the CLI (cli/support.ts): `device diagnose <id>` and `device timeline <id>`,
 // run as a separate process against a running service over its HTTP API, the way an operator runs them.
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 interface Run {
   code: number | null;
@@ -21,10 +21,10 @@ interface Run {
   stderrLines: string[];
 }
 
-/** `node --import tsx src/cli.ts ...args`, with no MINARET_* settings from this environment. */
+/** `node --import tsx cli/index.ts ...args`, with no MINARET_* settings from this environment. */
 function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<Run> {
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.tmpdir(), NODE_ENV: 'test', ...extraEnv };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cli/index.ts', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));

@@ -5,12 +5,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase } from '../../src/db.ts';
+import { openDatabase } from '../../src/platform/db.ts';
 import { hmacHex, sha256, startTestService } from '../support/service.ts';
 
 // The operator command (contract 1): `superadmin create --email <email> [--phone <phone>]`, password on stdin.
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PASSWORD = 'operator chosen password';
 
 function tempDb(t: TestContext): string {
@@ -22,7 +22,7 @@ function tempDb(t: TestContext): string {
 /** Runs the CLI as `npm run cli --` would, with `stdin` as its standard input. */
 function cli(args: string[], stdin: string, databasePath: string, extraEnv: Record<string, string> = {}) {
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.tmpdir(), NODE_ENV: 'test', BCRYPT_COST: '4', DATABASE_PATH: databasePath, ...extraEnv };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cli/index.ts', ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));

@@ -1,7 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
-import { SimDevice, type DeviceConfig, type DeviceKind } from '../../bench/sim-device.ts';
+import { SimDevice, type DeviceConfig, type DeviceKind } from '../../simulator/device.ts';
 import { API, makeAdmin, member, type Person } from '../support/people.ts';
 import { createManualClock, startTestService, type HttpResult, type TestService } from '../support/service.ts';
 import {

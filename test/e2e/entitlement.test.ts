@@ -2,8 +2,8 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import { SimDevice, type DeviceStatus } from '../../bench/sim-device.ts';
-import { createManualClock, type Clock } from '../../src/clock.ts';
+import { SimDevice, type DeviceStatus } from '../../simulator/device.ts';
+import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, createMosque, joinMosque, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import {

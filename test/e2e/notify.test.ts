@@ -4,9 +4,9 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import bcrypt from 'bcryptjs';
 import { SMTPServer } from 'smtp-server';
-import { openDatabase } from '../../src/db.ts';
-import { createUserStore } from '../../src/users.ts';
-import { systemClock } from '../../src/clock.ts';
+import { openDatabase } from '../../src/platform/db.ts';
+import { createUserStore } from '../../src/people/users.ts';
+import { systemClock } from '../../src/platform/clock.ts';
 import { hmacHex, sha256, signupMember, startTestService, type TestService } from '../support/service.ts';
 
 // End to end through the real transports (contract 6): a webhook peer and an SMTP peer on loopback.
@@ -373,7 +373,7 @@ test('smtp: a server that accepts and never greets does not hold the stop', asyn
 });
 
 test('a message the transport can never carry is dropped at once, not retried', async () => {
-  const { createNotifier, UndeliverableError } = await import('../../src/notify.ts');
+  const { createNotifier, UndeliverableError } = await import('../../src/platform/notify.ts');
   const lines: Array<{ msg: string }> = [];
   const logger = { debug() {}, info() {}, warn: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), error: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), child() { return logger; } };
   let attempts = 0;

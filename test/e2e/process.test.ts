@@ -11,7 +11,7 @@ import { httpClient } from '../support/service.ts';
 // The real process (src/main.ts) as an operator runs it: settings from the environment, one stderr line
 // on a bad start, JSON logs on stdout, a graceful stop on SIGTERM and SIGINT.
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const GOOD_SECRET = 'process-test-secret-0123456789-abcdefghijklmnop';
 
 interface Run {

@@ -5,9 +5,9 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { pino } from 'pino';
-import { createManualClock, systemClock, type Clock } from '../../src/clock.ts';
-import { loadConfig, type Config } from '../../src/config.ts';
-import type { OutgoingMessage, Transport } from '../../src/notify.ts';
+import { createManualClock, systemClock, type Clock } from '../../src/platform/clock.ts';
+import { loadConfig, type Config } from '../../src/platform/config.ts';
+import type { OutgoingMessage, Transport } from '../../src/platform/notify.ts';
 import { startService, type Service } from '../../src/service.ts';
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import bcrypt from 'bcryptjs';
-import { openDatabase } from '../../src/db.ts';
-import { identifierHash, normalizeEmail, sha256Hex } from '../../src/identifiers.ts';
-import { createUserStore, type UserRow } from '../../src/users.ts';
+import { openDatabase } from '../../src/platform/db.ts';
+import { identifierHash, normalizeEmail, sha256Hex } from '../../src/platform/identifiers.ts';
+import { createUserStore, type UserRow } from '../../src/people/users.ts';
 import type { TestService } from './service.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/platform/config.ts';
 
 const SECRET = 'x'.repeat(32);
 

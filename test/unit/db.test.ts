@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { migrate, openDatabase, readMigrations } from '../../src/db.ts';
+import { migrate, openDatabase, readMigrations } from '../../src/platform/db.ts';
 
 function tempDbPath(t: { after(fn: () => void): void }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-db-'));

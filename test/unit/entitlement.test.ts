@@ -5,13 +5,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
-import { createManualClock, toUnixSeconds } from '../../src/clock.ts';
-import { migrate, openDatabase } from '../../src/db.ts';
-import { createDeviceStore } from '../../src/devices.ts';
-import { createEntitlement, decide, type Decision } from '../../src/entitlement.ts';
-import { createLeaseSigner, loadOrCreateLeaseKey } from '../../src/leases.ts';
-import type { MembershipStatus } from '../../src/memberships.ts';
-import { createMosqueStore } from '../../src/mosques.ts';
+import { createManualClock, toUnixSeconds } from '../../src/platform/clock.ts';
+import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { createDeviceStore } from '../../src/devices/devices.ts';
+import { createEntitlement, decide, type Decision } from '../../src/devices/entitlement.ts';
+import { createLeaseSigner, loadOrCreateLeaseKey } from '../../src/devices/leases.ts';
+import type { MembershipStatus } from '../../src/mosques/memberships.ts';
+import { createMosqueStore } from '../../src/mosques/mosques.ts';
 
 // Contract 8 "Entitlement": bound to a mosque, owner's membership there approved, device enabled.
 

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignJWT, decodeJwt, decodeProtectedHeader } from 'jose';
-import { createManualClock } from '../../src/clock.ts';
-import { createAccessTokens } from '../../src/tokens.ts';
+import { createManualClock } from '../../src/platform/clock.ts';
+import { createAccessTokens } from '../../src/people/tokens.ts';
 
 const SECRET = 'unit-test-secret-0123456789-abcdefghijklmnop';
 const user = { id: 'u1', email: 'a@example.com', role: 'member' as const, token_version: 3 };

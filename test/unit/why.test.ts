@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { explain, type PlaybackState, type WhyFacts } from '../../src/why.ts';
+import { explain, type PlaybackState, type WhyFacts } from '../../src/devices/why.ts';
 
 // GET /devices/{id}/why (issue 5): the first fact of the chain that decides, in order
 // device.enabled -> device.mosque_id -> membership.status -> lease.expires_at -> device.last_seen_at

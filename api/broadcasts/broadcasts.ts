@@ -1,0 +1,46 @@
+import { Hono } from 'hono';
+import * as v from 'valibot';
+import { BROADCAST_KINDS, toBroadcast, type BroadcastRow, type Broadcasts, type DeliveryReport } from '../../src/broadcasts/broadcasts.ts';
+import type { AppEnv } from '../context.ts';
+import { ApiError, unwrap } from '../errors.ts';
+import { mosqueGate, type GateDeps } from '../guards.ts';
+import { limit } from '../schemas.ts';
+import { readJson, readQuery } from '../validate.ts';
+
+export const BroadcastStart = v.object({
+  kind: v.picklist(BROADCAST_KINDS),
+  prayer: v.optional(v.nullable(v.pipe(v.string(), v.trim(), v.maxLength(40, 'is too long')))),
+  title: v.optional(v.nullable(v.pipe(v.string(), v.trim(), v.maxLength(200, 'is too long')))),
+});
+export const BroadcastQuery = v.object({ limit: limit(50, 200) });
+
+/** CONTRACT 5: broadcasts of a mosque. Starting and stopping need can_trigger (superadmin passes). */
+export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliveryReport: (b: BroadcastRow) => DeliveryReport }) {
+  const app = new Hono<AppEnv>();
+  const show = (row: BroadcastRow) => ({ ...toBroadcast(row), report: deps.deliveryReport(row) });
+  const findOr404 = (mosqueId: string, id: string) => {
+    const b = deps.broadcasts.find(mosqueId, id);
+    if (!b) throw new ApiError('not_found');
+    return b;
+  };
+
+  app.post('/:id/broadcasts', mosqueGate(deps, 'trigger'), async (c) => {
+    const b = await readJson(c, BroadcastStart);
+    const row = unwrap(deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
+    return c.json(show(row), 201);
+  });
+
+  app.post('/:id/broadcasts/:bid/stop', mosqueGate(deps, 'trigger'), (c) => {
+    const row = findOr404(c.var.mosque.id, c.req.param('bid'));
+    return c.json(show(deps.broadcasts.stop(row, c.var.user.id)));
+  });
+
+  app.get('/:id/broadcasts', mosqueGate(deps, 'admin'), (c) => {
+    const q = readQuery(c, BroadcastQuery);
+    return c.json(deps.broadcasts.list(c.var.mosque.id, q.limit).map(show));
+  });
+
+  app.get('/:id/broadcasts/:bid', mosqueGate(deps, 'admin'), (c) => c.json(show(findOr404(c.var.mosque.id, c.req.param('bid')))));
+
+  return app;
+}

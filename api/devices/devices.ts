@@ -1,0 +1,242 @@
+import { Hono } from 'hono';
+import * as v from 'valibot';
+import { standingOf, type AdminStore } from '../../src/mosques/admins.ts';
+import { HEARTBEAT, MAX_HEARTBEAT_SECS, type DeviceKind } from '../../src/devices/device-config.ts';
+import type { DevicePlane } from '../../src/devices/device-plane.ts';
+import { toDevice, type DeviceRow } from '../../src/devices/devices.ts';
+import type { Clock } from '../../src/platform/clock.ts';
+import { explain } from '../../src/devices/why.ts';
+import { COMMANDS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS } from '../../src/devices/commands.ts';
+import { parseOrThrow } from '../validate.ts';
+import type { MosqueStore } from '../../src/mosques/mosques.ts';
+import type { AppContext, AppEnv } from '../context.ts';
+import { ApiError, unwrap } from '../errors.ts';
+import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
+import { id, limit } from '../schemas.ts';
+import { readJson, readQuery } from '../validate.ts';
+
+const deviceName = v.optional(v.nullable(v.pipe(v.string(), v.trim(), v.maxLength(100, 'is too long'))));
+const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM'));
+export const TransmitterCreate = v.object({ kind: v.literal('transmitter'), name: deviceName });
+export const PlayerCreate = v.object({ kind: v.literal('stream_player'), mosque_id: v.optional(v.nullable(id)), name: deviceName });
+export const DeviceUpdate = v.object({
+  name: deviceName,
+  mosque_id: v.optional(v.nullable(id)),
+  config: v.optional(
+    v.object({
+      heartbeat_secs: v.optional(v.pipe(v.number(), v.integer('must be whole seconds'), v.maxValue(MAX_HEARTBEAT_SECS, `must be at most ${MAX_HEARTBEAT_SECS}`))),
+      log_enabled: v.optional(v.boolean()),
+      volume: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0, 'must be 0..100'), v.maxValue(100, 'must be 0..100'))),
+      quiet_hours: v.optional(v.nullable(v.object({ start: hhmm, end: hhmm }))),
+    }),
+  ),
+});
+export const DeviceListQuery = v.object({ mosque_id: v.optional(id) });
+export const EventsQuery = v.object({
+  limit: limit(50, 500),
+  before: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'must be an event id'), v.transform(Number))),
+});
+export const LogsQuery = v.object({ limit: limit(100, 500) });
+export const CommandRequest = v.object({
+  name: v.picklist(['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque']),
+  // valibot's record takes an array (and turns it into {"0": ...}); contract 8 publishes `args` as an object.
+  args: v.optional(v.pipe(v.custom<unknown>((a) => typeof a === 'object' && a !== null && !Array.isArray(a), 'must be an object'), v.record(v.string(), v.unknown()))),
+  timeout_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100, 'must be at least 100'), v.maxValue(MAX_TIMEOUT_MS, `must be at most ${MAX_TIMEOUT_MS}`))),
+});
+const SetLogLevelArgs = v.object({
+  level: v.picklist(['error', 'warn', 'info', 'debug']),
+  ttl_s: v.pipe(v.number(), v.integer('must be whole seconds'), v.minValue(1, 'must be at least 1'), v.maxValue(3600, 'must be at most 3600')),
+});
+
+interface Deps extends GateDeps {
+  mosques: MosqueStore;
+  admins: AdminStore;
+  plane: DevicePlane;
+  mqttPort: () => number;
+  clock: Clock;
+}
+
+/** CONTRACT 7: the device registry over HTTP (commands and why come with later issues). */
+export function deviceRoutes(deps: Deps) {
+  const app = new Hono<AppEnv>();
+  const { plane } = deps;
+
+  /** The caller's standing toward one device: owner of a player, admin or manager of its mosque, superadmin. */
+  const access = (c: AppContext, row: DeviceRow) => {
+    const actor = actorOf(c);
+    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? deps.admins.find(row.mosque_id, actor.id) : null);
+    const owner = row.kind === 'stream_player' && row.owner_user_id === actor.id;
+    const inMosque = row.mosque_id !== null || actor.isSuperadmin;
+    return { owner, superadmin: actor.isSuperadmin, view: owner || (inMosque && standing.admin), write: owner || (inMosque && standing.manager) };
+  };
+  /** The device named by :id if the caller may see it (404 otherwise) and, for `write`, change it (403). */
+  const load = (c: AppContext, need: 'view' | 'write') => {
+    const row = plane.devices.findById(c.req.param('id') ?? '');
+    if (!row) throw new ApiError('not_found');
+    const a = access(c, row);
+    if (!a.view) throw new ApiError('not_found');
+    if (need === 'write' && !a.write) throw new ApiError('forbidden');
+    return { row, access: a };
+  };
+  const body = (row: DeviceRow) => ({
+    ...toDevice(row, { lastSeenAt: lastSeenSeconds(row.id), connected: plane.telemetry.isConnected(row.id), heartbeat: plane.telemetry.lastHeartbeat(row.id) }),
+    counters: plane.telemetry.counters(row.id),
+    entitlement: entitlementOf(row),
+  });
+  /** Players only: what the store decides and the lease the player holds (transmitters: null). */
+  const entitlementOf = (row: DeviceRow) => {
+    if (row.kind !== 'stream_player') return null;
+    const decision = plane.entitlement.decisionFor(row);
+    const lease = plane.entitlement.lease(row.id);
+    return {
+      entitled: decision.entitled,
+      reason: decision.entitled ? null : decision.reason,
+      mosque_id: row.mosque_id,
+      lease_expires_at: lease ? new Date(lease.expiresAt * 1000).toISOString() : null,
+    };
+  };
+  const lastSeenSeconds = (deviceId: string) => {
+    const ms = plane.telemetry.lastSeenMs(deviceId);
+    return ms === null ? null : Math.floor(ms / 1000);
+  };
+  const credentials = (c: AppContext, row: DeviceRow, password: string) => {
+    const url = new URL(c.req.url);
+    const secure = url.protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
+    return {
+      client_id: row.id,
+      username: row.id,
+      password,
+      mqtt_url: `mqtt://${url.hostname}:${deps.mqttPort()}`,
+      ws_url: `${secure ? 'wss' : 'ws'}://${url.host}/mqtt`,
+    };
+  };
+
+  app.post('/mosques/:id/devices', mosqueGate(deps, 'manager'), async (c) => {
+    const b = await readJson(c, TransmitterCreate);
+    const { row, password } = plane.service.register('transmitter', b.name ?? null, c.var.mosque.id, null, c.var.user.id);
+    return c.json({ device: body(row), credentials: credentials(c, row, password) }, 201);
+  });
+
+  app.post('/devices', async (c) => {
+    const b = await readJson(c, PlayerCreate);
+    if (b.mosque_id && !deps.mosques.findById(b.mosque_id)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+    const { row, password } = plane.service.register('stream_player', b.name ?? null, b.mosque_id ?? null, c.var.user.id, c.var.user.id);
+    return c.json({ device: body(row), credentials: credentials(c, row, password) }, 201);
+  });
+
+  app.get('/devices', (c) => {
+    const q = readQuery(c, DeviceListQuery);
+    const actor = actorOf(c);
+    const visible = (row: DeviceRow) => access(c, row).view;
+    const rows = q.mosque_id
+      ? plane.devices.listForMosque(q.mosque_id)
+      : actor.isSuperadmin
+        ? plane.devices.listAll()
+        : [...plane.devices.listForOwner(actor.id), ...deps.admins.listForUser(actor.id).flatMap((a) => plane.devices.listForMosque(a.mosque_id))];
+    const unique = new Map(rows.filter(visible).map((r) => [r.id, r]));
+    return c.json([...unique.values()].map(body));
+  });
+
+  // Public: firmware checks leases offline against these keys. Registered before /devices/:id.
+  app.get('/devices/lease-keys', (c) => {
+    c.header('Cache-Control', 'public, max-age=3600');
+    return c.json(plane.signer.jwks());
+  });
+
+  app.get('/devices/:id', (c) => c.json(body(load(c, 'view').row)));
+
+  app.get('/devices/:id/why', (c) => {
+    const { row } = load(c, 'view');
+    const lease = plane.entitlement.lease(row.id);
+    const detail = JSON.parse(row.status_detail) as { detail?: Record<string, unknown> };
+    const now = Math.floor(deps.clock() / 1000);
+    const answer = explain({
+      kind: row.kind,
+      enabled: row.enabled === 1,
+      mosqueId: row.mosque_id,
+      decision: row.kind === 'stream_player' ? plane.entitlement.decisionFor(row) : null,
+      membershipStatus: row.kind === 'stream_player' && row.mosque_id && row.owner_user_id ? deps.memberships.findFor(row.mosque_id, row.owner_user_id)?.status ?? null : null,
+      leaseExpiresAt: lease?.expiresAt ?? null,
+      connected: plane.telemetry.isConnected(row.id),
+      lastSeenAt: lastSeenSeconds(row.id) ?? row.last_seen_at,
+      status: plane.telemetry.currentStatus(row.id) ?? row.status,
+      statusReason: row.status_reason,
+      statusDetail: detail.detail ?? {},
+      now,
+    });
+    return c.json({ device_id: row.id, status: plane.telemetry.currentStatus(row.id) ?? row.status, ...answer, checked_at: new Date(now * 1000).toISOString() });
+  });
+
+  app.patch('/devices/:id', async (c) => {
+    const { row, access: a } = load(c, 'write');
+    const b = await readJson(c, DeviceUpdate);
+    checkHeartbeat(row.kind, b.config?.heartbeat_secs);
+    if (b.mosque_id !== undefined && b.mosque_id !== row.mosque_id) {
+      // Rebinding a player is its owner's choice; a transmitter moves only by a superadmin.
+      if (row.kind === 'stream_player' ? !a.owner && !a.superadmin : !a.superadmin) throw new ApiError('forbidden', 'You may not move this device to another mosque.');
+      if (b.mosque_id === null && row.kind === 'transmitter') throw new ApiError('validation_failed', undefined, { details: [{ path: 'mosque_id', message: 'a transmitter belongs to a mosque' }] });
+      if (b.mosque_id && !deps.mosques.findById(b.mosque_id)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+    }
+    const updated = plane.service.update(row, {
+      ...(b.name !== undefined && { name: b.name }),
+      ...(b.mosque_id !== undefined && { mosqueId: b.mosque_id }),
+      ...(b.config !== undefined && { settings: b.config }),
+    }, c.var.user.id);
+    return c.json(body(updated));
+  });
+
+  app.delete('/devices/:id', (c) => {
+    plane.service.delete(load(c, 'write').row);
+    return c.body(null, 204);
+  });
+
+  app.post('/devices/:id/credentials', (c) => {
+    const { row } = load(c, 'write');
+    const password = plane.service.rotateCredentials(row, c.var.user.id);
+    return c.json({ device: body(row), credentials: credentials(c, row, password) });
+  });
+
+  // Seed "Remote diagnostics": answerable while UNBOUND; the owner, a manager of its mosque, or a superadmin.
+  app.post('/devices/:id/commands', async (c) => {
+    const { row } = load(c, 'write');
+    const b = await readJson(c, CommandRequest);
+    if (!(COMMANDS[row.kind] as readonly string[]).includes(b.name)) {
+      throw new ApiError('validation_failed', undefined, { details: [{ path: 'name', message: `not a ${row.kind} command` }] });
+    }
+    const args = b.name === 'set_log_level' ? parseOrThrow(v.object({ args: SetLogLevelArgs }), { args: b.args ?? {} }).args : (b.args ?? {});
+    const outcome = unwrap(await plane.commands.send(row.id, b.name, args, { timeoutMs: b.timeout_ms ?? DEFAULT_TIMEOUT_MS, actorUserId: c.var.user.id }));
+    if (outcome.ok) applyCommandEffects(row, b.name, args, c.var.user.id);
+    return c.json(outcome);
+  });
+
+  /** What the backend records when a command succeeded: the log escalation's expiry, the cleared binding. */
+  const applyCommandEffects = (row: DeviceRow, name: string, args: Record<string, unknown>, actorId: string) => {
+    if (name === 'set_log_level') {
+      const until = Math.floor(deps.clock() / 1000) + Number(args.ttl_s);
+      plane.devices.setLogLevel(row.id, String(args.level), until);
+      plane.timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'log_level_set', actorUserId: actorId, detail: { level: args.level, until } });
+    }
+    if (name === 'unbind_mosque' && row.mosque_id !== null) plane.service.update(row, { mosqueId: null }, actorId);
+  };
+
+  app.get('/devices/:id/events', (c) => {
+    const { row } = load(c, 'view');
+    const q = readQuery(c, EventsQuery);
+    return c.json(plane.timeline.list(row.id, q.limit, q.before ?? null));
+  });
+
+  app.get('/devices/:id/logs', (c) => {
+    const { row } = load(c, 'view');
+    const q = readQuery(c, LogsQuery);
+    plane.telemetry.flush();
+    return c.json(plane.telemetry.recentLogs(row.id, q.limit).map((l) => ({ at: new Date(l.at * 1000).toISOString(), ts: l.ts, level: l.level, msg: l.msg })));
+  });
+
+  return app;
+}
+
+/** Seed "Heartbeat cadence": per-kind minimum. */
+function checkHeartbeat(kind: DeviceKind, secs: number | undefined): void {
+  if (secs === undefined || secs >= HEARTBEAT[kind].min) return;
+  throw new ApiError('validation_failed', undefined, { details: [{ path: 'config.heartbeat_secs', message: `must be at least ${HEARTBEAT[kind].min} for a ${kind}` }] });
+}

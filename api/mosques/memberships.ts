@@ -1,0 +1,81 @@
+import { Hono } from 'hono';
+import * as v from 'valibot';
+import { standingOf } from '../../src/mosques/admins.ts';
+import type { AdminStore } from '../../src/mosques/admins.ts';
+import { MEMBERSHIP_STATUSES, NOTIFY_TOGGLES, toMembership, type MembershipRow, type Memberships } from '../../src/mosques/memberships.ts';
+import type { MosqueStore } from '../../src/mosques/mosques.ts';
+import type { AppContext, AppEnv } from '../context.ts';
+import { ApiError, unwrap } from '../errors.ts';
+import { actorOf } from '../guards.ts';
+import { readJson, parseOrThrow } from '../validate.ts';
+
+export const JoinByCode = v.object({ code: v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(32, 'is too long')) });
+export const MembershipPatch = v.strictObject({
+  status: v.optional(v.picklist(MEMBERSHIP_STATUSES)),
+  notify_azaan: v.optional(v.boolean()),
+  notify_jummah: v.optional(v.boolean()),
+  notify_waaz: v.optional(v.boolean()),
+  notify_announcement: v.optional(v.boolean()),
+});
+
+// First only the keys, to answer 403 for a key the caller may not send before judging values. An array
+// passes valibot's record (its indexes become keys "0", "1", ... and drew a 403), so it is refused before.
+const PatchKeys = v.pipe(v.unknown(), v.check((b) => !Array.isArray(b), 'must be a JSON object'), v.record(v.string(), v.unknown()));
+
+interface Deps {
+  mosques: MosqueStore;
+  admins: AdminStore;
+  memberships: Memberships;
+}
+
+/** CONTRACT 5: POST /join, PATCH and DELETE /memberships/{id}. */
+export function membershipRoutes(deps: Deps) {
+  const app = new Hono<AppEnv>();
+
+  /** The membership and what the caller may do with it; 404 when the caller may not see it. */
+  const load = (c: AppContext) => {
+    const membership = deps.memberships.findById(c.req.param('id') ?? '');
+    if (!membership) throw new ApiError('not_found');
+    const actor = actorOf(c);
+    const isSelf = membership.user_id === actor.id;
+    const isAdmin = standingOf(actor, actor.isSuperadmin ? null : deps.admins.find(membership.mosque_id, actor.id)).admin;
+    if (!isSelf && !isAdmin) throw new ApiError('not_found');
+    // Seed rule 2 holds for admins too: nobody but a superadmin changes the status of their own membership
+    // (an admin banned from a mosque must not lift their own ban).
+    const mayChangeStatus = isAdmin && (!isSelf || actor.isSuperadmin);
+    return { membership, isSelf, isAdmin, mayChangeStatus };
+  };
+
+  app.post('/join', async (c) => {
+    const b = await readJson(c, JoinByCode);
+    const mosque = deps.mosques.findByJoinCode(b.code);
+    if (!mosque) throw new ApiError('not_found', 'No mosque has that join code.');
+    const { membership, created } = unwrap(deps.memberships.join(mosque, c.var.user.id));
+    return c.json(toMembership(membership), created ? 201 : 200);
+  });
+
+  // Seed rule 1: a member edits only the four notify toggles of their own membership; an admin of its
+  // mosque (or a superadmin) only its status. Any other key from that caller: 403, nothing changed.
+  app.patch('/memberships/:id', async (c) => {
+    const { membership, isSelf, mayChangeStatus } = load(c);
+    const body = await readJson(c, PatchKeys);
+    const allowed = new Set<string>([...(isSelf ? NOTIFY_TOGGLES : []), ...(mayChangeStatus ? ['status'] : [])]);
+    const refused = Object.keys(body).filter((k) => !allowed.has(k));
+    if (refused.length > 0) throw new ApiError('forbidden', `You may not change: ${refused.join(', ')}.`);
+    if (Object.keys(body).length === 0) throw new ApiError('validation_failed', 'Nothing to change.', { details: [{ path: '', message: 'empty body' }] });
+    const patch = parseOrThrow(MembershipPatch, body);
+    let row: MembershipRow = deps.memberships.setToggles(membership, patch, c.var.user.id);
+    if (patch.status) row = deps.memberships.changeStatus(row, patch.status, c.var.user.id);
+    return c.json(toMembership(row));
+  });
+
+  // Leaving (self) or removing (admin). A banned member cannot remove their own ban this way.
+  app.delete('/memberships/:id', (c) => {
+    const { membership, mayChangeStatus } = load(c);
+    if (!mayChangeStatus && membership.status === 'banned') throw new ApiError('forbidden', 'A banned membership can only be removed by an admin.');
+    deps.memberships.remove(membership, c.var.user.id);
+    return c.body(null, 204);
+  });
+
+  return app;
+}

@@ -1,0 +1,147 @@
+import { Hono } from 'hono';
+import * as v from 'valibot';
+import type { ActivityLog } from '../../src/mosques/activity.ts';
+import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
+import { MEMBERSHIP_STATUSES, toMembership, type Memberships } from '../../src/mosques/memberships.ts';
+import type { MosqueOps } from '../../src/mosques/mosque-ops.ts';
+import { toMosque, type MosqueRow, type MosqueStore } from '../../src/mosques/mosques.ts';
+import type { UserStore } from '../../src/people/users.ts';
+import type { AppContext, AppEnv } from '../context.ts';
+import { ApiError, unwrap } from '../errors.ts';
+import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
+import { httpUrl, id, limit, name, timezone } from '../schemas.ts';
+import { readJson, readQuery } from '../validate.ts';
+
+export const MosqueCreate = v.object({
+  name,
+  timezone: v.optional(timezone),
+  auto_approve_members: v.optional(v.boolean()),
+  stream_url: v.optional(v.nullable(httpUrl)),
+  owner_user_id: v.optional(v.nullable(id)),
+});
+export const MosqueUpdate = v.object({
+  name: v.optional(name),
+  timezone: v.optional(timezone),
+  auto_approve_members: v.optional(v.boolean()),
+  stream_url: v.optional(v.nullable(httpUrl)),
+});
+export const AdminCreate = v.object({ user_id: id, can_trigger: v.optional(v.boolean()), can_manage: v.optional(v.boolean()) });
+export const AdminUpdate = v.object({ can_trigger: v.optional(v.boolean()), can_manage: v.optional(v.boolean()), is_owner: v.optional(v.boolean()) });
+export const Enrol = v.object({ user_id: id });
+export const MembershipQuery = v.object({ status: v.optional(v.picklist(MEMBERSHIP_STATUSES)) });
+export const ActivityQuery = v.object({
+  limit: limit(50, 200),
+  before: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'must be an activity id'), v.transform(Number))),
+});
+
+interface Deps extends GateDeps {
+  mosques: MosqueStore;
+  admins: AdminStore;
+  users: UserStore;
+  memberships: Memberships;
+  mosqueOps: MosqueOps;
+  activity: ActivityLog;
+}
+
+/** CONTRACT 5: mosques, their admins, their memberships, join and the activity feed. */
+export function mosqueRoutes(deps: Deps) {
+  const app = new Hono<AppEnv>();
+  const gate = (g: Parameters<typeof mosqueGate>[1]) => mosqueGate(deps, g);
+  const show = (c: AppContext, row: MosqueRow) => toMosque(row, { showJoinCode: c.var.standing?.admin ?? c.var.user.role === 'superadmin' });
+
+  app.post('/', async (c) => {
+    if (c.var.user.role !== 'superadmin') throw new ApiError('forbidden');
+    const b = await readJson(c, MosqueCreate);
+    const fields = { name: b.name, timezone: b.timezone ?? 'UTC', autoApproveMembers: b.auto_approve_members ?? false, streamUrl: b.stream_url ?? null };
+    const mosque = unwrap(deps.mosqueOps.create(fields, b.owner_user_id ?? null, actorOf(c)));
+    return c.json(toMosque(mosque, { showJoinCode: true }), 201);
+  });
+
+  app.get('/', (c) => {
+    const actor = actorOf(c);
+    if (actor.isSuperadmin) return c.json(deps.mosques.listAll().map((m) => toMosque(m, { showJoinCode: true })));
+    const adminOf = new Set(deps.admins.listForUser(actor.id).map((a) => a.mosque_id));
+    return c.json(deps.mosques.listForUser(actor.id).map((m) => toMosque(m, { showJoinCode: adminOf.has(m.id) })));
+  });
+
+  app.get('/:id', gate('admin'), (c) => c.json(show(c, c.var.mosque)));
+
+  app.patch('/:id', gate('admin'), async (c) => {
+    const b = await readJson(c, MosqueUpdate);
+    requireSomething(b);
+    const fields = {
+      ...(b.name !== undefined && { name: b.name }),
+      ...(b.timezone !== undefined && { timezone: b.timezone }),
+      ...(b.auto_approve_members !== undefined && { autoApproveMembers: b.auto_approve_members }),
+      ...(b.stream_url !== undefined && { streamUrl: b.stream_url }),
+    };
+    return c.json(show(c, deps.mosqueOps.update(c.var.mosque, fields, actorOf(c))));
+  });
+
+  // Seed rule 5: the coarser admin check covers mosque CRUD; the contract's "owner or superadmin" is
+  // narrower, and where the two disagree the seed wins (README, "Decisions").
+  app.delete('/:id', gate('admin'), (c) => {
+    deps.mosqueOps.delete(c.var.mosque);
+    return c.body(null, 204);
+  });
+
+  app.post('/:id/join-code', gate('manager'), (c) => c.json(show(c, deps.mosqueOps.rotateJoinCode(c.var.mosque, actorOf(c)))));
+
+  app.get('/:id/admins', gate('admin'), (c) =>
+    c.json(deps.admins.listForMosque(c.var.mosque.id).map((a) => ({ user_id: a.user_id, email: a.email, ...toFlags(a) }))),
+  );
+
+  app.post('/:id/admins', gate('manager'), async (c) => {
+    const b = await readJson(c, AdminCreate);
+    const row = unwrap(deps.mosqueOps.addAdmin(c.var.mosque, b.user_id, { can_trigger: b.can_trigger ?? false, can_manage: b.can_manage ?? false }, actorOf(c)));
+    return c.json(adminBody(deps.users, row), 201);
+  });
+
+  app.patch('/:id/admins/:user_id', gate('manager'), async (c) => {
+    const b = await readJson(c, AdminUpdate);
+    requireSomething(b);
+    const actor = { ...actorOf(c), isOwner: c.var.standing.owner };
+    const row = unwrap(deps.mosqueOps.updateAdmin(c.var.mosque, c.req.param('user_id'), b, actor));
+    return c.json(adminBody(deps.users, row));
+  });
+
+  app.delete('/:id/admins/:user_id', gate('manager'), (c) => {
+    unwrap(deps.mosqueOps.removeAdmin(c.var.mosque, c.req.param('user_id'), actorOf(c)));
+    return c.body(null, 204);
+  });
+
+  app.get('/:id/memberships', gate('admin'), (c) => {
+    const q = readQuery(c, MembershipQuery);
+    const rows = deps.memberships.listForMosque(c.var.mosque.id, q.status ?? null);
+    return c.json(rows.map((r) => ({ ...toMembership(r), user_email: r.email })));
+  });
+
+  app.post('/:id/memberships', gate('admin'), async (c) => {
+    const b = await readJson(c, Enrol);
+    if (!deps.users.findById(b.user_id)) throw new ApiError('not_found', 'No user has that user_id.');
+    const { membership, created } = deps.memberships.enrol(c.var.mosque.id, b.user_id, c.var.user.id);
+    return c.json(toMembership(membership), created ? 201 : 200);
+  });
+
+  app.post('/:id/join', gate('member'), (c) => {
+    const { membership, created } = unwrap(deps.memberships.join(c.var.mosque, c.var.user.id));
+    return c.json(toMembership(membership), created ? 201 : 200);
+  });
+
+  app.get('/:id/activity', gate('admin'), (c) => {
+    const q = readQuery(c, ActivityQuery);
+    return c.json(deps.activity.list(c.var.mosque.id, q.limit, q.before ?? null));
+  });
+
+  return app;
+}
+
+/** A PATCH that names nothing to change is a client mistake, not a no-op worth an activity entry. */
+function requireSomething(body: Record<string, unknown>): void {
+  if (Object.values(body).some((value) => value !== undefined)) return;
+  throw new ApiError('validation_failed', 'Nothing to change.', { details: [{ path: '', message: 'no known field given' }] });
+}
+
+function adminBody(users: UserStore, row: Parameters<typeof toFlags>[0]) {
+  return { user_id: row.user_id, email: users.findById(row.user_id)?.email ?? null, ...toFlags(row) };
+}

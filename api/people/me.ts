@@ -1,0 +1,55 @@
+import { Hono } from 'hono';
+import * as v from 'valibot';
+import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
+import { toMembership, type Memberships } from '../../src/mosques/memberships.ts';
+import type { PushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
+import { toUser, type UserStore } from '../../src/people/users.ts';
+import type { AppEnv } from '../context.ts';
+import { ApiError } from '../errors.ts';
+import { httpUrl } from '../schemas.ts';
+import { readJson } from '../validate.ts';
+
+const key = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+=*$/, 'must be base64url'), v.minLength(8, 'is too short'), v.maxLength(256, 'is too long'));
+export const PushSubscription = v.object({
+  endpoint: v.pipe(httpUrl, v.check((u) => u.startsWith('https://') || u.startsWith('http://127.0.0.1') || u.startsWith('http://localhost'), 'must be an https URL')),
+  keys: v.object({ p256dh: key, auth: key }),
+});
+export const PushUnsubscribe = v.object({ endpoint: httpUrl });
+
+interface Deps {
+  users: UserStore;
+  admins: AdminStore;
+  memberships: Memberships;
+  pushSubscriptions: PushSubscriptions;
+}
+
+/** CONTRACT 5: GET /me, GET /me/memberships, POST and DELETE /me/push-subscriptions. */
+export function meRoutes(deps: Deps) {
+  const app = new Hono<AppEnv>();
+
+  app.get('/', (c) => {
+    const row = deps.users.findById(c.var.user.id);
+    if (!row) throw new ApiError('unauthorized');
+    return c.json({
+      user: toUser(row),
+      memberships: deps.memberships.listForUser(row.id).map(toMembership),
+      admin_of: deps.admins.listForUser(row.id).map((a) => ({ mosque_id: a.mosque_id, ...toFlags(a) })),
+    });
+  });
+
+  app.get('/memberships', (c) => c.json(deps.memberships.listForUser(c.var.user.id).map(toMembership)));
+
+  app.post('/push-subscriptions', async (c) => {
+    const b = await readJson(c, PushSubscription);
+    deps.pushSubscriptions.save(c.var.user.id, b.endpoint, b.keys.p256dh, b.keys.auth);
+    return c.json({ endpoint: b.endpoint }, 201);
+  });
+
+  app.delete('/push-subscriptions', async (c) => {
+    const b = await readJson(c, PushUnsubscribe);
+    if (!deps.pushSubscriptions.remove(c.var.user.id, b.endpoint)) throw new ApiError('not_found');
+    return c.body(null, 204);
+  });
+
+  return app;
+}

@@ -1,0 +1,100 @@
+import readline from 'node:readline';
+import bcrypt from 'bcryptjs';
+import { systemClock } from '../src/platform/clock.ts';
+import { loadConfig } from '../src/platform/config.ts';
+import { migrate, openDatabase } from '../src/platform/db.ts';
+import { identifierHash, normalizeEmail, normalizePhone, sha256Hex } from '../src/platform/identifiers.ts';
+import { createUserStore } from '../src/people/users.ts';
+import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
+
+/**
+ * Operator commands (contract 1). Every failure is one line on stderr and a non-zero exit.
+ *   superadmin create --email <email> [--phone <phone>]   (password: one line on standard input)
+ */
+// One line: every failure of the CLI is a single line on stderr.
+const USAGE =
+  'usage: npm run cli -- superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
+  'device diagnose <device id> [--url <http url>] [--token <access token>] | device timeline <device id> [--url ...] [--token ...]';
+
+class CliError extends Error {}
+
+function option(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  if (i === -1) return undefined;
+  const value = args[i + 1];
+  if (value === undefined || value.startsWith('--')) throw new CliError(`${name} needs a value`);
+  return value;
+}
+
+async function readPasswordLine(): Promise<string> {
+  const rl = readline.createInterface({ input: process.stdin, terminal: false });
+  try {
+    for await (const line of rl) return line.replace(/\r$/, '');
+    return '';
+  } finally {
+    rl.close();
+  }
+}
+
+async function createSuperadmin(args: string[]): Promise<string> {
+  const rawEmail = option(args, '--email');
+  if (!rawEmail) throw new CliError(`--email is required; ${USAGE}`);
+  const email = normalizeEmail(rawEmail);
+  if (!email) throw new CliError(`--email: "${rawEmail}" is not an email address`);
+  const rawPhone = option(args, '--phone');
+  const phone = rawPhone === undefined ? null : normalizePhone(rawPhone);
+  if (rawPhone !== undefined && !phone) throw new CliError(`--phone: must be E.164, like +4712345678`);
+
+  const loaded = loadConfig(process.env);
+  if (!loaded.ok) throw new CliError(loaded.error);
+  const password = await readPasswordLine();
+  if (password.length < 8) throw new CliError('password: at least 8 characters are required on standard input');
+
+  const db = openDatabase(loaded.config.databasePath);
+  try {
+    migrate(db);
+    const users = createUserStore(db, systemClock);
+    if (users.findByIdentifierHash(identifierHash(email)) || (phone && users.findByIdentifierHash(identifierHash(phone)))) {
+      throw new CliError(`a user with that email or phone already exists`);
+    }
+    // The server stores bcrypt of the client-side SHA-256 hex digest, never the password (contract 3).
+    const passwordBcrypt = bcrypt.hashSync(sha256Hex(password), loaded.config.bcryptCost);
+    const user = users.create({ email, emailHash: identifierHash(email), phone, phoneHash: phone ? identifierHash(phone) : null, passwordBcrypt, role: 'superadmin' });
+    return `superadmin created: id ${user.id}, email ${user.email}`;
+  } finally {
+    db.close();
+  }
+}
+
+function apiTarget(args: string[]): ApiTarget {
+  const token = option(args, '--token') ?? process.env.MINARET_TOKEN;
+  if (!token) throw new CliError('--token (or MINARET_TOKEN) is required: an access token of the device owner, a manager or a superadmin');
+  return { url: option(args, '--url') ?? process.env.MINARET_URL ?? 'http://127.0.0.1:8080', token };
+}
+
+async function run(argv: string[]): Promise<string> {
+  const [group, command, ...rest] = argv;
+  if (group === 'superadmin' && command === 'create') return createSuperadmin(rest);
+  if (group === 'device' && (command === 'diagnose' || command === 'timeline')) {
+    const deviceId = rest[0];
+    if (!deviceId || deviceId.startsWith('--')) throw new CliError(`device ${command} needs a device id`);
+    const target = apiTarget(rest);
+    try {
+      return command === 'diagnose' ? await diagnose(target, deviceId) : await timeline(target, deviceId);
+    } catch (err) {
+      if (err instanceof SupportError) throw new CliError(err.message);
+      throw err;
+    }
+  }
+  throw new CliError(USAGE);
+}
+
+run(process.argv.slice(2)).then(
+  (line) => {
+    process.stdout.write(line + '\n');
+  },
+  (err: Error) => {
+    process.stderr.write(`minaret: ${err instanceof CliError ? err.message : `unexpected error: ${err.message}`}\n`);
+    process.exitCode = 1;
+  },
+);

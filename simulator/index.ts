@@ -1,0 +1,384 @@
+/**
+ * Device simulator: registers (or reuses) Minaret devices over the HTTP API and plays their firmware
+ * over MQTT with simulator/device.ts. Self-contained: talks to a running service from outside only.
+ *
+ *   npm run simulate -- --url http://127.0.0.1:8080 --token <bearer> --mosque <mosque id> \
+ *       --transmitters 2 --players 10 [--save devices.json] [--heartbeat 5] [--duration 60]
+ *   npm run simulate -- --credentials devices.json [--mqtt mqtt://127.0.0.1:1883] [--crash-after 10]
+ *
+ * Flags
+ *   --url <base>          HTTP API base (default http://127.0.0.1:8080); registration only
+ *   --mqtt <url>          broker URL (default: the mqtt_url the registration returned, else
+ *                         mqtt://<host of --url>:1883)
+ *   --token <bearer>      a person's access token (registration only)
+ *   --mosque <id>         mosque for transmitters (required with --transmitters) and players (optional:
+ *                         a player without one stays UNBOUND reason no_mosque)
+ *   --transmitters N      register N transmitters: POST /api/v1/mosques/{mosque}/devices (a manager's token)
+ *   --players M           register M stream players: POST /api/v1/devices (the token's user owns them)
+ *   --credentials <file>  skip registration: a JSON array of {id, kind, password[, mqtt_url]}
+ *   --save <file>         write the credentials of the devices registered here (same format)
+ *   --heartbeat <secs>    heartbeat period override (ignores the config's heartbeat_secs)
+ *   --duration <secs>     stop gracefully after this long (default: run until SIGINT/SIGTERM, then
+ *                         stop gracefully; a second SIGINT quits at once)
+ *   --crash-after <secs>  after this long, cut every connection without DISCONNECT (the broker then
+ *                         publishes each device's will: OFFLINE reason lwt) and exit
+ *   --quiet               print no per-transition / per-command lines, only the summary
+ *
+ * Output: one line per status transition and per command, `[d3k2abcd...] UNBOUND -> ONLINE (entitled)`,
+ * `[d3k2abcd...] cmd ping <command id> -> ok`, plus connection changes; a summary table at the end.
+ * Exit status: 0; 1 when registration fails (one line with the HTTP status and error code), when the
+ * credentials file is unusable, or when no device could connect; 2 on bad flags.
+ */
+import fs from 'node:fs';
+import { parseArgs } from 'node:util';
+import { SimDevice, SimConnectError, type DeviceKind, type DeviceStatus } from './device.ts';
+
+interface Credential {
+  id: string;
+  kind: DeviceKind;
+  password: string;
+  mqtt_url?: string;
+  name?: string;
+}
+
+interface Options {
+  url: string;
+  mqtt: string | undefined;
+  token: string | undefined;
+  mosque: string | undefined;
+  transmitters: number;
+  players: number;
+  credentials: string | undefined;
+  save: string | undefined;
+  heartbeat: number | undefined;
+  duration: number | undefined;
+  crashAfter: number | undefined;
+  quiet: boolean;
+}
+
+class UsageError extends Error {}
+class FatalError extends Error {}
+
+function parseOptions(argv: string[]): Options {
+  try {
+    return parseOptionsStrict(argv);
+  } catch (err) {
+    // node:util parseArgs throws TypeErrors (unknown option, missing value): those are usage errors too.
+    if (err instanceof TypeError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+function parseOptionsStrict(argv: string[]): Options {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      url: { type: 'string' },
+      mqtt: { type: 'string' },
+      token: { type: 'string' },
+      mosque: { type: 'string' },
+      transmitters: { type: 'string' },
+      players: { type: 'string' },
+      credentials: { type: 'string' },
+      save: { type: 'string' },
+      heartbeat: { type: 'string' },
+      duration: { type: 'string' },
+      'crash-after': { type: 'string' },
+      quiet: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    printUsage();
+    process.exit(0);
+  }
+  if (positionals.length) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  const count = (flag: string, raw: string | undefined): number => {
+    if (raw === undefined) return 0;
+    if (!/^\d+$/.test(raw)) throw new UsageError(`--${flag}: expected a whole number, got ${JSON.stringify(raw)}`);
+    return Number(raw);
+  };
+  const seconds = (flag: string, raw: string | undefined): number | undefined => {
+    if (raw === undefined) return undefined;
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${flag}: expected a positive number of seconds, got ${JSON.stringify(raw)}`);
+    return n;
+  };
+  const opts: Options = {
+    url: (values.url ?? 'http://127.0.0.1:8080').replace(/\/+$/, ''),
+    mqtt: values.mqtt,
+    token: values.token,
+    mosque: values.mosque,
+    transmitters: count('transmitters', values.transmitters),
+    players: count('players', values.players),
+    credentials: values.credentials,
+    save: values.save,
+    heartbeat: seconds('heartbeat', values.heartbeat),
+    duration: seconds('duration', values.duration),
+    crashAfter: seconds('crash-after', values['crash-after']),
+    quiet: values.quiet ?? false,
+  };
+  if (opts.credentials) {
+    if (opts.transmitters || opts.players) throw new UsageError('--credentials replaces registration: drop --transmitters/--players');
+  } else {
+    if (!opts.transmitters && !opts.players) throw new UsageError('nothing to simulate: give --transmitters N and/or --players M, or --credentials <file>');
+    if (!opts.token) throw new UsageError('registration needs --token <bearer>');
+    if (opts.transmitters && !opts.mosque) throw new UsageError('--transmitters needs --mosque <mosque id>');
+  }
+  return opts;
+}
+
+function printUsage(): void {
+  const text = fs.readFileSync(new URL(import.meta.url), 'utf8');
+  const block = text.slice(text.indexOf('/**') + 3, text.indexOf('*/'));
+  console.log(block.split('\n').map((l) => l.replace(/^ \* ?/, '')).join('\n').trim());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Registration
+
+async function register(opts: Options): Promise<Credential[]> {
+  const out: Credential[] = [];
+  const stamp = new Date().toISOString().slice(11, 19).replace(/:/g, '');
+  try {
+    for (let i = 1; i <= opts.transmitters; i++) {
+      const name = `sim-tx-${stamp}-${i}`;
+      out.push(await registerOne(opts, `/api/v1/mosques/${encodeURIComponent(opts.mosque!)}/devices`, { kind: 'transmitter', name }, 'transmitter', name));
+    }
+    for (let i = 1; i <= opts.players; i++) {
+      const name = `sim-sp-${stamp}-${i}`;
+      const body: Record<string, unknown> = { kind: 'stream_player', name };
+      if (opts.mosque) body['mosque_id'] = opts.mosque;
+      out.push(await registerOne(opts, '/api/v1/devices', body, 'stream_player', name));
+    }
+  } catch (err) {
+    // Keep what was registered before the failure, so those devices are not orphaned.
+    if (opts.save && out.length) saveCredentials(opts.save, out);
+    throw err;
+  }
+  return out;
+}
+
+async function registerOne(opts: Options, path: string, body: Record<string, unknown>, kind: DeviceKind, name: string): Promise<Credential> {
+  let res: Response;
+  try {
+    res = await fetch(opts.url + path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${opts.token}` },
+      body: JSON.stringify(body),
+    });
+  } catch (err) {
+    const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
+    throw new FatalError(`registration failed: POST ${path} -> no answer from ${opts.url} (${err instanceof Error ? err.message : String(err)}${cause})`);
+  }
+  const text = await res.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON; reported below
+  }
+  if (res.status !== 201) {
+    const error = isRecord(json) && isRecord(json['error']) ? json['error'] : null;
+    const code = typeof error?.['code'] === 'string' ? error['code'] : 'unknown_error';
+    const message = typeof error?.['message'] === 'string' ? `: ${error['message']}` : text ? `: ${text.slice(0, 120)}` : '';
+    throw new FatalError(`registration failed: POST ${path} -> HTTP ${res.status} ${code}${message}`);
+  }
+  const device = isRecord(json) && isRecord(json['device']) ? json['device'] : null;
+  const creds = isRecord(json) && isRecord(json['credentials']) ? json['credentials'] : null;
+  const id = typeof device?.['id'] === 'string' ? device['id'] : typeof creds?.['client_id'] === 'string' ? creds['client_id'] : null;
+  const password = typeof creds?.['password'] === 'string' ? creds['password'] : null;
+  if (!id || !password) throw new FatalError(`registration failed: POST ${path} -> HTTP 201 without device.id / credentials.password`);
+  const cred: Credential = { id, kind, password, name };
+  if (typeof creds?.['mqtt_url'] === 'string') cred.mqtt_url = creds['mqtt_url'];
+  return cred;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function loadCredentials(file: string): Credential[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new FatalError(`--credentials ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (!Array.isArray(raw) || raw.length === 0) throw new FatalError(`--credentials ${file}: expected a non-empty JSON array of {id, kind, password}`);
+  return raw.map((entry, i) => {
+    if (
+      !isRecord(entry) ||
+      typeof entry['id'] !== 'string' ||
+      typeof entry['password'] !== 'string' ||
+      (entry['kind'] !== 'transmitter' && entry['kind'] !== 'stream_player')
+    ) {
+      throw new FatalError(`--credentials ${file}: entry ${i} is not {id, kind: "transmitter"|"stream_player", password}`);
+    }
+    const cred: Credential = { id: entry['id'], kind: entry['kind'], password: entry['password'] };
+    if (typeof entry['mqtt_url'] === 'string') cred.mqtt_url = entry['mqtt_url'];
+    if (typeof entry['name'] === 'string') cred.name = entry['name'];
+    return cred;
+  });
+}
+
+function saveCredentials(file: string, creds: Credential[]): void {
+  fs.writeFileSync(file, JSON.stringify(creds, null, 2) + '\n', { mode: 0o600 });
+  console.log(`saved ${creds.length} device credential(s) to ${file}`);
+}
+
+function brokerUrl(opts: Options, cred: Credential): string {
+  if (opts.mqtt) return opts.mqtt;
+  if (cred.mqtt_url) return cred.mqtt_url;
+  try {
+    return `mqtt://${new URL(opts.url).hostname}:1883`;
+  } catch {
+    return 'mqtt://127.0.0.1:1883';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Run
+
+const label = (id: string): string => (id.length <= 12 ? id : `${id.slice(0, 8)}...`);
+
+async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}
+
+async function main(): Promise<number> {
+  const opts = parseOptions(process.argv.slice(2));
+  let creds: Credential[];
+  if (opts.credentials) {
+    creds = loadCredentials(opts.credentials);
+  } else {
+    creds = await register(opts);
+    console.log(`registered ${creds.filter((c) => c.kind === 'transmitter').length} transmitter(s), ${creds.filter((c) => c.kind === 'stream_player').length} stream player(s)`);
+    if (opts.save) saveCredentials(opts.save, creds);
+  }
+
+  const devices = creds.map(
+    (c) =>
+      new SimDevice({
+        kind: c.kind,
+        id: c.id,
+        password: c.password,
+        mqttUrl: brokerUrl(opts, c),
+        ...(opts.heartbeat !== undefined && { heartbeatSecsOverride: opts.heartbeat }),
+        logger: opts.quiet ? () => {} : (line) => console.log(`[${label(c.id)}] ${line}`),
+        startTimeoutMs: 15_000,
+      }),
+  );
+
+  const started: SimDevice[] = [];
+  const failed: { dev: SimDevice; why: string }[] = [];
+  const t0 = Date.now();
+  await inBatches(devices, 50, async (dev) => {
+    try {
+      await dev.start();
+      started.push(dev);
+    } catch (err) {
+      const why = err instanceof SimConnectError ? `${err.message}` : err instanceof Error ? err.message : String(err);
+      failed.push({ dev, why });
+      console.log(`[${label(dev.id)}] could not connect: ${why}`);
+    }
+  });
+  if (started.length === 0) {
+    console.log(`simulator: no device could connect to ${devices[0] ? brokerUrl(opts, creds[0]!) : 'the broker'}`);
+    return 1;
+  }
+  console.log(
+    `${started.length} device(s) connected in ${Date.now() - t0} ms` +
+      (failed.length ? `, ${failed.length} failed` : '') +
+      (opts.duration ? `; stopping in ${opts.duration} s` : opts.crashAfter ? '' : '; Ctrl-C to stop'),
+  );
+
+  const mode = await new Promise<'graceful' | 'crash'>((resolve) => {
+    if (opts.duration) setTimeout(() => resolve('graceful'), opts.duration * 1000).unref();
+    if (opts.crashAfter) setTimeout(() => resolve('crash'), opts.crashAfter * 1000).unref();
+    let signals = 0;
+    const onSignal = (sig: NodeJS.Signals): void => {
+      signals++;
+      if (signals > 1) {
+        console.log(`${sig} again: quitting without a clean stop`);
+        process.exit(130);
+      }
+      console.log(`${sig}: stopping ${started.length} device(s) gracefully (again to quit at once)`);
+      resolve('graceful');
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+
+  if (mode === 'crash') console.log(`crash-after: cutting ${started.length} connection(s) without DISCONNECT (the broker publishes the wills)`);
+  await inBatches(started, 100, (dev) => (mode === 'crash' ? dev.crash() : dev.stop({ graceful: true })));
+  printSummary(devices, failed.map((f) => f.dev), Date.now() - t0);
+  return 0;
+}
+
+function printSummary(devices: SimDevice[], failed: SimDevice[], elapsedMs: number): void {
+  const rows = devices.map((d) => {
+    const c = d.counters;
+    const last = d.transitions.filter((t) => t.to !== 'OFFLINE').at(-1);
+    return {
+      device: label(d.id),
+      kind: d.kind === 'transmitter' ? 'tx' : 'player',
+      final: failed.includes(d) ? 'NOT CONNECTED' : `${d.status}`,
+      last_live: last ? `${last.to} (${last.reason})` : '-',
+      cfg: String(d.configVersion),
+      conn: `${c.connects}/${c.disconnects}`,
+      hb: String(c.heartbeats),
+      cmds: `${c.commands}/${c.acks}`,
+      logs: `${c.logsSent}/${c.logsDropped}`,
+      bad: String(c.malformedConfigs + c.malformedCommands + c.malformedBroadcasts),
+    };
+  });
+  const headers = { device: 'device', kind: 'kind', final: 'final', last_live: 'last live state', cfg: 'cfg v', conn: 'conn/disc', hb: 'hb', cmds: 'cmd/ack', logs: 'log sent/drop', bad: 'malformed' };
+  const keys = Object.keys(headers) as (keyof typeof headers)[];
+  const width = (k: keyof typeof headers): number => Math.max(headers[k].length, ...rows.map((r) => r[k].length));
+  const line = (r: Record<keyof typeof headers, string>): string => keys.map((k) => r[k].padEnd(width(k))).join('  ').trimEnd();
+  console.log(`\nsummary after ${(elapsedMs / 1000).toFixed(1)} s`);
+  console.log(line(headers));
+  for (const r of rows) console.log(line(r));
+
+  const byState = new Map<string, number>();
+  for (const d of devices) {
+    if (failed.includes(d)) continue;
+    const last = d.transitions.filter((t) => t.to !== 'OFFLINE').at(-1);
+    const s: DeviceStatus | '-' = last?.to ?? '-';
+    byState.set(s, (byState.get(s) ?? 0) + 1);
+  }
+  const totals = devices.reduce(
+    (acc, d) => {
+      const c = d.counters;
+      acc.transitions += c.transitions;
+      acc.heartbeats += c.heartbeats;
+      acc.commands += c.commands;
+      acc.acks += c.acks;
+      acc.logs += c.logsSent;
+      acc.reconnects += c.reconnects;
+      return acc;
+    },
+    { transitions: 0, heartbeats: 0, commands: 0, acks: 0, logs: 0, reconnects: 0 },
+  );
+  console.log(
+    `\n${devices.length} device(s), ${failed.length} never connected; last live state: ` +
+      ([...byState].map(([s, n]) => `${s} ${n}`).join(', ') || '-') +
+      `\ntransitions ${totals.transitions}, heartbeats ${totals.heartbeats}, commands ${totals.commands} (acks ${totals.acks}), ` +
+      `log lines ${totals.logs}, reconnects ${totals.reconnects}`,
+  );
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      console.error(`simulator: ${err.message} (see --help)`);
+      process.exit(2);
+    }
+    console.error(`simulator: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,101 @@
+import type { Db } from '../platform/db.ts';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { BroadcastRow, DeliveryReport } from './broadcasts.ts';
+import type { Commands } from '../devices/commands.ts';
+import { topics, type DeviceLink } from '../devices/device-link.ts';
+import type { DeviceStore } from '../devices/devices.ts';
+import type { Logger } from '../platform/log.ts';
+import type { MosqueStore } from '../mosques/mosques.ts';
+import type { PushOutbox } from './push-outbox.ts';
+
+/** How long after the start a device's new status still counts for the report. */
+export const REPORT_WINDOW_SECONDS = 120;
+
+const TOGGLE = { azaan: 'notify_azaan', jummah: 'notify_jummah', waaz: 'notify_waaz', announcement: 'notify_announcement' } as const;
+
+/** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures (seed). */
+export function outcomeOf(status: string): keyof Omit<DeliveryReport, 'push'> {
+  switch (status) {
+    case 'PLAYING': return 'playing';
+    case 'UNBOUND': return 'unbound';
+    case 'MUTED': return 'muted';
+    case 'OFFLINE':
+    case 'UNKNOWN': return 'offline';
+    case 'STREAM_ERROR': return 'stream_error';
+    default: return 'other';
+  }
+}
+
+/**
+ * A broadcast reaches the mosque: broadcast_start to its transmitters, the start event on the mosque's
+ * broadcast topic (which only leased players receive), and Web Push to approved members whose toggle for
+ * that kind is on. Stop does the reverse. The delivery report is read from the device timeline.
+ */
+export function createFanout(deps: {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  devices: DeviceStore;
+  mosques: MosqueStore;
+  commands: Commands;
+  outbox: PushOutbox;
+  link: () => DeviceLink;
+}) {
+  const recipientsByKind = Object.fromEntries(
+    Object.entries(TOGGLE).map(([kind, toggle]) => [
+      kind,
+      deps.db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`),
+    ]),
+  );
+  // Each device's latest status up to a time (within the window after the start, or else the one it was
+  // in at the start), for all the mosque's devices in one statement.
+  const statusesAsOf = deps.db.prepare<[number, string], { status: string | null }>(
+    `SELECT (SELECT e.to_status FROM mosque_device_events e WHERE e.device_id = d.id AND e.kind = 'status' AND e.at <= ?
+             ORDER BY e.id DESC LIMIT 1) AS status
+     FROM devices d WHERE d.mosque_id = ?`,
+  );
+
+  function announce(b: BroadcastRow, action: 'start' | 'stop'): void {
+    const streamUrl = deps.mosques.findById(b.mosque_id)?.stream_url ?? null;
+    const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
+    // Retained, so a leased player that (re)connects during the broadcast learns it is on.
+    deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
+    const name = action === 'start' ? 'broadcast_start' : 'broadcast_stop';
+    for (const row of deps.devices.listTransmitters(b.mosque_id)) {
+      deps.commands.dispatch(row.id, name, { broadcast_id: b.id, kind: b.kind, ...(b.prayer && { prayer: b.prayer }) });
+    }
+  }
+
+  return {
+    onStart(b: BroadcastRow): void {
+      announce(b, 'start');
+      // The players hear the azaan first: queueing a push per member's subscription waits for the next turn
+      // of the event loop, after aedes has begun the fan-out the start event set off.
+      setImmediate(() => {
+        const users = recipientsByKind[b.kind]!.all(b.mosque_id).map((r) => r.user_id);
+        const mosque = deps.mosques.findById(b.mosque_id);
+        const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
+        deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer });
+        void deps.outbox.drain();
+      });
+    },
+
+    onStop(b: BroadcastRow): void {
+      announce(b, 'stop');
+    },
+
+    /** Each device's latest status in the window after the start, or the status it was in at the start. */
+    report(b: BroadcastRow): DeliveryReport {
+      const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: deps.outbox.report(b.id) };
+      // Timeline times are whole seconds: a status in the stop's own second is the device's reaction to
+      // the stop (PLAYING -> ONLINE), not the outcome of the broadcast, so the window ends just before it
+      // (a broadcast stopped within its first second keeps that second).
+      const stopBound = b.stopped_at === null ? Number.MAX_SAFE_INTEGER : b.stopped_at - 1;
+      const windowEnd = Math.max(b.started_at, Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, toUnixSeconds(deps.clock())));
+      for (const { status } of statusesAsOf.all(windowEnd, b.mosque_id)) report[outcomeOf(status ?? 'UNKNOWN')]++;
+      return report;
+    },
+  };
+}
+
+export type Fanout = ReturnType<typeof createFanout>;

@@ -1,0 +1,100 @@
+import crypto from 'node:crypto';
+import type { Db } from '../platform/db.ts';
+import type { ActivityLog } from '../mosques/activity.ts';
+import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
+import { fail, ok, type Result } from '../platform/failure.ts';
+
+export const BROADCAST_KINDS = ['azaan', 'jummah', 'waaz', 'announcement'] as const;
+export type BroadcastKind = (typeof BROADCAST_KINDS)[number];
+
+/** contract 7: counts per outcome over the mosque's devices, plus push deliveries. */
+export interface DeliveryReport {
+  playing: number;
+  unbound: number;
+  muted: number;
+  offline: number;
+  stream_error: number;
+  other: number;
+  push: { queued: number; sent: number; failed: number };
+}
+
+export interface BroadcastRow {
+  id: string;
+  mosque_id: string;
+  kind: BroadcastKind;
+  prayer: string | null;
+  title: string | null;
+  status: 'live' | 'stopped';
+  started_by: string | null;
+  started_at: number;
+  stopped_by: string | null;
+  stopped_at: number | null;
+}
+
+/** The HTTP shape: the row with ISO-8601 times. */
+export type Broadcast = Omit<BroadcastRow, 'started_at' | 'stopped_at'> & { started_at: string; stopped_at: string | null };
+
+/** The record without its delivery report, which is read from the device timeline (src/broadcasts/broadcast-fanout.ts). */
+export function toBroadcast(row: BroadcastRow): Broadcast {
+  return { ...row, started_at: toIsoString(row.started_at), stopped_at: row.stopped_at === null ? null : toIsoString(row.stopped_at) };
+}
+
+export interface StartBroadcast {
+  kind: BroadcastKind;
+  prayer: string | null;
+  title: string | null;
+}
+
+/**
+ * The record of a broadcast and its activity entries. Reaching devices and members (fan-out, delivery
+ * report) is src/broadcasts/broadcast-fanout.ts's: it listens through `onStart` / `onStop`.
+ */
+export function createBroadcasts(deps: {
+  db: Db;
+  clock: Clock;
+  activity: ActivityLog;
+  onStart?: (b: BroadcastRow) => void;
+  onStop?: (b: BroadcastRow) => void;
+}) {
+  const { db, activity } = deps;
+  const byId = db.prepare<[string, string], BroadcastRow>('SELECT * FROM broadcasts WHERE id = ? AND mosque_id = ?');
+  const live = db.prepare<[string], BroadcastRow>("SELECT * FROM broadcasts WHERE mosque_id = ? AND status = 'live'");
+  const insert = db.prepare(
+    `INSERT INTO broadcasts (id, mosque_id, kind, prayer, title, status, started_by, started_at) VALUES (?, ?, ?, ?, ?, 'live', ?, ?)`,
+  );
+  const stop = db.prepare("UPDATE broadcasts SET status = 'stopped', stopped_by = ?, stopped_at = ? WHERE id = ?");
+  const page = db.prepare<[string, number], BroadcastRow>('SELECT * FROM broadcasts WHERE mosque_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?');
+  const now = () => toUnixSeconds(deps.clock());
+
+  return {
+    find: (mosqueId: string, id: string) => byId.get(id, mosqueId) ?? null,
+    list: (mosqueId: string, limit: number) => page.all(mosqueId, limit),
+
+    /** One live broadcast per mosque at a time: a second start while one is live is a conflict. */
+    start(mosqueId: string, input: StartBroadcast, actorId: string): Result<BroadcastRow> {
+      const started = db.transaction((): Result<BroadcastRow> => {
+        if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
+        const id = crypto.randomUUID();
+        insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now());
+        activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data: { kind: input.kind, prayer: input.prayer } });
+        return ok(byId.get(id, mosqueId)!);
+      })();
+      if (started.ok) deps.onStart?.(started.value);
+      return started;
+    },
+
+    /** Stopping a stopped broadcast changes nothing and answers the record. */
+    stop(broadcast: BroadcastRow, actorId: string): BroadcastRow {
+      if (broadcast.status === 'stopped') return broadcast;
+      db.transaction(() => {
+        stop.run(actorId, now(), broadcast.id);
+        activity.record({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
+      })();
+      const stopped = byId.get(broadcast.id, broadcast.mosque_id)!;
+      deps.onStop?.(stopped);
+      return stopped;
+    },
+  };
+}
+
+export type Broadcasts = ReturnType<typeof createBroadcasts>;

@@ -1,0 +1,96 @@
+import type { Db } from '../platform/db.ts';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { Logger } from '../platform/log.ts';
+import type { PushSubscriptions } from './push-subscriptions.ts';
+
+/** The edge that talks to push services (notify/webpush.ts): one attempt at one delivery. */
+export interface PushSender {
+  send(subscription: { endpoint: string; p256dh: string; auth: string }, payload: string): Promise<{ ok: true } | { ok: false; gone: boolean; error: string }>;
+}
+
+export const MAX_PUSH_ATTEMPTS = 8;
+const BATCH = 50;
+
+interface OutboxRow {
+  id: number;
+  user_id: string;
+  endpoint: string;
+  payload: string;
+  attempts: number;
+}
+
+/**
+ * Web Push through a durable outbox: every delivery is a row before anything is sent, so a restart loses
+ * none; failures retry with exponential backoff (5 s, 10 s, ... at most an hour); a subscription the push
+ * service reports gone (404/410) is removed.
+ */
+export function createPushOutbox(deps: { db: Db; clock: Clock; sender: PushSender; subscriptions: PushSubscriptions; logger: Logger }) {
+  const { db } = deps;
+  const insert = db.prepare(
+    `INSERT INTO push_outbox (broadcast_id, user_id, endpoint, payload, status, next_attempt_at, created_at, updated_at)
+     VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)`,
+  );
+  const due = db.prepare<[number, number], OutboxRow>(
+    "SELECT id, user_id, endpoint, payload, attempts FROM push_outbox WHERE status = 'queued' AND next_attempt_at <= ? ORDER BY id LIMIT ?",
+  );
+  const claim = db.prepare("UPDATE push_outbox SET attempts = attempts + 1, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'");
+  const settle = db.prepare('UPDATE push_outbox SET status = ?, last_error = ?, updated_at = ? WHERE id = ?');
+  const noteError = db.prepare('UPDATE push_outbox SET last_error = ? WHERE id = ?');
+  const counts = db.prepare<[string], { status: string; n: number }>('SELECT status, count(*) AS n FROM push_outbox WHERE broadcast_id = ? GROUP BY status');
+  const now = () => toUnixSeconds(deps.clock());
+  const backoff = (attempts: number) => Math.min(3600, 5 * 2 ** (attempts - 1));
+  let draining: Promise<void> | null = null;
+
+  async function deliver(row: OutboxRow): Promise<void> {
+    const sub = deps.subscriptions.find(row.endpoint);
+    if (!sub) return void settle.run('failed', 'subscription removed', now(), row.id);
+    const result = await deps.sender.send(sub, row.payload).catch((err: Error) => ({ ok: false as const, gone: false, error: err.message }));
+    if (result.ok) return void settle.run('sent', null, now(), row.id);
+    if (result.gone) {
+      deps.subscriptions.forget(row.endpoint);
+      return void settle.run('failed', 'gone', now(), row.id);
+    }
+    if (row.attempts + 1 >= MAX_PUSH_ATTEMPTS) settle.run('failed', result.error.slice(0, 500), now(), row.id);
+    else noteError.run(result.error.slice(0, 500), row.id);
+  }
+
+  async function drainOnce(): Promise<void> {
+    const rows = due.all(now(), BATCH);
+    // Claim first: the next attempt time moves out, so an overlapping drain does not send the same row twice.
+    for (const row of rows) claim.run(now() + backoff(row.attempts + 1), now(), row.id);
+    await Promise.all(rows.map(deliver));
+  }
+
+  return {
+    /** One row per subscription of each recipient, in one transaction. Returns how many were queued. */
+    enqueue(broadcastId: string | null, userIds: string[], payload: Record<string, unknown>): number {
+      const body = JSON.stringify(payload);
+      return db.transaction(() => {
+        let queued = 0;
+        for (const userId of userIds) {
+          for (const sub of deps.subscriptions.listForUser(userId)) {
+            insert.run(broadcastId, userId, sub.endpoint, body, now(), now(), now());
+            queued++;
+          }
+        }
+        return queued;
+      })();
+    },
+
+    /** Sends what is due; overlapping calls share one run. */
+    drain(): Promise<void> {
+      draining ??= drainOnce().finally(() => {
+        draining = null;
+      });
+      return draining;
+    },
+
+    report(broadcastId: string): { queued: number; sent: number; failed: number } {
+      const out = { queued: 0, sent: 0, failed: 0 };
+      for (const { status, n } of counts.all(broadcastId)) out[status as keyof typeof out] = n;
+      return out;
+    },
+  };
+}
+
+export type PushOutbox = ReturnType<typeof createPushOutbox>;

@@ -1,0 +1,110 @@
+import crypto from 'node:crypto';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { DeviceLink } from './device-link.ts';
+import { topics } from './device-link.ts';
+import { fail, ok, type Result } from '../platform/failure.ts';
+import type { Logger } from '../platform/log.ts';
+import type { Timeline } from './timeline.ts';
+
+export const COMMANDS = {
+  transmitter: ['get_state', 'ping', 'play_test', 'identify', 'diag_bundle'],
+  stream_player: ['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque'],
+} as const;
+export const DEFAULT_TIMEOUT_MS = 10_000;
+export const MAX_TIMEOUT_MS = 30_000;
+
+export interface Ack {
+  id: string;
+  name: string;
+  ok: boolean;
+  result?: unknown;
+  error?: unknown;
+}
+
+export interface CommandOutcome {
+  command_id: string;
+  name: string;
+  ok: boolean;
+  result: unknown;
+  rtt_ms: number;
+}
+
+interface Pending {
+  deviceId: string;
+  name: string;
+  sentAt: number;
+  settle: (ack: Ack | null) => void;
+}
+
+/**
+ * Commands to devices and their acknowledgements (contract 7 and 8): published at QoS 1 on the device's
+ * cmd topic and correlated by id; a late, duplicate or foreign ack is ignored. Every command and its
+ * outcome goes to the device timeline with the actor.
+ */
+export function createCommands(deps: { link: () => DeviceLink; timeline: Timeline; clock: Clock; logger: Logger; mosqueOf: (id: string) => string | null }) {
+  const pending = new Map<string, Pending>();
+
+  function publish(deviceId: string, id: string, name: string, args: Record<string, unknown>, ttlSeconds: number) {
+    const ts = toUnixSeconds(deps.clock());
+    return deps.link().publish(topics.cmd(deviceId), { v: '1.0', id, name, args, ts, expires_at: ts + ttlSeconds }, { qos: 1, retain: false });
+  }
+
+  return {
+    /** Sends and waits for the ack: device_offline at once when not connected, device_timeout when no ack comes. */
+    async send(deviceId: string, name: string, args: Record<string, unknown>, opts: { timeoutMs: number; actorUserId: string | null }): Promise<Result<CommandOutcome>> {
+      const mosqueId = deps.mosqueOf(deviceId);
+      if (!deps.link().isConnected(deviceId)) return fail('device_offline');
+      const id = crypto.randomUUID();
+      deps.timeline.record({ deviceId, mosqueId, kind: 'command_sent', actorUserId: opts.actorUserId, detail: { command_id: id, name, args } });
+      const started = performance.now();
+      const acked = new Promise<Ack | null>((resolve) => {
+        const timer = setTimeout(() => settle(null), opts.timeoutMs);
+        const settle = (ack: Ack | null) => {
+          clearTimeout(timer);
+          pending.delete(id);
+          resolve(ack);
+        };
+        pending.set(id, { deviceId, name, sentAt: started, settle });
+      });
+      await publish(deviceId, id, name, args, Math.ceil(opts.timeoutMs / 1000));
+      const ack = await acked;
+      const rtt = Math.round(performance.now() - started);
+      if (!ack) {
+        deps.timeline.record({ deviceId, mosqueId, kind: 'command_timeout', actorUserId: opts.actorUserId, detail: { command_id: id, name, timeout_ms: opts.timeoutMs } });
+        return fail('device_timeout');
+      }
+      deps.timeline.record({ deviceId, mosqueId, kind: 'command_acked', actorUserId: opts.actorUserId, reason: ack.ok ? null : String(ack.error ?? 'failed'), detail: { command_id: id, name, ok: ack.ok, rtt_ms: rtt } });
+      return ok({ command_id: id, name, ok: ack.ok, result: ack.ok ? ack.result ?? null : { error: ack.error ?? null }, rtt_ms: rtt });
+    },
+
+    /** Fire and forget (broadcast_start to a transmitter): the ack, if any, is noted in the timeline. */
+    dispatch(deviceId: string, name: string, args: Record<string, unknown>, ttlSeconds = 60): void {
+      const id = crypto.randomUUID();
+      const mosqueId = deps.mosqueOf(deviceId);
+      deps.timeline.record({ deviceId, mosqueId, kind: 'command_sent', detail: { command_id: id, name, args } });
+      pending.set(id, {
+        deviceId, name, sentAt: performance.now(),
+        settle: (ack) => {
+          pending.delete(id);
+          if (ack) deps.timeline.record({ deviceId, mosqueId, kind: 'command_acked', reason: ack.ok ? null : String(ack.error ?? 'failed'), detail: { command_id: id, name, ok: ack.ok } });
+        },
+      });
+      setTimeout(() => pending.get(id)?.settle(null), ttlSeconds * 1000).unref();
+      publish(deviceId, id, name, args, ttlSeconds).catch((err: Error) => deps.logger.warn({ device_id: deviceId, name, err: err.message }, 'command publish failed'));
+    },
+
+    /** An ack from the broker: only the device the command went to, with the same id and name, settles it. */
+    onAck(deviceId: string, ack: Ack): void {
+      const p = pending.get(ack.id);
+      if (!p || p.deviceId !== deviceId || p.name !== ack.name) return;
+      p.settle(ack);
+    },
+
+    /** Settles everything still waiting (shutdown). */
+    close(): void {
+      for (const p of pending.values()) p.settle(null);
+    },
+  };
+}
+
+export type Commands = ReturnType<typeof createCommands>;

@@ -1,0 +1,144 @@
+import type { ActivityLog } from '../mosques/activity.ts';
+import type { Clock } from '../platform/clock.ts';
+import type { Config } from '../platform/config.ts';
+import type { Db } from '../platform/db.ts';
+import type { DeviceLink } from './device-link.ts';
+import { createDeviceService } from './device-service.ts';
+import { createDeviceStore, type DeviceRow } from './devices.ts';
+import type { Logger } from '../platform/log.ts';
+import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
+import { createTelemetry } from './telemetry.ts';
+import { createTimeline } from './timeline.ts';
+import { createEntitlement } from './entitlement.ts';
+import { createCommands } from './commands.ts';
+import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
+import type { MembershipChange, MembershipStatus } from '../mosques/memberships.ts';
+
+export const SWEEP_INTERVAL_MS = 1000;
+export const FLUSH_INTERVAL_MS = 2000;
+export const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+export const LEASE_CHECK_INTERVAL_MS = 30_000;
+
+/**
+ * The device plane's core: registry, telemetry (presence, heartbeats, logs), timeline and the device
+ * service, plus the one sweep for stale devices, the batched flush and the timeline pruning.
+ */
+export function createDevicePlane(deps: {
+  db: Db;
+  clock: Clock;
+  config: Config;
+  logger: Logger;
+  mosques: MosqueStore;
+  activity: ActivityLog;
+  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  membershipRemoved: (mosqueId: string, userId: string) => boolean;
+}) {
+  const { db, clock, logger } = deps;
+  const devices = createDeviceStore(db, clock);
+  const timeline = createTimeline(db, clock);
+  const telemetry = createTelemetry({ db, clock, devices, timeline, logger });
+  const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
+  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours });
+  let link: DeviceLink | null = null;
+  const service = createDeviceService({
+    db, devices, timeline, telemetry, logger,
+    resolveBinding: entitlement.binding,
+    onDeleted: entitlement.forget,
+    link: () => {
+      if (!link) throw new Error('device link used before the broker was attached');
+      return link;
+    },
+  });
+
+  const commands = createCommands({
+    link: () => service.link(), timeline, clock, logger,
+    mosqueOf: (id) => devices.info(id)?.mosqueId ?? null,
+  });
+
+  /** Pushes a new config to every player whose entitlement no longer matches the lease it holds. */
+  const reconcile = (rows: DeviceRow[], reason: string) => {
+    for (const row of rows) if (row.kind === 'stream_player' && entitlement.isStale(row)) service.refreshConfig(row.id, reason);
+  };
+  const renewLeases = () => {
+    for (const id of entitlement.dueForRenewal()) if (telemetry.isConnected(id)) service.refreshConfig(id, 'lease_renewal');
+  };
+
+  const every = (ms: number, what: string, fn: () => void) => {
+    const timer = setInterval(() => {
+      try {
+        fn();
+      } catch (err) {
+        logger.error({ err: (err as Error).message }, `${what} failed`);
+      }
+    }, ms);
+    timer.unref();
+    return timer;
+  };
+  const prune = () => {
+    const removed = timeline.prune(deps.config.deviceEventsRetentionDays, deps.config.deviceEventsMaxPerDevice);
+    if (removed > 0) logger.info({ removed }, 'device timeline pruned');
+  };
+  let timers: NodeJS.Timeout[] = [];
+
+  return {
+    devices,
+    timeline,
+    telemetry,
+    service,
+    entitlement,
+    signer,
+    commands,
+    attach(deviceLink: DeviceLink): void {
+      link = deviceLink;
+    },
+    start(): void {
+      prune();
+      timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
+    },
+    stop(): void {
+      commands.close();
+      for (const t of timers) clearInterval(t);
+      timers = [];
+      telemetry.flush();
+    },
+
+    /** A mosque is going away: its transmitters go with it; its players become unbound (config pushed). */
+    beforeMosqueDelete(mosqueId: string): () => void {
+      const rows = devices.listForMosque(mosqueId);
+      for (const row of rows) if (row.kind === 'transmitter') service.delete(row);
+      const players = rows.filter((r) => r.kind === 'stream_player').map((r) => r.id);
+      return () => players.forEach((id) => service.refreshConfig(id, 'mosque_deleted'));
+    },
+
+    /** A user is going away: the database removes their devices; cut those off and forget them. */
+    beforeUserDelete(userId: string): () => void {
+      const owned = devices.listForOwner(userId).map((r) => r.id);
+      return () => service.forgetRemoved(owned);
+    },
+
+    /** A mosque's stream_url changed: its transmitters' and entitled players' configs carry it. */
+    mosqueUpdated(before: MosqueRow, after: MosqueRow): void {
+      if (before.stream_url === after.stream_url) return;
+      for (const row of devices.listForMosque(after.id)) {
+        if (row.kind === 'transmitter' || entitlement.lease(row.id)) service.refreshConfig(row.id, 'stream_url_changed');
+      }
+    },
+
+    /** Approval, ban, rejection, removal: the owner's players in that mosque get their new config at once. */
+    membershipChanged(change: MembershipChange): void {
+      const { user_id, mosque_id } = change.membership;
+      const players = devices.listForOwner(user_id).filter((r) => r.mosque_id === mosque_id);
+      reconcile(players, change.removed ? 'membership_removed' : `membership_${change.membership.status}`);
+    },
+
+    /** A device authenticated: a player whose lease is missing, stale or half spent gets a fresh config. */
+    deviceConnected(id: string): void {
+      const row = devices.findById(id);
+      if (!row) return;
+      if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) service.refreshConfig(id, 'reconnected');
+      else service.ensureConfigPublished(id);
+    },
+  };
+}
+
+export type DevicePlane = ReturnType<typeof createDevicePlane>;

@@ -1,0 +1,128 @@
+import type { Db } from '../platform/db.ts';
+import { configPayload, type Binding, type DeviceKind, type DeviceSettings } from './device-config.ts';
+import { topics, type DeviceLink } from './device-link.ts';
+import type { DeviceRow, DeviceStore } from './devices.ts';
+import type { Logger } from '../platform/log.ts';
+import type { Telemetry } from './telemetry.ts';
+import type { Timeline } from './timeline.ts';
+
+export interface Registered {
+  row: DeviceRow;
+  password: string;
+}
+
+/** How the config of a device is completed beyond its own row: mosque, stream and lease (src/devices/entitlement.ts). */
+export type BindingResolver = (row: DeviceRow) => Binding;
+
+/**
+ * Device registry operations with their side effects on the wire: every change of what a device should
+ * know republishes its retained config at once; rotation and deletion close a live connection at once.
+ */
+export function createDeviceService(deps: {
+  db: Db;
+  devices: DeviceStore;
+  timeline: Timeline;
+  telemetry: Telemetry;
+  link: () => DeviceLink;
+  logger: Logger;
+  resolveBinding: BindingResolver;
+  onDeleted?: (id: string) => void;
+}) {
+  const { devices, timeline } = deps;
+  const published = new Set<string>();
+
+
+  function configOf(row: DeviceRow): Record<string, unknown> {
+    return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, deps.resolveBinding(row));
+  }
+
+  /** Publishes the retained config; a failure is logged, the device gets it on its next connect. */
+  function pushConfig(row: DeviceRow): void {
+    published.add(row.id);
+    deps.link().publish(topics.config(row.id), configOf(row), { qos: 1, retain: true }).catch((err: Error) => {
+      published.delete(row.id);
+      deps.logger.warn({ device_id: row.id, err: err.message }, 'config publish failed; it goes out on the next connect');
+    });
+  }
+
+  /** Clears what the broker retains for a device that no longer exists. */
+  function clearRetained(id: string): void {
+    for (const topic of [topics.config(id), topics.status(id)]) {
+      deps.link().publish(topic, '', { qos: 1, retain: true }).catch(() => undefined);
+    }
+  }
+
+  return {
+    link: () => deps.link(),
+    configOf,
+    pushConfig,
+
+    /** Called when a device authenticates: after a restart the broker may have lost the retained config. */
+    ensureConfigPublished(id: string): void {
+      if (published.has(id)) return;
+      const row = devices.findById(id);
+      if (row) pushConfig(row);
+    },
+
+    register(kind: DeviceKind, name: string | null, mosqueId: string | null, ownerUserId: string | null, actorId: string): Registered {
+      const registered = deps.db.transaction(() => {
+        const r = devices.create({ kind, name, mosqueId, ownerUserId });
+        timeline.record({ deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: actorId, detail: { kind, name } });
+        return r;
+      })();
+      pushConfig(registered.row);
+      return registered;
+    },
+
+    update(row: DeviceRow, change: { name?: string | null; mosqueId?: string | null; settings?: DeviceSettings }, actorId: string): DeviceRow {
+      const updated = deps.db.transaction(() => {
+        const u = devices.update(row.id, change);
+        if (u.config_version !== row.config_version) {
+          timeline.record({ deviceId: row.id, mosqueId: u.mosque_id, kind: 'config_changed', actorUserId: actorId, detail: { config_version: u.config_version, ...(change.mosqueId !== undefined && { mosque_id: change.mosqueId }) } });
+        }
+        return u;
+      })();
+      if (updated.config_version !== row.config_version) pushConfig(updated);
+      return updated;
+    },
+
+    /** Something outside the row changed what the config says (mosque stream, entitlement). */
+    refreshConfig(id: string, reason: string): void {
+      const row = devices.findById(id);
+      if (!row) return;
+      const bumped = devices.bumpConfigVersion(id);
+      timeline.record({ deviceId: id, mosqueId: bumped.mosque_id, kind: 'config_changed', reason, detail: { config_version: bumped.config_version } });
+      pushConfig(bumped);
+    },
+
+    rotateCredentials(row: DeviceRow, actorId: string): string {
+      const password = devices.rotateSecret(row.id);
+      timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
+      deps.link().disconnect(row.id);
+      return password;
+    },
+
+    delete(row: DeviceRow): void {
+      deps.onDeleted?.(row.id);
+      devices.delete(row.id);
+      deps.telemetry.forget(row.id);
+      published.delete(row.id);
+      deps.link().disconnect(row.id);
+      clearRetained(row.id);
+    },
+
+    /** Devices removed by the database itself (their owner was deleted): forget them and cut them off. */
+    forgetRemoved(ids: string[]): void {
+      for (const id of ids) {
+        deps.onDeleted?.(id);
+        devices.forget(id);
+        deps.telemetry.forget(id);
+        published.delete(id);
+        deps.link().disconnect(id);
+        clearRetained(id);
+      }
+    },
+  };
+}
+
+export type DeviceService = ReturnType<typeof createDeviceService>;

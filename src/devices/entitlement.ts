@@ -1,0 +1,132 @@
+import type { Db } from '../platform/db.ts';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { Binding } from './device-config.ts';
+import type { DeviceRow, DeviceStore } from './devices.ts';
+import type { LeaseSigner } from './leases.ts';
+import type { MembershipStatus } from '../mosques/memberships.ts';
+import type { MosqueStore } from '../mosques/mosques.ts';
+
+export type UnboundReason = 'no_mosque' | 'awaiting_approval' | 'membership_lapsed' | 'lease_expired';
+
+export type Decision =
+  | { entitled: true; mosqueId: string }
+  | { entitled: false; reason: UnboundReason; decidingField: string };
+
+/**
+ * Seed "Entitlement": a stream player may hear its mosque's azaan only while it is enabled, bound to a
+ * mosque, and its owner's membership there is approved. Pure; the lease is checked apart.
+ */
+export function decide(device: Pick<DeviceRow, 'mosque_id' | 'enabled'>, membership: MembershipStatus | null, removed = false): Decision {
+  if (device.enabled !== 1) return { entitled: false, reason: 'membership_lapsed', decidingField: 'device.enabled' };
+  if (device.mosque_id === null) return { entitled: false, reason: 'no_mosque', decidingField: 'device.mosque_id' };
+  // A membership an admin removed has lapsed; one that never existed is still awaited.
+  if (membership === null && removed) return { entitled: false, reason: 'membership_lapsed', decidingField: 'membership.status' };
+  if (membership === null || membership === 'pending') return { entitled: false, reason: 'awaiting_approval', decidingField: 'membership.status' };
+  if (membership !== 'approved') return { entitled: false, reason: 'membership_lapsed', decidingField: 'membership.status' };
+  return { entitled: true, mosqueId: device.mosque_id };
+}
+
+export interface Lease {
+  mosqueId: string;
+  expiresAt: number;
+}
+
+interface Deps {
+  db: Db;
+  clock: Clock;
+  devices: DeviceStore;
+  mosques: MosqueStore;
+  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  /** Whether the user's membership of the mosque was removed (and not re-created since). */
+  membershipRemoved: (mosqueId: string, userId: string) => boolean;
+  signer: LeaseSigner;
+  ttlHours: number;
+}
+
+/**
+ * Leases held by stream players, in memory for the broker's per-packet checks. A lease is issued with
+ * every config of an entitled player and dropped the moment entitlement ends, so `holdsLease` (asked on
+ * every delivery to a player) turns false at once, before the new config even reaches the device.
+ */
+export function createEntitlement(deps: Deps) {
+  const leases = new Map<string, Lease>();
+  const saveLease = deps.db.prepare('UPDATE devices SET lease_expires_at = ? WHERE id = ?');
+  const leased = deps.db.prepare<[], { id: string; mosque_id: string; lease_expires_at: number }>(
+    "SELECT id, mosque_id, lease_expires_at FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
+  );
+  const nowSeconds = () => toUnixSeconds(deps.clock());
+  const ttlSeconds = deps.ttlHours * 3600;
+
+  const decisionFor = (row: DeviceRow): Decision => {
+    if (!row.mosque_id || !row.owner_user_id) return decide(row, null);
+    const status = deps.membershipStatus(row.mosque_id, row.owner_user_id);
+    return decide(row, status, status === null && deps.membershipRemoved(row.mosque_id, row.owner_user_id));
+  };
+
+  /** Leases from the database that still stand (at start, and with several processes, periodically). */
+  const reloadAll = () => {
+    leases.clear();
+    for (const row of leased.all()) {
+      const device = deps.devices.findById(row.id);
+      if (device && decisionFor(device).entitled && row.lease_expires_at > nowSeconds()) leases.set(row.id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at });
+    }
+  };
+  reloadAll();
+
+  function revoke(id: string): void {
+    if (leases.delete(id)) saveLease.run(null, id);
+  }
+
+  return {
+    reloadAll,
+    decisionFor,
+    lease: (id: string) => leases.get(id) ?? null,
+
+    /** The broker's check, synchronous and from memory. */
+    holdsLease(id: string, mosqueId: string): boolean {
+      const lease = leases.get(id);
+      return lease !== undefined && lease.mosqueId === mosqueId && lease.expiresAt > nowSeconds();
+    },
+
+    /** What a device's config says beyond its own settings; issues a fresh lease to an entitled player. */
+    binding(row: DeviceRow): Binding {
+      const mosque = row.mosque_id ? deps.mosques.findById(row.mosque_id) : null;
+      if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: null, unbound_reason: null };
+      const decision = decisionFor(row);
+      if (!decision.entitled) {
+        revoke(row.id);
+        return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
+      }
+      const issuedAt = nowSeconds();
+      const expiresAt = issuedAt + ttlSeconds;
+      leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt });
+      saveLease.run(expiresAt, row.id);
+      const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
+      return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
+    },
+
+    /** Whether the player's entitlement differs from the lease it holds (so its config must change now). */
+    isStale(row: DeviceRow): boolean {
+      const decision = decisionFor(row);
+      const lease = leases.get(row.id);
+      if (!decision.entitled) return lease !== undefined;
+      return lease === undefined || lease.mosqueId !== decision.mosqueId;
+    },
+
+    /** Leases past half their life: renewed while the player is connected and entitled, well before expiry. */
+    dueForRenewal(): string[] {
+      const horizon = nowSeconds() + ttlSeconds / 2;
+      return [...leases].filter(([, l]) => l.expiresAt <= horizon).map(([id]) => id);
+    },
+
+    /** The same question for one player, in constant time (asked on every CONNECT). */
+    isDue(id: string): boolean {
+      const lease = leases.get(id);
+      return lease !== undefined && lease.expiresAt <= nowSeconds() + ttlSeconds / 2;
+    },
+
+    forget: revoke,
+  };
+}
+
+export type Entitlement = ReturnType<typeof createEntitlement>;

@@ -1,0 +1,293 @@
+import type { Db } from '../platform/db.ts';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { DeviceStore } from './devices.ts';
+import type { Logger } from '../platform/log.ts';
+import type { Timeline } from './timeline.ts';
+
+/** Typed device payloads; their shapes are validated at the broker edge (broker/payloads.ts). */
+export interface StatusReport {
+  v: '1.0';
+  status: string;
+  prev?: string | undefined;
+  reason?: string | undefined;
+  fw?: string | undefined;
+  mac?: string | undefined;
+  ssid?: string | undefined;
+  ip?: string | undefined;
+  rssi?: number | undefined;
+  temp_c?: number | undefined;
+  uptime_s?: number | undefined;
+  config_version?: number | undefined;
+  detail?: Record<string, unknown> | undefined;
+  ts: number;
+}
+
+export interface HeartbeatReport {
+  v: '1.0';
+  status: string;
+  rssi?: number | undefined;
+  ip?: string | undefined;
+  uptime_s?: number | undefined;
+  free_heap?: number | undefined;
+  volume?: number | undefined;
+  config_version?: number | undefined;
+  ts: number;
+}
+
+export interface LogReport {
+  v: '1.0';
+  level: string;
+  msg: string;
+  ts: number;
+}
+
+export const LOG_MAX_BYTES = 512;
+export const LOG_MIN_INTERVAL_MS = 1000;
+export const LOGS_KEPT_PER_DEVICE = 500;
+export const STALE_AFTER_MISSED = 3;
+/** A device that keeps sending bad payloads is noted in its timeline at most this often. */
+const REJECTION_NOTE_INTERVAL_MS = 60_000;
+
+export interface DeviceCounters {
+  status_messages: number;
+  heartbeats: number;
+  logs_accepted: number;
+  logs_dropped: number;
+  payloads_rejected: number;
+  publishes_refused: number;
+  connects: number;
+}
+
+interface Live {
+  connection: object | null;
+  status: string;
+  lastSeenMs: number | null;
+  pendingHeartbeat: HeartbeatReport | null;
+  lastHeartbeat: HeartbeatReport | null;
+  lastLogMs: number;
+  lastNoteMs: { payload: number; publish: number };
+  counters: DeviceCounters;
+}
+
+const OVERLAY_FIELDS = ['rssi', 'ip', 'uptime_s', 'free_heap', 'volume', 'config_version'] as const;
+
+/** `base` with the fields `report` carries laid over it: the row's COALESCE rule, kept in memory. */
+function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusReport): HeartbeatReport {
+  const merged: HeartbeatReport = { ...(base ?? {}), v: report.v, status: report.status, ts: report.ts };
+  for (const key of OVERLAY_FIELDS) {
+    const value = (report as Partial<Pick<HeartbeatReport, (typeof OVERLAY_FIELDS)[number]>>)[key];
+    if (value !== undefined) (merged as unknown as Record<string, unknown>)[key] = value;
+  }
+  return merged;
+}
+
+const newLive = (status: string, lastSeenMs: number | null): Live => ({
+  connection: null, status, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0 }, counters: newCounters(),
+});
+
+const newCounters = (): DeviceCounters => ({ status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0 });
+
+export interface StatusChange {
+  deviceId: string;
+  from: string;
+  to: string;
+  reason: string | null;
+}
+
+/**
+ * What devices tell the backend, and whether they are there. Presence is tracked per connection (on a
+ * takeover, the old connection's disconnect arrives after the new one is up). Status transitions are
+ * written at once; heartbeats and logs live in memory and are flushed in batches, one transaction each.
+ */
+export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; onStatusChange?: (c: StatusChange) => void }) {
+  const { db, devices, timeline } = deps;
+  const writeStatus = db.prepare(
+    `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = @now,
+       fw = COALESCE(@fw, fw), mac = COALESCE(@mac, mac), ssid = COALESCE(@ssid, ssid), ip = COALESCE(@ip, ip),
+       rssi = COALESCE(@rssi, rssi), temp_c = COALESCE(@temp_c, temp_c), uptime_s = COALESCE(@uptime_s, uptime_s),
+       reported_config_version = COALESCE(@config_version, reported_config_version) WHERE id = @id`,
+  );
+  const writeHeartbeat = db.prepare(
+    `UPDATE devices SET last_seen_at = @last_seen, rssi = COALESCE(@rssi, rssi), ip = COALESCE(@ip, ip), uptime_s = COALESCE(@uptime_s, uptime_s),
+       free_heap = COALESCE(@free_heap, free_heap), volume = COALESCE(@volume, volume),
+       reported_config_version = COALESCE(@config_version, reported_config_version) WHERE id = @id`,
+  );
+  const touchOnly = db.prepare('UPDATE devices SET last_seen_at = ? WHERE id = ?');
+  const insertLog = db.prepare('INSERT INTO device_logs (device_id, at, ts, level, msg) VALUES (?, ?, ?, ?, ?)');
+  const trimLogs = db.prepare(
+    `DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+  );
+  const readLogs = db.prepare<[string, number], { at: number; ts: number | null; level: string; msg: string }>(
+    'SELECT at, ts, level, msg FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT ?',
+  );
+
+  const live = new Map<string, Live>();
+  for (const row of devices.listAll()) {
+    live.set(row.id, newLive(row.status, row.last_seen_at === null ? null : row.last_seen_at * 1000));
+  }
+  const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
+  const touched = new Set<string>();
+
+  const stateOf = (id: string): Live => {
+    let s = live.get(id);
+    if (!s) {
+      s = newLive(devices.findById(id)?.status ?? 'UNKNOWN', null);
+      live.set(id, s);
+    }
+    return s;
+  };
+  const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
+  const nowMs = () => deps.clock();
+
+  function transition(id: string, report: Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>, source: string): void {
+    const s = stateOf(id);
+    const from = s.status;
+    const reason = report.reason ?? null;
+    const now = toUnixSeconds(nowMs());
+    db.transaction(() => {
+      writeStatus.run({
+        id, status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), now,
+        fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
+        temp_c: report.temp_c ?? null, uptime_s: report.uptime_s ?? null, config_version: report.config_version ?? null,
+      });
+      if (from !== report.status) {
+        timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
+      }
+    })();
+    s.status = report.status;
+    if (from !== report.status) deps.onStatusChange?.({ deviceId: id, from, to: report.status, reason });
+  }
+
+  return {
+    connected(id: string, connection: object): void {
+      const s = stateOf(id);
+      s.connection = connection;
+      s.lastSeenMs = nowMs();
+      s.counters.connects++;
+      touched.add(id);
+      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
+    },
+
+    /** True when `connection` was the device's current one (a taken-over connection's goodbye is ignored). */
+    disconnected(id: string, connection: object, reason: string): boolean {
+      const s = live.get(id);
+      if (!s || s.connection !== connection) return false;
+      s.connection = null;
+      if (devices.info(id)) timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason });
+      return true;
+    },
+
+    isCurrent: (id: string, connection: object) => live.get(id)?.connection === connection,
+    isConnected: (id: string) => (live.get(id)?.connection ?? null) !== null,
+    lastSeenMs: (id: string) => live.get(id)?.lastSeenMs ?? null,
+    currentStatus: (id: string) => live.get(id)?.status ?? null,
+    /** The newest heartbeat, fresher than the row between flushes. */
+    lastHeartbeat: (id: string) => live.get(id)?.lastHeartbeat ?? null,
+    counters: (id: string): DeviceCounters => ({ ...(live.get(id)?.counters ?? newCounters()) }),
+
+    status(id: string, report: StatusReport): void {
+      const s = stateOf(id);
+      s.counters.status_messages++;
+      s.lastSeenMs = nowMs();
+      // The status is newer than any heartbeat held in memory: else the overlay (and the next flush) would
+      // put an older rssi, ip, uptime back over what this status just wrote.
+      if (s.pendingHeartbeat) s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
+      if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
+      transition(id, report, 'status');
+    },
+
+    /** A heartbeat repeats the status so a lost retained status recovers (seed). */
+    heartbeat(id: string, report: HeartbeatReport): void {
+      const s = stateOf(id);
+      s.counters.heartbeats++;
+      s.lastSeenMs = nowMs();
+      // Merged, not replaced: a heartbeat without rssi must not undo the rssi of one earlier in this flush window.
+      s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
+      s.lastHeartbeat = overlay(s.lastHeartbeat, report);
+      touched.add(id);
+      if (report.status !== s.status) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, 'heartbeat');
+    },
+
+    /**
+     * At most one log a second and 512 bytes each per device; the rest is dropped and counted, never queued.
+     * Logs are accepted only while enabled: a transmitter's log_enabled, a player's set_log_level until it expires.
+     */
+    log(id: string, report: LogReport, bytes: number): boolean {
+      const s = stateOf(id);
+      const now = nowMs();
+      s.lastSeenMs = now;
+      const info = devices.info(id);
+      const enabled = info !== null && (info.kind === 'transmitter' ? info.settings.log_enabled : (info.logUntil ?? 0) * 1000 > now);
+      if (!enabled || bytes > LOG_MAX_BYTES || now - s.lastLogMs < LOG_MIN_INTERVAL_MS) {
+        s.counters.logs_dropped++;
+        return false;
+      }
+      s.lastLogMs = now;
+      s.counters.logs_accepted++;
+      pendingLogs.push({ deviceId: id, at: toUnixSeconds(now), report });
+      return true;
+    },
+
+    /** A payload that failed its schema or size: counted, and noted in the timeline (at most once a minute). */
+    rejected(id: string, channel: string, reason: string, refusedTopic = false): void {
+      const s = stateOf(id);
+      if (refusedTopic) s.counters.publishes_refused++;
+      else s.counters.payloads_rejected++;
+      const now = nowMs();
+      const note = refusedTopic ? 'publish' : 'payload';
+      if (now - s.lastNoteMs[note] < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
+      s.lastNoteMs[note] = now;
+      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: refusedTopic ? 'publish_refused' : 'payload_rejected', reason, detail: { channel, counters: { ...s.counters } } });
+    },
+
+    /** Marks OFFLINE (reason stale) every device silent for 3 of its heartbeat intervals. One sweep for all. */
+    sweep(): string[] {
+      const now = nowMs();
+      const stale: string[] = [];
+      for (const [id, s] of live) {
+        if (s.status === 'OFFLINE' || s.status === 'UNKNOWN' || s.lastSeenMs === null) continue;
+        const info = devices.info(id);
+        if (!info) continue;
+        if (now - s.lastSeenMs > STALE_AFTER_MISSED * info.settings.heartbeat_secs * 1000) stale.push(id);
+      }
+      for (const id of stale) transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
+      return stale;
+    },
+
+    /** Writes heartbeats, last-seen times and logs gathered since the last flush, in one transaction. */
+    flush(): void {
+      if (touched.size === 0 && pendingLogs.length === 0) return;
+      const logs = pendingLogs.splice(0);
+      const ids = [...touched];
+      touched.clear();
+      db.transaction(() => {
+        for (const id of ids) {
+          const s = live.get(id);
+          if (!s || !devices.info(id)) continue;
+          const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
+          const hb = s.pendingHeartbeat;
+          s.pendingHeartbeat = null;
+          if (hb) writeHeartbeat.run({ id, last_seen: seen, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime_s: hb.uptime_s ?? null, free_heap: hb.free_heap ?? null, volume: hb.volume ?? null, config_version: hb.config_version ?? null });
+          else touchOnly.run(seen, id);
+        }
+        const logged = new Set<string>();
+        for (const l of logs) {
+          if (!devices.info(l.deviceId)) continue;
+          insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
+          logged.add(l.deviceId);
+        }
+        for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
+      })();
+    },
+
+    recentLogs(id: string, limit: number) {
+      return readLogs.all(id, limit);
+    },
+
+    forget(id: string): void {
+      live.delete(id);
+    },
+  };
+}
+
+export type Telemetry = ReturnType<typeof createTelemetry>;

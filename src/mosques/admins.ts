@@ -1,0 +1,103 @@
+import type { Db } from '../platform/db.ts';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+
+export interface AdminRow {
+  mosque_id: string;
+  user_id: string;
+  is_owner: number;
+  can_trigger: number;
+  can_manage: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface AdminFlags {
+  is_owner: boolean;
+  can_trigger: boolean;
+  can_manage: boolean;
+}
+
+export interface Admin extends AdminFlags {
+  user_id: string;
+  email: string;
+}
+
+export function toFlags(row: AdminRow): AdminFlags {
+  return { is_owner: row.is_owner === 1, can_trigger: row.can_trigger === 1, can_manage: row.can_manage === 1 };
+}
+
+/** Who is asking: the token's id and whether its role is superadmin (no query for that, seed rule 1a). */
+export interface Actor {
+  id: string;
+  isSuperadmin: boolean;
+}
+
+/**
+ * A caller's standing in one mosque (seed "Authorization rules"). A superadmin passes every per-mosque
+ * check without a row; there is no global mosque-admin role.
+ */
+export interface Standing {
+  superadmin: boolean;
+  admin: boolean;
+  trigger: boolean;
+  manager: boolean;
+  owner: boolean;
+}
+
+export function standingOf(actor: Actor, row: AdminRow | null): Standing {
+  const s = actor.isSuperadmin;
+  return {
+    superadmin: s,
+    admin: s || row !== null,
+    trigger: s || row?.can_trigger === 1,
+    manager: s || row?.can_manage === 1,
+    owner: s || row?.is_owner === 1,
+  };
+}
+
+export interface AdminStore {
+  find(mosqueId: string, userId: string): AdminRow | null;
+  listForMosque(mosqueId: string): Array<AdminRow & { email: string }>;
+  listForUser(userId: string): AdminRow[];
+  insert(mosqueId: string, userId: string, flags: AdminFlags): AdminRow;
+  setFlags(mosqueId: string, userId: string, flags: AdminFlags): AdminRow;
+  remove(mosqueId: string, userId: string): void;
+  /** Mosques where the user is the owner (a user who owns a mosque cannot simply be deleted). */
+  ownedBy(userId: string): string[];
+}
+
+export function createAdminStore(db: Db, clock: Clock): AdminStore {
+  const one = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
+  const ofMosque = db.prepare<[string], AdminRow & { email: string }>(
+    `SELECT a.*, u.email FROM mosque_admins a JOIN users u ON u.id = a.user_id WHERE a.mosque_id = ?
+     ORDER BY a.is_owner DESC, a.created_at, u.email`,
+  );
+  const ofUser = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');
+  const insert = db.prepare(
+    `INSERT INTO mosque_admins (mosque_id, user_id, is_owner, can_trigger, can_manage, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const update = db.prepare(
+    'UPDATE mosque_admins SET is_owner = ?, can_trigger = ?, can_manage = ?, updated_at = ? WHERE mosque_id = ? AND user_id = ?',
+  );
+  const remove = db.prepare('DELETE FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
+  const owned = db.prepare<[string], { mosque_id: string }>('SELECT mosque_id FROM mosque_admins WHERE user_id = ? AND is_owner = 1');
+  const bit = (b: boolean) => (b ? 1 : 0);
+  const now = () => toUnixSeconds(clock());
+
+  return {
+    find: (mosqueId, userId) => one.get(mosqueId, userId) ?? null,
+    listForMosque: (mosqueId) => ofMosque.all(mosqueId),
+    listForUser: (userId) => ofUser.all(userId),
+    insert(mosqueId, userId, f) {
+      insert.run(mosqueId, userId, bit(f.is_owner), bit(f.can_trigger), bit(f.can_manage), now(), now());
+      return one.get(mosqueId, userId)!;
+    },
+    setFlags(mosqueId, userId, f) {
+      update.run(bit(f.is_owner), bit(f.can_trigger), bit(f.can_manage), now(), mosqueId, userId);
+      return one.get(mosqueId, userId)!;
+    },
+    remove: (mosqueId, userId) => void remove.run(mosqueId, userId),
+    ownedBy: (userId) => owned.all(userId).map((r) => r.mosque_id),
+  };
+}

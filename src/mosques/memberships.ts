@@ -1,0 +1,191 @@
+import crypto from 'node:crypto';
+import type { Db } from '../platform/db.ts';
+import type { ActivityLog } from './activity.ts';
+import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
+import { fail, ok, type Result } from '../platform/failure.ts';
+import type { MosqueRow } from './mosques.ts';
+
+export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
+export const MEMBERSHIP_STATUSES = ['pending', 'approved', 'rejected', 'banned'] as const;
+export const NOTIFY_TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announcement'] as const;
+export type NotifyToggle = (typeof NOTIFY_TOGGLES)[number];
+
+export interface MembershipRow {
+  id: string;
+  mosque_id: string;
+  user_id: string;
+  status: MembershipStatus;
+  notify_azaan: number;
+  notify_jummah: number;
+  notify_waaz: number;
+  notify_announcement: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface Membership {
+  id: string;
+  mosque_id: string;
+  user_id: string;
+  status: MembershipStatus;
+  notify_azaan: boolean;
+  notify_jummah: boolean;
+  notify_waaz: boolean;
+  notify_announcement: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export function toMembership(row: MembershipRow): Membership {
+  return {
+    id: row.id,
+    mosque_id: row.mosque_id,
+    user_id: row.user_id,
+    status: row.status,
+    notify_azaan: row.notify_azaan === 1,
+    notify_jummah: row.notify_jummah === 1,
+    notify_waaz: row.notify_waaz === 1,
+    notify_announcement: row.notify_announcement === 1,
+    created_at: toIsoString(row.created_at),
+    updated_at: toIsoString(row.updated_at),
+  };
+}
+
+/** The order used by "never lower an existing membership" (invites). Banned is handled apart. */
+const RANK: Record<MembershipStatus, number> = { rejected: 0, pending: 1, approved: 2, banned: -1 };
+
+export interface MembershipChange {
+  membership: MembershipRow;
+  previousStatus: MembershipStatus | null;
+  /** The membership no longer exists (removed by an admin). */
+  removed?: boolean;
+}
+
+/** Told after every committed status change (entitlement reacts to it: a later issue). */
+export type MembershipListener = (change: MembershipChange) => void;
+
+export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; onChange?: MembershipListener }) {
+  const { db, activity } = deps;
+  const byId = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE id = ?');
+  const byPair = db.prepare<[string, string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? AND user_id = ?');
+  const insert = db.prepare(
+    `INSERT INTO memberships (id, mosque_id, user_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+  );
+  const setStatus = db.prepare('UPDATE memberships SET status = ?, updated_at = ? WHERE id = ?');
+  const ofMosque = db.prepare<[string], MembershipRow & { email: string }>(
+    `SELECT m.*, u.email FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? ORDER BY m.created_at, m.id`,
+  );
+  const ofMosqueByStatus = db.prepare<[string, string], MembershipRow & { email: string }>(
+    `SELECT m.*, u.email FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? AND m.status = ?
+     ORDER BY m.created_at, m.id`,
+  );
+  const ofUser = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, id');
+  const setToggles = db.prepare(
+    `UPDATE memberships SET notify_azaan = COALESCE(@notify_azaan, notify_azaan), notify_jummah = COALESCE(@notify_jummah, notify_jummah),
+       notify_waaz = COALESCE(@notify_waaz, notify_waaz), notify_announcement = COALESCE(@notify_announcement, notify_announcement),
+       updated_at = @now WHERE id = @id`,
+  );
+  const remove = db.prepare('DELETE FROM memberships WHERE id = ?');
+  const removedEntry = db.prepare<[string, string], { one: number }>(
+    "SELECT 1 AS one FROM activity WHERE mosque_id = ? AND kind = 'membership.removed' AND json_extract(data, '$.user_id') = ? LIMIT 1",
+  );
+  const now = () => toUnixSeconds(deps.clock());
+  const notify = (change: MembershipChange) => {
+    if (change.previousStatus !== change.membership.status) deps.onChange?.(change);
+  };
+
+  /** Creates or moves a membership to `status`, with its activity entry, in one transaction. */
+  function put(mosqueId: string, userId: string, status: MembershipStatus, actorId: string | null, kind: string): MembershipChange {
+    const change = db.transaction((): MembershipChange => {
+      const existing = byPair.get(mosqueId, userId);
+      if (existing) {
+        if (existing.status !== status) setStatus.run(status, now(), existing.id);
+      } else {
+        insert.run(crypto.randomUUID(), mosqueId, userId, status, now(), now());
+      }
+      const membership = byPair.get(mosqueId, userId)!;
+      const previousStatus = existing?.status ?? null;
+      if (previousStatus !== status) {
+        activity.record({ mosqueId, actorUserId: actorId, kind, subjectId: membership.id, data: { user_id: userId, from: previousStatus, to: status } });
+      }
+      return { membership, previousStatus };
+    })();
+    notify(change);
+    return change;
+  }
+
+  return {
+    /** Whether an admin removed this user's membership of the mosque (read from the activity feed). */
+    wasRemoved: (mosqueId: string, userId: string) => removedEntry.get(mosqueId, userId) !== undefined,
+    findById: (id: string) => byId.get(id) ?? null,
+    findFor: (mosqueId: string, userId: string) => byPair.get(mosqueId, userId) ?? null,
+    listForMosque: (mosqueId: string, status: MembershipStatus | null) =>
+      status ? ofMosqueByStatus.all(mosqueId, status) : ofMosque.all(mosqueId),
+    listForUser: (userId: string) => ofUser.all(userId),
+
+    /**
+     * Self-service join (seed table): pending, or approved when the mosque auto-approves. An existing
+     * membership is returned as it is; a rejected one may reapply; a banned one is refused.
+     */
+    join(mosque: MosqueRow, userId: string): Result<{ membership: MembershipRow; created: boolean }> {
+      const existing = byPair.get(mosque.id, userId);
+      if (existing?.status === 'banned') return fail('membership_banned');
+      if (existing && existing.status !== 'rejected') return ok({ membership: existing, created: false });
+      const status = mosque.auto_approve_members === 1 ? 'approved' : 'pending';
+      const { membership } = put(mosque.id, userId, status, userId, 'membership.joined');
+      return ok({ membership, created: !existing });
+    },
+
+    /** An admin enrols a user: always approved (seed: no admin-initiated pending state). */
+    enrol(mosqueId: string, userId: string, actorId: string): { membership: MembershipRow; created: boolean } {
+      const existed = byPair.get(mosqueId, userId) !== undefined;
+      const { membership } = put(mosqueId, userId, 'approved', actorId, 'membership.enrolled');
+      return { membership, created: !existed };
+    },
+
+    /** An invite never lowers a membership; a banned one is refused. */
+    invite(mosqueId: string, userId: string, autoApprove: boolean, actorId: string): Result<MembershipRow> {
+      const existing = byPair.get(mosqueId, userId);
+      if (existing?.status === 'banned') return fail('membership_banned');
+      const wanted: MembershipStatus = autoApprove ? 'approved' : 'pending';
+      if (existing && RANK[existing.status] >= RANK[wanted]) return ok(existing);
+      return ok(put(mosqueId, userId, wanted, actorId, 'membership.invited').membership);
+    },
+
+    /** Admins and superadmins only: the caller has checked the standing (seed rule 1). */
+    changeStatus(membership: MembershipRow, status: MembershipStatus, actorId: string): MembershipRow {
+      return put(membership.mosque_id, membership.user_id, status, actorId, 'membership.status_changed').membership;
+    },
+
+    /** The member's own four toggles (seed rule 1). */
+    setToggles(membership: MembershipRow, toggles: Partial<Record<NotifyToggle, boolean>>, actorId: string): MembershipRow {
+      const keys = NOTIFY_TOGGLES.filter((k) => toggles[k] !== undefined);
+      if (keys.length === 0) return membership;
+      const bits = Object.fromEntries(NOTIFY_TOGGLES.map((k) => [k, toggles[k] === undefined ? null : toggles[k] ? 1 : 0]));
+      db.transaction(() => {
+        setToggles.run({ ...bits, now: now(), id: membership.id });
+        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.notifications_changed', subjectId: membership.id, data: toggles });
+      })();
+      return byId.get(membership.id)!;
+    },
+
+    /** The user is being deleted (the database removes the rows): each mosque's feed says so. */
+    noteUserDeleted(userId: string, actorId: string | null): void {
+      for (const m of ofUser.all(userId)) {
+        activity.record({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
+        deps.onChange?.({ membership: m, previousStatus: m.status, removed: true });
+      }
+    },
+
+    /** Removes a membership (an admin's act); entitlement treats it as lapsed. */
+    remove(membership: MembershipRow, actorId: string): void {
+      db.transaction(() => {
+        remove.run(membership.id);
+        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data: { user_id: membership.user_id } });
+      })();
+      deps.onChange?.({ membership, previousStatus: membership.status, removed: true });
+    },
+  };
+}
+
+export type Memberships = ReturnType<typeof createMemberships>;

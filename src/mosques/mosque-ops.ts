@@ -1,0 +1,124 @@
+import type { Db } from '../platform/db.ts';
+import type { ActivityLog } from './activity.ts';
+import { toFlags, type Actor, type AdminFlags, type AdminRow, type AdminStore } from './admins.ts';
+import { fail, ok, type Result } from '../platform/failure.ts';
+import type { MosqueFields, MosqueRow, MosqueStore } from './mosques.ts';
+import type { UserStore } from '../people/users.ts';
+
+const ALL_FLAGS: AdminFlags = { is_owner: true, can_trigger: true, can_manage: true };
+
+export interface AdminChange {
+  can_trigger?: boolean;
+  can_manage?: boolean;
+  is_owner?: boolean;
+}
+
+/**
+ * Mosques and their admins, each change with its activity entry in the same transaction.
+ * Owner rules: a mosque always keeps exactly one owner; only a superadmin lowers the owner's flags;
+ * ownership moves by setting is_owner on another admin (the owner or a superadmin may).
+ */
+export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog;
+  /** Called just before a mosque is deleted; the function it returns runs just after. */
+  beforeDelete?: (mosqueId: string) => (() => void) | void;
+  /** Told after a mosque's fields change (its devices' configs carry its stream). */
+  onUpdated?: (before: MosqueRow, after: MosqueRow) => void;
+}) {
+  const { db, mosques, admins, activity } = deps;
+  const tx = <T>(fn: () => T): T => db.transaction(fn)();
+
+  function transferOwnership(mosqueId: string, to: AdminRow, actor: Actor): AdminRow {
+    const current = admins.listForMosque(mosqueId).find((a) => a.is_owner === 1);
+    if (current) admins.setFlags(mosqueId, current.user_id, { ...toFlags(current), is_owner: false });
+    const owner = admins.setFlags(mosqueId, to.user_id, ALL_FLAGS);
+    activity.record({ mosqueId, actorUserId: actor.id, kind: 'admin.owner_changed', subjectId: to.user_id, data: { from: current?.user_id ?? null } });
+    return owner;
+  }
+
+  return {
+    create(fields: MosqueFields, ownerUserId: string | null, actor: Actor): Result<MosqueRow> {
+      if (ownerUserId && !deps.users.findById(ownerUserId)) return fail('not_found', 'No user has that owner_user_id.');
+      return ok(tx(() => {
+        const mosque = mosques.create(fields);
+        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
+        if (ownerUserId) {
+          admins.insert(mosque.id, ownerUserId, ALL_FLAGS);
+          activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: ownerUserId, data: { ...ALL_FLAGS } });
+        }
+        return mosque;
+      }));
+    },
+
+    update(mosque: MosqueRow, fields: Partial<MosqueFields>, actor: Actor): MosqueRow {
+      const updated = tx(() => {
+        const row = mosques.update(mosque.id, fields);
+        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.updated', subjectId: mosque.id, data: { fields: Object.keys(fields) } });
+        return row;
+      });
+      deps.onUpdated?.(mosque, updated);
+      return updated;
+    },
+
+    rotateJoinCode(mosque: MosqueRow, actor: Actor): MosqueRow {
+      return tx(() => {
+        const updated = mosques.rotateJoinCode(mosque.id);
+        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.join_code_rotated', subjectId: mosque.id });
+        return updated;
+      });
+    },
+
+    delete(mosque: MosqueRow): void {
+      const after = deps.beforeDelete?.(mosque.id);
+      mosques.delete(mosque.id);
+      after?.();
+    },
+
+    addAdmin(mosque: MosqueRow, userId: string, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): Result<AdminRow> {
+      if (!deps.users.findById(userId)) return fail('not_found', 'No user has that user_id.');
+      if (admins.find(mosque.id, userId)) return fail('conflict', 'That user is already an admin of this mosque.');
+      return ok(tx(() => {
+        const row = admins.insert(mosque.id, userId, { is_owner: false, ...flags });
+        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: userId, data: flags });
+        return row;
+      }));
+    },
+
+    updateAdmin(mosque: MosqueRow, userId: string, change: AdminChange, actor: Actor & { isOwner: boolean }): Result<AdminRow> {
+      const row = admins.find(mosque.id, userId);
+      if (!row) return fail('not_found');
+      const lowersOwner = row.is_owner === 1 && (change.can_trigger === false || change.can_manage === false);
+      if (lowersOwner && !actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may demote the owner.');
+      if (row.is_owner === 1 && change.is_owner === false) {
+        return fail('conflict', 'A mosque always keeps one owner: make another admin the owner instead.');
+      }
+      const transfers = change.is_owner === true && row.is_owner === 0;
+      if (transfers && !actor.isSuperadmin && !actor.isOwner) return fail('forbidden', 'Only the owner or a superadmin may hand over ownership.');
+      return ok(tx(() => {
+        let updated = admins.setFlags(mosque.id, userId, {
+          is_owner: row.is_owner === 1,
+          can_trigger: change.can_trigger ?? row.can_trigger === 1,
+          can_manage: change.can_manage ?? row.can_manage === 1,
+        });
+        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.updated', subjectId: userId, data: { ...change } });
+        if (transfers) updated = transferOwnership(mosque.id, updated, actor);
+        return updated;
+      }));
+    },
+
+    removeAdmin(mosque: MosqueRow, userId: string, actor: Actor): Result<void> {
+      const row = admins.find(mosque.id, userId);
+      if (!row) return fail('not_found');
+      if (row.is_owner === 1) {
+        if (!actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may remove the owner.');
+        return fail('conflict', 'A mosque always keeps one owner: make another admin the owner first.');
+      }
+      tx(() => {
+        admins.remove(mosque.id, userId);
+        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.removed', subjectId: userId });
+      });
+      return ok(undefined);
+    },
+  };
+}
+
+export type MosqueOps = ReturnType<typeof createMosqueOps>;

@@ -1,0 +1,168 @@
+import crypto from 'node:crypto';
+import type { Db } from '../platform/db.ts';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { OneTimeCodes } from './codes.ts';
+import { fail, ok, type Result } from '../platform/failure.ts';
+import { sha256Hex } from '../platform/identifiers.ts';
+import type { Notifier } from '../platform/notify.ts';
+import type { PasswordHasher } from './passwords.ts';
+import { hexEquals, randomDigits, randomToken } from '../platform/secret-codes.ts';
+import { deriveKey } from '../platform/secrets.ts';
+import type { AccessTokens, TokenResponse } from './tokens.ts';
+import type { UserRow, UserStore } from './users.ts';
+import { destination } from './auth.ts';
+
+export const SESSION_TTL_SECONDS = 10 * 60;
+export const RESET_TOKEN_TTL_SECONDS = 15 * 60;
+export const CLOCK_TOLERANCE_SECONDS = 300;
+const SESSION_ATTEMPTS = 5;
+
+type Purpose = 'login' | 'reset';
+
+export interface SessionGrant {
+  session_token: string;
+  expires_in: number;
+}
+
+export interface VerifyInput {
+  sessionToken: string;
+  timestamp: number;
+  hmac: string;
+}
+
+interface Deps {
+  db: Db;
+  users: UserStore;
+  codes: OneTimeCodes;
+  hasher: PasswordHasher;
+  tokens: AccessTokens;
+  notifier: Notifier;
+  clock: Clock;
+}
+
+/**
+ * The superadmin two-step login and reset (seed "Superadmin login"). The client never sends the OTP: it
+ * proves it with HMAC-SHA256(session_token, "otp|timestamp"). The server keeps SHA-256 of the session token
+ * and the OTP sealed under a key derived from that token, so a database dump alone reveals neither.
+ */
+export function createSuperadminAuth(deps: Deps) {
+  const { db, users, hasher, notifier } = deps;
+  const replaceSession = db.prepare('DELETE FROM superadmin_sessions WHERE user_id = ? AND purpose = ?');
+  const insertSession = db.prepare(
+    'INSERT INTO superadmin_sessions (session_hash, user_id, purpose, otp_sealed, attempts_left, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+  );
+  const getSession = db.prepare<[string, Purpose], { user_id: string; otp_sealed: string; attempts_left: number; expires_at: number }>(
+    'SELECT user_id, otp_sealed, attempts_left, expires_at FROM superadmin_sessions WHERE session_hash = ? AND purpose = ?',
+  );
+  const deleteSession = db.prepare('DELETE FROM superadmin_sessions WHERE session_hash = ?');
+  const spendTry = db.prepare('UPDATE superadmin_sessions SET attempts_left = attempts_left - 1 WHERE session_hash = ?');
+  const nowSeconds = () => toUnixSeconds(deps.clock());
+
+  /** Opens a new session for the user; any earlier pending session of that purpose stops working. */
+  function openSession(user: UserRow, purpose: Purpose): SessionGrant {
+    const sessionToken = randomToken(32);
+    const otp = randomDigits(6);
+    db.transaction(() => {
+      replaceSession.run(user.id, purpose);
+      insertSession.run(sha256Hex(sessionToken), user.id, purpose, sealOtp(sessionToken, otp), SESSION_ATTEMPTS, nowSeconds() + SESSION_TTL_SECONDS);
+    })();
+    const what = purpose === 'login' ? 'sign-in' : 'password reset';
+    notifier.send({
+      ...destination(user, null),
+      purpose: purpose === 'login' ? 'superadmin_otp' : 'superadmin_reset',
+      text: `Your Minaret superadmin ${what} code is ${otp}. It expires in 10 minutes.`,
+      code: otp,
+    });
+    return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
+  }
+
+  /** The user id of the session once the digest proves the OTP; the session is spent either way on success. */
+  function checkSession(input: VerifyInput, purpose: Purpose): Result<string> {
+    if (Math.abs(nowSeconds() - input.timestamp) > CLOCK_TOLERANCE_SECONDS) return fail('stale_timestamp');
+    const hash = sha256Hex(input.sessionToken);
+    const row = getSession.get(hash, purpose);
+    if (!row) return fail('invalid_otp');
+    if (row.expires_at <= nowSeconds()) {
+      deleteSession.run(hash);
+      return fail('invalid_otp');
+    }
+    const otp = openOtp(input.sessionToken, row.otp_sealed);
+    const expected = crypto.createHmac('sha256', input.sessionToken).update(`${otp}|${input.timestamp}`).digest('hex');
+    if (otp !== null && hexEquals(expected, input.hmac.toLowerCase())) {
+      deleteSession.run(hash);
+      return ok(row.user_id);
+    }
+    if (row.attempts_left <= 1) deleteSession.run(hash);
+    else spendTry.run(hash);
+    return fail('invalid_otp');
+  }
+
+  const findSuperadmin = (userId: string) => {
+    const user = users.findById(userId);
+    return user && user.role === 'superadmin' ? user : null;
+  };
+
+  return {
+    async startLogin(identifier: string, passwordHash: string): Promise<Result<SessionGrant>> {
+      const user = users.findByIdentifierHash(identifier);
+      const usable = user?.role === 'superadmin' ? user.password_bcrypt : null;
+      if (!(await hasher.verify(passwordHash, usable))) return fail('invalid_credentials');
+      return ok(openSession(user!, 'login'));
+    },
+
+    async verifyLogin(input: VerifyInput): Promise<Result<TokenResponse>> {
+      const checked = checkSession(input, 'login');
+      if (!checked.ok) return checked;
+      const user = findSuperadmin(checked.value);
+      return user ? ok(await deps.tokens.issue(user)) : fail('invalid_otp');
+    },
+
+    /** Always a session of the same shape; only a real superadmin's one can ever verify (a decoy otherwise). */
+    startReset(identifier: string): SessionGrant {
+      const user = users.findByIdentifierHash(identifier);
+      if (user?.role === 'superadmin') return openSession(user, 'reset');
+      return { session_token: randomToken(32), expires_in: SESSION_TTL_SECONDS };
+    },
+
+    verifyReset(input: VerifyInput): Result<{ reset_token: string; expires_in: number }> {
+      const checked = checkSession(input, 'reset');
+      if (!checked.ok) return checked;
+      if (!findSuperadmin(checked.value)) return fail('invalid_otp');
+      const resetToken = deps.codes.issueResetToken(checked.value, 'superadmin', RESET_TOKEN_TTL_SECONDS);
+      return ok({ reset_token: resetToken, expires_in: RESET_TOKEN_TTL_SECONDS });
+    },
+
+    /** The new password takes effect only here, and every older token of the superadmin stops working. */
+    async resetPassword(resetToken: string, passwordHash: string): Promise<Result<void>> {
+      const userId = deps.codes.redeemResetToken(resetToken, 'superadmin');
+      const user = userId ? findSuperadmin(userId) : null;
+      if (!user) return fail('invalid_token');
+      users.setPassword(user.id, await hasher.hash(passwordHash));
+      return ok(undefined);
+    },
+  };
+}
+
+export type SuperadminAuth = ReturnType<typeof createSuperadminAuth>;
+
+function sealKey(sessionToken: string): Buffer {
+  return deriveKey(sessionToken, 'superadmin-otp-seal');
+}
+
+function sealOtp(sessionToken: string, otp: string): string {
+  const iv = crypto.randomBytes(12);
+  const cipher = crypto.createCipheriv('aes-256-gcm', sealKey(sessionToken), iv);
+  const body = Buffer.concat([cipher.update(otp, 'utf8'), cipher.final()]);
+  return Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64url');
+}
+
+function openOtp(sessionToken: string, sealed: string): string | null {
+  try {
+    const raw = Buffer.from(sealed, 'base64url');
+    const decipher = crypto.createDecipheriv('aes-256-gcm', sealKey(sessionToken), raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+  } catch {
+    return null;
+  }
+}

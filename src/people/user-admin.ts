@@ -1,0 +1,84 @@
+import { fail, ok, type Result } from '../platform/failure.ts';
+import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.ts';
+import type { PasswordHasher } from './passwords.ts';
+import type { Role, UserRow, UserStore, UserUpdate } from './users.ts';
+
+export interface UserFields {
+  email?: string | null;
+  phone?: string | null;
+  passwordHash?: string | null;
+  role?: Role;
+}
+
+/**
+ * What user administration needs to know of mosques, declared here because people/ comes before mosques/
+ * (ARCHITECTURE: dependency rule); the mosques' AdminStore satisfies it.
+ */
+export interface MosqueOwnership {
+  ownedBy(userId: string): readonly unknown[];
+}
+
+/** Called just before a user is deleted; the function it returns runs just after (their devices stop working). */
+export type BeforeUserDelete = (userId: string, actorId: string | null) => (() => void) | void;
+
+/** Superadmin user administration (seed "Other known operations": users list/create/update/delete). */
+export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnership; hasher: PasswordHasher; beforeDelete?: BeforeUserDelete }) {
+  const { users } = deps;
+
+  /** The other account holding this email or phone, if any. */
+  const takenBy = (id: string | null, email?: string | null, phone?: string | null): UserRow | null => {
+    for (const value of [email, phone]) {
+      const other = value ? users.findByIdentifierHash(identifierHash(value)) : null;
+      if (other && other.id !== id) return other;
+    }
+    return null;
+  };
+
+  const isUniqueViolation = (err: unknown) => (err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
+
+  return {
+    async create(f: UserFields): Promise<Result<UserRow>> {
+      if (takenBy(null, f.email, f.phone)) return fail('conflict', 'A user with that email or phone already exists.');
+      const phoneHash = f.phone ? identifierHash(f.phone) : null;
+      const email = f.email ?? syntheticEmailForPhone(phoneHash!);
+      const passwordBcrypt = f.passwordHash ? await deps.hasher.hash(f.passwordHash) : null;
+      try {
+        return ok(users.create({ email, emailHash: identifierHash(email), phone: f.phone ?? null, phoneHash, passwordBcrypt, role: f.role ?? 'member' }));
+      } catch (err) {
+        if (isUniqueViolation(err)) return fail('conflict', 'A user with that email or phone already exists.');
+        throw err;
+      }
+    },
+
+    async update(id: string, f: UserFields): Promise<Result<UserRow>> {
+      const row = users.findById(id);
+      if (!row) return fail('not_found');
+      if (takenBy(id, f.email, f.phone)) return fail('conflict', 'A user with that email or phone already exists.');
+      const change: UserUpdate = {};
+      if (f.email) change.email = { email: f.email, emailHash: identifierHash(f.email) };
+      if (f.phone !== undefined) change.phone = { phone: f.phone, phoneHash: f.phone ? identifierHash(f.phone) : null };
+      if (f.role) change.role = f.role;
+      if (f.passwordHash) change.passwordBcrypt = await deps.hasher.hash(f.passwordHash);
+      try {
+        return ok(users.update(id, change));
+      } catch (err) {
+        if (isUniqueViolation(err)) return fail('conflict', 'A user with that email or phone already exists.');
+        throw err;
+      }
+    },
+
+    /** Revokes every token and removes memberships and admin rows; an owner must hand the mosque over first. */
+    delete(id: string, actorId: string | null = null): Result<void> {
+      if (!users.findById(id)) return fail('not_found');
+      if (deps.admins.ownedBy(id).length > 0) {
+        return fail('conflict', 'This user owns a mosque; make another admin the owner first.');
+      }
+      const after = deps.beforeDelete?.(id, actorId);
+      users.delete(id);
+      after?.();
+      return ok(undefined);
+    },
+  };
+}
+
+export type UserAdmin = ReturnType<typeof createUserAdmin>;
