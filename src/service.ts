@@ -113,7 +113,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     people.membershipListeners.push(plane.membershipChanged);
     const mosqueOps = createMosqueOps({
-      db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity,
+      db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
       beforeDelete: plane.beforeMosqueDelete, onUpdated: plane.mosqueUpdated,
     });
     const userAdmin = createUserAdmin({

@@ -143,6 +143,16 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       return { membership, created: !existed };
     },
 
+    /**
+     * An owner or admin of a mosque is one of its members (issue 10): approved, unless banned, which only a
+     * status change lifts. Never lowers a membership; returns it as it ends up (null when none could be made).
+     */
+    admitAdmin(mosqueId: string, userId: string, actorId: string | null): MembershipRow | null {
+      const existing = byPair.get(mosqueId, userId);
+      if (existing?.status === 'banned' || existing?.status === 'approved') return existing;
+      return put(mosqueId, userId, 'approved', actorId, 'membership.admin_admitted').membership;
+    },
+
     /** An invite never lowers a membership; a banned one is refused. */
     invite(mosqueId: string, userId: string, autoApprove: boolean, actorId: string): Result<MembershipRow> {
       const existing = byPair.get(mosqueId, userId);

@@ -2,6 +2,7 @@ import type { Db } from '../platform/db.ts';
 import type { ActivityLog } from './activity.ts';
 import { toFlags, type Actor, type AdminFlags, type AdminRow, type AdminStore } from './admins.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
+import type { Memberships } from './memberships.ts';
 import type { MosqueFields, MosqueRow, MosqueStore } from './mosques.ts';
 import type { UserStore } from '../people/users.ts';
 
@@ -18,7 +19,7 @@ export interface AdminChange {
  * Owner rules: a mosque always keeps exactly one owner; only a superadmin lowers the owner's flags;
  * ownership moves by setting is_owner on another admin (the owner or a superadmin may).
  */
-export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog;
+export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog; memberships: Memberships;
   /** Called just before a mosque is deleted; the function it returns runs just after. */
   beforeDelete?: (mosqueId: string) => (() => void) | void;
   /** Told after a mosque's fields change (its devices' configs carry its stream). */
@@ -44,6 +45,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
         if (ownerUserId) {
           admins.insert(mosque.id, ownerUserId, ALL_FLAGS);
           activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: ownerUserId, data: { ...ALL_FLAGS } });
+          deps.memberships.admitAdmin(mosque.id, ownerUserId, actor.id);
         }
         return mosque;
       }));
@@ -79,6 +81,8 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
       return ok(tx(() => {
         const row = admins.insert(mosque.id, userId, { is_owner: false, ...flags });
         activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: userId, data: flags });
+        // Removing the admin row later leaves this membership as it is (issue 10).
+        deps.memberships.admitAdmin(mosque.id, userId, actor.id);
         return row;
       }));
     },
