@@ -61,11 +61,21 @@ export async function diagnose(target: ApiTarget, deviceId: string): Promise<str
   return out.join('\n');
 }
 
+/** `ping`, `ping ok 12 ms`, `diag_bundle failed`, `identify timed out`: the command of a command_* event. */
+export function commandSummary(kind: unknown, detail: Record<string, any> | null | undefined): string {
+  if (typeof kind !== 'string' || !kind.startsWith('command_') || !detail?.name) return '';
+  const name = String(detail.name);
+  if (kind === 'command_acked') return `${name} ${detail.ok ? 'ok' : 'failed'}${typeof detail.rtt_ms === 'number' ? ` ${detail.rtt_ms} ms` : ''}`;
+  if (kind === 'command_timeout') return `${name} timed out`;
+  return name;
+}
+
 export async function timeline(target: ApiTarget, deviceId: string, limit = 30): Promise<string> {
   const events = await call(target, 'GET', `/devices/${encodeURIComponent(deviceId)}/events?limit=${limit}`);
   if (events.status !== 200) throw new SupportError(`device ${deviceId}: ${errorOf(events)}`);
   const rows = (events.body as Array<Record<string, any>>).map((e) => {
-    const change = e.from || e.to ? `${e.from ?? '?'} -> ${e.to ?? '?'}` : '';
+    // A command_* event names its command (issue 10): `ping ok 12 ms` reads better than a bare kind.
+    const change = e.from || e.to ? `${e.from ?? '?'} -> ${e.to ?? '?'}` : commandSummary(e.kind, e.detail);
     return `${e.at}  ${String(e.kind).padEnd(18)} ${change.padEnd(24)} ${e.reason ?? ''}`.trimEnd();
   });
   return [`Timeline of ${deviceId}, newest first:`, ...(rows.length ? rows : ['  (empty)'])].join('\n');

@@ -229,10 +229,28 @@ export function deviceRoutes(deps: Deps) {
     const { row } = load(c, 'view');
     const q = readQuery(c, LogsQuery);
     plane.telemetry.flush();
-    return c.json(plane.telemetry.recentLogs(row.id, q.limit).map((l) => ({ at: new Date(l.at * 1000).toISOString(), ts: l.ts, level: l.level, msg: l.msg })));
+    const lines = plane.telemetry.recentLogs(row.id, q.limit).map((l) => ({ at: new Date(l.at * 1000).toISOString(), ts: l.ts, level: l.level, msg: l.msg }));
+    const logging = plane.telemetry.logging(row.id);
+    const until = logging.until === null ? null : new Date(logging.until * 1000).toISOString();
+    return c.json({ device_id: row.id, logging: { ...logging, until }, note: logsNote(row.kind, logging.enabled, until, lines.length, plane.telemetry.isConnected(row.id)), lines });
   });
 
   return app;
+}
+
+/**
+ * Says in words why the list is what it is (issue 10: right after set_log_level the list is empty and a
+ * person must learn that the device is expected to send, not that logging failed).
+ */
+function logsNote(kind: DeviceKind, enabled: boolean, until: string | null, count: number, connected: boolean): string | null {
+  if (!enabled) {
+    const how = kind === 'transmitter' ? 'set config.log_enabled to true' : 'send the set_log_level command';
+    return `Logging is off for this device: ${how} to collect its logs.`;
+  }
+  if (count > 0) return null;
+  const window = until ? ` until ${until}` : '';
+  if (!connected) return `Logging is on${window}, but the device is not connected: it sends nothing while offline (lines are dropped, not queued).`;
+  return `Logging is on${window}; waiting for the device's first line (at most one a second).`;
 }
 
 /** Seed "Heartbeat cadence": per-kind minimum. */

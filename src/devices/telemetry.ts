@@ -94,6 +94,13 @@ export interface StatusChange {
   reason: string | null;
 }
 
+export interface LoggingState {
+  enabled: boolean;
+  /** Unix seconds when a player's set_log_level escalation ends; null for a transmitter's config switch. */
+  until: number | null;
+  source: 'log_enabled' | 'set_log_level' | null;
+}
+
 /**
  * What devices tell the backend, and whether they are there. Presence is tracked per connection (on a
  * takeover, the old connection's disconnect arrives after the new one is up). Status transitions are
@@ -102,7 +109,7 @@ export interface StatusChange {
 export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; onStatusChange?: (c: StatusChange) => void }) {
   const { db, devices, timeline } = deps;
   const writeStatus = db.prepare(
-    `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = @now,
+    `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = COALESCE(@seen, last_seen_at),
        fw = COALESCE(@fw, fw), mac = COALESCE(@mac, mac), ssid = COALESCE(@ssid, ssid), ip = COALESCE(@ip, ip),
        rssi = COALESCE(@rssi, rssi), temp_c = COALESCE(@temp_c, temp_c), uptime_s = COALESCE(@uptime_s, uptime_s),
        reported_config_version = COALESCE(@config_version, reported_config_version) WHERE id = @id`,
@@ -147,6 +154,8 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     db.transaction(() => {
       writeStatus.run({
         id, status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), now,
+        // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
+        seen: source === 'backend' ? null : now,
         fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
         temp_c: report.temp_c ?? null, uptime_s: report.uptime_s ?? null, config_version: report.config_version ?? null,
       });
@@ -158,7 +167,18 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     if (from !== report.status) deps.onStatusChange?.({ deviceId: id, from, to: report.status, reason });
   }
 
+  /** Whether the device's logs are accepted now, and until when (seed "Log": config or a self-expiring command). */
+  function loggingOf(id: string, now: number): LoggingState {
+    const info = devices.info(id);
+    if (!info) return { enabled: false, until: null, source: null };
+    if (info.kind === 'transmitter') return { enabled: info.settings.log_enabled, until: null, source: info.settings.log_enabled ? 'log_enabled' : null };
+    const until = info.logUntil ?? 0;
+    return until * 1000 > now ? { enabled: true, until, source: 'set_log_level' } : { enabled: false, until: null, source: null };
+  }
+
   return {
+    logging: (id: string): LoggingState => loggingOf(id, nowMs()),
+
     connected(id: string, connection: object): void {
       const s = stateOf(id);
       s.connection = connection;
@@ -168,12 +188,19 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
     },
 
-    /** True when `connection` was the device's current one (a taken-over connection's goodbye is ignored). */
-    disconnected(id: string, connection: object, reason: string): boolean {
+    /**
+     * True when `connection` was the device's current one (a taken-over connection's goodbye is ignored).
+     * aedes ingests a will before it reports the disconnect, so a device still not OFFLINE here left without
+     * one: it is marked OFFLINE (reason `disconnect`) at once rather than minutes later as stale (issue 10).
+     * A connection taken over by another process (REDIS_URL) is not a departure: `takenOver` says so.
+     */
+    disconnected(id: string, connection: object, reason: string, takenOver = false): boolean {
       const s = live.get(id);
       if (!s || s.connection !== connection) return false;
       s.connection = null;
-      if (devices.info(id)) timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason });
+      if (!devices.info(id)) return true;
+      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason: takenOver ? 'taken_over' : reason });
+      if (!takenOver && s.status !== 'OFFLINE' && s.status !== 'UNKNOWN') transition(id, { status: 'OFFLINE', reason: 'disconnect', prev: s.status }, 'backend');
       return true;
     },
 
@@ -216,8 +243,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       const s = stateOf(id);
       const now = nowMs();
       s.lastSeenMs = now;
-      const info = devices.info(id);
-      const enabled = info !== null && (info.kind === 'transmitter' ? info.settings.log_enabled : (info.logUntil ?? 0) * 1000 > now);
+      const enabled = loggingOf(id, now).enabled;
       if (!enabled || bytes > LOG_MAX_BYTES || now - s.lastLogMs < LOG_MIN_INTERVAL_MS) {
         s.counters.logs_dropped++;
         return false;

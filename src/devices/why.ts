@@ -38,6 +38,9 @@ const BY_STATUS: Record<string, PlaybackState> = {
   UNKNOWN: 'unknown',
 };
 
+/** Every time in an HTTP body is ISO-8601 UTC (contract 2); the facts carry Unix seconds. */
+const isoOf = (seconds: number | null): string | null => (seconds === null ? null : new Date(seconds * 1000).toISOString());
+
 /**
  * GET /devices/{id}/why: the first fact in the chain that decides, in this order (issue 5):
  * device enabled -> mosque binding -> membership -> lease -> presence/last_seen -> last status -> last error.
@@ -46,7 +49,7 @@ const BY_STATUS: Record<string, PlaybackState> = {
 export function explain(f: WhyFacts): WhyAnswer {
   const detail = {
     kind: f.kind, enabled: f.enabled, mosque_id: f.mosqueId, membership_status: f.membershipStatus,
-    lease_expires_at: f.leaseExpiresAt, connected: f.connected, last_seen_at: f.lastSeenAt, status: f.status, status_reason: f.statusReason,
+    lease_expires_at: isoOf(f.leaseExpiresAt), connected: f.connected, last_seen_at: isoOf(f.lastSeenAt), status: f.status, status_reason: f.statusReason,
   };
   const answer = (state: PlaybackState, field: string, reason: string): WhyAnswer => ({ effective_playback_state: state, deciding_field: field, reason, detail });
 

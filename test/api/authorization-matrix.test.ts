@@ -179,8 +179,11 @@ function deviceOfM(kind: DeviceKind, need: 'view' | 'write', ok: number): Expect
 
 const DEVICE_KINDS = ['transmitter', 'stream_player'] as const satisfies readonly DeviceKind[];
 
-/** A self-service join of M: open to any signed-in caller; the member's existing membership comes back as is. */
-const joinM: Expect = { ...anyone(201), member: 200 };
+/**
+ * A self-service join of M: open to any signed-in caller; an existing membership comes back as is. M's admins
+ * are its members too (issue 10), so for them, as for the member, that is a 200.
+ */
+const joinM: Expect = { ...anyone(201), member: 200, admin: 200, trigger: 200, manager: 200, owner: 200 };
 
 // ---------------------------------------------------------------------------------------------------
 // The table.

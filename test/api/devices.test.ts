@@ -217,13 +217,16 @@ test('GET /devices/{id}/events pages newest first with limit and before', async 
   assertError(await ts.http.get(`${API}/devices/${id}/events`, stranger.token), 404, 'not_found');
 });
 
-test('GET /devices/{id}/logs: empty at first, limit validated, same gate as GET', async (t) => {
+test('GET /devices/{id}/logs: empty at first and says logging is off, limit validated, same gate as GET', async (t) => {
   const ts = await startTestService(t);
   const { owner, mosque, plain, stranger } = await cast(ts);
   const tx = await registerTransmitter(ts, owner.token, mosque.id);
   const res = await ts.http.get(`${API}/devices/${tx.device.id}/logs?limit=5`, plain.token);
   assert.equal(res.status, 200);
-  assert.deepEqual(res.body, []);
+  assert.deepEqual(res.body.lines, []);
+  assert.equal(res.body.device_id, tx.device.id);
+  assert.deepEqual(res.body.logging, { enabled: false, until: null, source: null });
+  assert.match(res.body.note, /Logging is off.*log_enabled/);
   for (const query of ['?limit=0', '?limit=501', '?limit=x']) {
     assertError(await ts.http.get(`${API}/devices/${tx.device.id}/logs${query}`, owner.token), 400, 'validation_failed');
   }

@@ -286,12 +286,13 @@ test('logs: only while enabled, at most one a second, at most 512 bytes; GET /de
 
   const logs = await ts.http.get(`${API}/devices/${id}/logs`, owner.token);
   assert.equal(logs.status, 200);
-  assert.deepEqual(logs.body.map((l: { msg: string }) => l.msg), ['second line', 'burst 1']);
-  assert.equal(logs.body[0].level, 'warn');
-  assert.equal(typeof logs.body[0].ts, 'number');
-  assert.equal(logs.body[0].at, '2026-01-01T12:00:07.000Z');
+  assert.deepEqual(logs.body.lines.map((l: { msg: string }) => l.msg), ['second line', 'burst 1']);
+  assert.equal(logs.body.lines[0].level, 'warn');
+  assert.equal(typeof logs.body.lines[0].ts, 'number');
+  assert.equal(logs.body.lines[0].at, '2026-01-01T12:00:07.000Z');
+  assert.equal(logs.body.note, null);
   const one = await ts.http.get(`${API}/devices/${id}/logs?limit=1`, owner.token);
-  assert.deepEqual(one.body.map((l: { msg: string }) => l.msg), ['second line']);
+  assert.deepEqual(one.body.lines.map((l: { msg: string }) => l.msg), ['second line']);
 });
 
 test('acks: a well-formed ack is taken, a malformed one is rejected and counted', async (t) => {

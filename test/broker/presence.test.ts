@@ -95,7 +95,7 @@ test('a graceful shutdown: OFFLINE (shutdown) then DISCONNECT; the will is not p
   assert.deepEqual(status.map((e) => [e.from, e.to, e.reason]), [['ONLINE', 'OFFLINE', 'shutdown'], ['UNKNOWN', 'ONLINE', null]]);
 });
 
-test('a clean DISCONNECT without a status leaves the last status in place (no will, not yet stale)', async (t) => {
+test('a clean DISCONNECT without a status marks the device OFFLINE (disconnect) at once, not minutes later as stale', async (t) => {
   const ts = await startTestService(t);
   const { owner, mosque } = await mosqueWithOwner(ts);
   const tx = await registerTransmitter(ts, owner.token, mosque.id);
@@ -103,9 +103,41 @@ test('a clean DISCONNECT without a status leaves the last status in place (no wi
   const client = await connectDevice(t, tx.credentials, { will: statusWill(id) });
   await publish(client, `devices/${id}/status`, statusPayload('ONLINE'), { retain: true });
   await new Promise<void>((resolve) => client.end(false, {}, () => resolve()));
-  await waitFor('disconnected', async () => (await getDevice(ts, owner.token, id)).connected === false);
-  await settle();
-  assert.equal((await getDevice(ts, owner.token, id)).status, 'ONLINE');
+  const device = await waitForStatus(ts, owner.token, id, 'OFFLINE');
+  assert.equal(device.connected, false);
+  const [event] = (await deviceEvents(ts, owner.token, id)).filter((e) => e.kind === 'status');
+  assert.deepEqual([event!.from, event!.to, event!.reason], ['ONLINE', 'OFFLINE', 'disconnect']);
+});
+
+test('a socket that drops without a will (no DISCONNECT) marks the device OFFLINE (disconnect) at once', async (t) => {
+  const ts = await startTestService(t);
+  const { owner, mosque } = await mosqueWithOwner(ts);
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  const id = tx.device.id;
+  const client = await connectDevice(t, tx.credentials);
+  await publish(client, `devices/${id}/status`, statusPayload('PLAYING'), { retain: true });
+  client.stream.destroy();
+  await waitForStatus(ts, owner.token, id, 'OFFLINE');
+  const [event] = (await deviceEvents(ts, owner.token, id)).filter((e) => e.kind === 'status');
+  assert.deepEqual([event!.from, event!.to, event!.reason], ['PLAYING', 'OFFLINE', 'disconnect']);
+});
+
+test('last_seen_at stays the time of the last packet when the backend marks the device stale or disconnected', async (t) => {
+  const clock = createManualClock(Date.UTC(2026, 0, 1, 12));
+  const ts = await startTestService(t, { clock });
+  const { owner, mosque } = await mosqueWithOwner(ts);
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  const id = tx.device.id;
+  assert.equal((await ts.http.patch(`${API}/devices/${id}`, { config: { heartbeat_secs: 15 } }, owner.token)).status, 200);
+  const client = await connectDevice(t, tx.credentials);
+  await publish(client, `devices/${id}/status`, statusPayload('ONLINE'), { retain: true });
+  const seen = (await getDevice(ts, owner.token, id)).last_seen_at;
+  assert.equal(seen, '2026-01-01T12:00:00.000Z');
+  clock.advance(46_000);
+  const stale = await waitForStatus(ts, owner.token, id, 'OFFLINE', 1600);
+  assert.equal(stale.last_seen_at, seen, 'marking stale is not a sign of life');
+  const why = await ts.http.get(`${API}/devices/${id}/why`, owner.token);
+  assert.equal(why.body.detail.last_seen_at, seen, 'why speaks ISO-8601 like every other body');
 });
 
 test('PATCH config: heartbeat_secs under the kind minimum is 400; at the minimum it is taken', async (t) => {

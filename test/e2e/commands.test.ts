@@ -502,7 +502,7 @@ test('set_log_level: a player\'s logs are dropped before, accepted during, and d
   const logs = async () => {
     const res = await w.ts.http.get(`${API}/devices/${id}/logs`, w.playerOwner.token);
     assert.equal(res.status, 200);
-    return res.body as Array<{ at: string; ts: number; level: string; msg: string }>;
+    return res.body.lines as Array<{ at: string; ts: number; level: string; msg: string }>;
   };
   /** One log line, a second (of the service's clock) after the last, so the 1-per-second limit never decides. */
   const sendLog = async (msg: string) => {
@@ -526,6 +526,14 @@ test('set_log_level: a player\'s logs are dropped before, accepted during, and d
   const set = (await deviceEvents(w.ts, w.playerOwner.token, id)).find((e) => e.kind === 'log_level_set');
   assert.ok(set, 'log_level_set in the timeline');
   assert.equal(set.detail.level, 'debug');
+
+  // Right after the escalation, before any line: the answer explains that it is waiting (issue 10).
+  const waiting = await w.ts.http.get(`${API}/devices/${id}/logs`, w.playerOwner.token);
+  assert.deepEqual(waiting.body.lines, []);
+  assert.equal(waiting.body.logging.enabled, true);
+  assert.equal(waiting.body.logging.source, 'set_log_level');
+  assert.equal(waiting.body.logging.until, new Date((Math.floor(clock() / 1000) + 60) * 1000).toISOString());
+  assert.match(waiting.body.note, /waiting for the device's first line/);
 
   // During: accepted and readable.
   await sendLog('during escalation 1');
@@ -577,7 +585,7 @@ test('set_log_level on a SimDevice: the firmware starts logging and the backend 
   const ping = await commandOk(w, id, { name: 'ping' }, w.playerOwner.token);
   const lines = await waitFor('the firmware log line is kept', async () => {
     const res = await w.ts.http.get(`${API}/devices/${id}/logs`, w.playerOwner.token);
-    const found = (res.body as Array<{ msg: string; level: string }>).filter((l) => l.msg.includes(ping.command_id));
+    const found = (res.body.lines as Array<{ msg: string; level: string }>).filter((l) => l.msg.includes(ping.command_id));
     return found.length ? found : null;
   }, 4000);
   assert.equal(lines[0]!.level, 'info');

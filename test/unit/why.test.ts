@@ -125,11 +125,11 @@ test('why: every playback state of contract 7 is reachable', () => {
   for (const s of ['playing', 'ready', 'muted', 'unbound', 'updating', 'connecting', 'error', 'offline', 'unknown'] as const) assert.ok(reached.has(s), s);
 });
 
-test('why: the detail carries the facts that were weighed', () => {
+test('why: the detail carries the facts that were weighed, its times as ISO-8601 like every HTTP body', () => {
   const answer = explain({ ...healthy, status: 'PLAYING', statusReason: 'broadcast_start' });
   assert.deepEqual(answer.detail, {
-    kind: 'stream_player', enabled: true, mosque_id: 'm1', membership_status: 'approved', lease_expires_at: NOW + 3600,
-    connected: true, last_seen_at: NOW - 5, status: 'PLAYING', status_reason: 'broadcast_start',
+    kind: 'stream_player', enabled: true, mosque_id: 'm1', membership_status: 'approved', lease_expires_at: new Date((NOW + 3600) * 1000).toISOString(),
+    connected: true, last_seen_at: new Date((NOW - 5) * 1000).toISOString(), status: 'PLAYING', status_reason: 'broadcast_start',
   });
 });
 
