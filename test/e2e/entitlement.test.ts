@@ -451,7 +451,7 @@ test('why answers for an UNBOUND, an offline and a playing player', async (t) =>
   const p = await why(playingReg, w.owner.token);
   assert.deepEqual([p.status, p.effective_playback_state, p.deciding_field, p.reason], ['PLAYING', 'playing', 'device.status', 'broadcast_start']);
   assert.equal(p.detail.connected, true);
-  assert.equal(typeof p.detail.lease_expires_at, 'number');
+  assert.ok(!Number.isNaN(Date.parse(p.detail.lease_expires_at)), 'an ISO-8601 time, like every time in an HTTP body');
 });
 
 test('why is answered to the owner, an admin of the mosque and a superadmin only', async (t) => {
