@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
+import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { createBroker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
@@ -162,8 +163,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
+      trustProxy: config.trustProxy,
     });
-    const httpServer = createAdaptorServer({ fetch: api.fetch }) as http.Server;
+    const httpServer = createAdaptorServer({ fetch: api.fetch, serverOptions: httpServerOptions(config) }) as http.Server;
+    limitHttpServer(httpServer, config);
     broker.attachWebSocket(httpServer);
 
     let mqttPort = config.mqttPort;
