@@ -73,7 +73,7 @@ test('a body sent a byte at a time is cut off after the request timeout', async 
 
 test('sockets over HTTP_MAX_CONNECTIONS are dropped while the held ones are still answered', async (t) => {
   const ts = await startTestService(t, { env: { HTTP_MAX_CONNECTIONS: '4' } });
-  const held = [];
+  const held: HeldSocket[] = [];
   for (let i = 0; i < 4; i++) {
     const s = await openSocket(ts);
     s.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n'); // headers not finished: the slot stays taken
@@ -119,7 +119,7 @@ test('a device on MQTT over WebSocket outlives the request timeout and does not 
   const ts = await startTestService(t, { env: { HTTP_HEADERS_TIMEOUT_S: '1', HTTP_REQUEST_TIMEOUT_S: '1', HTTP_MAX_CONNECTIONS: '3' } });
   const person = await member(ts, 'amina@example.com');
   const devices = [await registerPlayer(ts, person, undefined, 'kitchen'), await registerPlayer(ts, person, undefined, 'hall')];
-  const clients = [];
+  const clients: Awaited<ReturnType<typeof connectDevice>>[] = [];
   for (const d of devices) clients.push(await connectDevice(t, d.credentials, { url: wsUrlOf(ts) }));
   await new Promise((r) => setTimeout(r, 2500));
   for (const c of clients) assert.equal(c.connected, true, 'still connected past the request timeout');
