@@ -127,3 +127,37 @@ test('a device on MQTT over WebSocket outlives the request timeout and does not 
   const plain = await Promise.all([ts.http.get('/healthz'), ts.http.get('/healthz'), ts.http.get('/healthz')]);
   assert.deepEqual(plain.map((r) => r.status), [200, 200, 200]);
 });
+
+// ---- TRUST_PROXY: who is the client behind a reverse proxy ----
+
+const codeRequest = (ts: TestService, forwardedFor?: string) =>
+  ts.http.request('POST', '/api/v1/auth/login-code', {
+    body: { identifier_hash: 'a'.repeat(64) },
+    headers: forwardedFor ? { 'x-forwarded-for': forwardedFor } : {},
+  });
+
+test('with TRUST_PROXY off a forged X-Forwarded-For does not escape the per-address rate limit', async (t) => {
+  const ts = await startTestService(t, { env: { AUTH_RATE_LIMIT: '2' } });
+  assert.equal((await codeRequest(ts, '198.51.100.1')).status, 202);
+  assert.equal((await codeRequest(ts, '198.51.100.2')).status, 202);
+  const third = await codeRequest(ts, '198.51.100.3');
+  assertError(third, 429, 'rate_limited');
+  assert.match(third.headers.get('retry-after') ?? '', /^[1-9]\d*$/);
+  const logged = ts.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+  assert.ok(logged.length >= 3 && logged.every((l) => l.client === '127.0.0.1'), 'the log names the socket address');
+});
+
+for (const setting of ['1', '127.0.0.1/32']) {
+  test(`with TRUST_PROXY=${setting} two clients behind one proxy get separate rate-limit buckets`, async (t) => {
+    const ts = await startTestService(t, { env: { AUTH_RATE_LIMIT: '2', TRUST_PROXY: setting } });
+    assert.equal((await codeRequest(ts, '198.51.100.1')).status, 202);
+    assert.equal((await codeRequest(ts, '198.51.100.1')).status, 202);
+    assertError(await codeRequest(ts, '198.51.100.1'), 429, 'rate_limited');
+    // Another client through the same proxy still has its own budget...
+    assert.equal((await codeRequest(ts, '198.51.100.2')).status, 202);
+    // ...and a client cannot borrow one by prepending addresses: the proxy's own entry is what counts.
+    assertError(await codeRequest(ts, '203.0.113.50, 198.51.100.1'), 429, 'rate_limited');
+    const clients = ts.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request').map((l) => l.client);
+    assert.deepEqual(clients, ['198.51.100.1', '198.51.100.1', '198.51.100.1', '198.51.100.2', '198.51.100.1']);
+  });
+}
