@@ -15,6 +15,7 @@ import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
 import { loadOrCreateVapidKeys, webPushSender } from '../notify/webpush.ts';
 import { systemClock, type Clock } from './platform/clock.ts';
 import { createOneTimeCodes } from './people/codes.ts';
+import { createGuessBudget } from './people/guess-budget.ts';
 import type { Config } from './platform/config.ts';
 import { migrate, openDatabase, type Db } from './platform/db.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
@@ -67,6 +68,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
 function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier) {
   const users = createUserStore(db, clock);
   const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
+  const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock);
@@ -77,8 +79,8 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const memberships = createMemberships({ db, clock, activity, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   return {
     users, tokens, activity, mosques, admins, memberships, membershipListeners,
-    peopleAuth: createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
-    superadminAuth: createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock }),
+    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
+    superadminAuth: createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock }),
     invites: createInvites({ db, clock, users, memberships, activity, notifier }),
     broadcastHooks,
     broadcasts: createBroadcasts({ db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b) }),
@@ -100,7 +102,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const db = openDatabase(config.databasePath);
     closers.push(() => db.close());
     logger.info({ database: config.databasePath, schema_version: migrate(db) }, 'database ready');
-    const hasher = await createPasswordHasher({ cost: config.bcryptCost });
+    const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push(() => hasher.close());
     const transport = opts.transport ?? createTransport(config, logger);
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
