@@ -71,6 +71,17 @@ test('a body sent a byte at a time is cut off after the request timeout', async 
   assert.ok(afterMs >= 1900, `closed after ${afterMs} ms, not before the request timeout`);
 });
 
+test('an idle keep-alive connection is closed after the keep-alive timeout', async (t) => {
+  const ts = await startTestService(t, { env: { HTTP_KEEP_ALIVE_TIMEOUT_S: '1' } });
+  const held = await openSocket(ts);
+  t.after(() => held.socket.destroy());
+  held.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  const { afterMs, received } = await within(held.closed, 6000, 'the idle connection closed');
+  assert.match(received, /^HTTP\/1\.1 200 /);
+  assert.match(received, /Keep-Alive: timeout=1/i);
+  assert.ok(afterMs >= 900, `closed after ${afterMs} ms`);
+});
+
 test('sockets over HTTP_MAX_CONNECTIONS are dropped while the held ones are still answered', async (t) => {
   const ts = await startTestService(t, { env: { HTTP_MAX_CONNECTIONS: '4' } });
   const held: HeldSocket[] = [];
