@@ -9,6 +9,8 @@ export type AppEnv = {
   Variables: {
     requestId: string;
     logger: Logger;
+    /** The client's address as TRUST_PROXY resolves it: what rate limits key on and logs show. */
+    clientAddress: string;
     user: AccessClaims;
     /** Set by mosqueGate: the mosque named by :id and the caller's standing there. */
     mosque: MosqueRow;

@@ -17,6 +17,7 @@ export const httpStatus = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  service_busy: 503,
   device_timeout: 504,
   internal_error: 500,
 } as const satisfies Record<Failure, number>;
@@ -37,6 +38,7 @@ const defaultMessage = {
   payload_too_large: 'The body is larger than 64 KiB.',
   unsupported_media_type: 'The body must be JSON, sent with Content-Type: application/json.',
   rate_limited: 'Too many requests; try again later.',
+  service_busy: 'The service is busy; try again shortly.',
   device_timeout: 'The device did not acknowledge the command in time.',
   internal_error: 'Internal error.',
 } satisfies Record<Failure, string>;
@@ -68,6 +70,7 @@ export function errorBody(failure: Failure, message?: string, details?: ErrorDet
 
 /** The value of a successful Result; a failure becomes the contract's error answer. */
 export function unwrap<T>(result: Result<T>): T {
-  if (!result.ok) throw new ApiError(result.failure, result.message);
-  return result.value;
+  if (result.ok) return result.value;
+  const headers = result.retryAfterSeconds === undefined ? undefined : { 'Retry-After': String(result.retryAfterSeconds) };
+  throw new ApiError(result.failure, result.message, headers ? { headers } : {});
 }

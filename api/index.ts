@@ -4,6 +4,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { requestId } from 'hono/request-id';
 import type { PeopleAuth } from '../src/people/auth.ts';
 import type { Clock } from '../src/platform/clock.ts';
+import type { TrustProxy } from '../src/platform/client-address.ts';
 import type { Logger } from '../src/platform/log.ts';
 import type { SuperadminAuth } from '../src/people/superadmin.ts';
 import type { AccessTokens } from '../src/people/tokens.ts';
@@ -30,6 +31,7 @@ import type { AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
 import { requireUser } from './guards.ts';
 import { meRoutes } from './people/me.ts';
+import { resolveClient } from './rate-limit.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -58,6 +60,7 @@ export interface ApiDeps {
   vapidPublicKey: string;
   authRateLimit: number;
   authIdentifierRateLimit: number;
+  trustProxy: TrustProxy;
   /** The health of each part, for GET /healthz. */
   health: () => Record<string, boolean>;
 }
@@ -74,12 +77,13 @@ export function createApi(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
   app.use('*', requestId());
+  app.use('*', resolveClient(deps.trustProxy));
   app.use('*', async (c, next) => {
     const logger = deps.logger.child({ req_id: c.var.requestId });
     c.set('logger', logger);
     const started = performance.now();
     await next();
-    logger.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, 'request');
+    logger.info({ method: c.req.method, path: c.req.path, client: c.var.clientAddress, status: c.res.status, ms: Math.round(performance.now() - started) }, 'request');
   });
   // Before the body limit, so an oversized body refused there still gets the auth headers.
   app.use('/api/v1/auth/*', authSecurityHeaders);

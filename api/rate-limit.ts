@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { resolveClientAddress, type TrustProxy } from '../src/platform/client-address.ts';
 import { ApiError } from './errors.ts';
 import type { AppContext, AppEnv } from './context.ts';
 
@@ -21,19 +22,28 @@ export function createLimiter(pointsPerMinute: number) {
   };
 }
 
-export function clientAddress(c: AppContext): string {
+/** The peer of the socket (the last hop, a proxy or the client itself). */
+export function socketAddress(c: AppContext): string | undefined {
   try {
-    return getConnInfo(c).remote.address ?? 'unknown';
+    return getConnInfo(c).remote.address;
   } catch {
-    return 'unknown';
+    return undefined;
   }
+}
+
+/** Resolves the client once per request (TRUST_PROXY decides whether X-Forwarded-For counts). */
+export function resolveClient(trust: TrustProxy): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    c.set('clientAddress', resolveClientAddress(socketAddress(c), c.req.header('x-forwarded-for'), trust));
+    await next();
+  };
 }
 
 /** Limits every request under the path per client address. */
 export function perAddressLimit(pointsPerMinute: number): MiddlewareHandler<AppEnv> {
   const consume = createLimiter(pointsPerMinute);
   return async (c, next) => {
-    await consume(clientAddress(c));
+    await consume(c.var.clientAddress);
     await next();
   };
 }

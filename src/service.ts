@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
+import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { createBroker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
@@ -14,6 +15,7 @@ import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
 import { loadOrCreateVapidKeys, webPushSender } from '../notify/webpush.ts';
 import { systemClock, type Clock } from './platform/clock.ts';
 import { createOneTimeCodes } from './people/codes.ts';
+import { createGuessBudget } from './people/guess-budget.ts';
 import type { Config } from './platform/config.ts';
 import { migrate, openDatabase, type Db } from './platform/db.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
@@ -66,6 +68,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
 function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier) {
   const users = createUserStore(db, clock);
   const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
+  const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock);
@@ -76,8 +79,8 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const memberships = createMemberships({ db, clock, activity, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   return {
     users, tokens, activity, mosques, admins, memberships, membershipListeners,
-    peopleAuth: createPeopleAuth({ users, codes, hasher, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
-    superadminAuth: createSuperadminAuth({ db, users, codes, hasher, tokens, notifier, clock }),
+    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
+    superadminAuth: createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock }),
     invites: createInvites({ db, clock, users, memberships, activity, notifier }),
     broadcastHooks,
     broadcasts: createBroadcasts({ db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b) }),
@@ -99,7 +102,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const db = openDatabase(config.databasePath);
     closers.push(() => db.close());
     logger.info({ database: config.databasePath, schema_version: migrate(db) }, 'database ready');
-    const hasher = await createPasswordHasher({ cost: config.bcryptCost });
+    const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push(() => hasher.close());
     const transport = opts.transport ?? createTransport(config, logger);
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
@@ -162,8 +165,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
+      trustProxy: config.trustProxy,
     });
-    const httpServer = createAdaptorServer({ fetch: api.fetch }) as http.Server;
+    const httpServer = createAdaptorServer({ fetch: api.fetch, serverOptions: httpServerOptions(config) }) as http.Server;
+    limitHttpServer(httpServer, config);
     broker.attachWebSocket(httpServer);
 
     let mqttPort = config.mqttPort;

@@ -1,6 +1,7 @@
 import type { Clock } from '../platform/clock.ts';
 import type { OneTimeCodes } from './codes.ts';
-import { fail, ok, type Result } from '../platform/failure.ts';
+import { fail, failUntil, ok, type Result } from '../platform/failure.ts';
+import { guessSubject, type GuessBudget } from './guess-budget.ts';
 import { identifierHash, isSyntheticEmail, syntheticEmailForPhone } from '../platform/identifiers.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Channel, Notifier } from '../platform/notify.ts';
@@ -12,6 +13,7 @@ export interface PeopleAuthDeps {
   users: UserStore;
   codes: OneTimeCodes;
   hasher: PasswordHasher;
+  guesses: GuessBudget;
   tokens: AccessTokens;
   notifier: Notifier;
   clock: Clock;
@@ -32,10 +34,10 @@ export type SignupOutcome = { created: boolean; token: TokenResponse };
  * the way it answers a known one, and spends the same bcrypt time on it (a dummy comparison).
  */
 export function createPeopleAuth(deps: PeopleAuthDeps) {
-  const { users, codes, hasher, tokens, notifier } = deps;
+  const { users, codes, hasher, guesses, tokens, notifier } = deps;
 
-  /** True when the password matches a non-superadmin account; always spends one bcrypt comparison. */
-  async function passwordMatches(user: UserRow | null, passwordHash: string | null): Promise<boolean> {
+  /** True when the password matches a non-superadmin account; always spends one bcrypt comparison (or is busy). */
+  async function passwordMatches(user: UserRow | null, passwordHash: string | null): Promise<Result<boolean>> {
     const usable = user !== null && user.role !== 'superadmin' && passwordHash !== null ? user.password_bcrypt : null;
     return hasher.verify(passwordHash ?? '', usable);
   }
@@ -49,10 +51,13 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     if (existing) {
       // The email and the phone belong to two different accounts: neither is "the" account.
       const sameAccount = !byEmail || !byPhone || byEmail.id === byPhone.id;
-      const matched = (await passwordMatches(existing, input.passwordHash)) && sameAccount;
-      return matched ? ok({ created: false, token: await tokens.issue(existing) }) : fail('invalid_credentials');
+      const checked = await passwordMatches(existing, input.passwordHash);
+      if (!checked.ok) return checked;
+      return checked.value && sameAccount ? ok({ created: false, token: await tokens.issue(existing) }) : fail('invalid_credentials');
     }
-    const passwordBcrypt = input.passwordHash ? await hasher.hash(input.passwordHash) : null;
+    const hashed = input.passwordHash ? await hasher.hash(input.passwordHash) : null;
+    if (hashed && !hashed.ok) return hashed;
+    const passwordBcrypt = hashed ? hashed.value : null;
     try {
       const user = users.create({
         email: input.email ?? syntheticEmailForPhone(phoneHash!),
@@ -72,7 +77,9 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
 
   async function login(identifier: string, passwordHash: string): Promise<Result<TokenResponse>> {
     const user = users.findByIdentifierHash(identifier);
-    if (!(await passwordMatches(user, passwordHash))) return fail('invalid_credentials');
+    const checked = await passwordMatches(user, passwordHash);
+    if (!checked.ok) return checked;
+    if (!checked.value) return fail('invalid_credentials');
     return ok(await tokens.issue(user!));
   }
 
@@ -90,13 +97,21 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     });
   }
 
+  /**
+   * Past the hourly cap of wrong guesses the account's code flow answers 429 until the oldest guess ages
+   * out, even for the right code (which is not looked at, so it is not used up either).
+   */
   async function verifyLoginCode(identifier: string, code: string): Promise<Result<TokenResponse>> {
-    const user = users.findByIdentifierHash(identifier);
-    if (!user || user.role === 'superadmin') {
-      codes.spendLikeRedeem(code);
+    const found = users.findByIdentifierHash(identifier);
+    const user = found && found.role !== 'superadmin' ? found : null;
+    const subject = guessSubject('login_code', user?.id ?? null, identifier);
+    const wait = guesses.lockedFor(subject);
+    if (wait > 0) return failUntil('rate_limited', wait);
+    if (!user) codes.spendLikeRedeem(code);
+    if (!user || !codes.redeemLoginCode(user.id, code)) {
+      guesses.recordWrong(subject);
       return fail('invalid_code');
     }
-    if (!codes.redeemLoginCode(user.id, code)) return fail('invalid_code');
     return ok(await tokens.issue(user));
   }
 
@@ -113,11 +128,15 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     });
   }
 
+  /** The token is used up only once the new hash is ready: a busy hasher leaves it valid for a retry. */
   async function resetPassword(token: string, passwordHash: string): Promise<Result<void>> {
+    if (!codes.findResetToken(token, 'member')) return fail('invalid_token');
+    const hashed = await hasher.hash(passwordHash);
+    if (!hashed.ok) return hashed;
     const userId = codes.redeemResetToken(token, 'member');
     const user = userId ? users.findById(userId) : null;
     if (!user) return fail('invalid_token');
-    users.setPassword(user.id, await hasher.hash(passwordHash));
+    users.setPassword(user.id, hashed.value);
     return ok(undefined);
   }
 

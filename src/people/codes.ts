@@ -20,6 +20,8 @@ export interface OneTimeCodes {
   /** A dummy computation of the same cost as redeemLoginCode, for unknown accounts. */
   spendLikeRedeem(code: string): void;
   issueResetToken(userId: string, kind: ResetKind, ttlSeconds: number): string;
+  /** The user id of an unused, unexpired token of this kind, without using it up; null otherwise. */
+  findResetToken(token: string, kind: ResetKind): string | null;
   /** The user id of an unused, unexpired token of this kind, consumed by this call; null otherwise. */
   redeemResetToken(token: string, kind: ResetKind): string | null;
 }
@@ -36,6 +38,9 @@ export function createOneTimeCodes(db: Db, clock: Clock, key: Buffer): OneTimeCo
   const spendTry = db.prepare('UPDATE login_codes SET attempts_left = attempts_left - 1 WHERE user_id = ?');
   const insertReset = db.prepare('INSERT INTO reset_tokens (token_hmac, user_id, kind, expires_at) VALUES (?, ?, ?, ?)');
   const deleteResetsOf = db.prepare('DELETE FROM reset_tokens WHERE user_id = ? AND kind = ?');
+  const peekReset = db.prepare<[string, string], { user_id: string; expires_at: number }>(
+    'SELECT user_id, expires_at FROM reset_tokens WHERE token_hmac = ? AND kind = ?',
+  );
   const claimReset = db.prepare<[string, string], { user_id: string; expires_at: number }>(
     'DELETE FROM reset_tokens WHERE token_hmac = ? AND kind = ? RETURNING user_id, expires_at',
   );
@@ -79,6 +84,11 @@ export function createOneTimeCodes(db: Db, clock: Clock, key: Buffer): OneTimeCo
         insertReset.run(keyedHash(key, `reset|${token}`), userId, kind, now() + ttlSeconds);
       })();
       return token;
+    },
+
+    findResetToken(token, kind) {
+      const row = peekReset.get(keyedHash(key, `reset|${token}`), kind);
+      return row && row.expires_at > now() ? row.user_id : null;
     },
 
     redeemResetToken(token, kind) {

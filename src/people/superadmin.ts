@@ -2,7 +2,8 @@ import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { OneTimeCodes } from './codes.ts';
-import { fail, ok, type Result } from '../platform/failure.ts';
+import { fail, failUntil, ok, type Result } from '../platform/failure.ts';
+import { guessSubject, type GuessBudget } from './guess-budget.ts';
 import { sha256Hex } from '../platform/identifiers.ts';
 import type { Notifier } from '../platform/notify.ts';
 import type { PasswordHasher } from './passwords.ts';
@@ -35,9 +36,22 @@ interface Deps {
   users: UserStore;
   codes: OneTimeCodes;
   hasher: PasswordHasher;
+  guesses: GuessBudget;
   tokens: AccessTokens;
   notifier: Notifier;
   clock: Clock;
+}
+
+/** A pending session, real or decoy, as checkSession sees it. */
+interface PendingSession {
+  /** The guess budget it draws on. */
+  subject: string;
+  userId: string | null;
+  otpSealed: string | null;
+  attemptsLeft: number;
+  expiresAt: number;
+  remove(): void;
+  spendTry(): void;
 }
 
 /**
@@ -56,6 +70,16 @@ export function createSuperadminAuth(deps: Deps) {
   );
   const deleteSession = db.prepare('DELETE FROM superadmin_sessions WHERE session_hash = ?');
   const spendTry = db.prepare('UPDATE superadmin_sessions SET attempts_left = attempts_left - 1 WHERE session_hash = ?');
+  const putDecoy = db.prepare(
+    `INSERT INTO superadmin_decoy_sessions (session_hash, identifier_hash, attempts_left, expires_at) VALUES (?, ?, ?, ?)
+     ON CONFLICT (identifier_hash) DO UPDATE SET session_hash = excluded.session_hash, attempts_left = excluded.attempts_left, expires_at = excluded.expires_at`,
+  );
+  const getDecoy = db.prepare<[string], { identifier_hash: string; attempts_left: number; expires_at: number }>(
+    'SELECT identifier_hash, attempts_left, expires_at FROM superadmin_decoy_sessions WHERE session_hash = ?',
+  );
+  const deleteDecoy = db.prepare('DELETE FROM superadmin_decoy_sessions WHERE session_hash = ?');
+  const spendDecoyTry = db.prepare('UPDATE superadmin_decoy_sessions SET attempts_left = attempts_left - 1 WHERE session_hash = ?');
+  const pruneDecoys = db.prepare('DELETE FROM superadmin_decoy_sessions WHERE expires_at <= ?');
   const nowSeconds = () => toUnixSeconds(deps.clock());
 
   /** Opens a new session for the user; any earlier pending session of that purpose stops working. */
@@ -76,25 +100,60 @@ export function createSuperadminAuth(deps: Deps) {
     return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
   }
 
-  /** The user id of the session once the digest proves the OTP; the session is spent either way on success. */
+  /** A real session of this purpose, or (reset only) a decoy handed out for an identifier without a superadmin. */
+  function findPending(hash: string, purpose: Purpose): PendingSession | null {
+    const row = getSession.get(hash, purpose);
+    if (row) {
+      return {
+        subject: guessSubject(purpose === 'login' ? 'superadmin_login' : 'superadmin_reset', row.user_id, ''),
+        userId: row.user_id, otpSealed: row.otp_sealed, attemptsLeft: row.attempts_left, expiresAt: row.expires_at,
+        remove: () => deleteSession.run(hash), spendTry: () => spendTry.run(hash),
+      };
+    }
+    const decoy = purpose === 'reset' ? getDecoy.get(hash) : undefined;
+    if (!decoy) return null;
+    return {
+      subject: guessSubject('superadmin_reset', null, decoy.identifier_hash),
+      userId: null, otpSealed: null, attemptsLeft: decoy.attempts_left, expiresAt: decoy.expires_at,
+      remove: () => deleteDecoy.run(hash), spendTry: () => spendDecoyTry.run(hash),
+    };
+  }
+
+  /**
+   * The user id of the session once the digest proves the OTP; the session is spent either way on success.
+   * Wrong digests count against the account's hourly guess budget; past it, 429 until the oldest ages out.
+   */
   function checkSession(input: VerifyInput, purpose: Purpose): Result<string> {
     if (Math.abs(nowSeconds() - input.timestamp) > CLOCK_TOLERANCE_SECONDS) return fail('stale_timestamp');
-    const hash = sha256Hex(input.sessionToken);
-    const row = getSession.get(hash, purpose);
-    if (!row) return fail('invalid_otp');
-    if (row.expires_at <= nowSeconds()) {
-      deleteSession.run(hash);
+    const session = findPending(sha256Hex(input.sessionToken), purpose);
+    if (!session) return fail('invalid_otp');
+    if (session.expiresAt <= nowSeconds()) {
+      session.remove();
       return fail('invalid_otp');
     }
-    const otp = openOtp(input.sessionToken, row.otp_sealed);
+    const wait = deps.guesses.lockedFor(session.subject);
+    if (wait > 0) return failUntil('rate_limited', wait);
+    const otp = session.otpSealed === null ? null : openOtp(input.sessionToken, session.otpSealed);
     const expected = crypto.createHmac('sha256', input.sessionToken).update(`${otp}|${input.timestamp}`).digest('hex');
-    if (otp !== null && hexEquals(expected, input.hmac.toLowerCase())) {
-      deleteSession.run(hash);
-      return ok(row.user_id);
+    if (otp !== null && session.userId !== null && hexEquals(expected, input.hmac.toLowerCase())) {
+      session.remove();
+      return ok(session.userId);
     }
-    if (row.attempts_left <= 1) deleteSession.run(hash);
-    else spendTry.run(hash);
+    deps.guesses.recordWrong(session.subject);
+    if (session.attemptsLeft <= 1) session.remove();
+    else session.spendTry();
     return fail('invalid_otp');
+  }
+
+  /** A decoy looks and behaves like a real session (5 tries, superseded by the next one, same budget rule). */
+  function openDecoy(identifier: string): SessionGrant {
+    const sessionToken = randomToken(32);
+    const now = nowSeconds();
+    db.transaction(() => {
+      pruneDecoys.run(now);
+      putDecoy.run(sha256Hex(sessionToken), identifier, SESSION_ATTEMPTS, now + SESSION_TTL_SECONDS);
+    })();
+    return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
   }
 
   const findSuperadmin = (userId: string) => {
@@ -106,7 +165,9 @@ export function createSuperadminAuth(deps: Deps) {
     async startLogin(identifier: string, passwordHash: string): Promise<Result<SessionGrant>> {
       const user = users.findByIdentifierHash(identifier);
       const usable = user?.role === 'superadmin' ? user.password_bcrypt : null;
-      if (!(await hasher.verify(passwordHash, usable))) return fail('invalid_credentials');
+      const checked = await hasher.verify(passwordHash, usable);
+      if (!checked.ok) return checked;
+      if (!checked.value) return fail('invalid_credentials');
       return ok(openSession(user!, 'login'));
     },
 
@@ -121,7 +182,7 @@ export function createSuperadminAuth(deps: Deps) {
     startReset(identifier: string): SessionGrant {
       const user = users.findByIdentifierHash(identifier);
       if (user?.role === 'superadmin') return openSession(user, 'reset');
-      return { session_token: randomToken(32), expires_in: SESSION_TTL_SECONDS };
+      return openDecoy(identifier);
     },
 
     verifyReset(input: VerifyInput): Result<{ reset_token: string; expires_in: number }> {
@@ -134,10 +195,14 @@ export function createSuperadminAuth(deps: Deps) {
 
     /** The new password takes effect only here, and every older token of the superadmin stops working. */
     async resetPassword(resetToken: string, passwordHash: string): Promise<Result<void>> {
+      // Used up only once the new hash is ready: a busy hasher leaves the token valid for a retry.
+      if (!deps.codes.findResetToken(resetToken, 'superadmin')) return fail('invalid_token');
+      const hashed = await hasher.hash(passwordHash);
+      if (!hashed.ok) return hashed;
       const userId = deps.codes.redeemResetToken(resetToken, 'superadmin');
       const user = userId ? findSuperadmin(userId) : null;
       if (!user) return fail('invalid_token');
-      users.setPassword(user.id, await hasher.hash(passwordHash));
+      users.setPassword(user.id, hashed.value);
       return ok(undefined);
     },
   };

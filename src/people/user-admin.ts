@@ -41,7 +41,9 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
       if (takenBy(null, f.email, f.phone)) return fail('conflict', 'A user with that email or phone already exists.');
       const phoneHash = f.phone ? identifierHash(f.phone) : null;
       const email = f.email ?? syntheticEmailForPhone(phoneHash!);
-      const passwordBcrypt = f.passwordHash ? await deps.hasher.hash(f.passwordHash) : null;
+      const hashed = f.passwordHash ? await deps.hasher.hash(f.passwordHash) : null;
+      if (hashed && !hashed.ok) return hashed;
+      const passwordBcrypt = hashed ? hashed.value : null;
       try {
         return ok(users.create({ email, emailHash: identifierHash(email), phone: f.phone ?? null, phoneHash, passwordBcrypt, role: f.role ?? 'member' }));
       } catch (err) {
@@ -58,7 +60,11 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
       if (f.email) change.email = { email: f.email, emailHash: identifierHash(f.email) };
       if (f.phone !== undefined) change.phone = { phone: f.phone, phoneHash: f.phone ? identifierHash(f.phone) : null };
       if (f.role) change.role = f.role;
-      if (f.passwordHash) change.passwordBcrypt = await deps.hasher.hash(f.passwordHash);
+      if (f.passwordHash) {
+        const hashed = await deps.hasher.hash(f.passwordHash);
+        if (!hashed.ok) return hashed;
+        change.passwordBcrypt = hashed.value;
+      }
       try {
         return ok(users.update(id, change));
       } catch (err) {

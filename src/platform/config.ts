@@ -1,5 +1,6 @@
 import path from 'node:path';
 import * as v from 'valibot';
+import { parseTrustProxy, type TrustProxy } from './client-address.ts';
 
 /** Every setting of the service: one schema, its default, its bound and its error line. */
 export interface Config {
@@ -20,7 +21,14 @@ export interface Config {
   redisUrl: string | undefined;
   authRateLimit: number;
   authIdentifierRateLimit: number;
+  authMaxWrongGuessesPerHour: number;
   bcryptCost: number;
+  bcryptMaxQueue: number;
+  trustProxy: TrustProxy;
+  httpHeadersTimeoutS: number;
+  httpRequestTimeoutS: number;
+  httpKeepAliveTimeoutS: number;
+  httpMaxConnections: number;
   vapidSubject: string;
   deviceEventsRetentionDays: number;
   deviceEventsMaxPerDevice: number;
@@ -78,6 +86,13 @@ const EnvSchema = v.object({
   REDIS_URL: urlWithScheme(['redis://', 'rediss://']),
   AUTH_RATE_LIMIT: wholeNumber(1, 1_000_000, 30),
   AUTH_IDENTIFIER_RATE_LIMIT: wholeNumber(1, 1_000_000, 10),
+  AUTH_MAX_WRONG_GUESSES_PER_HOUR: wholeNumber(1, 1000, 20),
+  BCRYPT_MAX_QUEUE: wholeNumber(1, 100_000, 64),
+  TRUST_PROXY: v.optional(v.pipe(v.string(), v.trim()), 'off'),
+  HTTP_HEADERS_TIMEOUT_S: wholeNumber(1, 300, 10),
+  HTTP_REQUEST_TIMEOUT_S: wholeNumber(1, 3600, 30),
+  HTTP_KEEP_ALIVE_TIMEOUT_S: wholeNumber(1, 600, 5),
+  HTTP_MAX_CONNECTIONS: wholeNumber(1, 1_000_000, 1000),
   BCRYPT_COST: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^\d+$/, 'must be a whole number'), v.transform(Number)), '11'),
   VAPID_SUBJECT: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^(mailto:[^\s@]+@[^\s@]+|https:\/\/\S+)$/, 'must be a mailto: address or an https URL')), 'mailto:minaret@localhost'),
   DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
@@ -141,6 +156,12 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
   if (e.NOTIFY_TRANSPORT === 'smtp' && (!e.SMTP_URL || !e.SMTP_FROM)) {
     return { ok: false, error: `${e.SMTP_URL ? 'SMTP_FROM' : 'SMTP_URL'}: required when NOTIFY_TRANSPORT=smtp` };
   }
+  const trustProxy = parseTrustProxy(e.TRUST_PROXY);
+  if (!trustProxy.ok) return { ok: false, error: `TRUST_PROXY: ${trustProxy.error} (got ${JSON.stringify(e.TRUST_PROXY)})` };
+  // Node refuses a headers timeout longer than the request timeout: the headers are part of the request.
+  if (e.HTTP_HEADERS_TIMEOUT_S > e.HTTP_REQUEST_TIMEOUT_S) {
+    return { ok: false, error: `HTTP_HEADERS_TIMEOUT_S: must not exceed HTTP_REQUEST_TIMEOUT_S (${e.HTTP_REQUEST_TIMEOUT_S})` };
+  }
   const resetHours = Math.min(168, Math.max(1, e.PASSWORD_RESET_TTL_HOURS));
   if (resetHours !== e.PASSWORD_RESET_TTL_HOURS) {
     warnings.push(`PASSWORD_RESET_TTL_HOURS: ${e.PASSWORD_RESET_TTL_HOURS} is outside 1..168; using ${resetHours}`);
@@ -167,7 +188,14 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       redisUrl: e.REDIS_URL,
       authRateLimit: e.AUTH_RATE_LIMIT,
       authIdentifierRateLimit: e.AUTH_IDENTIFIER_RATE_LIMIT,
+      authMaxWrongGuessesPerHour: e.AUTH_MAX_WRONG_GUESSES_PER_HOUR,
       bcryptCost: e.BCRYPT_COST,
+      bcryptMaxQueue: e.BCRYPT_MAX_QUEUE,
+      trustProxy: trustProxy.value,
+      httpHeadersTimeoutS: e.HTTP_HEADERS_TIMEOUT_S,
+      httpRequestTimeoutS: e.HTTP_REQUEST_TIMEOUT_S,
+      httpKeepAliveTimeoutS: e.HTTP_KEEP_ALIVE_TIMEOUT_S,
+      httpMaxConnections: e.HTTP_MAX_CONNECTIONS,
       vapidSubject: e.VAPID_SUBJECT,
       deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
       deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,

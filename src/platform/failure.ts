@@ -18,10 +18,12 @@ export type Failure =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'rate_limited'
+  | 'service_busy'
   | 'device_timeout'
   | 'internal_error';
 
-export type Result<T> = { ok: true; value: T } | { ok: false; failure: Failure; message?: string };
+/** `retryAfterSeconds`: when trying again may succeed (rate limits, busy workers); edges pass it on. */
+export type Result<T> = { ok: true; value: T } | { ok: false; failure: Failure; message?: string; retryAfterSeconds?: number };
 
 export function ok<T>(value: T): Result<T> {
   return { ok: true, value };
@@ -29,4 +31,9 @@ export function ok<T>(value: T): Result<T> {
 
 export function fail<T = never>(failure: Failure, message?: string): Result<T> {
   return message === undefined ? { ok: false, failure } : { ok: false, failure, message };
+}
+
+/** A failure that goes away with time: the edge tells the client when to try again. */
+export function failUntil<T = never>(failure: Failure, retryAfterSeconds: number): Result<T> {
+  return { ok: false, failure, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)) };
 }
