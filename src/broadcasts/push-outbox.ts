@@ -36,7 +36,10 @@ export function createPushOutbox(deps: { db: Db; clock: Clock; sender: PushSende
     `SELECT id, user_id, endpoint, payload, attempts FROM push_outbox WHERE status = 'queued' AND next_attempt_at <= ?
      ORDER BY attempts > 0, id LIMIT ?`,
   );
-  const claim = db.prepare("UPDATE push_outbox SET attempts = attempts + 1, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'");
+  // Only a row still due is claimed: another process sharing the file (REDIS_URL) may have taken it meanwhile.
+  const claim = db.prepare(
+    "UPDATE push_outbox SET attempts = attempts + 1, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'queued' AND next_attempt_at <= ?",
+  );
   const settle = db.prepare('UPDATE push_outbox SET status = ?, last_error = ?, updated_at = ? WHERE id = ?');
   const noteError = db.prepare('UPDATE push_outbox SET last_error = ? WHERE id = ?');
   const counts = db.prepare<[string], { status: string; n: number }>('SELECT status, count(*) AS n FROM push_outbox WHERE broadcast_id = ? GROUP BY status');
@@ -65,7 +68,7 @@ export function createPushOutbox(deps: { db: Db; clock: Clock; sender: PushSende
     const rows = due.all(now(), free);
     for (const row of rows) {
       // Claim first: the next attempt time moves out, so a later pump does not send the same row twice.
-      claim.run(now() + backoff(row.attempts + 1), now(), row.id);
+      if (claim.run(now() + backoff(row.attempts + 1), now(), row.id, now()).changes === 0) continue;
       inFlight++;
       deliver(row)
         .catch((err: Error) => deps.logger.error({ err: err.message, outbox_id: row.id }, 'push delivery failed'))
