@@ -12,7 +12,7 @@ import { createPeopleAuth } from './people/auth.ts';
 import { createBroadcasts, type BroadcastRow } from './broadcasts/broadcasts.ts';
 import { createFanout } from './broadcasts/broadcast-fanout.ts';
 import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
-import { loadOrCreateVapidKeys, webPushSender } from '../notify/webpush.ts';
+import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
 import { systemClock, type Clock } from './platform/clock.ts';
 import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
@@ -46,7 +46,9 @@ export interface ServiceOptions {
   transport?: Transport;
   notifyRetryBaseMs?: number;
   /** Replaces the Web Push sender (tests may point it elsewhere; by default it is the real one). */
-  pushSender?: PushSender;
+  pushSender?: PushSender & { close?(): void };
+  /** How the real sender reaches push services (tests: a local https server; see notify/webpush.ts). */
+  pushNetwork?: PushNetwork;
 }
 
 export interface Service {
@@ -84,7 +86,7 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
     invites: createInvites({ db, clock, users, memberships, activity, notifier }),
     broadcastHooks,
     broadcasts: createBroadcasts({ db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b) }),
-    pushSubscriptions: createPushSubscriptions(db, clock),
+    pushSubscriptions: createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser),
   };
 }
 
@@ -147,7 +149,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       closers.push(() => clearInterval(reload));
     }
     const vapid = loadOrCreateVapidKeys(config.dataDir);
-    const outbox = createPushOutbox({ db, clock, logger, sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject), subscriptions: people.pushSubscriptions });
+    const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
+    closers.push(() => sender.close?.());
+    const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
     people.broadcastHooks.onStart = fanout.onStart;
     people.broadcastHooks.onStop = fanout.onStop;

@@ -120,7 +120,7 @@ export function deviceRoutes(deps: Deps) {
   app.post('/devices', async (c) => {
     const b = await readJson(c, PlayerCreate);
     if (b.mosque_id && !deps.mosques.findById(b.mosque_id)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
-    const { row, password } = plane.service.register('stream_player', b.name ?? null, b.mosque_id ?? null, c.var.user.id, c.var.user.id);
+    const { row, password } = unwrap(plane.service.registerPlayer(b.name ?? null, b.mosque_id ?? null, actorOf(c)));
     return c.json({ device: body(row), credentials: credentials(c, row, password) }, 201);
   });
 
@@ -205,12 +205,15 @@ export function deviceRoutes(deps: Deps) {
     }
     const args = b.name === 'set_log_level' ? parseOrThrow(v.object({ args: SetLogLevelArgs }), { args: b.args ?? {} }).args : (b.args ?? {});
     const outcome = unwrap(await plane.commands.send(row.id, b.name, args, { timeoutMs: b.timeout_ms ?? DEFAULT_TIMEOUT_MS, actorUserId: c.var.user.id }));
-    if (outcome.ok) applyCommandEffects(row, b.name, args, c.var.user.id);
+    if (outcome.ok) applyCommandEffects(row.id, b.name, args, c.var.user.id);
     return c.json(outcome);
   });
 
   /** What the backend records when a command succeeded: the log escalation's expiry, the cleared binding. */
-  const applyCommandEffects = (row: DeviceRow, name: string, args: Record<string, unknown>, actorId: string) => {
+  const applyCommandEffects = (deviceId: string, name: string, args: Record<string, unknown>, actorId: string) => {
+    // Read again: the row loaded before the wait may be stale (rebound) or gone (deleted meanwhile).
+    const row = plane.devices.findById(deviceId);
+    if (!row) throw new ApiError('not_found', 'The device was deleted while the command waited for its acknowledgement.');
     if (name === 'set_log_level') {
       const until = Math.floor(deps.clock() / 1000) + Number(args.ttl_s);
       plane.devices.setLogLevel(row.id, String(args.level), until);

@@ -7,7 +7,7 @@ import type { MosqueOps } from '../../src/mosques/mosque-ops.ts';
 import { toMosque, type MosqueRow, type MosqueStore } from '../../src/mosques/mosques.ts';
 import type { UserStore } from '../../src/people/users.ts';
 import type { AppContext, AppEnv } from '../context.ts';
-import { ApiError, unwrap } from '../errors.ts';
+import { ApiError, errorBody, unwrap } from '../errors.ts';
 import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
 import { httpUrl, id, limit, name, timezone } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
@@ -119,7 +119,11 @@ export function mosqueRoutes(deps: Deps) {
   app.post('/:id/memberships', gate('admin'), async (c) => {
     const b = await readJson(c, Enrol);
     if (!deps.users.findById(b.user_id)) throw new ApiError('not_found', 'No user has that user_id.');
-    const { membership, created } = deps.memberships.enrol(c.var.mosque.id, b.user_id, c.var.user.id);
+    const result = deps.memberships.enrol(c.var.mosque.id, b.user_id, actorOf(c));
+    // As for invites (contract 5): enrolling a banned user conflicts with the ban, 409 rather than the
+    // table's 403, which is the banned member's own join.
+    if (!result.ok && result.failure === 'membership_banned') return c.json(errorBody('membership_banned', result.message), 409);
+    const { membership, created } = unwrap(result);
     return c.json(toMembership(membership), created ? 201 : 200);
   });
 

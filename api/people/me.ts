@@ -3,17 +3,27 @@ import * as v from 'valibot';
 import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
 import { toMembership, type Memberships } from '../../src/mosques/memberships.ts';
 import type { PushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
+import { checkPushEndpoint } from '../../src/broadcasts/push-endpoint.ts';
 import { toUser, type UserStore } from '../../src/people/users.ts';
 import type { AppEnv } from '../context.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, unwrap } from '../errors.ts';
 import { httpUrl } from '../schemas.ts';
 import { readJson } from '../validate.ts';
 
 const key = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+=*$/, 'must be base64url'), v.minLength(8, 'is too short'), v.maxLength(256, 'is too long'));
 export const PushSubscription = v.object({
-  endpoint: v.pipe(httpUrl, v.check((u) => u.startsWith('https://') || u.startsWith('http://127.0.0.1') || u.startsWith('http://localhost'), 'must be an https URL')),
+  // Issue 9: checked without DNS here; the address it resolves to is checked again on every send.
+  endpoint: v.pipe(
+    v.string(),
+    v.maxLength(2048, 'is too long'),
+    v.check((u) => checkPushEndpoint(u).ok, (issue) => pushEndpointReason(issue.input)),
+  ),
   keys: v.object({ p256dh: key, auth: key }),
 });
+function pushEndpointReason(input: unknown): string {
+  const checked = typeof input === 'string' ? checkPushEndpoint(input) : null;
+  return checked && !checked.ok ? checked.reason : 'must be an https URL';
+}
 export const PushUnsubscribe = v.object({ endpoint: httpUrl });
 
 interface Deps {
@@ -41,7 +51,7 @@ export function meRoutes(deps: Deps) {
 
   app.post('/push-subscriptions', async (c) => {
     const b = await readJson(c, PushSubscription);
-    deps.pushSubscriptions.save(c.var.user.id, b.endpoint, b.keys.p256dh, b.keys.auth);
+    unwrap(deps.pushSubscriptions.save(c.var.user.id, b.endpoint, b.keys.p256dh, b.keys.auth));
     return c.json({ endpoint: b.endpoint }, 201);
   });
 

@@ -29,11 +29,14 @@ export interface CommandOutcome {
   rtt_ms: number;
 }
 
+/** How a wait ends: the ack, no ack in time (null), or the device was deleted meanwhile. */
+type Settled = Ack | null | 'deleted';
+
 interface Pending {
   deviceId: string;
   name: string;
   sentAt: number;
-  settle: (ack: Ack | null) => void;
+  settle: (outcome: Settled) => void;
 }
 
 /**
@@ -57,18 +60,20 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
       const id = crypto.randomUUID();
       deps.timeline.record({ deviceId, mosqueId, kind: 'command_sent', actorUserId: opts.actorUserId, detail: { command_id: id, name, args } });
       const started = performance.now();
-      const acked = new Promise<Ack | null>((resolve) => {
+      const acked = new Promise<Settled>((resolve) => {
         const timer = setTimeout(() => settle(null), opts.timeoutMs);
-        const settle = (ack: Ack | null) => {
+        const settle = (outcome: Settled) => {
           clearTimeout(timer);
           pending.delete(id);
-          resolve(ack);
+          resolve(outcome);
         };
         pending.set(id, { deviceId, name, sentAt: started, settle });
       });
       await publish(deviceId, id, name, args, Math.ceil(opts.timeoutMs / 1000));
       const ack = await acked;
       const rtt = Math.round(performance.now() - started);
+      // Its timeline went with it: nothing to record, and the caller learns the device is gone (issue 9).
+      if (ack === 'deleted') return fail('not_found', 'The device was deleted while the command waited for its acknowledgement.');
       if (!ack) {
         deps.timeline.record({ deviceId, mosqueId, kind: 'command_timeout', actorUserId: opts.actorUserId, detail: { command_id: id, name, timeout_ms: opts.timeoutMs } });
         return fail('device_timeout');
@@ -86,7 +91,7 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
         deviceId, name, sentAt: performance.now(),
         settle: (ack) => {
           pending.delete(id);
-          if (ack) deps.timeline.record({ deviceId, mosqueId, kind: 'command_acked', reason: ack.ok ? null : String(ack.error ?? 'failed'), detail: { command_id: id, name, ok: ack.ok } });
+          if (ack && ack !== 'deleted') deps.timeline.record({ deviceId, mosqueId, kind: 'command_acked', reason: ack.ok ? null : String(ack.error ?? 'failed'), detail: { command_id: id, name, ok: ack.ok } });
         },
       });
       setTimeout(() => pending.get(id)?.settle(null), ttlSeconds * 1000).unref();
@@ -98,6 +103,11 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
       const p = pending.get(ack.id);
       if (!p || p.deviceId !== deviceId || p.name !== ack.name) return;
       p.settle(ack);
+    },
+
+    /** The device was deleted: its waiting commands end now, without touching its (deleted) timeline. */
+    deviceDeleted(deviceId: string): void {
+      for (const p of [...pending.values()]) if (p.deviceId === deviceId) p.settle('deleted');
     },
 
     /** Settles everything still waiting (shutdown). */

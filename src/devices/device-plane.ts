@@ -43,7 +43,11 @@ export function createDevicePlane(deps: {
   const service = createDeviceService({
     db, devices, timeline, telemetry, logger,
     resolveBinding: entitlement.binding,
-    onDeleted: entitlement.forget,
+    onDeleted: (id) => {
+      entitlement.forget(id);
+      commands.deviceDeleted(id);
+    },
+    maxPlayersPerOwner: deps.config.maxPlayersPerUser,
     link: () => {
       if (!link) throw new Error('device link used before the broker was attached');
       return link;

@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db.ts';
+import { fail, ok, type Result } from '../platform/failure.ts';
 import { configPayload, type Binding, type DeviceKind, type DeviceSettings } from './device-config.ts';
 import { topics, type DeviceLink } from './device-link.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
@@ -27,6 +28,8 @@ export function createDeviceService(deps: {
   logger: Logger;
   resolveBinding: BindingResolver;
   onDeleted?: (id: string) => void;
+  /** Stream players one person may own (MAX_PLAYERS_PER_USER). */
+  maxPlayersPerOwner: number;
 }) {
   const { devices, timeline } = deps;
   const published = new Set<string>();
@@ -71,6 +74,23 @@ export function createDeviceService(deps: {
         return r;
       })();
       pushConfig(registered.row);
+      return registered;
+    },
+
+    /**
+     * A person registers a stream player they own, within MAX_PLAYERS_PER_USER (issue 9: an account must not
+     * mint devices without bound). A superadmin is the operator and is not counted against it.
+     */
+    registerPlayer(name: string | null, mosqueId: string | null, owner: { id: string; isSuperadmin: boolean }): Result<Registered> {
+      const registered = deps.db.transaction((): Result<Registered> => {
+        if (!owner.isSuperadmin && devices.countPlayersOf(owner.id) >= deps.maxPlayersPerOwner) {
+          return fail('conflict', `At most ${deps.maxPlayersPerOwner} stream players per user; delete one first.`);
+        }
+        const r = devices.create({ kind: 'stream_player', name, mosqueId, ownerUserId: owner.id });
+        timeline.record({ deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: owner.id, detail: { kind: 'stream_player', name } });
+        return ok(r);
+      }).immediate();
+      if (registered.ok) pushConfig(registered.value.row);
       return registered;
     },
 

@@ -149,6 +149,7 @@ export function createDeviceStore(db: Db, clock: Clock) {
   const transmittersOf = db.prepare<[string], DeviceRow>("SELECT * FROM devices WHERE mosque_id = ? AND kind = 'transmitter' ORDER BY created_at, id");
   const ofOwner = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE owner_user_id = ? ORDER BY created_at, id');
   const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
+  const playersOf = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM devices WHERE owner_user_id = ? AND kind = 'stream_player'");
 
   const registry = new Map<string, DeviceInfo>();
   const reloadAll = () => {
@@ -174,6 +175,7 @@ export function createDeviceStore(db: Db, clock: Clock) {
     findById: (id: string) => byId.get(id) ?? null,
     listForMosque: (mosqueId: string) => ofMosque.all(mosqueId),
     listForOwner: (userId: string) => ofOwner.all(userId),
+    countPlayersOf: (userId: string) => playersOf.get(userId)!.n,
     /** A mosque's transmitters only (a broadcast must not load every player row to find them). */
     listTransmitters: (mosqueId: string) => transmittersOf.all(mosqueId),
     listAll: () => all.all(),

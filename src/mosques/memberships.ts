@@ -86,9 +86,11 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
        updated_at = @now WHERE id = @id`,
   );
   const remove = db.prepare('DELETE FROM memberships WHERE id = ?');
-  const removedEntry = db.prepare<[string, string], { one: number }>(
-    "SELECT 1 AS one FROM activity WHERE mosque_id = ? AND kind = 'membership.removed' AND json_extract(data, '$.user_id') = ? LIMIT 1",
+  const removedEntry = db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
+  const noteRemoval = db.prepare(
+    'INSERT INTO membership_removals (mosque_id, user_id, removed_at) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET removed_at = excluded.removed_at',
   );
+  const clearRemoval = db.prepare('DELETE FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
   const now = () => toUnixSeconds(deps.clock());
   const notify = (change: MembershipChange) => {
     if (change.previousStatus !== change.membership.status) deps.onChange?.(change);
@@ -102,6 +104,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
         if (existing.status !== status) setStatus.run(status, now(), existing.id);
       } else {
         insert.run(crypto.randomUUID(), mosqueId, userId, status, now(), now());
+        clearRemoval.run(mosqueId, userId);
       }
       const membership = byPair.get(mosqueId, userId)!;
       const previousStatus = existing?.status ?? null;
@@ -115,7 +118,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
   }
 
   return {
-    /** Whether an admin removed this user's membership of the mosque (read from the activity feed). */
+    /** Whether an admin removed this user's membership of the mosque and it was not re-created since (one key lookup). */
     wasRemoved: (mosqueId: string, userId: string) => removedEntry.get(mosqueId, userId) !== undefined,
     findById: (id: string) => byId.get(id) ?? null,
     findFor: (mosqueId: string, userId: string) => byPair.get(mosqueId, userId) ?? null,
@@ -136,11 +139,17 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       return ok({ membership, created: !existing });
     },
 
-    /** An admin enrols a user: always approved (seed: no admin-initiated pending state). */
-    enrol(mosqueId: string, userId: string, actorId: string): { membership: MembershipRow; created: boolean } {
-      const existed = byPair.get(mosqueId, userId) !== undefined;
-      const { membership } = put(mosqueId, userId, 'approved', actorId, 'membership.enrolled');
-      return { membership, created: !existed };
+    /**
+     * An admin enrols a user: always approved (seed: no admin-initiated pending state). Enrolment never
+     * lifts a ban, not even a superadmin's: a ban is lifted only by a status change (issue 9), and nobody
+     * but a superadmin enrols themselves (seed rule 2: members cannot change their own status).
+     */
+    enrol(mosqueId: string, userId: string, actor: { id: string; isSuperadmin: boolean }): Result<{ membership: MembershipRow; created: boolean }> {
+      if (userId === actor.id && !actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may enrol themselves.');
+      const existing = byPair.get(mosqueId, userId);
+      if (existing?.status === 'banned') return fail('membership_banned', 'This user is banned from the mosque; change the membership status to lift the ban.');
+      const { membership } = put(mosqueId, userId, 'approved', actor.id, 'membership.enrolled');
+      return ok({ membership, created: !existing });
     },
 
     /**
@@ -191,6 +200,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     remove(membership: MembershipRow, actorId: string): void {
       db.transaction(() => {
         remove.run(membership.id);
+        noteRemoval.run(membership.mosque_id, membership.user_id, now());
         activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data: { user_id: membership.user_id } });
       })();
       deps.onChange?.({ membership, previousStatus: membership.status, removed: true });

@@ -32,6 +32,9 @@ export interface Config {
   vapidSubject: string;
   deviceEventsRetentionDays: number;
   deviceEventsMaxPerDevice: number;
+  maxPushSubscriptionsPerUser: number;
+  pushConcurrency: number;
+  maxPlayersPerUser: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -97,6 +100,9 @@ const EnvSchema = v.object({
   VAPID_SUBJECT: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^(mailto:[^\s@]+@[^\s@]+|https:\/\/\S+)$/, 'must be a mailto: address or an https URL')), 'mailto:minaret@localhost'),
   DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
   DEVICE_EVENTS_MAX_PER_DEVICE: wholeNumber(10, 1_000_000, 1000),
+  MAX_PUSH_SUBSCRIPTIONS_PER_USER: wholeNumber(1, 1000, 10),
+  PUSH_CONCURRENCY: wholeNumber(1, 256, 8),
+  MAX_PLAYERS_PER_USER: wholeNumber(1, 100_000, 20),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
 });
 
@@ -199,6 +205,9 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       vapidSubject: e.VAPID_SUBJECT,
       deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
       deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,
+      maxPushSubscriptionsPerUser: e.MAX_PUSH_SUBSCRIPTIONS_PER_USER,
+      pushConcurrency: e.PUSH_CONCURRENCY,
+      maxPlayersPerUser: e.MAX_PLAYERS_PER_USER,
       logLevel: e.LOG_LEVEL,
     },
   };

@@ -1,6 +1,4 @@
 import crypto from 'node:crypto';
-import http from 'node:http';
-import type net from 'node:net';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
@@ -9,6 +7,7 @@ import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../simul
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
+import { deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
 import {
   connectDevice, mosqueWithOwner, nextMessage, publish, registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
   waitForStatus, type Registered,
@@ -19,34 +18,7 @@ import {
 
 const STREAM = 'https://radio.example/noor/live';
 
-// ---- a push service on loopback: receives what web-push sends, answers as told ----
-
-interface PushRequest {
-  path: string;
-  headers: http.IncomingHttpHeaders;
-  body: Buffer;
-}
-
-async function startPushService(t: TestContext, answer: (path: string, nth: number) => number = () => 201) {
-  const received: PushRequest[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const path = req.url ?? '';
-      received.push({ path, headers: req.headers, body: Buffer.concat(chunks) });
-      res.statusCode = req.method === 'POST' ? answer(path, received.filter((r) => r.path === path).length) : 405;
-      res.end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as net.AddressInfo).port;
-  t.after(() => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  }));
-  return { origin: `http://127.0.0.1:${port}`, received, to: (path: string) => received.filter((r) => r.path === path) };
-}
+// The push service is a local https stand-in (test/support/push-service.ts) the service reaches by name.
 
 /** A browser's push subscription: a real P-256 key pair and auth secret, so the payload can be decrypted. */
 function browserKeys() {
@@ -83,8 +55,8 @@ async function subscribe(ts: TestService, person: Person, endpoint: string, brow
 
 // ---- the mosque, its people and devices ----
 
-async function world(t: TestContext, clock?: Clock) {
-  const ts = await startTestService(t, { logLevel: 'warn', ...(clock && { clock }) });
+async function world(t: TestContext, clock?: Clock, push?: PushService) {
+  const ts = await startTestService(t, { logLevel: 'warn', ...(clock && { clock }), ...(push && { pushNetwork: deliveringTo(push) }) });
   const { root, owner, mosque } = await mosqueWithOwner(ts, { stream_url: STREAM });
   const trigger = await member(ts, 'muezzin@example.com');
   await makeAdmin(ts, root.token, mosque.id, trigger, { can_trigger: true });
@@ -222,7 +194,7 @@ test('starting and stopping need the trigger flag', async (t) => {
 
 test('Web Push: one message per subscription of each approved member with the toggle on, none for anyone else', async (t) => {
   const push = await startPushService(t);
-  const w = await world(t);
+  const w = await world(t, undefined, push);
   const vapid = (await w.ts.http.get(`${API}/push/vapid-public-key`)).body.public_key as string;
   assert.match(vapid, /^[A-Za-z0-9_-]{87}$/);
 
@@ -277,7 +249,7 @@ test('Web Push: one message per subscription of each approved member with the to
 
 test('Web Push: a 410 answer removes the subscription; a 500 answer is retried after the backoff', async (t) => {
   const push = await startPushService(t, (path, nth) => (path === '/push/gone' ? 410 : path === '/push/flaky' && nth === 1 ? 500 : 201));
-  const w = await world(t);
+  const w = await world(t, undefined, push);
   const a = (await memberAs(w, 'gone@example.com', 'approved')).person;
   const b = (await memberAs(w, 'flaky@example.com', 'approved')).person;
   await subscribe(w.ts, a, `${push.origin}/push/gone`);
@@ -309,7 +281,7 @@ test('Web Push: a 410 answer removes the subscription; a 500 answer is retried a
 
 test('the delivery report counts playing, unbound, muted, offline and stream errors; unbound and muted are not failures', async (t) => {
   const push = await startPushService(t);
-  const w = await world(t);
+  const w = await world(t, undefined, push);
   const playing = await playerOf(w, 'playing@example.com', 'approved');
   await subscribe(w.ts, playing.person, `${push.origin}/push/playing`);
   const unbound = await playerOf(w, 'unbound@example.com', 'pending');

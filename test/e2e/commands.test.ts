@@ -644,3 +644,35 @@ test('unbind_mosque by a manager of the mosque; the device left is no longer the
   assertError(await command(w, id, { name: 'ping' }, w.manager.token), 404, 'not_found');
   assert.equal((await commandOk(w, id, { name: 'ping' }, w.playerOwner.token)).ok, true);
 });
+
+test('unbind_mosque on a player deleted while the command waits for its ack answers 404 not_found (never 500), and the service goes on', async (t) => {
+  const w = await buildWorld(t);
+  const id = w.player.device.id;
+  const client = await rawDevice(t, w.player);
+  await backendSees(w, id, true);
+  const { pending } = await sendAndReceive(w, client, id, { name: 'unbind_mosque', timeout_ms: 10_000 }, w.playerOwner.token);
+  const started = performance.now();
+  assert.equal((await w.ts.http.delete(`${API}/devices/${id}`, w.playerOwner.token)).status, 204);
+  const res = await pending;
+  assertError(res, 404, 'not_found');
+  assert.ok(performance.now() - started < 5000, 'answered when the device went, not at the timeout');
+  assertError(await w.ts.http.get(`${API}/devices/${id}`, w.playerOwner.token), 404, 'not_found');
+  // Another device's command still works, and its timeline has the command.
+  const sim = await startSim(t, w.transmitter, 'transmitter');
+  await simInState(sim, 'ONLINE');
+  assert.equal((await commandOk(w, w.transmitter.device.id, { name: 'ping' }, w.owner.token)).ok, true);
+});
+
+test('any command to a device deleted while it waits ends with 404 at once, also after a late ack', async (t) => {
+  const w = await buildWorld(t);
+  const id = w.player.device.id;
+  const client = await rawDevice(t, w.player);
+  await backendSees(w, id, true);
+  const { cmd, pending } = await sendAndReceive(w, client, id, { name: 'ping', timeout_ms: 10_000 }, w.playerOwner.token);
+  assert.equal((await w.ts.http.delete(`${API}/devices/${id}`, w.owner.token)).status, 204);
+  assertError(await pending, 404, 'not_found');
+  // The connection was closed by the deletion; an ack from a straggling session changes nothing.
+  client.publish(`devices/${id}/ack`, ackPayload(cmd));
+  await settle(200);
+  assert.equal((await w.ts.http.get('/healthz')).status, 200);
+});

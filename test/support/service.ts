@@ -9,6 +9,7 @@ import { createManualClock, systemClock, type Clock } from '../../src/platform/c
 import { loadConfig, type Config } from '../../src/platform/config.ts';
 import type { OutgoingMessage, Transport } from '../../src/platform/notify.ts';
 import { startService, type Service } from '../../src/service.ts';
+import type { PushNetwork } from '../../notify/webpush.ts';
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
@@ -35,6 +36,8 @@ export async function startTestService(
     logLevel?: string;
     /** Use the transport NOTIFY_TRANSPORT names (a real webhook or SMTP peer) instead of the recording one. */
     useConfiguredTransport?: boolean;
+    /** How the Web Push sender reaches push services (test/support/push-service.ts). */
+    pushNetwork?: PushNetwork;
   } = {},
 ): Promise<TestService> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-test-'));
@@ -65,7 +68,7 @@ export async function startTestService(
   // undefined lets startService build the transport from the config, as the real process does.
   const transport = opts.transport ?? (opts.useConfiguredTransport ? undefined : recordingTransport(messages));
   const clock = opts.clock ?? systemClock;
-  const service = await startService(loaded.config, { logger, clock, ...(transport ? { transport } : {}), notifyRetryBaseMs: 20 });
+  const service = await startService(loaded.config, { logger, clock, ...(transport ? { transport } : {}), notifyRetryBaseMs: 20, ...(opts.pushNetwork && { pushNetwork: opts.pushNetwork }) });
   t.after(async () => {
     await service.close();
     fs.rmSync(dir, { recursive: true, force: true });

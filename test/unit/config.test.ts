@@ -22,10 +22,19 @@ test('with no settings every default of the contract applies', () => {
   assert.deepEqual(r.warnings, []);
 });
 
+test('push and player limits default to 10 subscriptions, 8 sends at once and 20 players per user', () => {
+  const r = loadConfig({});
+  assert.ok(r.ok);
+  assert.deepEqual([r.config.maxPushSubscriptionsPerUser, r.config.pushConcurrency, r.config.maxPlayersPerUser], [10, 8, 20]);
+});
+
 const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['a port that is not a number', { HTTP_PORT: 'abc' }, /^HTTP_PORT: .*whole number.*"abc"/],
   ['a port above 65535', { MQTT_PORT: '70000' }, /^MQTT_PORT: /],
   ['zero token days', { ACCESS_TOKEN_EXPIRE_DAYS: '0' }, /^ACCESS_TOKEN_EXPIRE_DAYS: /],
+  ['zero push subscriptions per user', { MAX_PUSH_SUBSCRIPTIONS_PER_USER: '0' }, /^MAX_PUSH_SUBSCRIPTIONS_PER_USER: .*1 to 1000/],
+  ['a push concurrency that is not a number', { PUSH_CONCURRENCY: 'many' }, /^PUSH_CONCURRENCY: .*whole number/],
+  ['zero players per user', { MAX_PLAYERS_PER_USER: '0' }, /^MAX_PLAYERS_PER_USER: /],
   ['an unknown transport', { NOTIFY_TRANSPORT: 'pigeon' }, /^NOTIFY_TRANSPORT: must be one of console, smtp, webhook/],
   ['webhook without its URL', { NOTIFY_TRANSPORT: 'webhook' }, /^NOTIFY_WEBHOOK_URL: required/],
   ['smtp without its URL', { NOTIFY_TRANSPORT: 'smtp', SMTP_FROM: 'a@b.cd' }, /^SMTP_URL: required/],

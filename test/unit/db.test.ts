@@ -49,3 +49,20 @@ test('the user table refuses a role that does not exist', (t) => {
   migrate(db);
   assert.throws(() => db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u', 'a@b.cd', 'h', 'owner', 0, 0)").run(), /CHECK/);
 });
+
+test('migration 006 carries removals already in the activity feed into membership_removals, except re-joined and deleted users', (t) => {
+  const db = openDatabase(tempDbPath(t));
+  t.after(() => db.close());
+  migrate(db, readMigrations().filter((m) => m.version < 6));
+  const user = db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES (?, ?, ?, 'member', 0, 0)");
+  for (const id of ['removed', 'rejoined']) user.run(id, `${id}@example.com`, id);
+  db.prepare("INSERT INTO mosques (id, name, join_code, created_at, updated_at) VALUES ('m', 'M', 'CODE2345', 0, 0)").run();
+  db.prepare("INSERT INTO memberships (id, mosque_id, user_id, status, created_at, updated_at) VALUES ('ms', 'm', 'rejoined', 'pending', 9, 9)").run();
+  const removal = db.prepare("INSERT INTO activity (mosque_id, at, kind, subject_id, data) VALUES ('m', ?, 'membership.removed', 'x', ?)");
+  removal.run(5, JSON.stringify({ user_id: 'removed' }));
+  removal.run(7, JSON.stringify({ user_id: 'removed' }));
+  removal.run(6, JSON.stringify({ user_id: 'rejoined' }));
+  removal.run(6, JSON.stringify({ user_id: 'deleted-user', reason: 'user_deleted' }));
+  migrate(db);
+  assert.deepEqual(db.prepare('SELECT mosque_id, user_id, removed_at FROM membership_removals').all(), [{ mosque_id: 'm', user_id: 'removed', removed_at: 7 }]);
+});
