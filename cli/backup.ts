@@ -21,6 +21,7 @@ export async function backupDatabase(databasePath: string, target: string): Prom
     const version = checkMinaret(source, `DATABASE_PATH ${databasePath}`);
     const tmp = partialName(target);
     try {
+      fs.mkdirSync(path.dirname(path.resolve(target)), { recursive: true, mode: 0o700 });
       await source.backup(tmp);
       checkCopy(tmp);
       fs.chmodSync(tmp, 0o600); // it holds password and device-secret hashes

@@ -74,8 +74,8 @@ test('backup while the service writes: a consistent copy with every user made be
   const databasePath = ts.config.databasePath;
   for (const name of ['amina', 'bilal', 'yusuf']) await signupMember(ts.http, `${name}@example.com`);
   const stopWriting = keepWriting(ts);
+  // The folder does not exist yet: backup makes it (0700), as a first cron run would need.
   const target = path.join(tempDir(t), 'backups', 'minaret.db');
-  fs.mkdirSync(path.dirname(target));
   const run = await minaret(['backup', target], databasePath);
   const written = await stopWriting();
   assert.equal(run.code, 0, run.stderrLines.join('\n'));
@@ -83,6 +83,7 @@ test('backup while the service writes: a consistent copy with every user made be
   assert.ok(written > 0, 'the service kept writing during the backup');
 
   assert.equal(fs.statSync(target).mode & 0o777, 0o600);
+  assert.equal(fs.statSync(path.dirname(target)).mode & 0o777, 0o700);
   assert.deepEqual(fs.readdirSync(path.dirname(target)), ['minaret.db'], 'no partial file left beside it');
   const copy = openDatabase(target);
   try {
