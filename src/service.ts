@@ -196,7 +196,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         if (!broker.tlsServer) return { ok: false, error: 'MQTTS_PORT is not set: there is no certificate to reload' };
         const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
         if (!loaded.ok) return loaded;
-        broker.setTlsCredentials(loaded.credentials);
+        try {
+          broker.setTlsCredentials(loaded.credentials);
+        } catch (err) {
+          // A signal handler must not throw: the pair is refused and the one in use stays.
+          return { ok: false, error: `TLS_CERT_FILE/TLS_KEY_FILE: ${(err as Error).message}` };
+        }
         return { ok: true, validTo: loaded.credentials.validTo };
       },
       close: async () => {
