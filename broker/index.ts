@@ -1,5 +1,6 @@
 import net from 'node:net';
 import type http from 'node:http';
+import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import { Redis } from 'ioredis';
 import { WebSocketServer, createWebSocketStream } from 'ws';
@@ -18,12 +19,21 @@ interface Emitter {
 
 export interface BrokerDeps extends HookDeps {
   redisUrl: string | undefined;
+  /** MQTTS_PORT is set: the PEM certificate chain and key of the TLS listener. */
+  tls?: { cert: Buffer; key: Buffer } | undefined;
 }
+
+/** A TLS handshake that has not finished by then is dropped (node's default of 120 s holds a socket for free). */
+const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 export interface Broker {
   aedes: Aedes;
   /** The TCP listener (MQTT 3.1.1 and 3.1), created with noDelay: Nagle stalls QoS 0 at ~12.6k msg/s here. */
   tcpServer: net.Server;
+  /** The MQTT-over-TLS listener (MQTTS_PORT), or null when TLS is off. Same socket handler as TCP. */
+  tlsServer: tls.Server | null;
+  /** Swaps the certificate for new connections (a renewal); throws on a bad pair, leaving the old one in use. */
+  setTlsCredentials(creds: { cert: Buffer; key: Buffer }): void;
   /** Serves MQTT over WebSocket on the HTTP server's upgrade requests at /mqtt. */
   attachWebSocket(server: http.Server): void;
   /**
@@ -81,11 +91,17 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   });
 
   const sockets = new Set<net.Socket>();
-  const tcpServer = net.createServer({ noDelay: true }, (socket) => {
+  // One handler for every stream socket, plain or TLS, so a per-socket rule applies to both doors alike.
+  const acceptSocket = (socket: net.Socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
     aedes.handle(socket);
-  });
+  };
+  const tcpServer = net.createServer({ noDelay: true }, acceptSocket);
+  const tlsServer = deps.tls
+    ? tls.createServer({ cert: deps.tls.cert, key: deps.tls.key, noDelay: true, handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS }, acceptSocket)
+    : null;
+  tlsServer?.on('tlsClientError', (err) => deps.logger.debug({ err: err.message }, 'mqtts handshake failed'));
   const wss = new WebSocketServer({ noServer: true });
   wss.on('connection', (ws, req) => aedes.handle(createWebSocketStream(ws), req));
 
@@ -102,6 +118,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   return {
     aedes,
     tcpServer,
+    tlsServer,
+    setTlsCredentials(creds) {
+      if (!tlsServer) throw new Error('MQTT over TLS is off');
+      tlsServer.setSecureContext({ cert: creds.cert, key: creds.key });
+    },
     link,
     attachWebSocket(server) {
       server.on('upgrade', (req, socket, head) => {
@@ -113,11 +134,12 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     dropWebSockets() {
       for (const client of wss.clients) client.terminate();
     },
-    isHealthy: () => !aedes.closed && tcpServer.listening,
+    isHealthy: () => !aedes.closed && tcpServer.listening && (tlsServer === null || tlsServer.listening),
     // aedes closes only clients that finished CONNECT; a socket that never sent one held the stop for the
     // connect timeout (30 s). So: stop accepting, let aedes close its clients, then drop what is left.
     async close() {
-      const unbound = tcpServer.listening ? new Promise<void>((resolve) => tcpServer.close(() => resolve())) : Promise.resolve();
+      const unbind = (server: net.Server | null) => (server?.listening ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve());
+      const unbound = Promise.all([unbind(tcpServer), unbind(tlsServer)]);
       for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
       await new Promise<void>((resolve) => aedes.close(() => resolve()));

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import readline from 'node:readline';
 import bcrypt from 'bcryptjs';
 import { systemClock } from '../src/platform/clock.ts';
@@ -5,16 +6,21 @@ import { loadConfig } from '../src/platform/config.ts';
 import { migrate, openDatabase } from '../src/platform/db.ts';
 import { identifierHash, normalizeEmail, normalizePhone, sha256Hex } from '../src/platform/identifiers.ts';
 import { createUserStore } from '../src/people/users.ts';
+import { backupDatabase, restoreDatabase, BackupError } from './backup.ts';
 import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
 
 /**
- * Operator commands (contract 1). Every failure is one line on stderr and a non-zero exit.
+ * Operator commands (contract 1), as `minaret ...` or `npm run cli -- ...`. Every failure is one line on
+ * stderr and a non-zero exit.
  *   superadmin create --email <email> [--phone <phone>]   (password: one line on standard input)
+ *   backup <file> | restore <file>                        (the database at DATABASE_PATH)
+ *   device diagnose|timeline <device id> [--url <url>] [--token-file <path>]   (or MINARET_TOKEN)
  */
 // One line: every failure of the CLI is a single line on stderr.
 const USAGE =
-  'usage: npm run cli -- superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
-  'device diagnose <device id> [--url <http url>] [--token <access token>] | device timeline <device id> [--url ...] [--token ...]';
+  'usage: minaret superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
+  'minaret backup <file> | minaret restore <file> | ' +
+  'minaret device diagnose|timeline <device id> [--url <http url>] [--token-file <path>] (or MINARET_TOKEN)';
 
 class CliError extends Error {}
 
@@ -67,14 +73,49 @@ async function createSuperadmin(args: string[]): Promise<string> {
 }
 
 function apiTarget(args: string[]): ApiTarget {
-  const token = option(args, '--token') ?? process.env.MINARET_TOKEN;
-  if (!token) throw new CliError('--token (or MINARET_TOKEN) is required: an access token of the device owner, a manager or a superadmin');
-  return { url: option(args, '--url') ?? process.env.MINARET_URL ?? 'http://127.0.0.1:8080', token };
+  return { url: option(args, '--url') ?? process.env.MINARET_URL ?? 'http://127.0.0.1:8080', token: accessToken(args) };
+}
+
+/** Never from the arguments: they show in `ps`, in the shell history and in npm's banner line. */
+function accessToken(args: string[]): string {
+  if (args.some((a) => a === '--token' || a.startsWith('--token='))) {
+    throw new CliError('--token is refused: arguments show in the process list, the shell history and npm\'s banner; set MINARET_TOKEN or pass --token-file <path>');
+  }
+  const file = option(args, '--token-file');
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new CliError(`--token-file: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+    const token = text.trim();
+    if (!token) throw new CliError(`--token-file: ${file} is empty`);
+    return token;
+  }
+  const token = process.env.MINARET_TOKEN?.trim();
+  if (!token) throw new CliError('an access token is required (the device owner, a manager or a superadmin): set MINARET_TOKEN or pass --token-file <path>');
+  return token;
+}
+
+async function databaseCommand(command: 'backup' | 'restore', args: string[]): Promise<string> {
+  const file = args[0];
+  if (!file || file.startsWith('--') || args.length > 1) throw new CliError(`${command} needs exactly one file; ${USAGE}`);
+  const loaded = loadConfig(process.env);
+  if (!loaded.ok) throw new CliError(loaded.error);
+  if (loaded.config.databasePath === ':memory:') throw new CliError(`DATABASE_PATH: ${command} needs a database file, not :memory:`);
+  try {
+    return command === 'backup' ? await backupDatabase(loaded.config.databasePath, file) : await restoreDatabase(loaded.config.databasePath, file);
+  } catch (err) {
+    if (err instanceof BackupError) throw new CliError(err.message);
+    throw err;
+  }
 }
 
 async function run(argv: string[]): Promise<string> {
   const [group, command, ...rest] = argv;
   if (group === 'superadmin' && command === 'create') return createSuperadmin(rest);
+  if ((group === 'backup' || group === 'restore') && command !== undefined) return databaseCommand(group, [command, ...rest]);
   if (group === 'device' && (command === 'diagnose' || command === 'timeline')) {
     const deviceId = rest[0];
     if (!deviceId || deviceId.startsWith('--')) throw new CliError(`device ${command} needs a device id`);

@@ -3,7 +3,7 @@
  * (the commands need the live broker, which only the service process has).
  *   device diagnose <id>   the why answer, a ping and the diag bundle, as a readable report
  *   device timeline <id>   the recent timeline
- * Settings: --url (or MINARET_URL, default http://127.0.0.1:8080) and --token (or MINARET_TOKEN).
+ * Settings: --url (or MINARET_URL, default http://127.0.0.1:8080) and MINARET_TOKEN (or --token-file <path>).
  */
 export class SupportError extends Error {}
 
@@ -31,7 +31,7 @@ async function call(target: ApiTarget, method: string, path: string, body?: unkn
   } catch {
     throw new SupportError(`${target.url} answered ${res.status} with a body that is not JSON: is it a Minaret service?`);
   }
-  if (res.status === 401) throw new SupportError('the token was refused (401): sign in again and pass --token');
+  if (res.status === 401) throw new SupportError('the token was refused (401): sign in again and update MINARET_TOKEN or the --token-file');
   return { status: res.status, body: parsed };
 }
 

@@ -2,7 +2,7 @@
  * Device simulator: registers (or reuses) Minaret devices over the HTTP API and plays their firmware
  * over MQTT with simulator/device.ts. Self-contained: talks to a running service from outside only.
  *
- *   npm run simulate -- --url http://127.0.0.1:8080 --token <bearer> --mosque <mosque id> \
+ *   MINARET_TOKEN=<bearer> npm run simulate -- --url http://127.0.0.1:8080 --mosque <mosque id> \
  *       --transmitters 2 --players 10 [--save devices.json] [--heartbeat 5] [--duration 60]
  *   npm run simulate -- --credentials devices.json [--mqtt mqtt://127.0.0.1:1883] [--crash-after 10]
  *
@@ -10,13 +10,17 @@
  *   --url <base>          HTTP API base (default http://127.0.0.1:8080); registration only
  *   --mqtt <url>          broker URL (default: the mqtt_url the registration returned, else
  *                         mqtt://<host of --url>:1883)
- *   --token <bearer>      a person's access token (registration only)
+ *   --token-file <path>   a file holding a person's access token (registration only); or set
+ *                         MINARET_TOKEN. --token is refused: arguments show in `ps`, shell history
+ *                         and npm's banner line
  *   --mosque <id>         mosque for transmitters (required with --transmitters) and players (optional:
  *                         a player without one stays UNBOUND reason no_mosque)
  *   --transmitters N      register N transmitters: POST /api/v1/mosques/{mosque}/devices (a manager's token)
  *   --players M           register M stream players: POST /api/v1/devices (the token's user owns them)
  *   --credentials <file>  skip registration: a JSON array of {id, kind, password[, mqtt_url]}
- *   --save <file>         write the credentials of the devices registered here (same format)
+ *   --save <file>         write the credentials of the devices registered here (same format), mode 0600
+ *                         A bare file name means .minaret/<file> (git-ignored, created 0700), for
+ *                         --credentials too when that file exists: device passwords stay out of the tree
  *   --heartbeat <secs>    heartbeat period override (ignores the config's heartbeat_secs)
  *   --duration <secs>     stop gracefully after this long (default: run until SIGINT/SIGTERM, then
  *                         stop gracefully; a second SIGINT quits at once)
@@ -30,6 +34,7 @@
  * credentials file is unusable, or when no device could connect; 2 on bad flags.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { SimDevice, SimConnectError, type DeviceKind, type DeviceStatus } from './device.ts';
 
@@ -78,6 +83,7 @@ function parseOptionsStrict(argv: string[]): Options {
       url: { type: 'string' },
       mqtt: { type: 'string' },
       token: { type: 'string' },
+      'token-file': { type: 'string' },
       mosque: { type: 'string' },
       transmitters: { type: 'string' },
       players: { type: 'string' },
@@ -95,6 +101,9 @@ function parseOptionsStrict(argv: string[]): Options {
     process.exit(0);
   }
   if (positionals.length) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  if (values.token !== undefined) {
+    throw new UsageError('--token is refused: arguments show in the process list, the shell history and npm\'s banner; set MINARET_TOKEN or pass --token-file <path>');
+  }
   const count = (flag: string, raw: string | undefined): number => {
     if (raw === undefined) return 0;
     if (!/^\d+$/.test(raw)) throw new UsageError(`--${flag}: expected a whole number, got ${JSON.stringify(raw)}`);
@@ -109,12 +118,12 @@ function parseOptionsStrict(argv: string[]): Options {
   const opts: Options = {
     url: (values.url ?? 'http://127.0.0.1:8080').replace(/\/+$/, ''),
     mqtt: values.mqtt,
-    token: values.token,
+    token: readToken(values['token-file']),
     mosque: values.mosque,
     transmitters: count('transmitters', values.transmitters),
     players: count('players', values.players),
-    credentials: values.credentials,
-    save: values.save,
+    credentials: values.credentials === undefined ? undefined : credentialsToRead(values.credentials),
+    save: values.save === undefined ? undefined : inSecretsDir(values.save),
     heartbeat: seconds('heartbeat', values.heartbeat),
     duration: seconds('duration', values.duration),
     crashAfter: seconds('crash-after', values['crash-after']),
@@ -124,10 +133,31 @@ function parseOptionsStrict(argv: string[]): Options {
     if (opts.transmitters || opts.players) throw new UsageError('--credentials replaces registration: drop --transmitters/--players');
   } else {
     if (!opts.transmitters && !opts.players) throw new UsageError('nothing to simulate: give --transmitters N and/or --players M, or --credentials <file>');
-    if (!opts.token) throw new UsageError('registration needs --token <bearer>');
+    if (!opts.token) throw new UsageError('registration needs a person\'s access token: set MINARET_TOKEN or pass --token-file <path>');
     if (opts.transmitters && !opts.mosque) throw new UsageError('--transmitters needs --mosque <mosque id>');
   }
   return opts;
+}
+
+function readToken(file: string | undefined): string | undefined {
+  if (file === undefined) return process.env['MINARET_TOKEN']?.trim() || undefined;
+  try {
+    return fs.readFileSync(file, 'utf8').trim() || undefined;
+  } catch (err) {
+    throw new UsageError(`--token-file: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+}
+
+/** Where device passwords go when no folder is named: git-ignored, readable by the owner only. */
+const SECRETS_DIR = '.minaret';
+
+function inSecretsDir(file: string): string {
+  return path.basename(file) === file ? path.join(SECRETS_DIR, file) : file;
+}
+
+function credentialsToRead(file: string): string {
+  const inDir = inSecretsDir(file);
+  return fs.existsSync(inDir) ? inDir : file;
 }
 
 function printUsage(): void {
@@ -225,8 +255,12 @@ function loadCredentials(file: string): Credential[] {
 }
 
 function saveCredentials(file: string, creds: Credential[]): void {
-  fs.writeFileSync(file, JSON.stringify(creds, null, 2) + '\n', { mode: 0o600 });
-  console.log(`saved ${creds.length} device credential(s) to ${file}`);
+  if (path.dirname(file) === SECRETS_DIR) fs.mkdirSync(SECRETS_DIR, { recursive: true, mode: 0o700 });
+  // Written aside and renamed: `mode` applies only to a new file, and an older copy may be world-readable.
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(creds, null, 2) + '\n', { mode: 0o600 });
+  fs.renameSync(tmp, file);
+  console.log(`saved ${creds.length} device credential(s) to ${file} (mode 0600)`);
 }
 
 function brokerUrl(opts: Options, cred: Credential): string {

@@ -627,9 +627,10 @@ async function refusalSuite(): Promise<void> {
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-function runCli(args: string[], timeoutMs = 20_000): Promise<{ code: number | null; out: string }> {
+function runCli(args: string[], token?: string, timeoutMs = 20_000): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'simulator/index.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const env = { ...process.env, MINARET_TOKEN: token ?? '' };
+    const child = spawn(process.execPath, ['--import', 'tsx', 'simulator/index.ts', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -680,14 +681,14 @@ async function cliSuite(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-sim-'));
   const saved = path.join(dir, 'devices.json');
   try {
-    const bad = await runCli(['--url', api.url, '--token', 'nope', '--mosque', 'm1', '--transmitters', '1']);
+    const bad = await runCli(['--url', api.url, '--mosque', 'm1', '--transmitters', '1'], 'nope');
     check('cli: failed registration exits 1 with HTTP status and error code', bad.code === 1 && /HTTP 403 forbidden/.test(bad.out), bad.out.trim());
 
     const usage = await runCli(['--players', 'many']);
     check('cli: bad flag exits 2 with one line', usage.code === 2 && /--players/.test(usage.out), usage.out.trim());
 
     let mark = rec.mark();
-    const run = await runCli(['--url', api.url, '--token', 'good', '--mosque', 'm1', '--transmitters', '1', '--players', '2', '--save', saved, '--heartbeat', '1', '--duration', '2']);
+    const run = await runCli(['--url', api.url, '--mosque', 'm1', '--transmitters', '1', '--players', '2', '--save', saved, '--heartbeat', '1', '--duration', '2'], 'good');
     const regs = api.requests.filter((r) => r.body['kind'] !== undefined);
     check(
       'cli: registers transmitters per mosque and players with mosque_id',

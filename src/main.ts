@@ -1,7 +1,7 @@
 import { loadConfig } from './platform/config.ts';
 import { createLogger, startService, StartupError } from './service.ts';
 
-/** Process edge: settings from the environment, start, and a graceful stop on SIGINT/SIGTERM. */
+/** Process edge: settings from the environment, start, a graceful stop on SIGINT/SIGTERM, SIGHUP reloads TLS. */
 async function main(): Promise<void> {
   const loaded = loadConfig(process.env);
   if (!loaded.ok) {
@@ -30,6 +30,13 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // A renewed certificate (certbot's deploy hook, `systemctl reload`) takes effect for new connections;
+  // the default action of SIGHUP would end the process instead.
+  process.on('SIGHUP', () => {
+    const reloaded = service.reloadTls();
+    if (reloaded.ok) logger.info({ valid_to: reloaded.validTo }, 'mqtts certificate reloaded');
+    else logger.error({ error: reloaded.error }, 'mqtts certificate not reloaded');
+  });
 }
 
 main().catch((err: Error) => {

@@ -28,6 +28,7 @@ import { createNotifier, type Notifier, type Transport } from './platform/notify
 import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
 import { deriveKey, loadOrCreateSecretFile } from './platform/secrets.ts';
+import { loadTlsCredentials, type TlsCredentials } from './platform/tls-files.ts';
 import { createSuperadminAuth } from './people/superadmin.ts';
 import { createAccessTokens } from './people/tokens.ts';
 import { createUserAdmin } from './people/user-admin.ts';
@@ -54,9 +55,13 @@ export interface ServiceOptions {
 export interface Service {
   httpPort: number;
   mqttPort: number;
+  /** The MQTT-over-TLS port, or null when MQTTS_PORT is unset. */
+  mqttsPort: number | null;
   httpUrl: string;
   mqttUrl: string;
   notifier: Notifier;
+  /** Reads TLS_CERT_FILE and TLS_KEY_FILE again (SIGHUP after a renewal); a bad pair leaves the old one in use. */
+  reloadTls(): { ok: true; validTo: string } | { ok: false; error: string };
   /** Every HTTP route with a handler, as `{method, path}` (Hono path syntax). */
   routes: Array<{ method: string; path: string }>;
   close(): Promise<void>;
@@ -95,6 +100,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(config);
   const jwtSecret = resolveJwtSecret(config, logger);
+  const tlsCredentials = readTls(config, logger);
   const closers: Array<() => unknown> = [];
   const closeAll = async () => {
     for (const close of closers.splice(0).reverse()) await close();
@@ -130,7 +136,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
 
     const broker = await createBroker({
-      logger, redisUrl: config.redisUrl, telemetry: plane.telemetry,
+      logger, redisUrl: config.redisUrl, tls: tlsCredentials, telemetry: plane.telemetry,
       device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
@@ -183,16 +189,30 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       return stopped;
     });
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
+    const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
-    logger.info({ http_port: httpPort, mqtt_port: mqttPort, host: config.host }, 'minaret is listening');
+    logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
 
     return {
       httpPort,
       mqttPort,
+      mqttsPort,
       httpUrl: `http://${shownHost}:${httpPort}`,
       mqttUrl: `mqtt://${shownHost}:${mqttPort}`,
       notifier,
       routes: handlerRoutes(api),
+      reloadTls: () => {
+        if (!broker.tlsServer) return { ok: false, error: 'MQTTS_PORT is not set: there is no certificate to reload' };
+        const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
+        if (!loaded.ok) return loaded;
+        try {
+          broker.setTlsCredentials(loaded.credentials);
+        } catch (err) {
+          // A signal handler must not throw: the pair is refused and the one in use stays.
+          return { ok: false, error: `TLS_CERT_FILE/TLS_KEY_FILE: ${(err as Error).message}` };
+        }
+        return { ok: true, validTo: loaded.credentials.validTo };
+      },
       close: async () => {
         await closeAll();
         logger.info({}, 'minaret stopped');
@@ -212,6 +232,15 @@ function resolveJwtSecret(config: Config, logger: Logger): string {
     'JWT_SECRET is not set: using a secret generated once and kept in the data folder (set JWT_SECRET in production)',
   );
   return value;
+}
+
+/** MQTTS_PORT set: the certificate and key must be usable before anything opens (one line otherwise). */
+function readTls(config: Config, logger: Logger): TlsCredentials | undefined {
+  if (config.mqttsPort === undefined) return undefined;
+  const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
+  if (!loaded.ok) throw new StartupError(loaded.error);
+  logger.info({ cert_file: config.tlsCertFile, valid_to: loaded.credentials.validTo }, 'mqtts certificate loaded');
+  return loaded.credentials;
 }
 
 function safely(check: () => boolean): boolean {

@@ -7,6 +7,10 @@ export interface Config {
   nodeEnv: 'development' | 'production' | 'test';
   httpPort: number;
   mqttPort: number;
+  /** MQTT over TLS; undefined = off. */
+  mqttsPort: number | undefined;
+  tlsCertFile: string | undefined;
+  tlsKeyFile: string | undefined;
   host: string;
   databasePath: string;
   dataDir: string;
@@ -74,6 +78,9 @@ const EnvSchema = v.object({
   NODE_ENV: picklist(['development', 'production', 'test'] as const, 'development'),
   HTTP_PORT: wholeNumber(0, 65535, 8080),
   MQTT_PORT: wholeNumber(0, 65535, 1883),
+  MQTTS_PORT: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^\d+$/, 'must be a whole number from 0 to 65535'), v.transform(Number), v.maxValue(65535, 'must be a whole number from 0 to 65535'))),
+  TLS_CERT_FILE: optionalText,
+  TLS_KEY_FILE: optionalText,
   HOST: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), '0.0.0.0'),
   DATABASE_PATH: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), 'data/minaret.db'),
   DATA_DIR: optionalText,
@@ -168,6 +175,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
   if (e.HTTP_HEADERS_TIMEOUT_S > e.HTTP_REQUEST_TIMEOUT_S) {
     return { ok: false, error: `HTTP_HEADERS_TIMEOUT_S: must not exceed HTTP_REQUEST_TIMEOUT_S (${e.HTTP_REQUEST_TIMEOUT_S})` };
   }
+  const tlsProblem = checkTls(e, warnings);
+  if (tlsProblem) return { ok: false, error: tlsProblem };
   const resetHours = Math.min(168, Math.max(1, e.PASSWORD_RESET_TTL_HOURS));
   if (resetHours !== e.PASSWORD_RESET_TTL_HOURS) {
     warnings.push(`PASSWORD_RESET_TTL_HOURS: ${e.PASSWORD_RESET_TTL_HOURS} is outside 1..168; using ${resetHours}`);
@@ -180,6 +189,9 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       nodeEnv: e.NODE_ENV,
       httpPort: e.HTTP_PORT,
       mqttPort: e.MQTT_PORT,
+      mqttsPort: e.MQTTS_PORT,
+      tlsCertFile: e.TLS_CERT_FILE,
+      tlsKeyFile: e.TLS_KEY_FILE,
       host: e.HOST,
       databasePath: e.DATABASE_PATH,
       dataDir: e.DATA_DIR ?? (memory ? 'data' : path.dirname(e.DATABASE_PATH)),
@@ -211,4 +223,16 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       logLevel: e.LOG_LEVEL,
     },
   };
+}
+
+/** MQTTS_PORT needs both files; whether they hold a usable certificate and key is checked at start. */
+function checkTls(e: v.InferOutput<typeof EnvSchema>, warnings: string[]): string | null {
+  if (e.MQTTS_PORT === undefined) {
+    if (e.TLS_CERT_FILE || e.TLS_KEY_FILE) warnings.push('TLS_CERT_FILE/TLS_KEY_FILE are set but MQTTS_PORT is not: MQTT over TLS is off');
+    return null;
+  }
+  if (!e.TLS_CERT_FILE) return 'TLS_CERT_FILE: required when MQTTS_PORT is set';
+  if (!e.TLS_KEY_FILE) return 'TLS_KEY_FILE: required when MQTTS_PORT is set';
+  if (e.MQTTS_PORT !== 0 && e.MQTTS_PORT === e.MQTT_PORT) return `MQTTS_PORT: must differ from MQTT_PORT (both ${e.MQTT_PORT})`;
+  return null;
 }

@@ -18,6 +18,11 @@ export function openDatabase(file: string): Db {
   return db;
 }
 
+/** Opens a file that must already exist, with no pragmas set: operator tools inspect it, never create one by mistake. */
+export function openExistingDatabase(file: string): Db {
+  return new Database(file, { fileMustExist: true });
+}
+
 export interface Migration {
   version: number;
   name: string;

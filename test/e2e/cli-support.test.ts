@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -74,7 +76,7 @@ test('device diagnose: why, a ping round trip and the diag bundle of a connected
   const sim = await startSim(t, w.player, 'stream_player');
   await waitFor('player ONLINE', () => sim.status === 'ONLINE', 3000);
 
-  const run = await cli(['device', 'diagnose', id, '--url', w.ts.url, '--token', w.listener.token]);
+  const run = await cli(['device', 'diagnose', id, '--url', w.ts.url], { MINARET_TOKEN: w.listener.token });
   assert.equal(run.code, 0, run.stderrLines.join('\n'));
   assert.deepEqual(run.stderrLines, []);
   const out = run.stdout;
@@ -98,7 +100,11 @@ test('device diagnose: why, a ping round trip and the diag bundle of a connected
   assert.equal(sim.counters.commands, 2, 'ping and diag_bundle reached the device');
 
   // The timeline now shows the two commands; `device timeline` lists them with the connection and the status.
-  const tl = await cli(['device', 'timeline', id, '--url', w.ts.url, '--token', w.listener.token]);
+  // The token from a file (--token-file), as a cron job or a shared support box would keep it.
+  const tokenFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-token-')), 'token');
+  fs.writeFileSync(tokenFile, `${w.listener.token}\n`, { mode: 0o600 });
+  t.after(() => fs.rmSync(path.dirname(tokenFile), { recursive: true, force: true }));
+  const tl = await cli(['device', 'timeline', id, '--url', w.ts.url, '--token-file', tokenFile]);
   assert.equal(tl.code, 0, tl.stderrLines.join('\n'));
   assert.deepEqual(tl.stderrLines, []);
   const lines = tl.stdout.trimEnd().split('\n');
@@ -112,7 +118,7 @@ test('device diagnose: why, a ping round trip and the diag bundle of a connected
   assert.equal(kinds[0], 'command_acked');
 });
 
-test('device diagnose of a transmitter by its mosque owner; MINARET_URL and MINARET_TOKEN stand in for the options', async (t) => {
+test('device diagnose of a transmitter by its mosque owner; MINARET_URL stands in for --url', async (t) => {
   const w = await world(t);
   const tx = await registerTransmitter(w.ts, w.owner.token, w.mosque.id);
   const sim = await startSim(t, tx, 'transmitter');
@@ -126,7 +132,7 @@ test('device diagnose of a transmitter by its mosque owner; MINARET_URL and MINA
 
 test('device diagnose of a device that is not connected: why, and the ping says device_offline (no bundle); exit 0', async (t) => {
   const w = await world(t);
-  const run = await cli(['device', 'diagnose', w.player.device.id, '--url', w.ts.url, '--token', w.listener.token]);
+  const run = await cli(['device', 'diagnose', w.player.device.id, '--url', w.ts.url], { MINARET_TOKEN: w.listener.token });
   assert.equal(run.code, 0, run.stderrLines.join('\n'));
   assert.match(run.stdout, /status\s+UNKNOWN \(not connected\)/);
   assert.match(run.stdout, /last seen\s+never/);
@@ -159,29 +165,39 @@ test('device diagnose / timeline failures: non-zero exit and one line on stderr'
   })();
   const notMinaret = await textServer(t);
 
-  const cases: Array<[string, string[], RegExp]> = [
-    ['diagnose without a token', ['device', 'diagnose', id, '--url', w.ts.url], /--token/],
-    ['timeline without a token', ['device', 'timeline', id, '--url', w.ts.url], /--token/],
-    ['--token without a value', ['device', 'diagnose', id, '--url', w.ts.url, '--token'], /--token needs a value/],
-    ['without a device id', ['device', 'diagnose', '--url', w.ts.url, '--token', w.listener.token], /needs a device id/],
-    ['unknown device (diagnose)', ['device', 'diagnose', 'no-such-device', '--url', w.ts.url, '--token', w.listener.token], /no-such-device.*404 not_found/],
-    ['unknown device (timeline)', ['device', 'timeline', 'no-such-device', '--url', w.ts.url, '--token', w.listener.token], /no-such-device.*404 not_found/],
-    ['a device the caller may not see', ['device', 'diagnose', id, '--url', w.ts.url, '--token', stranger.token], /404 not_found/],
-    ['a refused token', ['device', 'diagnose', id, '--url', w.ts.url, '--token', 'not-a-jwt'], /token was refused \(401\)/],
-    ['unreachable url (diagnose)', ['device', 'diagnose', id, '--url', `http://127.0.0.1:${closedPort}`, '--token', w.listener.token], /cannot reach http:\/\/127\.0\.0\.1:\d+/],
-    ['unreachable url (timeline)', ['device', 'timeline', id, '--url', `http://127.0.0.1:${closedPort}`, '--token', w.listener.token], /cannot reach/],
-    ['a url that is not a url', ['device', 'diagnose', id, '--url', 'not a url', '--token', w.listener.token], /cannot reach not a url/],
-    ['a server that is not Minaret', ['device', 'diagnose', id, '--url', notMinaret, '--token', w.listener.token], /not JSON|not a Minaret/],
-    ['unknown subcommand', ['device', 'reboot', id, '--url', w.ts.url, '--token', w.listener.token], /^minaret: usage:/],
+  const tokenFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-token-')), 'token');
+  fs.writeFileSync(tokenFile, `${w.listener.token}\n`, { mode: 0o600 });
+  t.after(() => fs.rmSync(path.dirname(tokenFile), { recursive: true, force: true }));
+  const as = (token: string) => ({ MINARET_TOKEN: token });
+  const listener = as(w.listener.token);
+  const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
+    ['diagnose without a token', ['device', 'diagnose', id, '--url', w.ts.url], {}, /set MINARET_TOKEN or pass --token-file/],
+    ['timeline without a token', ['device', 'timeline', id, '--url', w.ts.url], {}, /set MINARET_TOKEN or pass --token-file/],
+    // Arguments show in `ps`, shell history and npm's banner: a token there is refused, and never echoed.
+    ['a token in the arguments', ['device', 'diagnose', id, '--url', w.ts.url, '--token', w.listener.token], {}, /--token is refused: .*process list/],
+    ['a token in the arguments, even with MINARET_TOKEN set', ['device', 'diagnose', id, '--url', w.ts.url, `--token=${w.listener.token}`], listener, /--token is refused/],
+    ['--token-file without a value', ['device', 'diagnose', id, '--url', w.ts.url, '--token-file'], {}, /--token-file needs a value/],
+    ['--token-file that does not exist', ['device', 'diagnose', id, '--url', w.ts.url, '--token-file', `${tokenFile}.missing`], {}, /--token-file: cannot read .*\(ENOENT\)/],
+    ['without a device id', ['device', 'diagnose', '--url', w.ts.url], listener, /needs a device id/],
+    ['unknown device (diagnose)', ['device', 'diagnose', 'no-such-device', '--url', w.ts.url], listener, /no-such-device.*404 not_found/],
+    ['unknown device (timeline)', ['device', 'timeline', 'no-such-device', '--url', w.ts.url, '--token-file', tokenFile], {}, /no-such-device.*404 not_found/],
+    ['a device the caller may not see', ['device', 'diagnose', id, '--url', w.ts.url], as(stranger.token), /404 not_found/],
+    ['a refused token', ['device', 'diagnose', id, '--url', w.ts.url], as('not-a-jwt'), /token was refused \(401\)/],
+    ['unreachable url (diagnose)', ['device', 'diagnose', id, '--url', `http://127.0.0.1:${closedPort}`], listener, /cannot reach http:\/\/127\.0\.0\.1:\d+/],
+    ['unreachable url (timeline)', ['device', 'timeline', id, '--url', `http://127.0.0.1:${closedPort}`], listener, /cannot reach/],
+    ['a url that is not a url', ['device', 'diagnose', id, '--url', 'not a url'], listener, /cannot reach not a url/],
+    ['a server that is not Minaret', ['device', 'diagnose', id, '--url', notMinaret], listener, /not JSON|not a Minaret/],
+    ['unknown subcommand', ['device', 'reboot', id, '--url', w.ts.url], listener, /^minaret: usage:/],
   ];
-  const runs = await Promise.all(cases.map(([, args]) => cli(args)));
+  const runs = await Promise.all(cases.map(([, args, env]) => cli(args, env)));
   const failures: string[] = [];
-  cases.forEach(([what, , pattern], i) => {
+  cases.forEach(([what, , , pattern], i) => {
     try {
       const line = oneLineFailure(runs[i]!, what);
       assert.match(line, /^minaret: /, what);
       assert.match(line, pattern, what);
       assert.doesNotMatch(line, /\bat .*\.ts:\d+/, `${what}: no stack trace`);
+      assert.ok(!line.includes(w.listener.token) && !line.includes(stranger.token), `${what}: the token is never echoed`);
     } catch (err) {
       failures.push(`${what}: ${(err as Error).message.split('\n')[0]}`);
     }

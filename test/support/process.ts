@@ -1,0 +1,110 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestContext } from 'node:test';
+
+/** The real process as an operator starts it (node or npm), its output, and its end. */
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const SECRET = 'process-test-secret-0123456789-abcdefghijklmnop';
+
+export interface Run {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function tempDir(t: TestContext, prefix = 'minaret-proc-'): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** A clean environment (nothing inherited but PATH and HOME) so the host's settings cannot leak in. */
+export function baseEnv(dir: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? dir,
+    NODE_ENV: 'test',
+    HOST: '127.0.0.1',
+    HTTP_PORT: '0',
+    MQTT_PORT: '0',
+    DATABASE_PATH: path.join(dir, 'minaret.db'),
+    DATA_DIR: dir,
+    JWT_SECRET: SECRET,
+    BCRYPT_COST: '4',
+    ...extra,
+  };
+}
+
+/** Spawns `command args` in the repository root; killed (SIGKILL) when the test ends if still running. */
+export function startProcess(t: TestContext, env: Record<string, string>, command = process.execPath, args = ['--import', 'tsx', 'src/main.ts']): Run {
+  const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+export function logLines(stdout: string): Array<Record<string, any>> {
+  return stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, any>);
+}
+
+/** Waits for a JSON log line with this `msg` (and optional predicate); returns it. */
+export async function logLine(run: Run, msg: string, ms = 20_000, match: (l: Record<string, any>) => boolean = () => true): Promise<Record<string, any>> {
+  const found = () => logLines(run.stdout()).find((l) => l.msg === msg && match(l));
+  await withTimeout(
+    new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (found()) return resolve();
+        if (run.child.exitCode !== null) return reject(new Error(`exited early: ${run.stderr()}`));
+        setTimeout(check, 25);
+      };
+      check();
+    }),
+    ms,
+    msg,
+  );
+  return found()!;
+}
+
+/** Runs the process to its end (a refused start); its exit code and stderr lines. */
+export async function runToExit(t: TestContext, env: Record<string, string>) {
+  const run = startProcess(t, env);
+  const { code } = await withTimeout(run.exited, 20_000, 'the process to exit');
+  return { code, stdout: run.stdout(), stderrLines: run.stderr().split('\n').filter((l) => l !== '') };
+}
+
+/** True while a process with this pid exists (signal 0 probes without sending anything). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
