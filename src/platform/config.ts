@@ -7,6 +7,8 @@ export interface Config {
   httpPort: number;
   mqttPort: number;
   host: string;
+  /** PUBLIC_URL's origin (no trailing slash), or null: device credentials then take the request's host. */
+  publicUrl: string | null;
   databasePath: string;
   dataDir: string;
   jwtSecret: string | undefined;
@@ -64,6 +66,14 @@ const EnvSchema = v.object({
   HTTP_PORT: wholeNumber(0, 65535, 8080),
   MQTT_PORT: wholeNumber(0, 65535, 1883),
   HOST: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), '0.0.0.0'),
+  PUBLIC_URL: v.optional(
+    v.pipe(
+      v.string(),
+      v.trim(),
+      v.check((s) => hasScheme(s, ['http://', 'https://']) && /^https?:\/\/[^/?#]+\/?$/i.test(s), 'must be an http or https origin, like https://minaret.example.org'),
+      v.transform((s) => new URL(s).origin),
+    ),
+  ),
   DATABASE_PATH: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), 'data/minaret.db'),
   DATA_DIR: optionalText,
   JWT_SECRET: v.optional(v.string()),
@@ -154,6 +164,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       httpPort: e.HTTP_PORT,
       mqttPort: e.MQTT_PORT,
       host: e.HOST,
+      publicUrl: e.PUBLIC_URL ?? null,
       databasePath: e.DATABASE_PATH,
       dataDir: e.DATA_DIR ?? (memory ? 'data' : path.dirname(e.DATABASE_PATH)),
       jwtSecret: e.JWT_SECRET,
