@@ -114,7 +114,7 @@ export function buildAsyncApi() {
       securitySchemes: { devicePassword: { type: 'userPassword', description: 'username = clientId = device id; password = the device password.' } },
       messages: Object.fromEntries(
         Object.entries(MESSAGES).map(([name, text]) => [name, { name, ...text, contentType: 'application/json', payload: payloadOf(PAYLOAD_SCHEMAS[name as PayloadName]) }]),
-      ),
+      ) as Record<PayloadName, { name: string; title: string; summary: string; contentType: string; payload: Record<string, unknown> }>,
     },
   };
 }
