@@ -8,6 +8,7 @@ import { createMosque, joinMosque, member, signInSuperadmin } from '../support/p
 import { connectDevice, heartbeatPayload, publish, registerPlayer, registerTransmitter, statusPayload, waitForStatus } from '../support/devices.ts';
 import { DOCS_DIR, generatedDocs } from '../../scripts/docs.ts';
 import { createAjv } from '../support/json-schema.ts';
+import { httpStatus } from '../../api/errors.ts';
 
 const toOpenApiPath = (p: string) => p.replace(/:(\w+)/g, '{$1}');
 type Doc = Record<string, any>;
@@ -103,6 +104,12 @@ test('every operation has a unique operationId, a success schema unless it answe
 test('docs/openapi.json is what the code generates (run npm run docs after changing a route)', () => {
   const committed = fs.readFileSync(path.join(DOCS_DIR, 'openapi.json'), 'utf8');
   assert.equal(committed, generatedDocs()['openapi.json']);
+});
+
+test("docs/api.md's error table lists every error code with the status the service answers it with", () => {
+  const guide = fs.readFileSync(path.join(DOCS_DIR, 'api.md'), 'utf8');
+  const rows = new Map([...guide.matchAll(/^\| (\d{3}) \| `(\w+)` \|/gm)].map((m) => [m[2]!, Number(m[1])]));
+  assert.deepEqual(Object.fromEntries([...rows].sort()), Object.fromEntries(Object.entries(httpStatus).sort()));
 });
 
 // ---- real answers against the documented schemas ----
