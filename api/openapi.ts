@@ -13,9 +13,11 @@ import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, 
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
-/** Named response shapes: components.schemas of the document, referenced by the operations. */
+/**
+ * Named success shapes: components.schemas of the document, referenced by the operations. The error body is
+ * written out in each components.responses.ErrorNNN instead, with the codes of that status.
+ */
 const SCHEMAS = {
-  Error: r.ErrorResponse,
   TokenResponse: r.TokenResponse,
   Accepted: r.Status('accepted'),
   PasswordReset: r.Status('password_reset'),
