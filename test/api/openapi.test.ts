@@ -234,14 +234,14 @@ test('a device registration carries the API base URL, from PUBLIC_URL when it is
   const root = await signInSuperadmin(plain);
   const mosque = await createMosque(plain, root.token, null);
   const tx = await registerTransmitter(plain, root.token, mosque.id);
-  assert.equal((tx.credentials as unknown as { api_url: string }).api_url, `${plain.url}/api/v1`);
-  const keys = await fetch(`${(tx.credentials as unknown as { api_url: string }).api_url}/devices/lease-keys`);
+  assert.equal(tx.credentials.api_url, `${plain.url}/api/v1`);
+  const keys = await fetch(`${tx.credentials.api_url}/devices/lease-keys`);
   assert.equal(keys.status, 200, 'the JWKS is found from api_url alone');
 
   const proxied = await startTestService(t, { env: { PUBLIC_URL: 'https://minaret.example.org/' } });
   const root2 = await signInSuperadmin(proxied);
   const mosque2 = await createMosque(proxied, root2.token, null);
-  const creds = (await registerTransmitter(proxied, root2.token, mosque2.id)).credentials as unknown as Record<string, string>;
+  const creds = (await registerTransmitter(proxied, root2.token, mosque2.id)).credentials;
   assert.equal(creds.api_url, 'https://minaret.example.org/api/v1');
   assert.equal(creds.ws_url, 'wss://minaret.example.org/mqtt');
   assert.equal(creds.mqtt_url, `mqtt://minaret.example.org:${proxied.service.mqttPort}`);
