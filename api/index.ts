@@ -37,13 +37,17 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
 const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/push/vapid-public-key']);
 const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path);
 
-/** Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment. */
+/**
+ * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
+ * One alternation, compiled once: it runs before the token check of every request.
+ */
 function pathMatcher(routes: Array<{ path: string }>): (path: string) => boolean {
   const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const patterns = [...new Set(routes.map((r) => r.path))]
     .filter((p) => !p.includes('*'))
-    .map((p) => new RegExp(`^${p.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : escape(seg))).join('/')}/?$`));
-  return (path) => patterns.some((re) => re.test(path));
+    .map((p) => p.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : escape(seg))).join('/'));
+  const known = new RegExp(`^(?:${patterns.join('|')})/?$`);
+  return (path) => known.test(path);
 }
 
 export interface ApiDeps {
