@@ -1,6 +1,13 @@
 import * as v from 'valibot';
-import { BROADCAST_KINDS } from '../src/broadcasts/broadcasts.ts';
-import { MEMBERSHIP_STATUSES } from '../src/mosques/memberships.ts';
+import { BROADCAST_KINDS, type Broadcast as BroadcastRecord, type DeliveryReport } from '../src/broadcasts/broadcasts.ts';
+import type { ActivityEntry as ActivityRecord } from '../src/mosques/activity.ts';
+import type { Invite as InviteRecord } from '../src/mosques/invites.ts';
+import { MEMBERSHIP_STATUSES, type Membership as MembershipRecord } from '../src/mosques/memberships.ts';
+import type { Mosque as MosqueRecord } from '../src/mosques/mosques.ts';
+import type { TokenResponse as TokenRecord } from '../src/people/tokens.ts';
+import type { User as UserRecord } from '../src/people/users.ts';
+import type { toTimelineEntry } from '../src/devices/timeline.ts';
+import type { WhyAnswer } from '../src/devices/why.ts';
 import { httpStatus } from './errors.ts';
 
 /**
@@ -227,3 +234,20 @@ export const Health = v.object({ status: v.picklist(['ok', 'degraded']), db: v.p
 
 /** A machine-readable document (OpenAPI, AsyncAPI). */
 export const Document = object;
+
+// The mappers' types and these schemas must say the same thing: a field added, renamed or retyped on one
+// side only fails the type check here (the OpenAPI test then holds the real answers to the schemas).
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameShapes: [
+  Same<v.InferOutput<typeof User>, UserRecord>,
+  Same<v.InferOutput<typeof Mosque>, MosqueRecord>,
+  Same<v.InferOutput<typeof Membership>, MembershipRecord>,
+  Same<v.InferOutput<typeof ActivityEntry>, ActivityRecord>,
+  Same<v.InferOutput<typeof Invite>['invite'], InviteRecord>,
+  Same<Omit<v.InferOutput<typeof Broadcast>, 'report'>, BroadcastRecord>,
+  Same<v.InferOutput<typeof Broadcast>['report'], DeliveryReport>,
+  Same<v.InferOutput<typeof TokenResponse>, TokenRecord>,
+  Same<v.InferOutput<typeof TimelineEntry>, ReturnType<typeof toTimelineEntry>>,
+  Same<v.InferOutput<typeof Why>, WhyAnswer & { device_id: string; status: string; checked_at: string }>,
+] = [true, true, true, true, true, true, true, true, true, true];
+void sameShapes;
