@@ -36,7 +36,21 @@ import { resolveClient } from './rate-limit.ts';
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 /** Paths under /api/v1 that need no bearer token. */
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || path === '/api/v1/openapi.json' || path === '/api/v1/devices/lease-keys' || path === '/api/v1/push/vapid-public-key';
+const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/push/vapid-public-key']);
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path);
+
+/**
+ * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
+ * One alternation, compiled once: it runs before the token check of every request.
+ */
+function pathMatcher(routes: Array<{ path: string }>): (path: string) => boolean {
+  const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const patterns = [...new Set(routes.map((r) => r.path))]
+    .filter((p) => !p.includes('*'))
+    .map((p) => p.split('/').map((seg) => (seg.startsWith(':') ? '[^/]+' : escape(seg))).join('/'));
+  const known = new RegExp(`^(?:${patterns.join('|')})/?$`);
+  return (path) => known.test(path);
+}
 
 export interface ApiDeps {
   logger: Logger;
@@ -61,6 +75,10 @@ export interface ApiDeps {
   authRateLimit: number;
   authIdentifierRateLimit: number;
   trustProxy: TrustProxy;
+  /** The AsyncAPI document of the device topics, built by broker/ and handed in by the composition root. */
+  asyncApi: Record<string, unknown>;
+  /** PUBLIC_URL: the origin devices and apps reach this service at; null derives it from each request. */
+  publicUrl: string | null;
   /** The health of each part, for GET /healthz. */
   health: () => Record<string, boolean>;
 }
@@ -99,10 +117,13 @@ export function createApi(deps: ApiDeps) {
   const v1 = new Hono<AppEnv>();
   const signedIn = requireUser(deps.tokens);
   v1.route('/auth', authRoutes(deps));
-  // Everything but /auth needs a signed-in person; a device password never opens this door.
-  v1.use('*', async (c, next) => (isPublic(c.req.path) ? next() : signedIn(c, next)));
+  // Everything but /auth needs a signed-in person; a device password never opens this door. A path that
+  // names no route answers 404 with or without a token (contract 2), so it skips the check.
+  let isRoute: (path: string) => boolean = () => true;
+  v1.use('*', async (c, next) => (isPublic(c.req.path) || !isRoute(c.req.path) ? next() : signedIn(c, next)));
   const openapi = buildOpenApi();
   v1.get('/openapi.json', (c) => c.json(openapi));
+  v1.get('/asyncapi.json', (c) => c.json(deps.asyncApi));
   // Public: a browser needs it to subscribe (applicationServerKey) before it can register the subscription.
   v1.get('/push/vapid-public-key', (c) => c.json({ public_key: deps.vapidPublicKey }));
   v1.route('/me', meRoutes(deps));
@@ -113,6 +134,7 @@ export function createApi(deps: ApiDeps) {
   v1.route('/', membershipRoutes(deps));
   v1.route('/', deviceRoutes(deps));
   app.route('/api/v1', v1);
+  isRoute = pathMatcher(handlerRoutes(app));
 
   app.notFound((c) => c.json(errorBody('not_found'), 404));
   app.onError((err, c) => {

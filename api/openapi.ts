@@ -1,5 +1,7 @@
 import { toJsonSchema } from '@valibot/to-json-schema';
 import type * as v from 'valibot';
+import { httpStatus } from './errors.ts';
+import * as r from './responses.ts';
 import * as auth from './people/auth.ts';
 import { BroadcastQuery, BroadcastStart } from './broadcasts/broadcasts.ts';
 import { InviteCreate } from './mosques/invites.ts';
@@ -11,8 +13,44 @@ import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, 
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
+/**
+ * Named success shapes: components.schemas of the document, referenced by the operations. The error body is
+ * written out in each components.responses.ErrorNNN instead, with the codes of that status.
+ */
+const SCHEMAS = {
+  TokenResponse: r.TokenResponse,
+  Accepted: r.Status('accepted'),
+  PasswordReset: r.Status('password_reset'),
+  SessionStarted: r.SessionStarted,
+  ResetTokenIssued: r.ResetTokenIssued,
+  VapidKey: r.VapidKey,
+  Me: r.Me,
+  User: r.User,
+  Mosque: r.Mosque,
+  Admin: r.Admin,
+  Membership: r.Membership,
+  MembershipWithEmail: r.MembershipWithEmail,
+  ActivityEntry: r.ActivityEntry,
+  Invite: r.Invite,
+  Broadcast: r.Broadcast,
+  PushSubscriptionSaved: r.PushSubscriptionSaved,
+  Device: r.Device,
+  DeviceWithCredentials: r.DeviceWithCredentials,
+  LeaseKeys: r.LeaseKeys,
+  Why: r.Why,
+  CommandOutcome: r.CommandOutcome,
+  TimelineEntry: r.TimelineEntry,
+  LogLine: r.LogLine,
+  DeviceLogs: r.DeviceLogs,
+  Health: r.Health,
+  Document: r.Document,
+} satisfies Record<string, v.GenericSchema>;
+export type ResponseName = keyof typeof SCHEMAS;
+
 /** One documented route: the same valibot schemas that validate the request describe it here. */
 export interface RouteDoc {
+  /** Stable name for generated clients; never reused for another operation. */
+  operationId: string;
   method: Method;
   /** Hono's path syntax (`/api/v1/mosques/:id`). */
   path: string;
@@ -20,123 +58,179 @@ export interface RouteDoc {
   /** Who may call it (contract 5 standings). */
   gate: 'public' | 'any' | 'superadmin' | 'admin' | 'trigger' | 'manager' | 'owner' | 'self or admin';
   success: number;
+  /** The success body (absent for 204); `list` when it is a bare array of it. */
+  response?: ResponseName;
+  list?: boolean;
+  /** Error statuses beyond those every route of its kind can answer (see errorStatuses). */
+  errors?: number[];
   body?: v.GenericSchema;
   query?: v.GenericSchema;
 }
+
+/** The API's base, relative to the host serving the document (contract 2). */
+export const API_BASE = '/api/v1';
 
 const A = '/api/v1/auth';
 const M = '/api/v1/mosques/:id';
 
 export const ROUTE_DOCS: RouteDoc[] = [
-  { method: 'GET', path: '/healthz', summary: 'Health of the database and the broker', gate: 'public', success: 200 },
-  { method: 'GET', path: '/api/v1/openapi.json', summary: 'This document', gate: 'public', success: 200 },
-  { method: 'POST', path: `${A}/signup`, summary: 'Create an account by email and/or phone', gate: 'public', success: 201, body: auth.Signup },
-  { method: 'POST', path: `${A}/login`, summary: 'Password login', gate: 'public', success: 200, body: auth.Login },
-  { method: 'POST', path: `${A}/login-code`, summary: 'Send a 6-digit login code', gate: 'public', success: 202, body: auth.CodeRequest },
-  { method: 'POST', path: `${A}/login-code/verify`, summary: 'Redeem a login code', gate: 'public', success: 200, body: auth.CodeVerify },
-  { method: 'POST', path: `${A}/forgot-password`, summary: 'Send a password reset token', gate: 'public', success: 202, body: auth.CodeRequest },
-  { method: 'POST', path: `${A}/reset-password`, summary: 'Redeem a reset token', gate: 'public', success: 200, body: auth.Reset },
-  { method: 'POST', path: `${A}/superadmin-2fa`, summary: 'Superadmin login, step 1', gate: 'public', success: 200, body: auth.Login },
-  { method: 'POST', path: `${A}/superadmin-2fa/verify`, summary: 'Superadmin login, step 2 (HMAC of otp|timestamp)', gate: 'public', success: 200, body: auth.SessionVerify },
-  { method: 'POST', path: `${A}/superadmin-forgot`, summary: 'Superadmin reset, step 1', gate: 'public', success: 200, body: auth.SuperadminForgot },
-  { method: 'POST', path: `${A}/superadmin-forgot/verify`, summary: 'Superadmin reset, step 2', gate: 'public', success: 200, body: auth.SessionVerify },
-  { method: 'POST', path: `${A}/superadmin-reset-password`, summary: 'Superadmin reset, step 3', gate: 'public', success: 200, body: auth.SuperadminReset },
-  { method: 'GET', path: '/api/v1/push/vapid-public-key', summary: 'The VAPID public key browsers subscribe with', gate: 'public', success: 200 },
-  { method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200 },
-  { method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200 },
-  { method: 'POST', path: '/api/v1/me/push-subscriptions', summary: 'Register a Web Push subscription', gate: 'any', success: 201, body: PushSubscription },
-  { method: 'DELETE', path: '/api/v1/me/push-subscriptions', summary: 'Remove a Web Push subscription', gate: 'any', success: 204, body: PushUnsubscribe },
-  { method: 'GET', path: '/api/v1/users', summary: 'List users', gate: 'superadmin', success: 200, query: UserQuery },
-  { method: 'POST', path: '/api/v1/users', summary: 'Create a user', gate: 'superadmin', success: 201, body: UserCreate },
-  { method: 'GET', path: '/api/v1/users/:id', summary: 'Read a user', gate: 'superadmin', success: 200 },
-  { method: 'PATCH', path: '/api/v1/users/:id', summary: 'Update a user (a role change revokes their tokens)', gate: 'superadmin', success: 200, body: UserUpdate },
-  { method: 'DELETE', path: '/api/v1/users/:id', summary: 'Delete a user', gate: 'superadmin', success: 204 },
-  { method: 'POST', path: '/api/v1/mosques', summary: 'Create a mosque', gate: 'superadmin', success: 201, body: MosqueCreate },
-  { method: 'GET', path: '/api/v1/mosques', summary: "Mosques the caller administers or belongs to (all for a superadmin)", gate: 'any', success: 200 },
-  { method: 'GET', path: M, summary: 'Read a mosque', gate: 'admin', success: 200 },
-  { method: 'PATCH', path: M, summary: 'Update a mosque', gate: 'admin', success: 200, body: MosqueUpdate },
-  { method: 'DELETE', path: M, summary: 'Delete a mosque (seed: the coarser admin check)', gate: 'admin', success: 204 },
-  { method: 'POST', path: `${M}/join-code`, summary: 'Issue a new join code (the old one stops working)', gate: 'manager', success: 200 },
-  { method: 'GET', path: `${M}/admins`, summary: "The mosque's admins", gate: 'admin', success: 200 },
-  { method: 'POST', path: `${M}/admins`, summary: 'Add an admin', gate: 'manager', success: 201, body: AdminCreate },
-  { method: 'PATCH', path: `${M}/admins/:user_id`, summary: "Change an admin's flags or hand over ownership", gate: 'manager', success: 200, body: AdminUpdate },
-  { method: 'DELETE', path: `${M}/admins/:user_id`, summary: 'Remove an admin', gate: 'manager', success: 204 },
-  { method: 'GET', path: `${M}/memberships`, summary: "The mosque's memberships", gate: 'admin', success: 200, query: MembershipQuery },
-  { method: 'POST', path: `${M}/memberships`, summary: 'Enrol a user (always approved)', gate: 'admin', success: 201, body: Enrol },
-  { method: 'POST', path: `${M}/join`, summary: 'Join the mosque', gate: 'any', success: 201 },
-  { method: 'GET', path: `${M}/activity`, summary: 'Activity feed, newest first', gate: 'admin', success: 200, query: ActivityQuery },
-  { method: 'POST', path: `${M}/broadcasts`, summary: 'Start a broadcast', gate: 'trigger', success: 201, body: BroadcastStart },
-  { method: 'POST', path: `${M}/broadcasts/:bid/stop`, summary: 'Stop a broadcast', gate: 'trigger', success: 200 },
-  { method: 'GET', path: `${M}/broadcasts`, summary: 'Broadcasts with their delivery reports', gate: 'admin', success: 200, query: BroadcastQuery },
-  { method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200 },
-  { method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate },
-  { method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate },
-  { method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery },
-  { method: 'GET', path: '/api/v1/devices/lease-keys', summary: 'JWKS of the keys that sign entitlement leases', gate: 'public', success: 200 },
-  { method: 'GET', path: '/api/v1/devices/:id/why', summary: 'Why a device is or is not playing: the deciding fact of the chain', gate: 'self or admin', success: 200 },
-  { method: 'GET', path: '/api/v1/devices/:id', summary: 'A device, its status and its config', gate: 'self or admin', success: 200 },
-  { method: 'PATCH', path: '/api/v1/devices/:id', summary: 'Rename, rebind or configure (raises config_version and pushes the config)', gate: 'self or admin', success: 200, body: DeviceUpdate },
-  { method: 'DELETE', path: '/api/v1/devices/:id', summary: 'Delete (its credentials stop working, a live connection is closed)', gate: 'self or admin', success: 204 },
-  { method: 'POST', path: '/api/v1/devices/:id/credentials', summary: 'New password (the old one stops working, a live connection is closed)', gate: 'self or admin', success: 200 },
-  { method: 'POST', path: '/api/v1/devices/:id/commands', summary: 'Send a command and wait for its ack (409 device_offline, 504 device_timeout)', gate: 'self or admin', success: 200, body: CommandRequest },
-  { method: 'GET', path: '/api/v1/devices/:id/events', summary: 'The mosque_device_events timeline, newest first', gate: 'self or admin', success: 200, query: EventsQuery },
-  { method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first', gate: 'self or admin', success: 200, query: LogsQuery },
-  { method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode },
-  { method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp', gate: 'admin', success: 201, body: InviteCreate },
-  { method: 'PATCH', path: '/api/v1/memberships/:id', summary: 'Self: the four notify toggles; admin: the status', gate: 'self or admin', success: 200, body: MembershipPatch },
-  { method: 'DELETE', path: '/api/v1/memberships/:id', summary: 'Leave (self, unless banned) or remove (admin)', gate: 'self or admin', success: 204 },
+  { operationId: 'getHealth', method: 'GET', path: '/healthz', summary: 'Health of the database and the broker', gate: 'public', success: 200, response: 'Health' },
+  { operationId: 'getOpenApi', method: 'GET', path: '/api/v1/openapi.json', summary: 'This document', gate: 'public', success: 200, response: 'Document' },
+  { operationId: 'getAsyncApi', method: 'GET', path: '/api/v1/asyncapi.json', summary: 'The AsyncAPI 3 document of the MQTT topics (firmware authors)', gate: 'public', success: 200, response: 'Document' },
+  { operationId: 'signup', method: 'POST', path: `${A}/signup`, summary: 'Create an account by email and/or phone', gate: 'public', success: 201, body: auth.Signup, response: 'TokenResponse', errors: [401, 429] },
+  { operationId: 'login', method: 'POST', path: `${A}/login`, summary: 'Password login', gate: 'public', success: 200, body: auth.Login, response: 'TokenResponse', errors: [401, 429] },
+  { operationId: 'requestLoginCode', method: 'POST', path: `${A}/login-code`, summary: 'Send a 6-digit login code', gate: 'public', success: 202, body: auth.CodeRequest, response: 'Accepted', errors: [429] },
+  { operationId: 'verifyLoginCode', method: 'POST', path: `${A}/login-code/verify`, summary: 'Redeem a login code', gate: 'public', success: 200, body: auth.CodeVerify, response: 'TokenResponse', errors: [401, 429] },
+  { operationId: 'forgotPassword', method: 'POST', path: `${A}/forgot-password`, summary: 'Send a password reset token', gate: 'public', success: 202, body: auth.CodeRequest, response: 'Accepted', errors: [429] },
+  { operationId: 'resetPassword', method: 'POST', path: `${A}/reset-password`, summary: 'Redeem a reset token', gate: 'public', success: 200, body: auth.Reset, response: 'PasswordReset', errors: [429] },
+  { operationId: 'startSuperadminLogin', method: 'POST', path: `${A}/superadmin-2fa`, summary: 'Superadmin login, step 1', gate: 'public', success: 200, body: auth.Login, response: 'SessionStarted', errors: [401, 429] },
+  { operationId: 'verifySuperadminLogin', method: 'POST', path: `${A}/superadmin-2fa/verify`, summary: 'Superadmin login, step 2 (HMAC of otp|timestamp)', gate: 'public', success: 200, body: auth.SessionVerify, response: 'TokenResponse', errors: [401, 429] },
+  { operationId: 'startSuperadminReset', method: 'POST', path: `${A}/superadmin-forgot`, summary: 'Superadmin reset, step 1', gate: 'public', success: 200, body: auth.SuperadminForgot, response: 'SessionStarted', errors: [429] },
+  { operationId: 'verifySuperadminReset', method: 'POST', path: `${A}/superadmin-forgot/verify`, summary: 'Superadmin reset, step 2', gate: 'public', success: 200, body: auth.SessionVerify, response: 'ResetTokenIssued', errors: [401, 429] },
+  { operationId: 'resetSuperadminPassword', method: 'POST', path: `${A}/superadmin-reset-password`, summary: 'Superadmin reset, step 3', gate: 'public', success: 200, body: auth.SuperadminReset, response: 'PasswordReset', errors: [429] },
+  { operationId: 'getVapidPublicKey', method: 'GET', path: '/api/v1/push/vapid-public-key', summary: 'The VAPID public key browsers subscribe with', gate: 'public', success: 200, response: 'VapidKey' },
+  { operationId: 'getMe', method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200, response: 'Me' },
+  { operationId: 'listMyMemberships', method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200, response: 'Membership', list: true },
+  { operationId: 'addPushSubscription', method: 'POST', path: '/api/v1/me/push-subscriptions', summary: 'Register a Web Push subscription', gate: 'any', success: 201, body: PushSubscription, response: 'PushSubscriptionSaved' },
+  { operationId: 'removePushSubscription', method: 'DELETE', path: '/api/v1/me/push-subscriptions', summary: 'Remove a Web Push subscription', gate: 'any', success: 204, body: PushUnsubscribe, errors: [404] },
+  { operationId: 'listUsers', method: 'GET', path: '/api/v1/users', summary: 'List users', gate: 'superadmin', success: 200, query: UserQuery, response: 'User', list: true },
+  { operationId: 'createUser', method: 'POST', path: '/api/v1/users', summary: 'Create a user', gate: 'superadmin', success: 201, body: UserCreate, response: 'User', errors: [409] },
+  { operationId: 'getUser', method: 'GET', path: '/api/v1/users/:id', summary: 'Read a user', gate: 'superadmin', success: 200, response: 'User' },
+  { operationId: 'updateUser', method: 'PATCH', path: '/api/v1/users/:id', summary: 'Update a user (a role change revokes their tokens)', gate: 'superadmin', success: 200, body: UserUpdate, response: 'User', errors: [409] },
+  { operationId: 'deleteUser', method: 'DELETE', path: '/api/v1/users/:id', summary: 'Delete a user', gate: 'superadmin', success: 204, errors: [409] },
+  { operationId: 'createMosque', method: 'POST', path: '/api/v1/mosques', summary: 'Create a mosque', gate: 'superadmin', success: 201, body: MosqueCreate, response: 'Mosque', errors: [404, 409] },
+  { operationId: 'listMosques', method: 'GET', path: '/api/v1/mosques', summary: "Mosques the caller administers or belongs to (all for a superadmin)", gate: 'any', success: 200, response: 'Mosque', list: true },
+  { operationId: 'getMosque', method: 'GET', path: M, summary: 'Read a mosque', gate: 'admin', success: 200, response: 'Mosque' },
+  { operationId: 'updateMosque', method: 'PATCH', path: M, summary: 'Update a mosque', gate: 'admin', success: 200, body: MosqueUpdate, response: 'Mosque' },
+  { operationId: 'deleteMosque', method: 'DELETE', path: M, summary: 'Delete a mosque (seed: the coarser admin check)', gate: 'admin', success: 204 },
+  { operationId: 'rotateJoinCode', method: 'POST', path: `${M}/join-code`, summary: 'Issue a new join code (the old one stops working)', gate: 'manager', success: 200, response: 'Mosque' },
+  { operationId: 'listAdmins', method: 'GET', path: `${M}/admins`, summary: "The mosque's admins", gate: 'admin', success: 200, response: 'Admin', list: true },
+  { operationId: 'addAdmin', method: 'POST', path: `${M}/admins`, summary: 'Add an admin', gate: 'manager', success: 201, body: AdminCreate, response: 'Admin', errors: [409] },
+  { operationId: 'updateAdmin', method: 'PATCH', path: `${M}/admins/:user_id`, summary: "Change an admin's flags or hand over ownership", gate: 'manager', success: 200, body: AdminUpdate, response: 'Admin', errors: [409] },
+  { operationId: 'removeAdmin', method: 'DELETE', path: `${M}/admins/:user_id`, summary: 'Remove an admin', gate: 'manager', success: 204, errors: [409] },
+  { operationId: 'listMosqueMemberships', method: 'GET', path: `${M}/memberships`, summary: "The mosque's memberships", gate: 'admin', success: 200, query: MembershipQuery, response: 'MembershipWithEmail', list: true },
+  { operationId: 'enrolMember', method: 'POST', path: `${M}/memberships`, summary: 'Enrol a user (always approved)', gate: 'admin', success: 201, body: Enrol, response: 'Membership', errors: [404] },
+  { operationId: 'joinMosque', method: 'POST', path: `${M}/join`, summary: 'Join the mosque', gate: 'any', success: 201, response: 'Membership', errors: [403] },
+  { operationId: 'listActivity', method: 'GET', path: `${M}/activity`, summary: 'Activity feed, newest first', gate: 'admin', success: 200, query: ActivityQuery, response: 'ActivityEntry', list: true },
+  { operationId: 'startBroadcast', method: 'POST', path: `${M}/broadcasts`, summary: 'Start a broadcast', gate: 'trigger', success: 201, body: BroadcastStart, response: 'Broadcast', errors: [409] },
+  { operationId: 'stopBroadcast', method: 'POST', path: `${M}/broadcasts/:bid/stop`, summary: 'Stop a broadcast', gate: 'trigger', success: 200, response: 'Broadcast' },
+  { operationId: 'listBroadcasts', method: 'GET', path: `${M}/broadcasts`, summary: 'Broadcasts with their delivery reports', gate: 'admin', success: 200, query: BroadcastQuery, response: 'Broadcast', list: true },
+  { operationId: 'getBroadcast', method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200, response: 'Broadcast' },
+  { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
+  { operationId: 'registerPlayer', method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate, response: 'DeviceWithCredentials', errors: [404] },
+  { operationId: 'listDevices', method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery, response: 'Device', list: true },
+  { operationId: 'getLeaseKeys', method: 'GET', path: '/api/v1/devices/lease-keys', summary: 'JWKS of the keys that sign entitlement leases', gate: 'public', success: 200, response: 'LeaseKeys' },
+  { operationId: 'explainDevice', method: 'GET', path: '/api/v1/devices/:id/why', summary: 'Why a device is or is not playing: the deciding fact of the chain', gate: 'self or admin', success: 200, response: 'Why' },
+  { operationId: 'getDevice', method: 'GET', path: '/api/v1/devices/:id', summary: 'A device, its status and its config', gate: 'self or admin', success: 200, response: 'Device' },
+  { operationId: 'updateDevice', method: 'PATCH', path: '/api/v1/devices/:id', summary: 'Rename, rebind or configure (raises config_version and pushes the config)', gate: 'self or admin', success: 200, body: DeviceUpdate, response: 'Device', errors: [404] },
+  { operationId: 'deleteDevice', method: 'DELETE', path: '/api/v1/devices/:id', summary: 'Delete (its credentials stop working, a live connection is closed)', gate: 'self or admin', success: 204 },
+  { operationId: 'rotateDeviceCredentials', method: 'POST', path: '/api/v1/devices/:id/credentials', summary: 'New password (the old one stops working, a live connection is closed)', gate: 'self or admin', success: 200, response: 'DeviceWithCredentials' },
+  { operationId: 'sendCommand', method: 'POST', path: '/api/v1/devices/:id/commands', summary: 'Send a command and wait for its ack (409 device_offline, 504 device_timeout)', gate: 'self or admin', success: 200, body: CommandRequest, response: 'CommandOutcome', errors: [409, 504] },
+  { operationId: 'listDeviceEvents', method: 'GET', path: '/api/v1/devices/:id/events', summary: 'The mosque_device_events timeline, newest first', gate: 'self or admin', success: 200, query: EventsQuery, response: 'TimelineEntry', list: true },
+  { operationId: 'listDeviceLogs', method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first, and whether logging is on', gate: 'self or admin', success: 200, query: LogsQuery, response: 'DeviceLogs' },
+  { operationId: 'joinByCode', method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode, response: 'Membership', errors: [403, 404] },
+  { operationId: 'invite', method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp', gate: 'admin', success: 201, body: InviteCreate, response: 'Invite', errors: [403, 404, 409] },
+  { operationId: 'updateMembership', method: 'PATCH', path: '/api/v1/memberships/:id', summary: 'Self: the four notify toggles; admin: the status', gate: 'self or admin', success: 200, body: MembershipPatch, response: 'Membership' },
+  { operationId: 'removeMembership', method: 'DELETE', path: '/api/v1/memberships/:id', summary: 'Leave (self, unless banned) or remove (admin)', gate: 'self or admin', success: 204 },
 ];
 
-const ERROR = {
-  type: 'object',
-  required: ['error'],
-  properties: {
-    error: {
-      type: 'object',
-      required: ['code', 'message'],
-      properties: {
-        code: { type: 'string' },
-        message: { type: 'string' },
-        details: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
-      },
-    },
-  },
-};
-
 const schemaOf = (s: v.GenericSchema) => {
-  const { $schema: _drop, ...rest } = toJsonSchema(s, { errorMode: 'ignore' }) as Record<string, unknown>;
+  const { $schema: _drop, ...rest } = toJsonSchema(s, { errorMode: 'ignore', target: 'draft-2020-12' }) as Record<string, unknown>;
   return rest;
 };
+
+/** What each error status means here, and the codes it carries: from the one Failure -> HTTP table. */
+const ERROR_STATUS_TEXT: Record<number, string> = {
+  400: 'The body or query does not match the schema (details lists {path, message}), or a token is invalid',
+  401: 'No valid bearer token, or the credentials, code or OTP were refused',
+  403: 'Signed in but not allowed; nothing was changed',
+  404: 'Unknown id, or a mosque or device the caller may not see',
+  409: 'Conflicts with the current state (a taken value, a banned membership, an offline device)',
+  413: 'The body is over 64 KiB',
+  415: 'The body is not JSON',
+  429: 'Rate limited; retry after Retry-After seconds',
+  500: 'Internal error; the message carries the request id',
+  504: 'The device did not acknowledge the command in time',
+};
+
+function errorCodes(status: number): string[] {
+  const codes = Object.entries(httpStatus).filter(([, s]) => s === status).map(([code]) => code);
+  // api/mosques/invites.ts: inviting a banned person answers 409 with the banned code (contract 5).
+  return status === 409 ? [...codes, 'membership_banned'] : codes;
+}
+
+function errorResponse(status: number) {
+  const error = schemaOf(r.ErrorResponse) as { properties: { error: { properties: { code: Record<string, unknown> } } } };
+  error.properties.error.properties.code = { type: 'string', enum: errorCodes(status) };
+  return {
+    description: ERROR_STATUS_TEXT[status] ?? 'Error',
+    ...(status === 429 && { headers: { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } } }),
+    content: { 'application/json': { schema: error } },
+  };
+}
+
+/** The statuses a route can answer besides success, from what it takes and who may call it. */
+function errorStatuses(doc: RouteDoc): number[] {
+  const statuses = new Set<number>([500, ...(doc.errors ?? [])]);
+  if (doc.body) [400, 413, 415].forEach((s) => statuses.add(s));
+  if (doc.query) statuses.add(400);
+  if (doc.gate !== 'public') statuses.add(401);
+  if (doc.gate !== 'public' && doc.gate !== 'any') statuses.add(403);
+  if (doc.path.includes(':')) statuses.add(404);
+  return [...statuses].sort((a, b) => a - b);
+}
+
+function successResponse(doc: RouteDoc) {
+  if (!doc.response) return { description: 'Done; no body' };
+  const ref = { $ref: `#/components/schemas/${doc.response}` };
+  return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { 'application/json': { schema: doc.list ? { type: 'array', items: ref } : ref } } };
+}
+const SUCCESS_TEXT: Record<number, string> = { 200: 'OK', 201: 'Created', 202: 'Accepted' };
 
 function operation(doc: RouteDoc) {
   const params = [...doc.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
   const query = doc.query ? (schemaOf(doc.query) as { properties?: Record<string, unknown> }) : null;
   const queryParams = Object.entries(query?.properties ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema }));
   return {
+    operationId: doc.operationId,
     summary: doc.summary,
     'x-minaret-gate': doc.gate,
     ...(doc.gate === 'public' ? { security: [] } : {}),
-    parameters: [...params, ...queryParams],
+    ...(params.length + queryParams.length > 0 && { parameters: [...params, ...queryParams] }),
     ...(doc.body && { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(doc.body) } } } }),
     responses: {
-      [doc.success]: { description: 'Success' },
-      default: { description: 'Error (contract 2)', content: { 'application/json': { schema: ERROR } } },
+      [doc.success]: successResponse(doc),
+      ...Object.fromEntries(errorStatuses(doc).map((s) => [s, { $ref: `#/components/responses/Error${s}` }])),
     },
   };
 }
 
-/** The OpenAPI 3.1 document served at GET /api/v1/openapi.json. */
+/** The OpenAPI 3.1 document served at GET /api/v1/openapi.json and kept in docs/openapi.json. */
 export function buildOpenApi(docs: RouteDoc[] = ROUTE_DOCS) {
   const paths: Record<string, Record<string, unknown>> = {};
+  const statuses = new Set<number>();
   for (const doc of docs) {
-    const path = doc.path.replace(/:(\w+)/g, '{$1}');
-    (paths[path] ??= {})[doc.method.toLowerCase()] = operation(doc);
+    // /healthz lives beside the API base, not under it: its path item names its own server.
+    const inBase = doc.path.startsWith(`${API_BASE}/`);
+    const path = (inBase ? doc.path.slice(API_BASE.length) : doc.path).replace(/:(\w+)/g, '{$1}');
+    paths[path] ??= inBase ? {} : { servers: [{ url: '/', description: 'The service root' }] };
+    paths[path][doc.method.toLowerCase()] = operation(doc);
+    errorStatuses(doc).forEach((s) => statuses.add(s));
   }
   return {
     openapi: '3.1.0',
-    info: { title: 'Minaret', version: '1.0.0', description: 'Azaan broadcast service: people API (contract sections 2-5, 7).' },
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+    info: {
+      title: 'Minaret',
+      version: '1.0.0',
+      description: 'The HTTP API for people (apps, the console): contract sections 2-7. Devices speak MQTT: see asyncapi.json. Guide: docs/api.md.',
+    },
+    servers: [{ url: API_BASE, description: 'Relative to the host serving this document, e.g. http://127.0.0.1:8080/api/v1' }],
     security: [{ bearer: [] }],
     paths,
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify or /auth/superadmin-2fa/verify' } },
+      schemas: Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, schemaOf(schema)])),
+      responses: Object.fromEntries([...statuses].sort((a, b) => a - b).map((s) => [`Error${s}`, errorResponse(s)])),
+    },
   };
 }

@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { isStatusOf, type DeviceKind } from '../src/devices/device-config.ts';
+import { HEARTBEAT, MAX_HEARTBEAT_SECS, STATUSES, type DeviceKind } from '../src/devices/device-config.ts';
 import type { HeartbeatReport, LogReport, StatusReport } from '../src/devices/telemetry.ts';
 
 /** Device payload schemas (seed "Device status payload", "Heartbeat payload", "Log payload"; contract 8). */
@@ -11,7 +11,8 @@ const text = (max: number) => v.pipe(v.string(), v.maxLength(max));
 const int = v.pipe(v.number(), v.integer(), v.safeInteger());
 const rssi = v.pipe(v.number(), v.integer(), v.minValue(-150), v.maxValue(0));
 const nonNegative = v.pipe(v.number(), v.integer(), v.minValue(0), v.safeInteger());
-const status = (kind: DeviceKind) => v.pipe(v.string(), v.check((s) => isStatusOf(kind, s), `not a ${kind} status`));
+// A picklist rather than a check, so the generated AsyncAPI document lists the states.
+const status = (kind: DeviceKind) => v.picklist(STATUSES[kind], `not a ${kind} status`);
 
 const statusSchemas = {
   transmitter: statusSchema('transmitter'),
@@ -58,7 +59,7 @@ function heartbeatSchema(kind: DeviceKind) {
 
 // No length on msg here: a log over 512 bytes is the log limit's case (dropped and counted as a log, in
 // telemetry), not a malformed payload; the 4 KiB payload cap still bounds it.
-const logSchema = v.object({ v: version, level: v.picklist(['error', 'warn', 'info', 'debug']), msg: v.string(), ts: unixSeconds });
+export const logSchema = v.object({ v: version, level: v.picklist(['error', 'warn', 'info', 'debug']), msg: v.string(), ts: unixSeconds });
 
 export const ackSchema = v.object({
   v: version,
@@ -72,7 +73,7 @@ export const ackSchema = v.object({
 export type AckReport = v.InferOutput<typeof ackSchema>;
 
 /** contract 8: `{v, broadcast_id, kind, action, stream_url?, ts}` on mosques/{id}/broadcast. */
-const broadcastSchema = v.object({
+export const broadcastSchema = v.object({
   v: version,
   broadcast_id: text(64),
   kind: v.picklist(['azaan', 'jummah', 'waaz', 'announcement']),
@@ -80,6 +81,60 @@ const broadcastSchema = v.object({
   stream_url: v.optional(text(2048)),
   ts: unixSeconds,
 });
+
+// What the backend sends (contract 8). It never parses these; they are here so the AsyncAPI document, the
+// firmware guide's examples and the tests hold one shape.
+const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/));
+
+/** The entitlement lease inside a player's config: a JWT (EdDSA) and its expiry in Unix seconds. */
+export const leaseSchema = v.object({ token: v.pipe(v.string(), v.regex(/^[\w-]+\.[\w-]+\.[\w-]+$/)), expires_at: unixSeconds });
+
+/** devices/{id}/config, retained. Absent optional fields are left out (src/devices/device-config.ts). */
+export const configSchema = v.object({
+  v: version,
+  config_version: nonNegative,
+  heartbeat_secs: v.pipe(int, v.minValue(HEARTBEAT.transmitter.min), v.maxValue(MAX_HEARTBEAT_SECS)),
+  log_enabled: v.boolean(),
+  volume: v.optional(v.pipe(int, v.minValue(0), v.maxValue(100))),
+  quiet_hours: v.optional(v.object({ start: hhmm, end: hhmm })),
+  mosque_id: v.optional(text(64)),
+  stream_url: v.optional(text(2048)),
+  lease: v.optional(leaseSchema),
+  unbound_reason: v.optional(v.picklist(['no_mosque', 'awaiting_approval', 'membership_lapsed', 'lease_expired'])),
+});
+
+export const COMMAND_NAMES = ['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque', 'broadcast_start', 'broadcast_stop'] as const;
+
+/** devices/{id}/cmd. A device acks with the same id and name; a command past expires_at may be ignored. */
+export const commandSchema = v.object({
+  v: version,
+  id: text(64),
+  name: v.picklist(COMMAND_NAMES),
+  args: v.record(v.string(), v.unknown()),
+  ts: unixSeconds,
+  expires_at: unixSeconds,
+});
+
+/** The args of the commands that take any; the others are sent with `{}`. */
+export const commandArgsSchemas = {
+  set_log_level: v.object({ level: v.picklist(['error', 'warn', 'info', 'debug']), ttl_s: v.pipe(int, v.minValue(1), v.maxValue(3600)) }),
+  broadcast_start: v.object({ broadcast_id: text(64), kind: v.picklist(['azaan', 'jummah', 'waaz', 'announcement']), prayer: v.optional(text(40)) }),
+  broadcast_stop: v.object({ broadcast_id: text(64), kind: v.picklist(['azaan', 'jummah', 'waaz', 'announcement']), prayer: v.optional(text(40)) }),
+} satisfies Partial<Record<(typeof COMMAND_NAMES)[number], v.GenericSchema>>;
+
+/** Every payload on the wire, by message name: the AsyncAPI document's messages. */
+export const PAYLOAD_SCHEMAS = {
+  transmitterStatus: statusSchemas.transmitter,
+  playerStatus: statusSchemas.stream_player,
+  transmitterHeartbeat: heartbeatSchemas.transmitter,
+  playerHeartbeat: heartbeatSchemas.stream_player,
+  log: logSchema,
+  ack: ackSchema,
+  config: configSchema,
+  command: commandSchema,
+  broadcast: broadcastSchema,
+} satisfies Record<string, v.GenericSchema>;
+export type PayloadName = keyof typeof PAYLOAD_SCHEMAS;
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 

@@ -4,6 +4,7 @@ import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
 import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
+import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { createBroker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
@@ -173,6 +174,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const api = createApi({
       ...people, logger, clock, health, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
+      asyncApi: buildAsyncApi(), publicUrl: config.publicUrl,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
       trustProxy: config.trustProxy,

@@ -18,7 +18,7 @@ const RULES: Rule[] = [
     exempt: ['src/main.ts', 'src/service.ts'],
   },
   { folder: 'api', allowedPackages: /^(node:.*|hono(\/.*)?|@hono\/.*|valibot|@valibot\/to-json-schema|rate-limiter-flexible)$/, allowedFolders: ['api', 'src'] },
-  { folder: 'broker', allowedPackages: /^(node:.*|aedes.*|mqemitter.*|ioredis|ws|valibot)$/, allowedFolders: ['broker', 'src'] },
+  { folder: 'broker', allowedPackages: /^(node:.*|aedes.*|mqemitter.*|ioredis|ws|valibot|@valibot\/to-json-schema)$/, allowedFolders: ['broker', 'src'] },
   { folder: 'notify', allowedPackages: /^(node:.*|nodemailer(\/.*)?|web-push)$/, allowedFolders: ['notify', 'src'] },
   // The operator CLI is an edge over src/ (store-level commands) and the public HTTP API.
   { folder: 'cli', allowedPackages: /^(node:.*|bcryptjs)$/, allowedFolders: ['cli', 'src'] },

@@ -53,6 +53,7 @@ interface Deps extends GateDeps {
   admins: AdminStore;
   plane: DevicePlane;
   mqttPort: () => number;
+  publicUrl: string | null;
   clock: Clock;
 }
 
@@ -99,15 +100,18 @@ export function deviceRoutes(deps: Deps) {
     const ms = plane.telemetry.lastSeenMs(deviceId);
     return ms === null ? null : Math.floor(ms / 1000);
   };
+  /** What firmware needs to connect and to reach the API (the lease JWKS): from PUBLIC_URL, else from the request. */
   const credentials = (c: AppContext, row: DeviceRow, password: string) => {
-    const url = new URL(c.req.url);
-    const secure = url.protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
+    const url = new URL(deps.publicUrl ?? c.req.url);
+    const secure = url.protocol === 'https:' || (deps.publicUrl === null && c.req.header('x-forwarded-proto') === 'https');
+    const origin = `${secure ? 'https' : 'http'}://${url.host}`;
     return {
       client_id: row.id,
       username: row.id,
       password,
       mqtt_url: `mqtt://${url.hostname}:${deps.mqttPort()}`,
       ws_url: `${secure ? 'wss' : 'ws'}://${url.host}/mqtt`,
+      api_url: `${origin}/api/v1`,
     };
   };
 

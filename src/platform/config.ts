@@ -12,6 +12,8 @@ export interface Config {
   tlsCertFile: string | undefined;
   tlsKeyFile: string | undefined;
   host: string;
+  /** PUBLIC_URL's origin (no trailing slash), or null: device credentials then take the request's host. */
+  publicUrl: string | null;
   databasePath: string;
   dataDir: string;
   jwtSecret: string | undefined;
@@ -82,6 +84,14 @@ const EnvSchema = v.object({
   TLS_CERT_FILE: optionalText,
   TLS_KEY_FILE: optionalText,
   HOST: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), '0.0.0.0'),
+  PUBLIC_URL: v.optional(
+    v.pipe(
+      v.string(),
+      v.trim(),
+      v.check((s) => hasScheme(s, ['http://', 'https://']) && /^https?:\/\/[^/?#]+\/?$/i.test(s), 'must be an http or https origin, like https://minaret.example.org'),
+      v.transform((s) => new URL(s).origin),
+    ),
+  ),
   DATABASE_PATH: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), 'data/minaret.db'),
   DATA_DIR: optionalText,
   JWT_SECRET: v.optional(v.string()),
@@ -193,6 +203,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       tlsCertFile: e.TLS_CERT_FILE,
       tlsKeyFile: e.TLS_KEY_FILE,
       host: e.HOST,
+      publicUrl: e.PUBLIC_URL ?? null,
       databasePath: e.DATABASE_PATH,
       dataDir: e.DATA_DIR ?? (memory ? 'data' : path.dirname(e.DATABASE_PATH)),
       jwtSecret: e.JWT_SECRET,

@@ -423,6 +423,7 @@ const ROWS: Row[] = [
 
   // --- public documentation and keys (no bearer token needed, none refused) ---
   { route: `GET ${V1}/openapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/openapi.json` }) },
+  { route: `GET ${V1}/asyncapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/asyncapi.json` }) },
   {
     // The JWKS firmware checks entitlement leases against (CONTRACT 7: "anyone").
     route: `GET ${V1}/devices/lease-keys`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/devices/lease-keys` }),

@@ -229,12 +229,17 @@ test('a JSON body that is not an object answers 400 validation_failed', async (t
 
 // ---- routes ----
 
-test('an unknown route answers 404 not_found', async (t) => {
+test('an unknown route answers 404 not_found, with a token, without one, or with a bad one', async (t) => {
   const ts = await startTestService(t);
   const signed = await signupMember(ts.http, 'amina@example.com');
   for (const res of [
     await ts.http.get('/no-such-path'),
     await ts.http.get('/api/v1/no-such-path', signed.access_token),
+    await ts.http.get('/api/v1/no-such-path'),
+    await ts.http.get('/api/v1/mosques/m1/no-such-thing'),
+    await ts.http.post('/api/v1/devices/d1/commands/extra', {}),
+    await ts.http.get('/api/v1/me/no-such-thing', 'not.a.token'),
+    await ts.http.get('/api/v1'),
     await ts.http.post('/api/v1/auth/no-such-endpoint', {}),
     await ts.http.delete('/api/v1/auth/login'),
     await ts.http.get('/api/v2/auth/login'),
@@ -242,6 +247,9 @@ test('an unknown route answers 404 not_found', async (t) => {
     assertError(res, 404, 'not_found');
     assertErrorShape(res);
   }
+  // A path that names a route still needs the token: the 404 is for paths only.
+  assertError(await ts.http.get('/api/v1/mosques/m1'), 401, 'unauthorized');
+  assertError(await ts.http.get('/api/v1/me/'), 401, 'unauthorized');
 });
 
 test('GET /healthz answers 200 {"status":"ok","db":"ok","broker":"ok"}', async (t) => {

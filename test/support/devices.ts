@@ -12,6 +12,7 @@ export interface Credentials {
   password: string;
   mqtt_url: string;
   ws_url: string;
+  api_url: string;
 }
 
 export interface Registered {

@@ -48,7 +48,17 @@ const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['the console transport in production', { NODE_ENV: 'production', JWT_SECRET: SECRET }, /^NOTIFY_TRANSPORT: console .*refused/],
   ['an unknown log level', { LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
   ['an unknown NODE_ENV', { NODE_ENV: 'staging' }, /^NODE_ENV: /],
+  ['a PUBLIC_URL that is not http(s)', { PUBLIC_URL: 'ftp://minaret.example.org' }, /^PUBLIC_URL: must be an http or https origin/],
+  ['a PUBLIC_URL with a path', { PUBLIC_URL: 'https://minaret.example.org/api/v1' }, /^PUBLIC_URL: must be an http or https origin/],
 ];
+
+test('PUBLIC_URL is optional and kept as an origin without a trailing slash', () => {
+  const unset = loadConfig({});
+  assert.ok(unset.ok && unset.config.publicUrl === null);
+  const set = loadConfig({ PUBLIC_URL: 'https://Minaret.Example.org:8443/' });
+  assert.ok(set.ok);
+  assert.equal(set.config.publicUrl, 'https://minaret.example.org:8443');
+});
 
 for (const [what, env, line] of refused) {
   test(`${what} stops the start with one line naming the setting`, () => {

@@ -1,0 +1,265 @@
+import * as v from 'valibot';
+import { BROADCAST_KINDS, type Broadcast as BroadcastRecord, type DeliveryReport } from '../src/broadcasts/broadcasts.ts';
+import type { ActivityEntry as ActivityRecord } from '../src/mosques/activity.ts';
+import type { Invite as InviteRecord } from '../src/mosques/invites.ts';
+import { MEMBERSHIP_STATUSES, type Membership as MembershipRecord } from '../src/mosques/memberships.ts';
+import type { Mosque as MosqueRecord } from '../src/mosques/mosques.ts';
+import type { TokenResponse as TokenRecord } from '../src/people/tokens.ts';
+import type { User as UserRecord } from '../src/people/users.ts';
+import type { toTimelineEntry } from '../src/devices/timeline.ts';
+import type { WhyAnswer } from '../src/devices/why.ts';
+import { httpStatus } from './errors.ts';
+
+/**
+ * Response shapes (contract 2-7), beside the request schemas: GET /api/v1/openapi.json is built from them
+ * and test/api/openapi.test.ts holds real answers of the running service to them, so the document cannot
+ * drift from what the mappers (toUser, toMosque, toDevice, ...) return.
+ */
+const isoTime = v.pipe(v.string(), v.isoTimestamp());
+const nullable = <S extends v.GenericSchema>(s: S) => v.nullable(s);
+const object = v.record(v.string(), v.unknown());
+const count = v.pipe(v.number(), v.integer(), v.minValue(0));
+
+export const ErrorResponse = v.object({
+  error: v.object({
+    code: v.picklist(Object.keys(httpStatus) as Array<keyof typeof httpStatus>),
+    message: v.string(),
+    details: v.optional(v.array(v.object({ path: v.string(), message: v.string() }))),
+  }),
+});
+
+export const Status = <T extends string>(value: T) => v.object({ status: v.literal(value) });
+
+export const TokenResponse = v.object({
+  access_token: v.string(),
+  token_type: v.literal('Bearer'),
+  expires_in: count,
+  user: v.object({ id: v.string(), email: v.string(), role: v.picklist(['member', 'superadmin']) }),
+});
+export const SessionStarted = v.object({ session_token: v.string(), expires_in: count });
+export const ResetTokenIssued = v.object({ reset_token: v.string(), expires_in: count });
+
+export const User = v.object({
+  id: v.string(),
+  email: v.string(),
+  phone: nullable(v.string()),
+  role: v.picklist(['member', 'superadmin']),
+  has_password: v.boolean(),
+  email_is_placeholder: v.boolean(),
+  created_at: isoTime,
+});
+
+export const Mosque = v.object({
+  id: v.string(),
+  name: v.string(),
+  timezone: v.string(),
+  auto_approve_members: v.boolean(),
+  stream_url: nullable(v.string()),
+  join_code: nullable(v.string()),
+  created_at: isoTime,
+});
+
+const flags = { is_owner: v.boolean(), can_trigger: v.boolean(), can_manage: v.boolean() };
+export const Admin = v.object({ user_id: v.string(), email: nullable(v.string()), ...flags });
+
+export const Membership = v.object({
+  id: v.string(),
+  mosque_id: v.string(),
+  user_id: v.string(),
+  status: v.picklist(MEMBERSHIP_STATUSES),
+  notify_azaan: v.boolean(),
+  notify_jummah: v.boolean(),
+  notify_waaz: v.boolean(),
+  notify_announcement: v.boolean(),
+  created_at: isoTime,
+  updated_at: isoTime,
+});
+export const MembershipWithEmail = v.object({ ...Membership.entries, user_email: v.string() });
+
+export const Me = v.object({
+  user: User,
+  memberships: v.array(Membership),
+  admin_of: v.array(v.object({ mosque_id: v.string(), ...flags })),
+});
+
+export const ActivityEntry = v.object({
+  id: v.string(),
+  at: isoTime,
+  actor_user_id: nullable(v.string()),
+  kind: v.string(),
+  subject_id: nullable(v.string()),
+  data: object,
+});
+
+export const Invite = v.object({
+  invite: v.object({
+    id: v.string(),
+    mosque_id: v.string(),
+    user_id: v.string(),
+    invited_by: nullable(v.string()),
+    channel: v.picklist(['email', 'whatsapp']),
+    contact: v.string(),
+    auto_approve: v.boolean(),
+    created_at: isoTime,
+  }),
+  membership: Membership,
+});
+
+export const Broadcast = v.object({
+  id: v.string(),
+  mosque_id: v.string(),
+  kind: v.picklist(BROADCAST_KINDS),
+  prayer: nullable(v.string()),
+  title: nullable(v.string()),
+  status: v.picklist(['live', 'stopped']),
+  started_by: nullable(v.string()),
+  started_at: isoTime,
+  stopped_by: nullable(v.string()),
+  stopped_at: nullable(isoTime),
+  report: v.object({
+    playing: count,
+    unbound: count,
+    muted: count,
+    offline: count,
+    stream_error: count,
+    other: count,
+    push: v.object({ queued: count, sent: count, failed: count }),
+  }),
+});
+
+export const PushSubscriptionSaved = v.object({ endpoint: v.string() });
+export const VapidKey = v.object({ public_key: v.string() });
+
+const int = v.pipe(v.number(), v.integer());
+export const Device = v.object({
+  id: v.string(),
+  kind: v.picklist(['transmitter', 'stream_player']),
+  name: nullable(v.string()),
+  mosque_id: nullable(v.string()),
+  owner_user_id: nullable(v.string()),
+  enabled: v.boolean(),
+  connected: v.boolean(),
+  status: v.string(),
+  status_detail: object,
+  status_at: nullable(isoTime),
+  last_seen_at: nullable(isoTime),
+  fw: nullable(v.string()),
+  mac: nullable(v.string()),
+  ssid: nullable(v.string()),
+  ip: nullable(v.string()),
+  rssi: nullable(int),
+  temp_c: nullable(v.number()),
+  uptime_s: nullable(int),
+  free_heap: nullable(int),
+  volume: nullable(int),
+  reported_config_version: nullable(int),
+  config_version: int,
+  config: v.object({
+    heartbeat_secs: int,
+    log_enabled: v.boolean(),
+    volume: nullable(int),
+    quiet_hours: nullable(v.object({ start: v.string(), end: v.string() })),
+  }),
+  created_at: isoTime,
+  counters: v.object({
+    status_messages: count,
+    heartbeats: count,
+    logs_accepted: count,
+    logs_dropped: count,
+    payloads_rejected: count,
+    publishes_refused: count,
+    connects: count,
+  }),
+  /** Players only (transmitters: null). */
+  entitlement: nullable(
+    v.object({
+      entitled: v.boolean(),
+      reason: nullable(v.picklist(['no_mosque', 'awaiting_approval', 'membership_lapsed', 'lease_expired'])),
+      mosque_id: nullable(v.string()),
+      lease_expires_at: nullable(isoTime),
+    }),
+  ),
+});
+
+/** Shown once, at registration and rotation: what firmware needs to connect and to find the JWKS. */
+export const Credentials = v.object({
+  client_id: v.string(),
+  username: v.string(),
+  password: v.string(),
+  mqtt_url: v.string(),
+  ws_url: v.string(),
+  api_url: v.string(),
+});
+export const DeviceWithCredentials = v.object({ device: Device, credentials: Credentials });
+
+export const LeaseKeys = v.object({
+  keys: v.array(v.object({ kty: v.literal('OKP'), crv: v.literal('Ed25519'), x: v.string(), kid: v.string(), alg: v.literal('EdDSA'), use: v.literal('sig') })),
+});
+
+export const Why = v.object({
+  device_id: v.string(),
+  status: v.string(),
+  effective_playback_state: v.picklist(['playing', 'ready', 'muted', 'unbound', 'updating', 'connecting', 'error', 'offline', 'unknown']),
+  deciding_field: v.string(),
+  reason: v.string(),
+  detail: object,
+  checked_at: isoTime,
+});
+
+export const CommandOutcome = v.object({
+  command_id: v.string(),
+  name: v.string(),
+  ok: v.boolean(),
+  /** The ack's `result`, or `{error}` when the device answered ok: false. */
+  result: v.unknown(),
+  rtt_ms: count,
+});
+
+export const TimelineEntry = v.object({
+  id: v.string(),
+  at: isoTime,
+  device_id: v.string(),
+  mosque_id: nullable(v.string()),
+  kind: v.string(),
+  from: nullable(v.string()),
+  to: nullable(v.string()),
+  reason: nullable(v.string()),
+  actor_user_id: nullable(v.string()),
+  detail: object,
+});
+
+export const LogLine = v.object({ at: isoTime, ts: nullable(int), level: v.string(), msg: v.string() });
+
+/** GET /devices/{id}/logs: the lines, and whether logging is on, so an empty list explains itself. */
+export const DeviceLogs = v.object({
+  device_id: v.string(),
+  logging: v.object({
+    enabled: v.boolean(),
+    until: nullable(isoTime),
+    source: nullable(v.picklist(['log_enabled', 'set_log_level'])),
+  }),
+  note: nullable(v.string()),
+  lines: v.array(LogLine),
+});
+
+export const Health = v.object({ status: v.picklist(['ok', 'degraded']), db: v.picklist(['ok', 'down']), broker: v.picklist(['ok', 'down']) });
+
+/** A machine-readable document (OpenAPI, AsyncAPI). */
+export const Document = object;
+
+// The mappers' types and these schemas must say the same thing: a field added, renamed or retyped on one
+// side only fails the type check here (the OpenAPI test then holds the real answers to the schemas).
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameShapes: [
+  Same<v.InferOutput<typeof User>, UserRecord>,
+  Same<v.InferOutput<typeof Mosque>, MosqueRecord>,
+  Same<v.InferOutput<typeof Membership>, MembershipRecord>,
+  Same<v.InferOutput<typeof ActivityEntry>, ActivityRecord>,
+  Same<v.InferOutput<typeof Invite>['invite'], InviteRecord>,
+  Same<Omit<v.InferOutput<typeof Broadcast>, 'report'>, BroadcastRecord>,
+  Same<v.InferOutput<typeof Broadcast>['report'], DeliveryReport>,
+  Same<v.InferOutput<typeof TokenResponse>, TokenRecord>,
+  Same<v.InferOutput<typeof TimelineEntry>, ReturnType<typeof toTimelineEntry>>,
+  Same<v.InferOutput<typeof Why>, WhyAnswer & { device_id: string; status: string; checked_at: string }>,
+] = [true, true, true, true, true, true, true, true, true, true];
+void sameShapes;

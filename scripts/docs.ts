@@ -1,0 +1,25 @@
+/**
+ * `npm run docs`: writes the machine-readable contract into docs/ from the code that enforces it, so a
+ * clone carries it. test/api/openapi.test.ts and test/broker/asyncapi.test.ts fail when the committed files
+ * differ from what the code generates.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { buildOpenApi } from '../api/openapi.ts';
+import { buildAsyncApi } from '../broker/asyncapi.ts';
+
+export const DOCS_DIR = fileURLToPath(new URL('../docs/', import.meta.url));
+
+/** File name in docs/ -> its content, exactly as committed. */
+export function generatedDocs(): Record<string, string> {
+  const text = (doc: unknown) => `${JSON.stringify(doc, null, 2)}\n`;
+  return { 'openapi.json': text(buildOpenApi()), 'asyncapi.json': text(buildAsyncApi()) };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  for (const [name, content] of Object.entries(generatedDocs())) {
+    fs.writeFileSync(path.join(DOCS_DIR, name), content);
+    console.log(`wrote docs/${name} (${content.length} bytes)`);
+  }
+}
