@@ -3,7 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
-import { createBroker } from '../broker/index.ts';
+import { createBroker, type Broker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
 import { createAdminStore } from './mosques/admins.ts';
@@ -55,6 +55,8 @@ export interface Service {
   notifier: Notifier;
   /** Every HTTP route with a handler, as `{method, path}` (Hono path syntax). */
   routes: Array<{ method: string; path: string }>;
+  /** The broker's open connections and what it refused or dropped to protect itself (issue 9). */
+  brokerCounters(): ReturnType<Broker['counters']>;
   close(): Promise<void>;
 }
 
@@ -125,7 +127,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
 
     const broker = await createBroker({
-      logger, redisUrl: config.redisUrl, telemetry: plane.telemetry,
+      logger, redisUrl: config.redisUrl, limits: config.mqtt, telemetry: plane.telemetry,
       device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
@@ -184,6 +186,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       mqttUrl: `mqtt://${shownHost}:${mqttPort}`,
       notifier,
       routes: handlerRoutes(api),
+      brokerCounters: () => broker.counters(),
       close: async () => {
         await closeAll();
         logger.info({}, 'minaret stopped');

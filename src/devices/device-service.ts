@@ -99,6 +99,7 @@ export function createDeviceService(deps: {
       const password = devices.rotateSecret(row.id);
       timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
       deps.link().disconnect(row.id);
+      deps.link().forgetSession(row.id);
       return password;
     },
 
@@ -108,6 +109,7 @@ export function createDeviceService(deps: {
       deps.telemetry.forget(row.id);
       published.delete(row.id);
       deps.link().disconnect(row.id);
+      deps.link().forgetSession(row.id);
       clearRetained(row.id);
     },
 
@@ -119,6 +121,7 @@ export function createDeviceService(deps: {
         deps.telemetry.forget(id);
         published.delete(id);
         deps.link().disconnect(id);
+        deps.link().forgetSession(id);
         clearRetained(id);
       }
     },

@@ -24,7 +24,18 @@ export interface Config {
   vapidSubject: string;
   deviceEventsRetentionDays: number;
   deviceEventsMaxPerDevice: number;
+  mqtt: MqttLimits;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+/** What an MQTT connection may cost before and after it is trusted (issue 9). */
+export interface MqttLimits {
+  maxConnectBytes: number;
+  maxPacketBytes: number;
+  connectTimeoutS: number;
+  maxConnections: number;
+  maxHandshakesPerAddress: number;
+  maxQueuedMessages: number;
 }
 
 export type ConfigResult =
@@ -82,6 +93,14 @@ const EnvSchema = v.object({
   VAPID_SUBJECT: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^(mailto:[^\s@]+@[^\s@]+|https:\/\/\S+)$/, 'must be a mailto: address or an https URL')), 'mailto:minaret@localhost'),
   DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
   DEVICE_EVENTS_MAX_PER_DEVICE: wholeNumber(10, 1_000_000, 1000),
+  // A CONNECT carries a client id, credentials and a will of at most a 4 KiB status payload.
+  MQTT_MAX_CONNECT_BYTES: wholeNumber(1024, 1_048_576, 8192),
+  // Below 4 KiB + topic a valid-size payload would cost the device its connection instead of being counted.
+  MQTT_MAX_PACKET_BYTES: wholeNumber(5120, 268_435_455, 16_384),
+  MQTT_CONNECT_TIMEOUT_S: wholeNumber(1, 300, 10),
+  MQTT_MAX_CONNECTIONS: wholeNumber(1, 10_000_000, 20_000),
+  MQTT_MAX_HANDSHAKES_PER_ADDRESS: wholeNumber(1, 1_000_000, 50),
+  MQTT_MAX_QUEUED_MESSAGES: wholeNumber(1, 1_000_000, 100),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
 });
 
@@ -171,6 +190,14 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       vapidSubject: e.VAPID_SUBJECT,
       deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
       deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,
+      mqtt: {
+        maxConnectBytes: e.MQTT_MAX_CONNECT_BYTES,
+        maxPacketBytes: e.MQTT_MAX_PACKET_BYTES,
+        connectTimeoutS: e.MQTT_CONNECT_TIMEOUT_S,
+        maxConnections: e.MQTT_MAX_CONNECTIONS,
+        maxHandshakesPerAddress: e.MQTT_MAX_HANDSHAKES_PER_ADDRESS,
+        maxQueuedMessages: e.MQTT_MAX_QUEUED_MESSAGES,
+      },
       logLevel: e.LOG_LEVEL,
     },
   };
