@@ -8,7 +8,7 @@ import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks, type HookDeps } from './hooks.ts';
 import { createIndexedMemoryPersistence } from './retained-index.ts';
-import { createMemorySessions, createRedisSessions, type SessionCounters } from './sessions.ts';
+import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
 import { GuardedStream, createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
 
 export const WEBSOCKET_PATH = '/mqtt';
@@ -37,6 +37,8 @@ export interface Broker {
   isHealthy(): boolean;
   /** Connections open now (TCP and WebSocket) and the refusals and drops so far. */
   counters(): BrokerCounters & { open_connections: number };
+  /** The filters and queued messages kept for a device's persistent session. */
+  session(deviceId: string): Promise<SessionState>;
   close(): Promise<void>;
 }
 
@@ -133,6 +135,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     },
     isHealthy: () => !aedes.closed && tcpServer.listening,
     counters: () => ({ ...counters, open_connections: guard.open }),
+    session: (deviceId) => sessions.describe(deviceId),
     // aedes closes only clients that finished CONNECT; a socket that never sent one held the stop for the
     // connect timeout (30 s). So: stop accepting, let aedes close its clients, then drop what is left.
     async close() {

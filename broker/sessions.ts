@@ -24,6 +24,7 @@ interface QueuedPacket {
 /** The parts of an aedes persistence (memory or Redis) this module wraps. */
 interface Persistence {
   addSubscriptions(client: { id: string }, subs: Subscription[]): Promise<void>;
+  subscriptionsByClient(client: { id: string }): Promise<Array<{ topic: string }>>;
   cleanSubscriptions(client: { id: string }): Promise<unknown>;
   outgoingEnqueue(sub: { clientId: string }, packet: QueuedPacket): Promise<void>;
   outgoingEnqueueCombi(subs: Array<{ clientId: string }>, packet: QueuedPacket): Promise<void>;
@@ -39,6 +40,13 @@ export interface Sessions {
   /** Wraps the authorizeSubscribe hook to note which filter objects it granted. */
   noteGrants(hook: AuthorizeSubscribe): AuthorizeSubscribe;
   forget(deviceId: string): Promise<void>;
+  /** What the broker keeps for a device between connections (diagnostics, tests). */
+  describe(deviceId: string): Promise<SessionState>;
+}
+
+export interface SessionState {
+  filters: string[];
+  queued: number;
 }
 
 /**
@@ -114,6 +122,10 @@ export function createMemorySessions(persistence: unknown, maxQueued: number, co
       queues.delete(deviceId);
       await p.cleanSubscriptions({ id: deviceId });
     },
+    async describe(deviceId) {
+      const subs = await p.subscriptionsByClient({ id: deviceId });
+      return { filters: subs.map((s) => s.topic).sort(), queued: queues.get(deviceId)?.length ?? 0 };
+    },
   };
 }
 
@@ -154,6 +166,10 @@ export function createRedisSessions(persistence: unknown, redis: Redis, maxQueue
       await p.cleanSubscriptions({ id: deviceId });
       // cleanSubscriptions drops the queue only when filters were stored; the script drops it always.
       await trim(deviceId, 0);
+    },
+    async describe(deviceId) {
+      const subs = await p.subscriptionsByClient({ id: deviceId });
+      return { filters: subs.map((s) => s.topic).sort(), queued: await redis.llen(outgoingKey(deviceId)) };
     },
   };
 }

@@ -55,8 +55,8 @@ export interface Service {
   notifier: Notifier;
   /** Every HTTP route with a handler, as `{method, path}` (Hono path syntax). */
   routes: Array<{ method: string; path: string }>;
-  /** The broker's open connections and what it refused or dropped to protect itself (issue 9). */
-  brokerCounters(): ReturnType<Broker['counters']>;
+  /** The broker's counters (open connections, what it refused or dropped) and a device's stored session. */
+  broker: Pick<Broker, 'counters' | 'session'>;
   close(): Promise<void>;
 }
 
@@ -186,7 +186,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       mqttUrl: `mqtt://${shownHost}:${mqttPort}`,
       notifier,
       routes: handlerRoutes(api),
-      brokerCounters: () => broker.counters(),
+      broker: { counters: () => broker.counters(), session: (id) => broker.session(id) },
       close: async () => {
         await closeAll();
         logger.info({}, 'minaret stopped');
