@@ -54,13 +54,18 @@ export interface SessionState {
  * packet once any one is granted, and [MQTT-3.8.4-5] answers per filter, so a device whose packet mixes its
  * own topic with `#` keeps its own topic (SUBACK 0x80 for the rest) and nothing else is ever stored.
  * The granted Subscription objects are the packet's own, so a WeakSet marks them without a copy.
+ * Each granted filter is stored once, by the first call that sees it: aedes calls once per granted filter,
+ * and the Redis persistence waits for its own broadcast keyed by client and first topic, so two calls
+ * starting with the same topic left the first waiting forever (a two-filter SUBSCRIBE never got its SUBACK).
  */
 function storeOnlyGranted(persistence: Persistence): (hook: AuthorizeSubscribe) => AuthorizeSubscribe {
   const granted = new WeakSet<Subscription>();
+  const stored = new WeakSet<Subscription>();
   const add = persistence.addSubscriptions.bind(persistence);
   persistence.addSubscriptions = (client, subs) => {
-    const allowed = subs.filter((s) => granted.has(s));
-    return allowed.length === 0 ? Promise.resolve() : add(client, allowed);
+    const fresh = subs.filter((s) => granted.has(s) && !stored.has(s));
+    for (const s of fresh) stored.add(s);
+    return fresh.length === 0 ? Promise.resolve() : add(client, fresh);
   };
   return (hook) => (client, sub, done) =>
     hook(client, sub, (err, result) => {
