@@ -4,9 +4,13 @@ import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import { Redis } from 'ioredis';
 import { WebSocketServer, createWebSocketStream } from 'ws';
+import type { Duplex } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
+import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks, type HookDeps } from './hooks.ts';
 import { createIndexedMemoryPersistence } from './retained-index.ts';
+import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
+import { GuardedStream, createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
 
 export const WEBSOCKET_PATH = '/mqtt';
 /** How long a takeover notice from another process explains a close here. */
@@ -21,10 +25,14 @@ export interface BrokerDeps extends HookDeps {
   redisUrl: string | undefined;
   /** MQTTS_PORT is set: the PEM certificate chain and key of the TLS listener. */
   tls?: { cert: Buffer; key: Buffer } | undefined;
+  limits: MqttLimits;
 }
 
 /** A TLS handshake that has not finished by then is dropped (node's default of 120 s holds a socket for free). */
 const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** What the broker refused or dropped to protect itself (issue 9); monotonic since start. */
+export type BrokerCounters = GuardCounters & SessionCounters;
 
 export interface Broker {
   aedes: Aedes;
@@ -44,6 +52,10 @@ export interface Broker {
   /** The DeviceLink port of src/devices/device-link.ts. */
   link: DeviceLink;
   isHealthy(): boolean;
+  /** Connections open now (TCP and WebSocket) and the refusals and drops so far. */
+  counters(): BrokerCounters & { open_connections: number };
+  /** The filters and queued messages kept for a device's persistent session. */
+  session(deviceId: string): Promise<SessionState>;
   close(): Promise<void>;
 }
 
@@ -51,15 +63,28 @@ export interface Broker {
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const redis = deps.redisUrl ? await redisParts(deps.redisUrl) : null;
   const hooks = createHooks(deps);
+  const counters: BrokerCounters = { ...newGuardCounters(), queued_messages_dropped: 0 };
+  const persistence = redis ? redis.persistence : createIndexedMemoryPersistence();
+  const sessions = redis
+    ? createRedisSessions(persistence, redis.conn, deps.limits.maxQueuedMessages, counters)
+    : createMemorySessions(persistence, deps.limits.maxQueuedMessages, counters);
   const options: AedesOptions = {
-    ...(redis ? { persistence: redis.persistence, mq: redis.mq } : { persistence: createIndexedMemoryPersistence() }),
+    persistence: persistence as AedesOptions['persistence'],
+    ...(redis && { mq: redis.mq }),
+    // The socket guard closes a silent socket at the same moment; this covers a stream handed to aedes.handle without it.
+    connectTimeout: deps.limits.connectTimeoutS * 1000,
     preConnect: hooks.preConnect,
     authenticate: hooks.authenticate,
     authorizePublish: hooks.authorizePublish,
-    authorizeSubscribe: hooks.authorizeSubscribe,
+    authorizeSubscribe: sessions.noteGrants(hooks.authorizeSubscribe),
     authorizeForward: hooks.authorizeForward,
   };
   const aedes = await Aedes.createBroker(options);
+  const guard = createSocketGuard(deps.limits, counters);
+  // CONNACK 0: the connection is a device now; it leaves the handshake count and gets the packet cap.
+  aedes.on('connackSent', (connack, client) => {
+    if (connack.returnCode === 0 && client.conn instanceof GuardedStream) client.conn.trust();
+  });
   const ready = new WeakSet<Client>();
   aedes.on('clientReady', (client) => ready.add(client));
   // After aedes has published the will (if any): presence per connection, so a taken-over connection's
@@ -91,19 +116,30 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   });
 
   const sockets = new Set<net.Socket>();
-  // One handler for every stream socket, plain or TLS, so a per-socket rule applies to both doors alike.
+  // One handler for every stream socket, plain or TLS, so the byte caps, connection caps and CONNECT timeout
+  // apply to both doors alike.
   const acceptSocket = (socket: net.Socket) => {
+    const ticket = guard.admit(socket, socket.remoteAddress);
+    if (!ticket) return;
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
-    aedes.handle(socket);
+    aedes.handle(guard.wrap(socket, ticket));
   };
   const tcpServer = net.createServer({ noDelay: true }, acceptSocket);
   const tlsServer = deps.tls
     ? tls.createServer({ cert: deps.tls.cert, key: deps.tls.key, noDelay: true, handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS }, acceptSocket)
     : null;
   tlsServer?.on('tlsClientError', (err) => deps.logger.debug({ err: err.message }, 'mqtts handshake failed'));
-  const wss = new WebSocketServer({ noServer: true });
-  wss.on('connection', (ws, req) => aedes.handle(createWebSocketStream(ws), req));
+  // One WebSocket message carries at most one whole packet (header of up to 5 bytes + the cap); ws refuses a
+  // longer frame at its header instead of buffering it (its default allows 100 MiB).
+  const maxPayload = Math.max(deps.limits.maxConnectBytes, deps.limits.maxPacketBytes) + 5;
+  const wss = new WebSocketServer({ noServer: true, maxPayload });
+  const tickets = new WeakMap<object, { trusted(): void }>();
+  wss.on('connection', (ws, req) => {
+    const ticket = tickets.get(req.socket);
+    if (!ticket) return ws.terminate();
+    aedes.handle(guard.wrap(createWebSocketStream(ws) as Duplex, ticket), req);
+  });
 
   const link: DeviceLink = {
     publish: (topic, payload, opts) =>
@@ -112,6 +148,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
         aedes.publish({ cmd: 'publish', topic, payload: body, qos: opts.qos, retain: opts.retain, dup: false }, (err) => (err ? reject(err) : resolve()));
       }),
     disconnect: (deviceId) => (aedes as unknown as { clients: Record<string, Client | undefined> }).clients[deviceId]?.close(),
+    forgetSession: (deviceId) => {
+      sessions.forget(deviceId).catch((err: Error) => deps.logger.error({ device_id: deviceId, err: err.message }, 'could not clear the device session'));
+    },
     isConnected: (deviceId) => deps.telemetry.isConnected(deviceId),
   };
 
@@ -128,6 +167,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       server.on('upgrade', (req, socket, head) => {
         const path = (req.url ?? '').split('?')[0];
         if (path !== WEBSOCKET_PATH) return socket.destroy();
+        // The socket's address is the peer's; behind a reverse proxy it is the proxy's, and TRUST_PROXY
+        // (X-Forwarded-For from a trusted hop) would name the device here.
+        const ticket = guard.admit(socket, req.socket.remoteAddress);
+        if (!ticket) return;
+        tickets.set(socket, ticket);
         wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
       });
     },
@@ -135,6 +179,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       for (const client of wss.clients) client.terminate();
     },
     isHealthy: () => !aedes.closed && tcpServer.listening && (tlsServer === null || tlsServer.listening),
+    counters: () => ({ ...counters, open_connections: guard.open }),
+    session: (deviceId) => sessions.describe(deviceId),
     // aedes closes only clients that finished CONNECT; a socket that never sent one held the stop for the
     // connect timeout (30 s). So: stop accepting, let aedes close its clients, then drop what is left.
     async close() {
@@ -156,6 +202,7 @@ async function redisParts(url: string) {
   const { default: redisEmitter } = await import('mqemitter-redis');
   const conn = new Redis(url, { maxRetriesPerRequest: 3 });
   return {
+    conn,
     persistence: redisPersistence({ conn }),
     mq: redisEmitter({ connectionString: url }),
     // aedes.close() closes the emitter; the persistence connection is ours to end.

@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
 import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
-import { createBroker } from '../broker/index.ts';
+import { createBroker, type Broker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
 import { createAdminStore } from './mosques/admins.ts';
@@ -65,6 +65,8 @@ export interface Service {
   reloadTls(): { ok: true; validTo: string } | { ok: false; error: string };
   /** Every HTTP route with a handler, as `{method, path}` (Hono path syntax). */
   routes: Array<{ method: string; path: string }>;
+  /** The broker's counters (open connections, what it refused or dropped) and a device's stored session. */
+  broker: Pick<Broker, 'counters' | 'session'>;
   close(): Promise<void>;
 }
 
@@ -137,7 +139,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
 
     const broker = await createBroker({
-      logger, redisUrl: config.redisUrl, tls: tlsCredentials, telemetry: plane.telemetry,
+      logger, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, telemetry: plane.telemetry,
       device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
@@ -215,6 +217,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         }
         return { ok: true, validTo: loaded.credentials.validTo };
       },
+      broker: { counters: () => broker.counters(), session: (id) => broker.session(id) },
       close: async () => {
         await closeAll();
         logger.info({}, 'minaret stopped');

@@ -7,6 +7,11 @@ export interface DeviceLink {
   publish(topic: string, payload: Record<string, unknown> | '', opts: { qos: 0 | 1; retain: boolean }): Promise<void>;
   /** Closes the device's live connection, if any (credentials rotated, device deleted or disabled). */
   disconnect(deviceId: string): void;
+  /**
+   * Clears what the broker keeps for the device between connections (stored filters, queued messages):
+   * a deleted device leaves nothing behind, and rotated credentials start from an empty session.
+   */
+  forgetSession(deviceId: string): void;
   isConnected(deviceId: string): boolean;
 }
 

@@ -119,6 +119,7 @@ export function createDeviceService(deps: {
       const password = devices.rotateSecret(row.id);
       timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
       deps.link().disconnect(row.id);
+      deps.link().forgetSession(row.id);
       return password;
     },
 
@@ -128,6 +129,7 @@ export function createDeviceService(deps: {
       deps.telemetry.forget(row.id);
       published.delete(row.id);
       deps.link().disconnect(row.id);
+      deps.link().forgetSession(row.id);
       clearRetained(row.id);
     },
 
@@ -139,6 +141,7 @@ export function createDeviceService(deps: {
         deps.telemetry.forget(id);
         published.delete(id);
         deps.link().disconnect(id);
+        deps.link().forgetSession(id);
         clearRetained(id);
       }
     },

@@ -41,7 +41,18 @@ export interface Config {
   maxPushSubscriptionsPerUser: number;
   pushConcurrency: number;
   maxPlayersPerUser: number;
+  mqtt: MqttLimits;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+/** What an MQTT connection may cost before and after it is trusted (issue 9). */
+export interface MqttLimits {
+  maxConnectBytes: number;
+  maxPacketBytes: number;
+  connectTimeoutS: number;
+  maxConnections: number;
+  maxHandshakesPerAddress: number;
+  maxQueuedMessages: number;
 }
 
 export type ConfigResult =
@@ -120,6 +131,14 @@ const EnvSchema = v.object({
   MAX_PUSH_SUBSCRIPTIONS_PER_USER: wholeNumber(1, 1000, 10),
   PUSH_CONCURRENCY: wholeNumber(1, 256, 8),
   MAX_PLAYERS_PER_USER: wholeNumber(1, 100_000, 20),
+  // A CONNECT carries a client id, credentials and a will of at most a 4 KiB status payload.
+  MQTT_MAX_CONNECT_BYTES: wholeNumber(1024, 1_048_576, 8192),
+  // Below 4 KiB + topic a valid-size payload would cost the device its connection instead of being counted.
+  MQTT_MAX_PACKET_BYTES: wholeNumber(5120, 268_435_455, 16_384),
+  MQTT_CONNECT_TIMEOUT_S: wholeNumber(1, 300, 10),
+  MQTT_MAX_CONNECTIONS: wholeNumber(1, 10_000_000, 20_000),
+  MQTT_MAX_HANDSHAKES_PER_ADDRESS: wholeNumber(1, 1_000_000, 50),
+  MQTT_MAX_QUEUED_MESSAGES: wholeNumber(1, 1_000_000, 100),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
 });
 
@@ -231,6 +250,14 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       maxPushSubscriptionsPerUser: e.MAX_PUSH_SUBSCRIPTIONS_PER_USER,
       pushConcurrency: e.PUSH_CONCURRENCY,
       maxPlayersPerUser: e.MAX_PLAYERS_PER_USER,
+      mqtt: {
+        maxConnectBytes: e.MQTT_MAX_CONNECT_BYTES,
+        maxPacketBytes: e.MQTT_MAX_PACKET_BYTES,
+        connectTimeoutS: e.MQTT_CONNECT_TIMEOUT_S,
+        maxConnections: e.MQTT_MAX_CONNECTIONS,
+        maxHandshakesPerAddress: e.MQTT_MAX_HANDSHAKES_PER_ADDRESS,
+        maxQueuedMessages: e.MQTT_MAX_QUEUED_MESSAGES,
+      },
       logLevel: e.LOG_LEVEL,
     },
   };

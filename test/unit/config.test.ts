@@ -50,6 +50,13 @@ const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['an unknown NODE_ENV', { NODE_ENV: 'staging' }, /^NODE_ENV: /],
   ['a PUBLIC_URL that is not http(s)', { PUBLIC_URL: 'ftp://minaret.example.org' }, /^PUBLIC_URL: must be an http or https origin/],
   ['a PUBLIC_URL with a path', { PUBLIC_URL: 'https://minaret.example.org/api/v1' }, /^PUBLIC_URL: must be an http or https origin/],
+  ['a CONNECT cap below 1024 bytes', { MQTT_MAX_CONNECT_BYTES: '100' }, /^MQTT_MAX_CONNECT_BYTES: .*1024 to 1048576/],
+  ['a packet cap too small for a 4 KiB payload', { MQTT_MAX_PACKET_BYTES: '4096' }, /^MQTT_MAX_PACKET_BYTES: .*5120/],
+  ['a packet cap above the MQTT maximum', { MQTT_MAX_PACKET_BYTES: '268435456' }, /^MQTT_MAX_PACKET_BYTES: /],
+  ['a zero connect timeout', { MQTT_CONNECT_TIMEOUT_S: '0' }, /^MQTT_CONNECT_TIMEOUT_S: /],
+  ['a connection cap that is not a number', { MQTT_MAX_CONNECTIONS: 'lots' }, /^MQTT_MAX_CONNECTIONS: .*"lots"/],
+  ['a zero handshake cap', { MQTT_MAX_HANDSHAKES_PER_ADDRESS: '0' }, /^MQTT_MAX_HANDSHAKES_PER_ADDRESS: /],
+  ['a zero queue cap', { MQTT_MAX_QUEUED_MESSAGES: '0' }, /^MQTT_MAX_QUEUED_MESSAGES: /],
 ];
 
 test('PUBLIC_URL is optional and kept as an origin without a trailing slash', () => {
@@ -69,6 +76,14 @@ for (const [what, env, line] of refused) {
     assert.ok(!r.error.includes('\n'));
   });
 }
+
+test('the MQTT limits default to the values of issue 9', () => {
+  const r = loadConfig({});
+  assert.ok(r.ok);
+  assert.deepEqual(r.config.mqtt, {
+    maxConnectBytes: 8192, maxPacketBytes: 16_384, connectTimeoutS: 10, maxConnections: 20_000, maxHandshakesPerAddress: 50, maxQueuedMessages: 100,
+  });
+});
 
 test('the error line never shows a secret value', () => {
   const r = loadConfig({ JWT_SECRET: 'tiny-secret' });
