@@ -335,8 +335,10 @@ test('granting can_manage applies to the very next request, and removing the adm
   await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, { can_manage: true }, owner.token);
   assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/join-code`, {}, bilal.token)).status, 200);
   assert.equal((await ts.http.delete(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, owner.token)).status, 204);
-  assertError(await ts.http.get(`${API}/mosques/${mosque.id}`, bilal.token), 404, 'not_found');
-  assertError(await ts.http.post(`${API}/mosques/${mosque.id}/join-code`, {}, bilal.token), 404, 'not_found');
+  // Admins are members (issue 10) and stay members when the row goes: a member, no longer an admin, gets 403.
+  assertError(await ts.http.get(`${API}/mosques/${mosque.id}`, bilal.token), 403, 'forbidden');
+  assertError(await ts.http.post(`${API}/mosques/${mosque.id}/join-code`, {}, bilal.token), 403, 'forbidden');
+  assert.deepEqual((await ts.http.get(`${API}/me`, bilal.token)).body.admin_of, []);
 });
 
 test('a manager removes an admin (204): gone from the list and from their GET /me', async (t) => {
