@@ -11,6 +11,8 @@ export const WEBSOCKET_PATH = '/mqtt';
 
 export interface BrokerDeps extends HookDeps {
   redisUrl: string | undefined;
+  /** aedes's heartbeatInterval (default 60 s): how soon a dead process's stored wills come up. */
+  heartbeatIntervalMs?: number;
 }
 
 export interface Broker {
@@ -41,6 +43,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     authorizePublish: hooks.authorizePublish,
     authorizeSubscribe: hooks.authorizeSubscribe,
     authorizeForward: hooks.authorizeForward,
+    ...(deps.heartbeatIntervalMs && { heartbeatInterval: deps.heartbeatIntervalMs }),
   };
   const aedes = await Aedes.createBroker(options);
   const ready = new WeakSet<Client>();

@@ -81,6 +81,8 @@ const broadcastSchema = v.object({
   ts: unixSeconds,
 });
 
+export type BroadcastEvent = v.InferOutput<typeof broadcastSchema>;
+
 type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
 function parse<T>(schema: v.GenericSchema<unknown, T>, payload: Buffer): Parsed<T> {
@@ -101,4 +103,4 @@ export const parseStatus = (kind: DeviceKind, p: Buffer) => parse<StatusReport>(
 export const parseHeartbeat = (kind: DeviceKind, p: Buffer) => parse<HeartbeatReport>(heartbeatSchemas[kind] as v.GenericSchema<unknown, HeartbeatReport>, p);
 export const parseLog = (p: Buffer) => parse<LogReport>(logSchema as v.GenericSchema<unknown, LogReport>, p);
 export const parseAck = (p: Buffer) => parse<AckReport>(ackSchema, p);
-export const parseBroadcast = (p: Buffer) => parse<v.InferOutput<typeof broadcastSchema>>(broadcastSchema, p);
+export const parseBroadcast = (p: Buffer) => parse<BroadcastEvent>(broadcastSchema, p);

@@ -45,6 +45,11 @@ export interface ServiceOptions {
   notifyRetryBaseMs?: number;
   /** Replaces the Web Push sender (tests may point it elsewhere; by default it is the real one). */
   pushSender?: PushSender;
+  /**
+   * How often the broker tells the other processes (REDIS_URL) it is alive; a silent one's stored wills
+   * are published 3-4 periods later. aedes's default (60 s) unless a test needs it short.
+   */
+  brokerHeartbeatMs?: number;
 }
 
 export interface Service {
@@ -129,6 +134,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
+      mosqueStreamUrl: (mosqueId) => people.mosques.findById(mosqueId)?.stream_url ?? null,
+      clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
+      flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
+      ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
     });
     plane.attach(broker.link);
     plane.start();

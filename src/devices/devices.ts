@@ -149,6 +149,9 @@ export function createDeviceStore(db: Db, clock: Clock) {
   const transmittersOf = db.prepare<[string], DeviceRow>("SELECT * FROM devices WHERE mosque_id = ? AND kind = 'transmitter' ORDER BY created_at, id");
   const ofOwner = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE owner_user_id = ? ORDER BY created_at, id');
   const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
+  const claim = db.prepare('UPDATE devices SET connected_broker = ? WHERE id = ?');
+  const release = db.prepare('UPDATE devices SET connected_broker = NULL WHERE id = ? AND connected_broker = ?');
+  const owner = db.prepare<[string], { connected_broker: string | null }>('SELECT connected_broker FROM devices WHERE id = ?');
 
   const registry = new Map<string, DeviceInfo>();
   const reloadAll = () => {
@@ -230,6 +233,15 @@ export function createDeviceStore(db: Db, clock: Clock) {
     forget(id: string): void {
       registry.delete(id);
     },
+
+    /**
+     * Which broker process (aedes id) holds the device's connection: the one view every process shares
+     * with REDIS_URL, read only when a dead process's stored will comes up (migration 008).
+     */
+    claimConnection: (id: string, brokerId: string) => void claim.run(brokerId, id),
+    /** Only the process's own claim: another process may hold the device by now. */
+    releaseConnection: (id: string, brokerId: string) => void release.run(id, brokerId),
+    connectionOwner: (id: string) => owner.get(id)?.connected_broker ?? null,
 
     /** Constant-time check of a presented password against the stored SHA-256, from memory. */
     verifySecret(id: string, password: string): boolean {

@@ -24,6 +24,12 @@ export interface Config {
   vapidSubject: string;
   deviceEventsRetentionDays: number;
   deviceEventsMaxPerDevice: number;
+  /** Per-device publish budgets (issue 9): token buckets per channel, per second with a burst. */
+  deviceBudgets: Record<'status' | 'heartbeat' | 'ack', { perSecond: number; burst: number }>;
+  /** A device this long 10x over a budget, every second of it, is disconnected and banned as flapping. */
+  deviceFloodWindowS: number;
+  /** Reconnect flapping: more than maxConnects CONNECTs of one device in windowS are refused for banS. */
+  mqttFlap: { maxConnects: number; windowS: number; banS: number };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -82,6 +88,16 @@ const EnvSchema = v.object({
   VAPID_SUBJECT: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^(mailto:[^\s@]+@[^\s@]+|https:\/\/\S+)$/, 'must be a mailto: address or an https URL')), 'mailto:minaret@localhost'),
   DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
   DEVICE_EVENTS_MAX_PER_DEVICE: wholeNumber(10, 1_000_000, 1000),
+  DEVICE_STATUS_RATE: wholeNumber(1, 10_000, 2),
+  DEVICE_STATUS_BURST: wholeNumber(1, 100_000, 10),
+  DEVICE_HEARTBEAT_RATE: wholeNumber(1, 10_000, 1),
+  DEVICE_HEARTBEAT_BURST: wholeNumber(1, 100_000, 5),
+  DEVICE_ACK_RATE: wholeNumber(1, 10_000, 10),
+  DEVICE_ACK_BURST: wholeNumber(1, 100_000, 20),
+  DEVICE_FLOOD_WINDOW_S: wholeNumber(1, 3600, 30),
+  MQTT_FLAP_MAX_CONNECTS: wholeNumber(1, 10_000, 15),
+  MQTT_FLAP_WINDOW_S: wholeNumber(1, 86_400, 60),
+  MQTT_FLAP_BAN_S: wholeNumber(1, 86_400, 60),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
 });
 
@@ -171,6 +187,13 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       vapidSubject: e.VAPID_SUBJECT,
       deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
       deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,
+      deviceBudgets: {
+        status: { perSecond: e.DEVICE_STATUS_RATE, burst: e.DEVICE_STATUS_BURST },
+        heartbeat: { perSecond: e.DEVICE_HEARTBEAT_RATE, burst: e.DEVICE_HEARTBEAT_BURST },
+        ack: { perSecond: e.DEVICE_ACK_RATE, burst: e.DEVICE_ACK_BURST },
+      },
+      deviceFloodWindowS: e.DEVICE_FLOOD_WINDOW_S,
+      mqttFlap: { maxConnects: e.MQTT_FLAP_MAX_CONNECTS, windowS: e.MQTT_FLAP_WINDOW_S, banS: e.MQTT_FLAP_BAN_S },
       logLevel: e.LOG_LEVEL,
     },
   };

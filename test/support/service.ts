@@ -35,6 +35,8 @@ export async function startTestService(
     logLevel?: string;
     /** Use the transport NOTIFY_TRANSPORT names (a real webhook or SMTP peer) instead of the recording one. */
     useConfiguredTransport?: boolean;
+    /** The broker's liveness heartbeat to other processes (REDIS_URL), short where a test waits on a dead one's wills. */
+    brokerHeartbeatMs?: number;
   } = {},
 ): Promise<TestService> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-test-'));
@@ -65,7 +67,7 @@ export async function startTestService(
   // undefined lets startService build the transport from the config, as the real process does.
   const transport = opts.transport ?? (opts.useConfiguredTransport ? undefined : recordingTransport(messages));
   const clock = opts.clock ?? systemClock;
-  const service = await startService(loaded.config, { logger, clock, ...(transport ? { transport } : {}), notifyRetryBaseMs: 20 });
+  const service = await startService(loaded.config, { logger, clock, ...(transport ? { transport } : {}), notifyRetryBaseMs: 20, ...(opts.brokerHeartbeatMs && { brokerHeartbeatMs: opts.brokerHeartbeatMs }) });
   t.after(async () => {
     await service.close();
     fs.rmSync(dir, { recursive: true, force: true });
