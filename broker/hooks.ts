@@ -13,6 +13,8 @@ export interface HookDeps {
   logger: Logger;
   telemetry: Telemetry;
   device: (id: string) => DeviceInfo | null;
+  /** As `device`, falling back to the store: for the rare stored will of a device another process registered. */
+  loadDevice?: (id: string) => DeviceInfo | null;
   verifySecret: (id: string, password: string) => boolean;
   /** A device authenticated: make sure its retained config is there before it subscribes. */
   onAuthenticated: (id: string) => void;
@@ -129,7 +131,7 @@ export function createHooks(deps: HookDeps) {
    * claim is its own will's broker id, so that one does not count).
    */
   function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null): void {
-    const info = deps.device(deviceId);
+    const info = (deps.loadDevice ?? deps.device)(deviceId);
     const topic = parseDeviceTopic(packet.topic);
     if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return drop(packet, deviceId);
     if (deps.telemetry.isConnected(info.id) || deps.telemetry.connectedElsewhere(info.id, brokerId)) {

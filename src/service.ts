@@ -131,7 +131,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
     const broker = await createBroker({
       logger, redisUrl: config.redisUrl, telemetry: plane.telemetry,
-      device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
+      device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
       mosqueStreamUrl: (mosqueId) => people.mosques.findById(mosqueId)?.stream_url ?? null,

@@ -169,6 +169,8 @@ export function createDeviceStore(db: Db, clock: Clock) {
 
   return {
     info: (id: string) => registry.get(id) ?? null,
+    /** Like info, read from the row when memory does not know the id (registered through another process). */
+    load: (id: string): DeviceInfo | null => registry.get(id) ?? (refresh(id) ? registry.get(id)! : null),
     /**
      * Re-reads the whole registry. Only for several processes sharing one database (REDIS_URL): a change
      * made by another process reaches this one's memory within one reload period.
