@@ -143,7 +143,9 @@ export function createHooks(deps: HookDeps) {
 
   /** A device 10x over a budget for the flood window: banned like a flapping one (noted once per ban). */
   function floodedOut(id: string, channel: BudgetChannel): void {
-    if (flapping.ban(id, deps.clock())) deps.telemetry.banned(id, 'flood', { channel, flood_window_s: deps.floodWindowMs / 1000, ...banNote });
+    // Packets already read from the socket still come through while the connection closes: once per ban.
+    if (!flapping.ban(id, deps.clock())) return;
+    deps.telemetry.banned(id, 'flood', { channel, flood_window_s: deps.floodWindowMs / 1000, ...banNote });
     deps.logger.warn({ device_id: id, channel }, 'device flooding: disconnected and banned');
   }
 
@@ -200,6 +202,10 @@ export function createHooks(deps: HookDeps) {
       }
       const stored = storedWillOf(client, packet);
       if (stored) {
+        // In memory the stored will is the live client's own will object: it keeps an untouched copy for
+        // its real goodbye, as drop() rewrites the packet in place.
+        const own = client as unknown as { will?: unknown };
+        if (own.will === packet) own.will = { ...packet };
         storedWill(packet, client.id, stored.brokerId);
         return done(null);
       }
