@@ -129,7 +129,6 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
        reported_config_version = COALESCE(@config_version, reported_config_version) WHERE id = @id`,
   );
   const touchOnly = db.prepare('UPDATE devices SET last_seen_at = ? WHERE id = ?');
-  const brokers = new WeakMap<object, string>();
   const insertLog = db.prepare('INSERT INTO device_logs (device_id, at, ts, level, msg) VALUES (?, ?, ?, ?, ?)');
   const trimLogs = db.prepare(
     `DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
@@ -142,6 +141,8 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   for (const row of devices.listAll()) {
     live.set(row.id, newLive(row.status, row.last_seen_at === null ? null : row.last_seen_at * 1000));
   }
+  /** The broker process each connection claimed the device row for: its disconnect releases only that claim. */
+  const brokers = new WeakMap<object, string>();
   const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
   const touched = new Set<string>();
 
