@@ -1,24 +1,47 @@
 import type { AedesPublishPacket, AuthenticateError, Client, PublishPacket, Subscription } from 'aedes';
 import type { ConnectPacket } from 'aedes';
 import type { DeviceInfo } from '../src/devices/devices.ts';
+import type { Clock } from '../src/platform/clock.ts';
 import type { Logger } from '../src/platform/log.ts';
-import type { Telemetry } from '../src/devices/telemetry.ts';
-import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport } from './payloads.ts';
+import { LOG_MIN_INTERVAL_MS, type Telemetry } from '../src/devices/telemetry.ts';
+import { createBudgets, type BudgetChannel, type Rate } from './budgets.ts';
+import { createFlapDetector, type FlapRule } from './flapping.ts';
+import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport, type BroadcastEvent } from './payloads.ts';
 import { mayReceive, maySubscribe, parseDeviceTopic, publishChannel, type DeviceIdentity } from './topics.ts';
 
 export interface HookDeps {
   logger: Logger;
   telemetry: Telemetry;
   device: (id: string) => DeviceInfo | null;
+  /** As `device`, falling back to the store: for the rare stored will of a device another process registered. */
+  loadDevice?: (id: string) => DeviceInfo | null;
   verifySecret: (id: string, password: string) => boolean;
   /** A device authenticated: make sure its retained config is there before it subscribes. */
   onAuthenticated: (id: string) => void;
   onAck?: (deviceId: string, ack: AckReport) => void;
   /** Whether a stream player may hear its mosque's broadcasts right now (entitlement issue). */
   entitled?: (device: DeviceIdentity, mosqueId: string) => boolean;
+  /** The mosque's own stream_url: the only one a transmitter's broadcast event may carry (issue 9). */
+  mosqueStreamUrl?: (mosqueId: string) => string | null;
+  clock: Clock;
+  /** Publish budgets per device (DEVICE_*_RATE, DEVICE_*_BURST) and the flood window (DEVICE_FLOOD_WINDOW_S). */
+  budgets: Record<'status' | 'heartbeat' | 'ack', Rate>;
+  floodWindowMs: number;
+  /** Reconnect flapping (MQTT_FLAP_*). */
+  flap: FlapRule;
 }
 
-const refuse = (returnCode: 4 | 5, message: string) => Object.assign(new Error(message), { returnCode }) as AuthenticateError;
+/**
+ * Budgets without a setting. Logs keep telemetry's rule (one a second, dropped there) and are budgeted
+ * here only for the flood rule. A transmitter's broadcast event goes to every leased player of its
+ * mosque: a start and a stop per broadcast is all a real one sends.
+ */
+const LOG_RATE: Rate = { perSecond: 1000 / LOG_MIN_INTERVAL_MS, burst: 1 };
+const BROADCAST_RATE: Rate = { perSecond: 1, burst: 5 };
+
+// 3 "server unavailable" for a flapping device, not 5 "not authorized": its credentials are good and the
+// refusal ends by itself; firmware backs off and retries on 3, while 5 reads as "re-provision me".
+const refuse = (returnCode: 3 | 4 | 5, message: string) => Object.assign(new Error(message), { returnCode }) as AuthenticateError;
 
 /**
  * A payload that must not become state: acknowledged (MQTT 3.1.1 has no negative ack, and a device that
@@ -33,10 +56,24 @@ function drop(packet: PublishPacket, deviceId: string): void {
 
 const payloadOf = (packet: PublishPacket) => (Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
 
+/**
+ * aedes republishes a stored will of a broker process whose heartbeat stopped (REDIS_URL; or this one's,
+ * after a long stall), passing the device's client here if it has one. That client is open and alive, so
+ * the will is not its dying word: persistence stamped the will with the broker id that stored it. A
+ * connection's own will comes while it closes, and a packet off the wire carries no broker id.
+ */
+const storedWillOf = (client: Client | null, packet: PublishPacket): { brokerId: string } | null => {
+  const brokerId = (packet as { brokerId?: unknown }).brokerId;
+  return (client === null || !client.closed) && typeof brokerId === 'string' ? { brokerId } : null;
+};
+
 /** The broker's hooks, one adapter each over src/. Every check is answered from memory. */
 export function createHooks(deps: HookDeps) {
   const wills = new WeakMap<Client, string | null>();
   const entitled = deps.entitled ?? (() => false);
+  const budgets = createBudgets({ ...deps.budgets, log: LOG_RATE, broadcast: BROADCAST_RATE }, deps.floodWindowMs);
+  const flapping = createFlapDetector(deps.flap);
+  const banNote = { window_s: deps.flap.windowMs / 1000, ban_s: deps.flap.banMs / 1000 };
 
   function ingest(info: DeviceInfo, channel: string, packet: PublishPacket): void {
     const payload = payloadOf(packet);
@@ -54,8 +91,7 @@ export function createHooks(deps: HookDeps) {
       deps.telemetry.rejected(info.id, channel, parsed.reason);
       return drop(packet, info.id);
     }
-    // A transmitter announcing its own mosque's broadcast: forwarded to leased players as it is.
-    if (channel === 'broadcast') return;
+    if (channel === 'broadcast') return forwardBroadcast(info, packet, parsed.value as BroadcastEvent);
     if (channel === 'status') return deps.telemetry.status(info.id, parsed.value as Parameters<Telemetry['status']>[1]);
     // Only status is retained state; nothing else a device sends may linger on the broker.
     packet.retain = false;
@@ -66,18 +102,64 @@ export function createHooks(deps: HookDeps) {
   }
 
   /**
+   * A transmitter announcing its own mosque's broadcast, forwarded to leased players: never retained (a
+   * retained start would replay to every player that subscribes later; the backend's own event is the
+   * retained one), and with the mosque's own stream_url or none, so no transmitter can steer the players
+   * elsewhere. Re-serialized from the checked value: players see the contract's fields only.
+   */
+  function forwardBroadcast(info: DeviceInfo, packet: PublishPacket, event: BroadcastEvent): void {
+    packet.retain = false;
+    const own = info.mosqueId ? (deps.mosqueStreamUrl?.(info.mosqueId) ?? null) : null;
+    const { stream_url: claimed, ...rest } = event;
+    if (claimed !== undefined && claimed !== own) deps.telemetry.rejected(info.id, 'broadcast', 'foreign_stream_url');
+    packet.payload = Buffer.from(JSON.stringify(claimed !== undefined && own ? { ...rest, stream_url: own } : rest));
+  }
+
+  /**
    * A publish without a client is the backend's own (configs, commands, broadcast events, clearing a
-   * retained status with an empty payload) or, with REDIS_URL, the will of a device whose broker process
-   * died, which aedes publishes on that process's behalf. Such a will is held to the same schema and
-   * ingested unless the device is connected here again.
+   * retained status with an empty payload) or a stored will (storedWillOf).
    */
   function clientless(packet: PublishPacket): void {
     const parsed = parseDeviceTopic(packet.topic);
     if (!parsed || parsed.channel !== 'status' || payloadOf(packet).length === 0) return;
-    const info = deps.device(parsed.deviceId);
-    if (!info) return drop(packet, parsed.deviceId);
-    if (deps.telemetry.isConnected(info.id)) return drop(packet, info.id);
+    storedWill(packet, parsed.deviceId, (packet as { brokerId?: string }).brokerId ?? null);
+  }
+
+  /**
+   * A stored will is held to the same schema and ingested only when the device has no live connection
+   * anywhere: none here, and the row names no other broker process as its holder (a dead process's
+   * claim is its own will's broker id, so that one does not count).
+   */
+  function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null): void {
+    const info = (deps.loadDevice ?? deps.device)(deviceId);
+    const topic = parseDeviceTopic(packet.topic);
+    if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return drop(packet, deviceId);
+    if (deps.telemetry.isConnected(info.id) || deps.telemetry.connectedElsewhere(info.id, brokerId)) {
+      deps.logger.debug({ device_id: info.id, will_broker: brokerId }, 'stored will ignored: the device is connected');
+      return drop(packet, info.id);
+    }
     ingest(info, 'status', packet);
+  }
+
+  /** A device 10x over a budget for the flood window: banned like a flapping one (noted once per ban). */
+  function floodedOut(id: string, channel: BudgetChannel): void {
+    // Packets already read from the socket still come through while the connection closes: once per ban.
+    if (!flapping.ban(id, deps.clock())) return;
+    deps.telemetry.banned(id, 'flood', { channel, flood_window_s: deps.floodWindowMs / 1000, ...banNote });
+    deps.logger.warn({ device_id: id, channel }, 'device flooding: disconnected and banned');
+  }
+
+  /** The budget's answer for one publish: null to go on, else what authorizePublish answers (the packet is dropped). */
+  function overBudget(info: DeviceInfo, channel: BudgetChannel, packet: PublishPacket): Error | 'dropped' | null {
+    const verdict = budgets.spend(info.id, channel, deps.clock());
+    if (verdict === 'ok' || (verdict === 'over' && channel === 'log')) return null;
+    drop(packet, info.id);
+    if (verdict === 'flood') {
+      floodedOut(info.id, channel);
+      return new Error('publish flood');
+    }
+    deps.telemetry.overBudget(info.id, channel as Exclude<BudgetChannel, 'log'>);
+    return 'dropped';
   }
 
   return {
@@ -96,9 +178,19 @@ export function createHooks(deps: HookDeps) {
       if (!deps.verifySecret(id, password.toString('utf8'))) return done(refuse(4, 'bad username or password'), false);
       const will = wills.get(client) ?? null;
       if (will !== null && will !== `devices/${id}/status`) return done(refuse(5, 'a will may only target the own status topic'), false);
+      const now = deps.clock();
+      if (flapping.isBanned(id, now)) {
+        deps.telemetry.connectRefused(id);
+        return done(refuse(3, 'banned for reconnecting or publishing too often; try again later'), false);
+      }
+      if (flapping.connect(id, now)) {
+        deps.telemetry.connectRefused(id);
+        deps.telemetry.banned(id, 'flapping', { connects: deps.flap.maxConnects + 1, ...banNote });
+        return done(refuse(3, 'reconnecting too often; try again later'), false);
+      }
       // The new connection becomes the device's current one now, before aedes closes a taken-over one:
       // that old connection's will and disconnect must not mark the device OFFLINE.
-      deps.telemetry.connected(id, client);
+      deps.telemetry.connected(id, client, (client as unknown as { broker: { id: string } }).broker.id);
       deps.onAuthenticated(id);
       done(null, true);
     },
@@ -106,6 +198,15 @@ export function createHooks(deps: HookDeps) {
     authorizePublish(client: Client | null, packet: PublishPacket, done: (err?: Error | null) => void) {
       if (!client) {
         clientless(packet);
+        return done(null);
+      }
+      const stored = storedWillOf(client, packet);
+      if (stored) {
+        // In memory the stored will is the live client's own will object: it keeps an untouched copy for
+        // its real goodbye, as drop() rewrites the packet in place.
+        const own = client as unknown as { will?: unknown };
+        if (own.will === packet) own.will = { ...packet };
+        storedWill(packet, client.id, stored.brokerId);
         return done(null);
       }
       const info = deps.device(client.id);
@@ -121,6 +222,9 @@ export function createHooks(deps: HookDeps) {
         deps.logger.warn({ device_id: info.id, topic: packet.topic.slice(0, 200) }, 'device publish refused');
         return done(new Error('publish not authorized'));
       }
+      // A closing connection's will comes once per connection (flapping bounds those): no budget.
+      const refused = client.closed ? null : overBudget(info, channel, packet);
+      if (refused) return done(refused === 'dropped' ? null : refused);
       ingest(info, channel, packet);
       done(null);
     },

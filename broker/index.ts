@@ -13,19 +13,14 @@ import { createMemorySessions, createRedisSessions, type SessionCounters, type S
 import { GuardedStream, createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
 
 export const WEBSOCKET_PATH = '/mqtt';
-/** How long a takeover notice from another process explains a close here. */
-const TAKEOVER_WINDOW_MS = 10_000;
-
-/** The slice of aedes's message emitter (mqemitter) used here. */
-interface Emitter {
-  on(topic: string, listener: (packet: { topic: string; payload: Buffer | string }, cb: () => void) => void): void;
-}
 
 export interface BrokerDeps extends HookDeps {
   redisUrl: string | undefined;
   /** MQTTS_PORT is set: the PEM certificate chain and key of the TLS listener. */
   tls?: { cert: Buffer; key: Buffer } | undefined;
   limits: MqttLimits;
+  /** aedes's heartbeatInterval (default 60 s): how soon a dead process's stored wills come up. */
+  heartbeatIntervalMs?: number;
 }
 
 /** A TLS handshake that has not finished by then is dropped (node's default of 120 s holds a socket for free). */
@@ -78,6 +73,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     authorizePublish: hooks.authorizePublish,
     authorizeSubscribe: sessions.noteGrants(hooks.authorizeSubscribe),
     authorizeForward: hooks.authorizeForward,
+    ...(deps.heartbeatIntervalMs && { heartbeatInterval: deps.heartbeatIntervalMs }),
   };
   const aedes = await Aedes.createBroker(options);
   const guard = createSocketGuard(deps.limits, counters);
@@ -89,23 +85,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   aedes.on('clientReady', (client) => ready.add(client));
   // After aedes has published the will (if any): presence per connection, so a taken-over connection's
   // goodbye does not touch the device's new connection.
-  // With REDIS_URL, a device that reconnects through another process makes aedes close it here: that close
-  // is a takeover, not a departure, and must not mark the device OFFLINE behind the new connection's back.
-  const takenOver = new Map<string, number>();
-  const internals = aedes as unknown as { mq: Emitter; clients: Record<string, Client | undefined> };
-  internals.mq.on('$SYS/+/new/clients', (packet, cb) => {
-    const serverId = packet.topic.split('/')[1];
-    const clientId = packet.payload.toString();
-    // Only ids connected here are recorded (aedes closes exactly those), so the map stays bounded.
-    if (serverId !== aedes.id && internals.clients[clientId]) takenOver.set(clientId, Date.now());
-    cb();
-  });
-  const wasTakenOver = (id: string): boolean => {
-    const at = takenOver.get(id);
-    takenOver.delete(id);
-    return at !== undefined && Date.now() - at < TAKEOVER_WINDOW_MS;
-  };
-  aedes.on('clientDisconnect', (client) => deps.telemetry.disconnected(client.id, client, 'disconnect', wasTakenOver(client.id)));
+  aedes.on('clientDisconnect', (client) => deps.telemetry.disconnected(client.id, client, 'disconnect'));
   aedes.on('clientError', (client, err) => deps.logger.debug({ client_id: client.id, err: err.message }, 'mqtt client error'));
   aedes.on('connectionError', (client, err) => deps.logger.debug({ client_id: client?.id, err: err.message }, 'mqtt connection error'));
   aedes.on('client', (client) => {

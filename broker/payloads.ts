@@ -135,6 +135,7 @@ export const PAYLOAD_SCHEMAS = {
   broadcast: broadcastSchema,
 } satisfies Record<string, v.GenericSchema>;
 export type PayloadName = keyof typeof PAYLOAD_SCHEMAS;
+export type BroadcastEvent = v.InferOutput<typeof broadcastSchema>;
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
@@ -156,4 +157,4 @@ export const parseStatus = (kind: DeviceKind, p: Buffer) => parse<StatusReport>(
 export const parseHeartbeat = (kind: DeviceKind, p: Buffer) => parse<HeartbeatReport>(heartbeatSchemas[kind] as v.GenericSchema<unknown, HeartbeatReport>, p);
 export const parseLog = (p: Buffer) => parse<LogReport>(logSchema as v.GenericSchema<unknown, LogReport>, p);
 export const parseAck = (p: Buffer) => parse<AckReport>(ackSchema, p);
-export const parseBroadcast = (p: Buffer) => parse<v.InferOutput<typeof broadcastSchema>>(broadcastSchema, p);
+export const parseBroadcast = (p: Buffer) => parse<BroadcastEvent>(broadcastSchema, p);

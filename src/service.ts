@@ -51,6 +51,11 @@ export interface ServiceOptions {
   pushSender?: PushSender & { close?(): void };
   /** How the real sender reaches push services (tests: a local https server; see notify/webpush.ts). */
   pushNetwork?: PushNetwork;
+  /**
+   * How often the broker tells the other processes (REDIS_URL) it is alive; a silent one's stored wills
+   * are published 3-4 periods later. aedes's default (60 s) unless a test needs it short.
+   */
+  brokerHeartbeatMs?: number;
 }
 
 export interface Service {
@@ -140,9 +145,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
     const broker = await createBroker({
       logger, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, telemetry: plane.telemetry,
-      device: plane.devices.info, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
+      device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
+      mosqueStreamUrl: (mosqueId) => people.mosques.findById(mosqueId)?.stream_url ?? null,
+      clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
+      flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
+      ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
     });
     plane.attach(broker.link);
     plane.start();

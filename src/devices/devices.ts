@@ -150,6 +150,9 @@ export function createDeviceStore(db: Db, clock: Clock) {
   const ofOwner = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE owner_user_id = ? ORDER BY created_at, id');
   const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
   const playersOf = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM devices WHERE owner_user_id = ? AND kind = 'stream_player'");
+  const claim = db.prepare('UPDATE devices SET connected_broker = ? WHERE id = ?');
+  const release = db.prepare('UPDATE devices SET connected_broker = NULL WHERE id = ? AND connected_broker = ?');
+  const owner = db.prepare<[string], { connected_broker: string | null }>('SELECT connected_broker FROM devices WHERE id = ?');
 
   const registry = new Map<string, DeviceInfo>();
   const reloadAll = () => {
@@ -167,6 +170,8 @@ export function createDeviceStore(db: Db, clock: Clock) {
 
   return {
     info: (id: string) => registry.get(id) ?? null,
+    /** Like info, read from the row when memory does not know the id (registered through another process). */
+    load: (id: string): DeviceInfo | null => registry.get(id) ?? (refresh(id) ? registry.get(id)! : null),
     /**
      * Re-reads the whole registry. Only for several processes sharing one database (REDIS_URL): a change
      * made by another process reaches this one's memory within one reload period.
@@ -232,6 +237,15 @@ export function createDeviceStore(db: Db, clock: Clock) {
     forget(id: string): void {
       registry.delete(id);
     },
+
+    /**
+     * Which broker process (aedes id) holds the device's connection: the one view every process shares
+     * with REDIS_URL, read only when a dead process's stored will comes up (migration 008).
+     */
+    claimConnection: (id: string, brokerId: string) => void claim.run(brokerId, id),
+    /** Only the process's own claim: another process may hold the device by now. */
+    releaseConnection: (id: string, brokerId: string) => void release.run(id, brokerId),
+    connectionOwner: (id: string) => owner.get(id)?.connected_broker ?? null,
 
     /** Constant-time check of a presented password against the stored SHA-256, from memory. */
     verifySecret(id: string, password: string): boolean {

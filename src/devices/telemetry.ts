@@ -45,8 +45,14 @@ export const LOG_MAX_BYTES = 512;
 export const LOG_MIN_INTERVAL_MS = 1000;
 export const LOGS_KEPT_PER_DEVICE = 500;
 export const STALE_AFTER_MISSED = 3;
-/** A device that keeps sending bad payloads is noted in its timeline at most this often. */
+/** A device that keeps sending bad payloads, or more than its budget, is noted in its timeline at most this often. */
 const REJECTION_NOTE_INTERVAL_MS = 60_000;
+
+/** The channels with a publish budget (broker/budgets.ts) and the counter of what each dropped. */
+export type BudgetedChannel = 'status' | 'heartbeat' | 'ack' | 'broadcast';
+const DROPPED_COUNTER = {
+  status: 'status_dropped', heartbeat: 'heartbeats_dropped', ack: 'acks_dropped', broadcast: 'broadcasts_dropped',
+} as const satisfies Record<BudgetedChannel, keyof DeviceCounters>;
 
 export interface DeviceCounters {
   status_messages: number;
@@ -56,6 +62,13 @@ export interface DeviceCounters {
   payloads_rejected: number;
   publishes_refused: number;
   connects: number;
+  /** Dropped over the device's publish budget (issue 9): never written, never retained. */
+  status_dropped: number;
+  heartbeats_dropped: number;
+  acks_dropped: number;
+  broadcasts_dropped: number;
+  /** CONNECTs refused while banned for flapping or flooding. */
+  connects_refused: number;
 }
 
 interface Live {
@@ -65,7 +78,7 @@ interface Live {
   pendingHeartbeat: HeartbeatReport | null;
   lastHeartbeat: HeartbeatReport | null;
   lastLogMs: number;
-  lastNoteMs: { payload: number; publish: number };
+  lastNoteMs: { payload: number; publish: number; budget: number };
   counters: DeviceCounters;
 }
 
@@ -82,10 +95,13 @@ function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusR
 }
 
 const newLive = (status: string, lastSeenMs: number | null): Live => ({
-  connection: null, status, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0 }, counters: newCounters(),
+  connection: null, status, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
 });
 
-const newCounters = (): DeviceCounters => ({ status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0 });
+const newCounters = (): DeviceCounters => ({
+  status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0,
+  status_dropped: 0, heartbeats_dropped: 0, acks_dropped: 0, broadcasts_dropped: 0, connects_refused: 0,
+});
 
 export interface StatusChange {
   deviceId: string;
@@ -132,6 +148,8 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   for (const row of devices.listAll()) {
     live.set(row.id, newLive(row.status, row.last_seen_at === null ? null : row.last_seen_at * 1000));
   }
+  /** The broker process each connection claimed the device row for: its disconnect releases only that claim. */
+  const brokers = new WeakMap<object, string>();
   const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
   const touched = new Set<string>();
 
@@ -179,29 +197,47 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   return {
     logging: (id: string): LoggingState => loggingOf(id, nowMs()),
 
-    connected(id: string, connection: object): void {
+    /** `brokerId`: the broker process holding the connection, written to the row for the other processes. */
+    connected(id: string, connection: object, brokerId?: string): void {
       const s = stateOf(id);
       s.connection = connection;
       s.lastSeenMs = nowMs();
       s.counters.connects++;
       touched.add(id);
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
+      if (brokerId !== undefined) brokers.set(connection, brokerId);
+      db.transaction(() => {
+        timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
+        if (brokerId !== undefined) devices.claimConnection(id, brokerId);
+      })();
     },
 
     /**
      * True when `connection` was the device's current one (a taken-over connection's goodbye is ignored).
      * aedes ingests a will before it reports the disconnect, so a device still not OFFLINE here left without
      * one: it is marked OFFLINE (reason `disconnect`) at once rather than minutes later as stale (issue 10).
-     * A connection taken over by another process (REDIS_URL) is not a departure: `takenOver` says so.
+     * With REDIS_URL, a device that reconnected through another process has had its row claimed by that
+     * process before this one closes the old connection: a takeover, not a departure, so no status changes.
      */
-    disconnected(id: string, connection: object, reason: string, takenOver = false): boolean {
+    disconnected(id: string, connection: object, reason: string): boolean {
       const s = live.get(id);
       if (!s || s.connection !== connection) return false;
       s.connection = null;
+      const brokerId = brokers.get(connection);
       if (!devices.info(id)) return true;
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason: takenOver ? 'taken_over' : reason });
+      const owner = brokerId === undefined ? null : devices.connectionOwner(id);
+      const takenOver = owner !== null && owner !== brokerId;
+      db.transaction(() => {
+        timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason: takenOver ? 'taken_over' : reason });
+        if (brokerId !== undefined) devices.releaseConnection(id, brokerId);
+      })();
       if (!takenOver && s.status !== 'OFFLINE' && s.status !== 'UNKNOWN') transition(id, { status: 'OFFLINE', reason: 'disconnect', prev: s.status }, 'backend');
       return true;
+    },
+
+    /** Whether a broker process other than `exceptBrokerId` holds the device's connection, as the row says. */
+    connectedElsewhere(id: string, exceptBrokerId: string | null): boolean {
+      const owner = devices.connectionOwner(id);
+      return owner !== null && owner !== exceptBrokerId;
     },
 
     isCurrent: (id: string, connection: object) => live.get(id)?.connection === connection,
@@ -264,6 +300,31 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       if (now - s.lastNoteMs[note] < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
       s.lastNoteMs[note] = now;
       timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: refusedTopic ? 'publish_refused' : 'payload_rejected', reason, detail: { channel, counters: { ...s.counters } } });
+    },
+
+    /**
+     * A publish over the device's budget (broker/budgets.ts): counted, never written; noted in the timeline
+     * at most once a minute whatever the channel.
+     */
+    overBudget(id: string, channel: BudgetedChannel): void {
+      const s = stateOf(id);
+      s.counters[DROPPED_COUNTER[channel]]++;
+      const now = nowMs();
+      if (now - s.lastNoteMs.budget < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
+      s.lastNoteMs.budget = now;
+      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'over_budget', reason: channel, detail: { channel, counters: { ...s.counters } } });
+    },
+
+    /** A device banned from connecting (reconnect flapping, or a flood of publishes): noted once per ban. */
+    banned(id: string, reason: 'flapping' | 'flood', detail: Record<string, unknown>): void {
+      const s = stateOf(id);
+      if (!devices.info(id)) return;
+      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'flapping', reason, detail: { ...detail, counters: { ...s.counters } } });
+    },
+
+    /** A CONNECT refused during a ban: counted only (the ban itself was noted once). */
+    connectRefused(id: string): void {
+      stateOf(id).counters.connects_refused++;
     },
 
     /** Marks OFFLINE (reason stale) every device silent for 3 of its heartbeat intervals. One sweep for all. */

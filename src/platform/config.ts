@@ -42,6 +42,12 @@ export interface Config {
   pushConcurrency: number;
   maxPlayersPerUser: number;
   mqtt: MqttLimits;
+  /** Per-device publish budgets (issue 9): token buckets per channel, per second with a burst. */
+  deviceBudgets: Record<'status' | 'heartbeat' | 'ack', { perSecond: number; burst: number }>;
+  /** A device this long 10x over a budget, every second of it, is disconnected and banned as flapping. */
+  deviceFloodWindowS: number;
+  /** Reconnect flapping: more than maxConnects CONNECTs of one device in windowS are refused for banS. */
+  mqttFlap: { maxConnects: number; windowS: number; banS: number };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -139,6 +145,16 @@ const EnvSchema = v.object({
   MQTT_MAX_CONNECTIONS: wholeNumber(1, 10_000_000, 20_000),
   MQTT_MAX_HANDSHAKES_PER_ADDRESS: wholeNumber(1, 1_000_000, 50),
   MQTT_MAX_QUEUED_MESSAGES: wholeNumber(1, 1_000_000, 100),
+  DEVICE_STATUS_RATE: wholeNumber(1, 10_000, 2),
+  DEVICE_STATUS_BURST: wholeNumber(1, 100_000, 10),
+  DEVICE_HEARTBEAT_RATE: wholeNumber(1, 10_000, 1),
+  DEVICE_HEARTBEAT_BURST: wholeNumber(1, 100_000, 5),
+  DEVICE_ACK_RATE: wholeNumber(1, 10_000, 10),
+  DEVICE_ACK_BURST: wholeNumber(1, 100_000, 20),
+  DEVICE_FLOOD_WINDOW_S: wholeNumber(1, 3600, 30),
+  MQTT_FLAP_MAX_CONNECTS: wholeNumber(1, 10_000, 15),
+  MQTT_FLAP_WINDOW_S: wholeNumber(1, 86_400, 60),
+  MQTT_FLAP_BAN_S: wholeNumber(1, 86_400, 60),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
 });
 
@@ -258,6 +274,13 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
         maxHandshakesPerAddress: e.MQTT_MAX_HANDSHAKES_PER_ADDRESS,
         maxQueuedMessages: e.MQTT_MAX_QUEUED_MESSAGES,
       },
+      deviceBudgets: {
+        status: { perSecond: e.DEVICE_STATUS_RATE, burst: e.DEVICE_STATUS_BURST },
+        heartbeat: { perSecond: e.DEVICE_HEARTBEAT_RATE, burst: e.DEVICE_HEARTBEAT_BURST },
+        ack: { perSecond: e.DEVICE_ACK_RATE, burst: e.DEVICE_ACK_BURST },
+      },
+      deviceFloodWindowS: e.DEVICE_FLOOD_WINDOW_S,
+      mqttFlap: { maxConnects: e.MQTT_FLAP_MAX_CONNECTS, windowS: e.MQTT_FLAP_WINDOW_S, banS: e.MQTT_FLAP_BAN_S },
       logLevel: e.LOG_LEVEL,
     },
   };

@@ -38,6 +38,8 @@ export async function startTestService(
     useConfiguredTransport?: boolean;
     /** How the Web Push sender reaches push services (test/support/push-service.ts). */
     pushNetwork?: PushNetwork;
+    /** The broker's liveness heartbeat to other processes (REDIS_URL), short where a test waits on a dead one's wills. */
+    brokerHeartbeatMs?: number;
   } = {},
 ): Promise<TestService> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-test-'));
@@ -68,7 +70,10 @@ export async function startTestService(
   // undefined lets startService build the transport from the config, as the real process does.
   const transport = opts.transport ?? (opts.useConfiguredTransport ? undefined : recordingTransport(messages));
   const clock = opts.clock ?? systemClock;
-  const service = await startService(loaded.config, { logger, clock, ...(transport ? { transport } : {}), notifyRetryBaseMs: 20, ...(opts.pushNetwork && { pushNetwork: opts.pushNetwork }) });
+  const service = await startService(loaded.config, {
+    logger, clock, ...(transport ? { transport } : {}), notifyRetryBaseMs: 20,
+    ...(opts.pushNetwork && { pushNetwork: opts.pushNetwork }), ...(opts.brokerHeartbeatMs && { brokerHeartbeatMs: opts.brokerHeartbeatMs }),
+  });
   t.after(async () => {
     await service.close();
     fs.rmSync(dir, { recursive: true, force: true });

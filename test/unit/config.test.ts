@@ -57,6 +57,11 @@ const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['a connection cap that is not a number', { MQTT_MAX_CONNECTIONS: 'lots' }, /^MQTT_MAX_CONNECTIONS: .*"lots"/],
   ['a zero handshake cap', { MQTT_MAX_HANDSHAKES_PER_ADDRESS: '0' }, /^MQTT_MAX_HANDSHAKES_PER_ADDRESS: /],
   ['a zero queue cap', { MQTT_MAX_QUEUED_MESSAGES: '0' }, /^MQTT_MAX_QUEUED_MESSAGES: /],
+  ['a status rate of zero', { DEVICE_STATUS_RATE: '0' }, /^DEVICE_STATUS_RATE: .*whole number from 1/],
+  ['a fractional heartbeat burst', { DEVICE_HEARTBEAT_BURST: '2.5' }, /^DEVICE_HEARTBEAT_BURST: /],
+  ['a flood window of zero', { DEVICE_FLOOD_WINDOW_S: '0' }, /^DEVICE_FLOOD_WINDOW_S: /],
+  ['a flap limit that is not a number', { MQTT_FLAP_MAX_CONNECTS: 'many' }, /^MQTT_FLAP_MAX_CONNECTS: .*"many"/],
+  ['a negative flap ban', { MQTT_FLAP_BAN_S: '-1' }, /^MQTT_FLAP_BAN_S: /],
 ];
 
 test('PUBLIC_URL is optional and kept as an origin without a trailing slash', () => {
@@ -120,4 +125,17 @@ test('a production setup with a strong secret and a webhook starts', () => {
   const r = loadConfig({ NODE_ENV: 'production', JWT_SECRET: SECRET, NOTIFY_TRANSPORT: 'webhook', NOTIFY_WEBHOOK_URL: 'https://hooks.example/x', BCRYPT_COST: '12' });
   assert.ok(r.ok);
   assert.equal(r.config.bcryptCost, 12);
+});
+
+test('device budgets and flapping default to the issue\'s figures and take their settings', () => {
+  const d = loadConfig({});
+  assert.ok(d.ok);
+  assert.deepEqual(d.config.deviceBudgets, { status: { perSecond: 2, burst: 10 }, heartbeat: { perSecond: 1, burst: 5 }, ack: { perSecond: 10, burst: 20 } });
+  assert.equal(d.config.deviceFloodWindowS, 30);
+  assert.deepEqual(d.config.mqttFlap, { maxConnects: 15, windowS: 60, banS: 60 });
+  const r = loadConfig({ DEVICE_STATUS_RATE: '4', DEVICE_ACK_BURST: '50', DEVICE_FLOOD_WINDOW_S: '10', MQTT_FLAP_MAX_CONNECTS: '5', MQTT_FLAP_WINDOW_S: '30', MQTT_FLAP_BAN_S: '300' });
+  assert.ok(r.ok);
+  assert.deepEqual([r.config.deviceBudgets.status, r.config.deviceBudgets.ack], [{ perSecond: 4, burst: 10 }, { perSecond: 10, burst: 50 }]);
+  assert.equal(r.config.deviceFloodWindowS, 10);
+  assert.deepEqual(r.config.mqttFlap, { maxConnects: 5, windowS: 30, banS: 300 });
 });
