@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
+import { answerClientError } from '../api/errors.ts';
 import { createBroker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
@@ -164,6 +165,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       authIdentifierRateLimit: config.authIdentifierRateLimit,
     });
     const httpServer = createAdaptorServer({ fetch: api.fetch }) as http.Server;
+    httpServer.on('clientError', answerClientError);
     broker.attachWebSocket(httpServer);
 
     let mqttPort = config.mqttPort;
