@@ -241,7 +241,7 @@ export function payloadFor(rng: Rng): Buffer {
     case 2: return Buffer.from(JSON.stringify(hostileValue(rng)) ?? 'null');
     case 3: return Buffer.from(bodyText(rng, { v: '1.0', status: 'ONLINE', ts }));
     case 4: return rng.bytes(rng.pick([0, 1, 16, 600, 4097, 9000]));
-    default: return Buffer.from(`{"v":"1.0","status":"ONLINE","ts":${ts},"x":"${'y'.repeat(rng.pick([10, 5000]))}`);
+    default: return Buffer.from(`{"v":"1.0","status":"ONLINE","ts":${JSON.stringify(ts) ?? 0},"x":"${'y'.repeat(rng.pick([10, 5000]))}`);
   }
 }
 
