@@ -326,7 +326,17 @@ async function pour(socket: net.Socket, total: number, deadline: number): Promis
   const chunk = Buffer.alloc(64 * 1024);
   let sent = 0;
   while (sent < total && !socket.destroyed && performance.now() < deadline) {
-    if (!socket.write(chunk)) await Promise.race([new Promise((r) => socket.once('drain', r)), new Promise((r) => socket.once('close', r)), sleep(Math.max(0, deadline - performance.now()))]);
+    if (!socket.write(chunk)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          socket.off('drain', done).off('close', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(0, deadline - performance.now()));
+        socket.on('drain', done).on('close', done);
+      });
+    }
     sent += chunk.length;
   }
   return sent;
