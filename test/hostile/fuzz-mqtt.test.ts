@@ -194,6 +194,6 @@ test('thousands of random and mutated MQTT packets leave the service healthy and
   const errors = ts.logs.filter((line) => JSON.parse(line).level >= 50);
   assert.deepEqual(errors, [], `error-level log lines after seed ${settings.seed}, iterations ${first}..${end - 1}`);
   // A run whose signed-in lanes were all refused would not have fuzzed the hooks at all.
-  assert.ok(refusedSignIns < (lanes.transmitter + lanes.player) / 2, `most signed-in iterations were refused (${refusedSignIns})`);
+  assert.ok(signIns > 0, `every signed-in connection was refused (${refusedSignIns})`);
   t.diagnostic(`seed ${settings.seed}, iterations ${first}..${end - 1}: ${JSON.stringify(lanes)}; sign-ins ${signIns}, refused ${refusedSignIns}`);
 });
