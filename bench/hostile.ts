@@ -217,6 +217,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const statusBody = (status: string, reason: string) => Buffer.from(JSON.stringify({ v: '1.0', status, prev: status === 'ONLINE' ? 'PLAYING' : 'ONLINE', reason, ts: Math.floor(Date.now() / 1000) }));
 
 interface Probes {
+  /** Forgets what was seen so far: the measured window starts now. */
+  mark(): void;
   stop(): Promise<{ latencies: number[]; lost: number; health: number[]; healthFailures: number; peakRss: number }>;
 }
 
@@ -270,6 +272,13 @@ async function startProbes(w: World): Promise<Probes> {
   };
   const all = Promise.all([...clients.map((_, i) => bystander(i)), healthz(), rss()]);
   return {
+    mark() {
+      latencies.length = 0;
+      health.length = 0;
+      lost = 0;
+      healthFailures = 0;
+      peakRss = w.child.vmRss() ?? 0;
+    },
     async stop() {
       running = false;
       await all;
@@ -463,10 +472,12 @@ const statusFlood: Attack = {
         last = acks();
         await Promise.race([conn.closed, sleep(1000)]);
       }
-      const closedMs = closeTimes(t0, [conn.closedAt()]);
+      const closedAt = conn.closedAt();
       const doneS = (performance.now() - t0) / 1000;
       conn.socket.destroy();
-      return { closedMs, note: `${sent.toLocaleString('en-US')} sent in ${sentS.toFixed(1)} s; ${Math.floor(acks()).toLocaleString('en-US')} PUBACKs, the last after ~${(doneS - 1).toFixed(1)} s` };
+      // Dropping over-budget messages is the defence; a cut connection is not required within 5 s, so it is a note here.
+      const connection = closedAt === null ? 'the flooder stayed connected' : `the service closed the flooder's connection after ${((closedAt - t0) / 1000).toFixed(2)} s`;
+      return { closedMs: null, note: `${sent.toLocaleString('en-US')} sent in ${sentS.toFixed(1)} s; ${Math.floor(acks()).toLocaleString('en-US')} PUBACKs, the last after ~${(doneS - 1).toFixed(1)} s; ${connection}` };
     };
   },
 };
@@ -585,10 +596,12 @@ async function runAttack(attack: Attack): Promise<Row> {
   const w = await startWorld();
   try {
     const run = await attack.prepare(w);
-    await sleep(500);
+    // The bystanders connect and settle first, so the baseline starts from the same steady state as an attack.
+    const probes = await startProbes(w);
+    await sleep(1500);
     const rss0 = (await w.child.rssAfterGc()) ?? Number.NaN;
     const rows0 = timelineRows(w);
-    const probes = await startProbes(w);
+    probes.mark();
     const t0 = performance.now();
     const outcome = await run().catch((err: Error): Outcome => ({ closedMs: null, note: `the attack itself failed: ${err.message}` }));
     await sleep(Math.max(0, WINDOW_MS - (performance.now() - t0)));
@@ -648,7 +661,7 @@ function report(rows: Row[], command: string): string {
     '|---|---:|---:|---|---:|---:|---:|---|',
     ...rows.map((r) => `| ${cells(r).join(' | ')} |`),
     '',
-    'RSS: peak VmRSS of the service process during the attack window, and `process.memoryUsage().rss` after a full GC at its end, each minus the RSS after a full GC right before it. Timeline rows: rows of `mosque_device_events` written during the window for every device but the bystanders. "Hostile sockets closed": time from the attack\'s first byte until the service closed each hostile connection.',
+    'RSS: peak VmRSS of the service process during the attack window, and `process.memoryUsage().rss` after a full GC at its end, each minus the RSS after a full GC right before it (with the bystanders already connected). Timeline rows: rows of `mosque_device_events` written during the window for every device but the bystanders. "Hostile sockets closed": time from the attack\'s first byte until the service closed each hostile connection.',
   ].join('\n');
 }
 
