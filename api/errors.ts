@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import type { Failure, Result } from '../src/platform/failure.ts';
 
 /** Failure -> HTTP status, in one table (contract 2). A new Failure does not compile until it is mapped here. */
@@ -73,4 +74,23 @@ export function unwrap<T>(result: Result<T>): T {
   if (result.ok) return result.value;
   const headers = result.retryAfterSeconds === undefined ? undefined : { 'Retry-After': String(result.retryAfterSeconds) };
   throw new ApiError(result.failure, result.message, headers ? { headers } : {});
+}
+
+const CLIENT_ERRORS: Record<string, { status: number; reason: string; code: string; message: string }> = {
+  HPE_HEADER_OVERFLOW: { status: 431, reason: 'Request Header Fields Too Large', code: 'payload_too_large', message: 'The request line and headers are larger than 16 KiB.' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, reason: 'Request Timeout', code: 'request_timeout', message: 'The request was not received in time.' },
+};
+const BAD_REQUEST = { status: 400, reason: 'Bad Request', code: 'bad_request', message: 'The request is not valid HTTP.' };
+
+/**
+ * Node's HTTP parser answers a request it cannot parse (a URL or headers over 16 KiB, bad framing) by
+ * itself, before any route, with an empty body; contract 2 wants every error in the error shape, so the
+ * server's 'clientError' listener answers here instead.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  // A reset peer cannot read an answer; a response already under way cannot take a second one.
+  if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) return void socket.destroy();
+  const e = CLIENT_ERRORS[err.code ?? ''] ?? BAD_REQUEST;
+  const body = JSON.stringify({ error: { code: e.code, message: e.message } });
+  socket.end(`HTTP/1.1 ${e.status} ${e.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

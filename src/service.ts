@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
+import { answerClientError } from '../api/errors.ts';
 import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { createBroker, type Broker } from '../broker/index.ts';
@@ -192,6 +193,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const httpServer = createAdaptorServer({ fetch: api.fetch, serverOptions: httpServerOptions(config) }) as http.Server;
     limitHttpServer(httpServer, config);
+    // Node's own parser errors (431, 408, malformed HTTP) are answered in the contract's error shape.
+    httpServer.on('clientError', answerClientError);
     broker.attachWebSocket(httpServer);
 
     let mqttPort = config.mqttPort;

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { sha256, signupMember, startTestService, type HttpResult } from '../support/service.ts';
 import { AUTH, assertError, emailId } from '../support/api.ts';
 
@@ -304,4 +305,33 @@ test('the fourth request for one identifier_hash with AUTH_IDENTIFIER_RATE_LIMIT
   assertError(await ts.http.post(`${AUTH}/login-code`, { identifier_hash: target }), 429, 'rate_limited');
   // Another identifier from the same address is still answered normally.
   assertError(await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('other@example.com'), password_hash: sha256('x') }), 401, 'invalid_credentials');
+});
+
+/** Sends raw bytes to the HTTP port and returns the status and the parsed JSON body of the one answer. */
+async function rawHttp(url: string, bytes: string): Promise<{ status: number; body: any }> {
+  const { port } = new URL(url);
+  const socket = net.connect({ host: '127.0.0.1', port: Number(port) });
+  socket.on('error', () => undefined);
+  socket.write(bytes);
+  const chunks: Buffer[] = [];
+  for await (const chunk of socket) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
+  const [head = '', body = ''] = text.split('\r\n\r\n');
+  return { status: Number(head.split(' ')[1]), body: JSON.parse(body) };
+}
+
+test('a request line over 16 KiB answers 431 with the error body, not the HTTP parser\'s empty one', async (t) => {
+  const ts = await startTestService(t);
+  const res = await rawHttp(ts.url, `GET /api/v1/me?q=${'x'.repeat(20_000)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  assert.equal(res.status, 431);
+  assertErrorShape(res as HttpResult);
+  assert.equal(res.body.error.code, 'payload_too_large');
+});
+
+test('a request that is not HTTP answers 400 with the error body', async (t) => {
+  const ts = await startTestService(t);
+  const res = await rawHttp(ts.url, 'HELLO THERE\r\n\r\n');
+  assert.equal(res.status, 400);
+  assertErrorShape(res as HttpResult);
+  assert.equal(res.body.error.code, 'bad_request');
 });
