@@ -169,6 +169,12 @@ export const Device = v.object({
     payloads_rejected: count,
     publishes_refused: count,
     connects: count,
+    // Over a per-device budget (issue 9): dropped in memory, never written.
+    status_dropped: count,
+    heartbeats_dropped: count,
+    acks_dropped: count,
+    broadcasts_dropped: count,
+    connects_refused: count,
   }),
   /** Players only (transmitters: null). */
   entitlement: nullable(

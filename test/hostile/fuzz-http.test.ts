@@ -29,11 +29,15 @@ async function operationsOf(ts: TestService): Promise<Operation[]> {
   const res = await ts.http.get(`${API}/openapi.json`);
   assert.equal(res.status, 200);
   const ops: Operation[] = [];
+  // Paths are relative to the document's server (`/api/v1`), except where an operation names its own (`/healthz`).
+  const base = (res.body.servers?.[0]?.url ?? '') as string;
   for (const [path, methods] of Object.entries(res.body.paths as Record<string, Record<string, any>>)) {
     for (const [method, op] of Object.entries(methods)) {
+      if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue; // `servers`, `parameters`
+      const server = (op.servers?.[0]?.url ?? methods.servers?.[0]?.url ?? base) as string;
       ops.push({
         method: method.toUpperCase(),
-        path,
+        path: `${server.replace(/\/$/, '')}${path}`,
         body: op.requestBody?.content?.['application/json']?.schema,
         query: (op.parameters ?? []).filter((p: any) => p.in === 'query').map((p: any) => ({ name: p.name, schema: p.schema })),
       });
