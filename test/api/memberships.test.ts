@@ -37,6 +37,14 @@ async function readBack(ts: TestService, person: Person, mosqueId: string) {
   return m;
 }
 
+/**
+ * A mosque's memberships as sorted [user_id, status] pairs. The owner and admins are members of their mosque
+ * (issue 10), so these lists hold the owner's own approved membership beside everyone else's.
+ */
+async function memberPairs(ts: TestService, token: string, mosqueId: string) {
+  return (await mosqueMemberships(ts, token, mosqueId)).map((m) => [m.user_id, m.status]).sort();
+}
+
 function assertMembership(body: Record<string, unknown>, want: { mosque_id: string; user_id: string; status: string }) {
   assert.deepEqual(Object.keys(body).sort(), MEMBERSHIP_KEYS);
   assert.equal(body.mosque_id, want.mosque_id);
@@ -79,7 +87,8 @@ test('joining again with a pending membership answers 200 with it as it is, even
   assert.equal(again.status, 200);
   assert.equal(again.body.id, first.id);
   assert.equal(again.body.status, 'pending');
-  assert.equal((await mosqueMemberships(ts, owner.token, mosque.id)).length, 1);
+  // Amina's one pending membership beside the owner's own (issue 10); the second join made no new row.
+  assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved'], [amina.id, 'pending']].sort());
 });
 
 test('joining again with an approved membership answers 200 and keeps its toggles', async (t) => {
@@ -141,7 +150,7 @@ test('POST /join with the join code joins that mosque (201 pending)', async (t) 
 });
 
 test('a join code is accepted in lower case, with dashes and with spaces', async (t) => {
-  const { ts, root, mosque, amina } = await world(t);
+  const { ts, root, owner, mosque, amina } = await world(t);
   const code = mosque.join_code;
   assert.match(code, /^[A-HJKMNP-Z2-9]{8}$/);
   const lower = await ts.http.post(`${API}/join`, { code: code.toLowerCase() }, amina.token);
@@ -154,23 +163,29 @@ test('a join code is accepted in lower case, with dashes and with spaces', async
   const chen = await member(ts, 'chen@example.com');
   const spaced = await ts.http.post(`${API}/join`, { code: ` ${code.slice(0, 4)} ${code.slice(4)} ` }, chen.token);
   assert.equal(spaced.status, 201);
-  assert.equal((await mosqueMemberships(ts, root.token, mosque.id)).length, 3);
+  // Three joins beside the owner's own membership (issue 10).
+  assert.deepEqual(
+    await memberPairs(ts, root.token, mosque.id),
+    [[owner.id, 'approved'], [amina.id, 'pending'], [bilal.id, 'pending'], [chen.id, 'pending']].sort(),
+  );
 });
 
 test('an unknown join code answers 404 and makes no membership', async (t) => {
-  const { ts, root, mosque, amina } = await world(t);
+  const { ts, root, owner, mosque, amina } = await world(t);
   const unknown = mosque.join_code === 'ZZZZZZZZ' ? 'YYYYYYYY' : 'ZZZZZZZZ';
   assertError(await ts.http.post(`${API}/join`, { code: unknown }, amina.token), 404, 'not_found');
-  assert.deepEqual(await mosqueMemberships(ts, root.token, mosque.id), []);
+  // Only the owner's own membership (issue 10).
+  assert.deepEqual(await memberPairs(ts, root.token, mosque.id), [[owner.id, 'approved']]);
   assert.deepEqual((await ts.http.get(`${API}/me/memberships`, amina.token)).body, []);
 });
 
 test('an empty or non-string join code answers 400 validation_failed', async (t) => {
-  const { ts, root, mosque, amina } = await world(t);
+  const { ts, root, owner, mosque, amina } = await world(t);
   for (const body of [{}, { code: '' }, { code: 12345678 }]) {
     assertError(await ts.http.post(`${API}/join`, body, amina.token), 400, 'validation_failed');
   }
-  assert.deepEqual(await mosqueMemberships(ts, root.token, mosque.id), []);
+  // Only the owner's own membership (issue 10).
+  assert.deepEqual(await memberPairs(ts, root.token, mosque.id), [[owner.id, 'approved']]);
 });
 
 test('after the join code is rotated the old code stops working at once and the new one works', async (t) => {
@@ -218,7 +233,8 @@ test('enrolling an unknown user answers 404 and makes no membership', async (t) 
   const { ts, owner, mosque } = await world(t);
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, { user_id: 'no-such-user' }, owner.token), 404, 'not_found');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, {}, owner.token), 400, 'validation_failed');
-  assert.deepEqual(await mosqueMemberships(ts, owner.token, mosque.id), []);
+  // Only the owner's own membership (issue 10).
+  assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved']]);
 });
 
 test('a member who is not an admin cannot enrol anyone: 403, and nobody is enrolled', async (t) => {
@@ -227,8 +243,8 @@ test('a member who is not an admin cannot enrol anyone: 403, and nobody is enrol
   await joinMosque(ts, amina, mosque.id);
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, { user_id: bilal.id }, amina.token), 403, 'forbidden');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, { user_id: amina.id }, amina.token), 403, 'forbidden');
-  const rows = await mosqueMemberships(ts, owner.token, mosque.id);
-  assert.deepEqual(rows.map((r) => [r.user_id, r.status]), [[amina.id, 'pending']]);
+  // Amina still pending, bilal not enrolled; the owner's own membership (issue 10) is the only other row.
+  assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved'], [amina.id, 'pending']].sort());
 });
 
 // ---- status changes ----
@@ -260,11 +276,15 @@ test('the memberships list shows each entry with user_email and filters by ?stat
   await setStatus(ts, owner.token, a.id, 'approved');
   const all = await mosqueMemberships(ts, owner.token, mosque.id);
   assert.ok(Array.isArray(all));
-  assert.deepEqual(all.map((m) => m.user_email).sort(), ['amina@example.com', 'bilal@example.com']);
+  // The owner's own membership is listed too (issue 10).
+  assert.deepEqual(all.map((m) => m.user_email).sort(), ['amina@example.com', 'bilal@example.com', 'owner@example.com']);
   for (const m of all) assert.deepEqual(Object.keys(m).sort(), [...MEMBERSHIP_KEYS, 'user_email'].sort());
   const pending = await ts.http.get(`${API}/mosques/${mosque.id}/memberships?status=pending`, owner.token);
   assert.equal(pending.status, 200);
   assert.deepEqual(pending.body.map((m: { user_email: string }) => m.user_email), ['bilal@example.com']);
+  const approved = await ts.http.get(`${API}/mosques/${mosque.id}/memberships?status=approved`, owner.token);
+  assert.equal(approved.status, 200);
+  assert.deepEqual(approved.body.map((m: { user_email: string }) => m.user_email).sort(), ['amina@example.com', 'owner@example.com']);
   assertError(await ts.http.get(`${API}/mosques/${mosque.id}/memberships?status=vip`, owner.token), 400, 'validation_failed');
 });
 
@@ -410,7 +430,8 @@ test('a member may leave a mosque (204), and the membership is gone', async (t) 
   const res = await ts.http.delete(`${API}/memberships/${joined.id}`, amina.token);
   assert.equal(res.status, 204);
   assert.equal(await ownMembership(ts, amina, mosque.id), undefined);
-  assert.deepEqual(await mosqueMemberships(ts, owner.token, mosque.id), []);
+  // Only the owner's own membership is left (issue 10).
+  assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved']]);
 });
 
 test('a banned member cannot leave (and so shed the ban): 403, still banned; an admin may remove it', async (t) => {
@@ -429,8 +450,12 @@ test('GET /me shows the user, their memberships and the mosques they administer'
   const { ts, root, owner, mosque, amina } = await world(t);
   const second = await createMosque(ts, root.token, null, { name: 'Masjid Second', auto_approve_members: true });
   await makeAdmin(ts, root.token, second.id, amina, { can_trigger: true });
+  // Being made an admin of the second mosque admitted amina as an approved member of it (issue 10); joining finds it.
+  const admitted = await ownMembership(ts, amina, second.id);
+  assert.equal(admitted?.status, 'approved');
   const m1 = await joinMosque(ts, amina, mosque.id);
   const m2 = await joinMosque(ts, amina, second.id);
+  assert.equal(m2.id, admitted?.id);
   const me = await ts.http.get(`${API}/me`, amina.token);
   assert.equal(me.status, 200);
   assert.deepEqual(Object.keys(me.body).sort(), ['admin_of', 'memberships', 'user']);
@@ -442,7 +467,11 @@ test('GET /me shows the user, their memberships and the mosques they administer'
   );
   assert.deepEqual(me.body.admin_of, [{ mosque_id: second.id, is_owner: false, can_trigger: true, can_manage: false }]);
   const ownerMe = await ts.http.get(`${API}/me`, owner.token);
-  assert.deepEqual(ownerMe.body.memberships, []);
+  // The owner is an approved member of their own mosque (issue 10).
+  assert.deepEqual(
+    ownerMe.body.memberships.map((m: { mosque_id: string; user_id: string; status: string }) => [m.mosque_id, m.user_id, m.status]),
+    [[mosque.id, owner.id, 'approved']],
+  );
   assert.deepEqual(ownerMe.body.admin_of, [{ mosque_id: mosque.id, is_owner: true, can_trigger: true, can_manage: true }]);
 });
 

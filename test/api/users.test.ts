@@ -165,12 +165,18 @@ test('deleting a user (204) revokes their tokens at once and removes their membe
   await joinMosque(ts, amina, mosque.id);
   await makeAdmin(ts, root.token, mosque.id, amina, { can_trigger: true });
   assert.equal((await ts.http.get(`${API}/me`, amina.token)).status, 200);
+  // The owner and admins are approved members (issue 10): amina's pending membership was admitted.
+  assert.deepEqual(
+    (await mosqueMemberships(ts, root.token, mosque.id)).map((m) => [m.user_id, m.status]).sort(),
+    [[owner.id, 'approved'], [amina.id, 'approved']].sort(),
+  );
 
   assert.equal((await ts.http.delete(`${API}/users/${amina.id}`, root.token)).status, 204);
   assertError(await ts.http.get(`${API}/me`, amina.token), 401, 'unauthorized');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts`, { kind: 'azaan' }, amina.token), 401, 'unauthorized');
   assertError(await ts.http.get(`${API}/users/${amina.id}`, root.token), 404, 'not_found');
-  assert.deepEqual((await mosqueMemberships(ts, root.token, mosque.id)).map((m) => m.user_id), []);
+  // Amina's membership is gone; the owner's own (issue 10) stays.
+  assert.deepEqual((await mosqueMemberships(ts, root.token, mosque.id)).map((m) => m.user_id), [owner.id]);
   assert.deepEqual((await mosqueAdmins(ts, root.token, mosque.id)).map((a) => a.user_id), [owner.id]);
   assert.ok(!(await listUsers(ts, root.token)).some((u) => u.id === amina.id));
   assertError(await ts.http.delete(`${API}/users/${amina.id}`, root.token), 404, 'not_found');

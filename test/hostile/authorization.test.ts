@@ -29,6 +29,8 @@ test('an admin banned from the mosque cannot lift the ban by enrolling themselve
   const w = await world(t);
   const mallory = await bannedMember(w, 'mallory@example.com');
   await makeAdmin(w.ts, w.root.token, w.mosque.id, mallory, { can_manage: true, can_trigger: true });
+  // Being made an admin admits a member (issue 10) but never over a ban: mallory is still banned.
+  assert.equal((await ownMembership(w.ts, mallory, w.mosque.id))?.status, 'banned');
   const before = await activityKinds(w);
   const res = await enrol(w, mallory.id, mallory.token);
   assert.equal(res.status, 403);
@@ -37,12 +39,24 @@ test('an admin banned from the mosque cannot lift the ban by enrolling themselve
   assert.deepEqual(await activityKinds(w), before);
 });
 
-test('an admin without a membership cannot enrol themselves either (403), and no membership is made', async (t) => {
+test('an admin cannot enrol themselves, with or without a membership (403), and no membership is made or changed', async (t) => {
   const w = await world(t);
+  // The owner is an approved member of their mosque from its creation (issue 10): enrolling themselves is refused all the same.
+  const admitted = await ownMembership(w.ts, w.owner, w.mosque.id);
+  assert.equal(admitted?.status, 'approved');
+  const withMembership = await enrol(w, w.owner.id, w.owner.token);
+  assert.equal(withMembership.status, 403);
+  assert.equal(withMembership.body.error.code, 'forbidden');
+  assert.deepEqual(await ownMembership(w.ts, w.owner, w.mosque.id), admitted);
+  // The superadmin removes that membership; the admin row stays, so the owner is an admin without a membership.
+  assert.equal((await w.ts.http.delete(`${API}/memberships/${admitted!.id}`, w.root.token)).status, 204);
+  assert.equal(await ownMembership(w.ts, w.owner, w.mosque.id), undefined);
+  const before = await activityKinds(w);
   const res = await enrol(w, w.owner.id, w.owner.token);
   assert.equal(res.status, 403);
   assert.equal(res.body.error.code, 'forbidden');
   assert.equal(await ownMembership(w.ts, w.owner, w.mosque.id), undefined);
+  assert.deepEqual(await activityKinds(w), before);
 });
 
 test('enrolling a banned member is 409 membership_banned for an admin and for a superadmin; the superadmin lifts the ban by a status change', async (t) => {
@@ -54,8 +68,9 @@ test('enrolling a banned member is 409 membership_banned for an admin and for a 
     assert.equal(res.body.error.code, 'membership_banned');
     assert.equal(typeof res.body.error.message, 'string');
   }
+  // Bilal stays banned; the other row is the owner's own membership (issue 10).
   const rows = await mosqueMemberships(w.ts, w.owner.token, w.mosque.id);
-  assert.deepEqual(rows.map((r) => [r.user_id, r.status]), [[bilal.id, 'banned']]);
+  assert.deepEqual(rows.map((r) => [r.user_id, r.status]).sort(), [[w.owner.id, 'approved'], [bilal.id, 'banned']].sort());
   assert.ok(!(await activityKinds(w)).includes('membership.enrolled'));
   assert.equal((await setStatus(w.ts, w.root.token, bilal.membershipId, 'approved')).status, 'approved');
 });
