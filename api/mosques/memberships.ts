@@ -42,7 +42,10 @@ export function membershipRoutes(deps: Deps) {
     if (!isSelf && !isAdmin) throw new ApiError('not_found');
     // Seed rule 2 holds for admins too: nobody but a superadmin changes the status of their own membership
     // (an admin banned from a mosque must not lift their own ban).
-    const mayChangeStatus = isAdmin && (!isSelf || actor.isSuperadmin);
+    // The owner's own membership is theirs like the owner row is (only a superadmin demotes or removes the
+    // owner): a plain admin must not ban the owner from their own mosque's azaan.
+    const ofOwner = deps.admins.find(membership.mosque_id, membership.user_id)?.is_owner === 1;
+    const mayChangeStatus = isAdmin && (!isSelf || actor.isSuperadmin) && (!ofOwner || isSelf || actor.isSuperadmin);
     return { membership, isSelf, isAdmin, mayChangeStatus };
   };
 
@@ -71,7 +74,8 @@ export function membershipRoutes(deps: Deps) {
 
   // Leaving (self) or removing (admin). A banned member cannot remove their own ban this way.
   app.delete('/memberships/:id', (c) => {
-    const { membership, mayChangeStatus } = load(c);
+    const { membership, isSelf, mayChangeStatus } = load(c);
+    if (!isSelf && !mayChangeStatus) throw new ApiError('forbidden', "Only a superadmin may remove the owner's membership.");
     if (!mayChangeStatus && membership.status === 'banned') throw new ApiError('forbidden', 'A banned membership can only be removed by an admin.');
     deps.memberships.remove(membership, c.var.user.id);
     return c.body(null, 204);

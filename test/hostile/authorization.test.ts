@@ -75,6 +75,23 @@ test('enrolling a banned member is 409 membership_banned for an admin and for a 
   assert.equal((await setStatus(w.ts, w.root.token, bilal.membershipId, 'approved')).status, 'approved');
 });
 
+test("a plain admin cannot ban or remove the owner's membership (403, unchanged); a superadmin can", async (t) => {
+  const w = await world(t);
+  const helper = await member(w.ts, 'helper@example.com');
+  await makeAdmin(w.ts, w.root.token, w.mosque.id, helper, { can_manage: true });
+  const ownerMembership = (await ownMembership(w.ts, w.owner, w.mosque.id))!;
+  assert.equal(ownerMembership.status, 'approved', 'the owner is a member (issue 10)');
+  const ban = await w.ts.http.patch(`${API}/memberships/${ownerMembership.id}`, { status: 'banned' }, helper.token);
+  assert.equal(ban.status, 403);
+  assert.equal(ban.body.error.code, 'forbidden');
+  const remove = await w.ts.http.delete(`${API}/memberships/${ownerMembership.id}`, helper.token);
+  assert.equal(remove.status, 403);
+  assert.equal((await ownMembership(w.ts, w.owner, w.mosque.id))?.status, 'approved', 'nothing changed');
+  // The owner may still leave, and a superadmin may change the owner's status.
+  assert.equal((await w.ts.http.patch(`${API}/memberships/${ownerMembership.id}`, { status: 'rejected' }, w.root.token)).status, 200);
+  assert.equal((await ownMembership(w.ts, w.owner, w.mosque.id))?.status, 'rejected');
+});
+
 test('a superadmin may enrol themselves', async (t) => {
   const w = await world(t);
   const res = await enrol(w, w.root.id, w.root.token);
