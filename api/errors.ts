@@ -17,6 +17,7 @@ export const httpStatus = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  storage_unavailable: 503,
   device_timeout: 504,
   internal_error: 500,
 } as const satisfies Record<Failure, number>;
@@ -37,6 +38,7 @@ const defaultMessage = {
   payload_too_large: 'The body is larger than 64 KiB.',
   unsupported_media_type: 'The body must be JSON, sent with Content-Type: application/json.',
   rate_limited: 'Too many requests; try again later.',
+  storage_unavailable: 'The database cannot take writes right now (full or busy); reading still works. Try again later.',
   device_timeout: 'The device did not acknowledge the command in time.',
   internal_error: 'Internal error.',
 } satisfies Record<Failure, string>;

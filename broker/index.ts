@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import net from 'node:net';
 import type http from 'node:http';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
@@ -44,6 +45,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   };
   const aedes = await Aedes.createBroker(options);
   const ready = new WeakSet<Client>();
+  // A persistence or pub/sub failure (Redis gone, a stored will that could not be published) is reported,
+  // not thrown: an 'error' event with no listener ends the process, and every device with it.
+  (aedes as unknown as EventEmitter).on('error', (err: Error) => deps.faults.report('mqtt broker', err)); // not in aedes' types
   aedes.on('clientReady', (client) => ready.add(client));
   // After aedes has published the will (if any): presence per connection, so a taken-over connection's
   // goodbye does not touch the device's new connection.

@@ -1,6 +1,7 @@
 import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { DeviceStore } from './devices.ts';
+import type { Faults } from '../platform/faults.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Timeline } from './timeline.ts';
 
@@ -45,6 +46,8 @@ export const LOG_MAX_BYTES = 512;
 export const LOG_MIN_INTERVAL_MS = 1000;
 export const LOGS_KEPT_PER_DEVICE = 500;
 export const STALE_AFTER_MISSED = 3;
+/** Log lines held for the next flush while the database refuses writes: beyond it the oldest go (counted). */
+export const MAX_PENDING_LOGS = 5000;
 /** A device that keeps sending bad payloads is noted in its timeline at most this often. */
 const REJECTION_NOTE_INTERVAL_MS = 60_000;
 
@@ -56,6 +59,8 @@ export interface DeviceCounters {
   payloads_rejected: number;
   publishes_refused: number;
   connects: number;
+  /** Messages dropped because the database refused the write (disk full, busy). */
+  writes_failed: number;
 }
 
 interface Live {
@@ -85,7 +90,7 @@ const newLive = (status: string, lastSeenMs: number | null): Live => ({
   connection: null, status, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0 }, counters: newCounters(),
 });
 
-const newCounters = (): DeviceCounters => ({ status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0 });
+const newCounters = (): DeviceCounters => ({ status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0, writes_failed: 0 });
 
 export interface StatusChange {
   deviceId: string;
@@ -99,7 +104,7 @@ export interface StatusChange {
  * takeover, the old connection's disconnect arrives after the new one is up). Status transitions are
  * written at once; heartbeats and logs live in memory and are flushed in batches, one transaction each.
  */
-export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; onStatusChange?: (c: StatusChange) => void }) {
+export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void }) {
   const { db, devices, timeline } = deps;
   const writeStatus = db.prepare(
     `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = @now,
@@ -139,6 +144,43 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
   const nowMs = () => deps.clock();
 
+  /** A message the database would not take: dropped and counted; the device and the service go on. */
+  function writeFailed(id: string, channel: string, err: unknown): void {
+    const s = live.get(id);
+    if (s) s.counters.writes_failed++;
+    deps.faults.report(`device ${channel}`, err, { device_id: id });
+  }
+
+  /** One transaction for the whole batch; a device deleted since is skipped. */
+  function writeBatch(ids: string[], logs: typeof pendingLogs): void {
+    db.transaction(() => {
+      for (const id of ids) {
+        const s = live.get(id);
+        if (!s || !devices.info(id)) continue;
+        const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
+        const hb = s.pendingHeartbeat;
+        if (hb) writeHeartbeat.run({ id, last_seen: seen, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime_s: hb.uptime_s ?? null, free_heap: hb.free_heap ?? null, volume: hb.volume ?? null, config_version: hb.config_version ?? null });
+        else touchOnly.run(seen, id);
+      }
+      const logged = new Set<string>();
+      for (const l of logs) {
+        if (!devices.info(l.deviceId)) continue;
+        insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
+        logged.add(l.deviceId);
+      }
+      for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
+    })();
+  }
+
+  /** A timeline note beside a fact held in memory (connected, rejected): losing the note must not lose the fact. */
+  function note(id: string, entry: Parameters<Timeline['record']>[0]): void {
+    try {
+      timeline.record(entry);
+    } catch (err) {
+      writeFailed(id, `${entry.kind} note`, err);
+    }
+  }
+
   function transition(id: string, report: Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>, source: string): void {
     const s = stateOf(id);
     const from = s.status;
@@ -165,7 +207,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       s.lastSeenMs = nowMs();
       s.counters.connects++;
       touched.add(id);
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
+      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
     },
 
     /** True when `connection` was the device's current one (a taken-over connection's goodbye is ignored). */
@@ -173,7 +215,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       const s = live.get(id);
       if (!s || s.connection !== connection) return false;
       s.connection = null;
-      if (devices.info(id)) timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason });
+      if (devices.info(id)) note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason });
       return true;
     },
 
@@ -184,6 +226,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     /** The newest heartbeat, fresher than the row between flushes. */
     lastHeartbeat: (id: string) => live.get(id)?.lastHeartbeat ?? null,
     counters: (id: string): DeviceCounters => ({ ...(live.get(id)?.counters ?? newCounters()) }),
+    writeFailed,
 
     status(id: string, report: StatusReport): void {
       const s = stateOf(id);
@@ -224,6 +267,11 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       }
       s.lastLogMs = now;
       s.counters.logs_accepted++;
+      if (pendingLogs.length >= MAX_PENDING_LOGS) {
+        const oldest = pendingLogs.shift()!;
+        stateOf(oldest.deviceId).counters.logs_dropped++;
+        deps.faults.report('telemetry backlog', { message: `${MAX_PENDING_LOGS} log lines wait for a flush; the oldest was dropped` });
+      }
       pendingLogs.push({ deviceId: id, at: toUnixSeconds(now), report });
       return true;
     },
@@ -234,10 +282,10 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       if (refusedTopic) s.counters.publishes_refused++;
       else s.counters.payloads_rejected++;
       const now = nowMs();
-      const note = refusedTopic ? 'publish' : 'payload';
-      if (now - s.lastNoteMs[note] < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
-      s.lastNoteMs[note] = now;
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: refusedTopic ? 'publish_refused' : 'payload_rejected', reason, detail: { channel, counters: { ...s.counters } } });
+      const kind = refusedTopic ? 'publish' : 'payload';
+      if (now - s.lastNoteMs[kind] < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
+      s.lastNoteMs[kind] = now;
+      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: refusedTopic ? 'publish_refused' : 'payload_rejected', reason, detail: { channel, counters: { ...s.counters } } });
     },
 
     /** Marks OFFLINE (reason stale) every device silent for 3 of its heartbeat intervals. One sweep for all. */
@@ -250,34 +298,40 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
         if (!info) continue;
         if (now - s.lastSeenMs > STALE_AFTER_MISSED * info.settings.heartbeat_secs * 1000) stale.push(id);
       }
-      for (const id of stale) transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
-      return stale;
+      const marked: string[] = [];
+      for (const id of stale) {
+        try {
+          transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
+          marked.push(id);
+        } catch (err) {
+          writeFailed(id, 'stale sweep', err); // still stale in memory: the next sweep tries again
+        }
+      }
+      return marked;
     },
 
-    /** Writes heartbeats, last-seen times and logs gathered since the last flush, in one transaction. */
-    flush(): void {
-      if (touched.size === 0 && pendingLogs.length === 0) return;
-      const logs = pendingLogs.splice(0);
+    /**
+     * Writes heartbeats, last-seen times and logs gathered since the last flush, in one transaction. The batch
+     * is forgotten only once that committed: a refused flush keeps it for the next (heartbeats merge per
+     * device, logs are capped at MAX_PENDING_LOGS). False when it was refused (reported to the faults).
+     */
+    flush(): boolean {
+      if (touched.size === 0 && pendingLogs.length === 0) return true;
       const ids = [...touched];
-      touched.clear();
-      db.transaction(() => {
-        for (const id of ids) {
-          const s = live.get(id);
-          if (!s || !devices.info(id)) continue;
-          const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
-          const hb = s.pendingHeartbeat;
-          s.pendingHeartbeat = null;
-          if (hb) writeHeartbeat.run({ id, last_seen: seen, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime_s: hb.uptime_s ?? null, free_heap: hb.free_heap ?? null, volume: hb.volume ?? null, config_version: hb.config_version ?? null });
-          else touchOnly.run(seen, id);
-        }
-        const logged = new Set<string>();
-        for (const l of logs) {
-          if (!devices.info(l.deviceId)) continue;
-          insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
-          logged.add(l.deviceId);
-        }
-        for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
-      })();
+      const logs = pendingLogs.slice();
+      try {
+        writeBatch(ids, logs);
+      } catch (err) {
+        deps.faults.report('telemetry flush', err, { devices: ids.length, logs: logs.length });
+        return false;
+      }
+      for (const id of ids) {
+        touched.delete(id);
+        const s = live.get(id);
+        if (s) s.pendingHeartbeat = null;
+      }
+      pendingLogs.splice(0, logs.length);
+      return true;
     },
 
     recentLogs(id: string, limit: number) {

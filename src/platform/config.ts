@@ -8,6 +8,8 @@ export interface Config {
   mqttPort: number;
   host: string;
   databasePath: string;
+  /** Caps the database file (SQLite max_page_count); undefined: no cap but the disk. */
+  databaseMaxBytes: number | undefined;
   dataDir: string;
   jwtSecret: string | undefined;
   accessTokenExpireDays: number;
@@ -25,6 +27,10 @@ export interface Config {
   deviceEventsRetentionDays: number;
   deviceEventsMaxPerDevice: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** The whole graceful stop (signal or fatal error) gets this long before the process exits anyway. */
+  shutdownTimeoutS: number;
+  /** Tests only (refused unless NODE_ENV=test): a fault main.ts raises on SIGUSR2, to test the fatal-error policy. */
+  testFault: 'uncaught_exception' | 'unhandled_rejection' | undefined;
 }
 
 export type ConfigResult =
@@ -56,6 +62,20 @@ const urlWithScheme = (schemes: string[]) =>
     ),
   );
 
+const UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+const BYTES_MESSAGE = 'must be a number of bytes, optionally with K, M or G (65536, 512M, 2G), at least 64K';
+
+/** `65536`, `512K`, `64M`, `2GiB`: powers of 1024, as disks and SD cards are sold to people who read `df -h`. */
+const byteSize = v.optional(
+  v.pipe(
+    v.string(),
+    v.trim(),
+    v.regex(/^\d+\s*([kmg](i?b)?)?$/i, BYTES_MESSAGE),
+    v.transform((s) => Number.parseInt(s, 10) * UNITS[(/[kmg]/i.exec(s)?.[0] ?? '').toLowerCase()]!),
+    v.minValue(64 * 1024, BYTES_MESSAGE),
+  ),
+);
+
 const picklist = <T extends string>(options: readonly T[], fallback: T) =>
   v.optional(v.picklist(options, `must be one of ${options.join(', ')}`), fallback);
 
@@ -65,6 +85,7 @@ const EnvSchema = v.object({
   MQTT_PORT: wholeNumber(0, 65535, 1883),
   HOST: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), '0.0.0.0'),
   DATABASE_PATH: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), 'data/minaret.db'),
+  DATABASE_MAX_BYTES: byteSize,
   DATA_DIR: optionalText,
   JWT_SECRET: v.optional(v.string()),
   ACCESS_TOKEN_EXPIRE_DAYS: wholeNumber(1, 365, 7),
@@ -83,6 +104,8 @@ const EnvSchema = v.object({
   DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
   DEVICE_EVENTS_MAX_PER_DEVICE: wholeNumber(10, 1_000_000, 1000),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+  SHUTDOWN_TIMEOUT_S: wholeNumber(1, 600, 10),
+  TEST_FAULT: v.optional(v.picklist(['uncaught_exception', 'unhandled_rejection'] as const, 'must be one of uncaught_exception, unhandled_rejection')),
 });
 
 function hasScheme(value: string, schemes: string[]): boolean {
@@ -141,6 +164,9 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
   if (e.NOTIFY_TRANSPORT === 'smtp' && (!e.SMTP_URL || !e.SMTP_FROM)) {
     return { ok: false, error: `${e.SMTP_URL ? 'SMTP_FROM' : 'SMTP_URL'}: required when NOTIFY_TRANSPORT=smtp` };
   }
+  if (e.TEST_FAULT !== undefined && e.NODE_ENV !== 'test') {
+    return { ok: false, error: 'TEST_FAULT: honoured only when NODE_ENV=test; unset it' };
+  }
   const resetHours = Math.min(168, Math.max(1, e.PASSWORD_RESET_TTL_HOURS));
   if (resetHours !== e.PASSWORD_RESET_TTL_HOURS) {
     warnings.push(`PASSWORD_RESET_TTL_HOURS: ${e.PASSWORD_RESET_TTL_HOURS} is outside 1..168; using ${resetHours}`);
@@ -155,6 +181,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       mqttPort: e.MQTT_PORT,
       host: e.HOST,
       databasePath: e.DATABASE_PATH,
+      databaseMaxBytes: e.DATABASE_MAX_BYTES,
       dataDir: e.DATA_DIR ?? (memory ? 'data' : path.dirname(e.DATABASE_PATH)),
       jwtSecret: e.JWT_SECRET,
       accessTokenExpireDays: e.ACCESS_TOKEN_EXPIRE_DAYS,
@@ -172,6 +199,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
       deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,
       logLevel: e.LOG_LEVEL,
+      shutdownTimeoutS: e.SHUTDOWN_TIMEOUT_S,
+      testFault: e.TEST_FAULT,
     },
   };
 }

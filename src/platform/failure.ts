@@ -18,6 +18,7 @@ export type Failure =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'rate_limited'
+  | 'storage_unavailable'
   | 'device_timeout'
   | 'internal_error';
 
