@@ -101,7 +101,7 @@ export function createDevicePlane(deps: {
       commands.close();
       for (const t of timers) clearInterval(t);
       timers = [];
-      telemetry.flush();
+      telemetry.flush(true);
     },
 
     /** A mosque is going away: its transmitters go with it; its players become unbound (config pushed). */

@@ -48,6 +48,11 @@ export const LOGS_KEPT_PER_DEVICE = 500;
 export const STALE_AFTER_MISSED = 3;
 /** Log lines held for the next flush while the database refuses writes: beyond it the oldest go (counted). */
 export const MAX_PENDING_LOGS = 5000;
+/**
+ * After a refused flush the next tries back off (4 s, 8 s, ... 30 s): a write waiting out the busy timeout
+ * blocks the event loop for 5 s, and a retry every 2 s would leave the process no time for anything else.
+ */
+const FLUSH_BACKOFF_MS = { first: 4000, max: 30_000 };
 /** A device that keeps sending bad payloads is noted in its timeline at most this often. */
 const REJECTION_NOTE_INTERVAL_MS = 60_000;
 
@@ -132,6 +137,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   }
   const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
   const touched = new Set<string>();
+  const flushRetry = { backoffMs: 0, at: 0 };
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
@@ -313,18 +319,24 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     /**
      * Writes heartbeats, last-seen times and logs gathered since the last flush, in one transaction. The batch
      * is forgotten only once that committed: a refused flush keeps it for the next (heartbeats merge per
-     * device, logs are capped at MAX_PENDING_LOGS). False when it was refused (reported to the faults).
+     * device, logs are capped at MAX_PENDING_LOGS) and backs off. False when nothing was written; `force`
+     * (the last flush at shutdown) ignores the back-off.
      */
-    flush(): boolean {
+    flush(force = false): boolean {
       if (touched.size === 0 && pendingLogs.length === 0) return true;
+      if (!force && nowMs() < flushRetry.at) return false;
       const ids = [...touched];
       const logs = pendingLogs.slice();
       try {
         writeBatch(ids, logs);
       } catch (err) {
-        deps.faults.report('telemetry flush', err, { devices: ids.length, logs: logs.length });
+        flushRetry.backoffMs = Math.min(FLUSH_BACKOFF_MS.max, flushRetry.backoffMs * 2 || FLUSH_BACKOFF_MS.first);
+        flushRetry.at = nowMs() + flushRetry.backoffMs;
+        deps.faults.report('telemetry flush', err, { devices: ids.length, logs: logs.length, retry_in_ms: flushRetry.backoffMs });
         return false;
       }
+      flushRetry.backoffMs = 0;
+      flushRetry.at = 0;
       for (const id of ids) {
         touched.delete(id);
         const s = live.get(id);
