@@ -4,43 +4,10 @@ import type { DeviceStore } from './devices.ts';
 import type { Faults } from '../platform/faults.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Timeline } from './timeline.ts';
+import type { HeartbeatReport, LogReport, StatusReport } from './device-config.ts';
 
-/** Typed device payloads; their shapes are validated at the broker edge (broker/payloads.ts). */
-export interface StatusReport {
-  v: '1.0';
-  status: string;
-  prev?: string | undefined;
-  reason?: string | undefined;
-  fw?: string | undefined;
-  mac?: string | undefined;
-  ssid?: string | undefined;
-  ip?: string | undefined;
-  rssi?: number | undefined;
-  temp_c?: number | undefined;
-  uptime_s?: number | undefined;
-  config_version?: number | undefined;
-  detail?: Record<string, unknown> | undefined;
-  ts: number;
-}
-
-export interface HeartbeatReport {
-  v: '1.0';
-  status: string;
-  rssi?: number | undefined;
-  ip?: string | undefined;
-  uptime_s?: number | undefined;
-  free_heap?: number | undefined;
-  volume?: number | undefined;
-  config_version?: number | undefined;
-  ts: number;
-}
-
-export interface LogReport {
-  v: '1.0';
-  level: string;
-  msg: string;
-  ts: number;
-}
+// The payload types live beside the statuses they carry; re-exported for the broker edge.
+export type { HeartbeatReport, LogReport, StatusReport };
 
 export const LOG_MAX_BYTES = 512;
 export const LOG_MIN_INTERVAL_MS = 1000;
