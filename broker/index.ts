@@ -33,7 +33,7 @@ export interface Broker {
 
 /** The device door: aedes with the hooks of broker/hooks.ts, on TCP and on WebSocket. */
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
-  const redis = deps.redisUrl ? await redisParts(deps.redisUrl) : null;
+  const redis = deps.redisUrl ? await redisParts(deps.redisUrl, (what, err) => deps.faults.report(what, err)) : null;
   const hooks = createHooks(deps);
   const options: AedesOptions = {
     ...(redis ? { persistence: redis.persistence, mq: redis.mq } : { persistence: createIndexedMemoryPersistence() }),
@@ -110,13 +110,18 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
 }
 
 /** REDIS_URL: persistence and pub/sub through Redis, so several processes can share the devices. */
-async function redisParts(url: string) {
+async function redisParts(url: string, onError: (what: string, err: Error) => void) {
   const { default: redisPersistence } = await import('aedes-persistence-redis');
   const { default: redisEmitter } = await import('mqemitter-redis');
   const conn = new Redis(url, { maxRetriesPerRequest: 3 });
+  // ioredis reconnects by itself; without a listener it prints every failed attempt to stderr.
+  conn.on('error', (err: Error) => onError('redis connection', err));
+  const mq = redisEmitter({ connectionString: url });
+  // mqemitter-redis re-emits its connections' errors on `state`: with no listener that EventEmitter throws.
+  (mq as unknown as { state: EventEmitter }).state.on('error', (err: Error) => onError('redis pub/sub', err));
   return {
     persistence: redisPersistence({ conn }),
-    mq: redisEmitter({ connectionString: url }),
+    mq,
     // aedes.close() closes the emitter; the persistence connection is ours to end.
     async close() {
       conn.disconnect();

@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
@@ -86,3 +88,36 @@ for (const how of ['throws', 'hangs'] as const) {
     assert.equal((db.prepare('SELECT rssi FROM devices WHERE id = ?').get(id) as { rssi: number }).rssi, -57, 'the last flush ran after the failed part');
   });
 }
+
+const REDIS_SERVER = '/usr/bin/redis-server';
+
+/** A redis-server on a free loopback port, without persistence; resolves once it accepts connections. */
+async function startRedis(t: Parameters<typeof connectDevice>[0]): Promise<{ url: string; kill: () => void }> {
+  const probe = net.createServer();
+  const port = await new Promise<number>((resolve) => probe.listen(0, '127.0.0.1', () => resolve((probe.address() as net.AddressInfo).port)));
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  const child = spawn(REDIS_SERVER, ['--save', '', '--appendonly', 'no', '--port', String(port), '--bind', '127.0.0.1'], { stdio: 'ignore' });
+  const kill = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  t.after(kill);
+  await waitFor('redis-server accepting', () => new Promise<boolean>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true))).once('error', () => resolve(false));
+  }), 5000);
+  return { url: `redis://127.0.0.1:${port}`, kill };
+}
+
+test('Redis going away under the broker (REDIS_URL) does not end the process: HTTP and the other door keep answering', { timeout: 60_000 }, async (t) => {
+  if (!fs.existsSync(REDIS_SERVER)) return t.skip(`no redis-server at ${REDIS_SERVER}`);
+  const redis = await startRedis(t);
+  const ts = await startTestService(t, { env: { REDIS_URL: redis.url } });
+  const { id, device } = await transmitterOnline(ts, t);
+
+  redis.kill();
+  // Retained status and session writes now fail inside aedes' persistence: reported, never thrown.
+  device.publish(`devices/${id}/status`, statusPayload('PLAYING', { detail: { source: 'local' } }), { qos: 1, retain: true });
+  device.publish(`devices/${id}/heartbeat`, heartbeatPayload('PLAYING'), { qos: 0 });
+  await new Promise((r) => setTimeout(r, 3000));
+  assert.equal((await ts.http.get('/healthz')).status, 200, 'the HTTP door still answers (and the database is fine)');
+  assert.ok(logged(ts, /^mqtt broker/).length + logged(ts, /^redis connection/).length > 0, 'the Redis failure was reported');
+});
