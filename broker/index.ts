@@ -101,7 +101,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       const unbound = tcpServer.listening ? new Promise<void>((resolve) => tcpServer.close(() => resolve())) : Promise.resolve();
       for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
-      await new Promise<void>((resolve) => aedes.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => aedes.close(() => resolve()));
+      // With Redis unreachable, mqemitter-redis' QUIT never completes: do not wait on it for ever.
+      await (redis ? Promise.race([closed, new Promise((r) => setTimeout(r, 2000).unref())]) : closed);
       for (const socket of sockets) socket.destroy();
       await unbound;
       await redis?.close();
@@ -122,9 +124,13 @@ async function redisParts(url: string, onError: (what: string, err: Error) => vo
   return {
     persistence: redisPersistence({ conn }),
     mq,
-    // aedes.close() closes the emitter; the persistence connection is ours to end.
+    // aedes.close() asks the emitter to QUIT; disconnect() also ends the reconnect loops of all three
+    // connections when Redis is gone, which would otherwise keep the process alive.
     async close() {
       conn.disconnect();
+      const pubSub = mq as unknown as { subConn: Redis; pubConn: Redis };
+      pubSub.subConn.disconnect();
+      pubSub.pubConn.disconnect();
     },
   };
 }
