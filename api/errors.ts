@@ -19,6 +19,7 @@ export const httpStatus = {
   unsupported_media_type: 415,
   rate_limited: 429,
   service_busy: 503,
+  storage_unavailable: 503,
   device_timeout: 504,
   internal_error: 500,
 } as const satisfies Record<Failure, number>;
@@ -40,6 +41,7 @@ const defaultMessage = {
   unsupported_media_type: 'The body must be JSON, sent with Content-Type: application/json.',
   rate_limited: 'Too many requests; try again later.',
   service_busy: 'The service is busy; try again shortly.',
+  storage_unavailable: 'The database cannot take writes right now (full or busy); reading still works. Try again later.',
   device_timeout: 'The device did not acknowledge the command in time.',
   internal_error: 'Internal error.',
 } satisfies Record<Failure, string>;

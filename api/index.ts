@@ -5,6 +5,7 @@ import { requestId } from 'hono/request-id';
 import type { PeopleAuth } from '../src/people/auth.ts';
 import type { Clock } from '../src/platform/clock.ts';
 import type { TrustProxy } from '../src/platform/client-address.ts';
+import { storageFaultOf, type Faults } from '../src/platform/faults.ts';
 import type { Logger } from '../src/platform/log.ts';
 import type { SuperadminAuth } from '../src/people/superadmin.ts';
 import type { AccessTokens } from '../src/people/tokens.ts';
@@ -79,8 +80,10 @@ export interface ApiDeps {
   asyncApi: Record<string, unknown>;
   /** PUBLIC_URL: the origin devices and apps reach this service at; null derives it from each request. */
   publicUrl: string | null;
-  /** The health of each part, for GET /healthz. */
-  health: () => Record<string, boolean>;
+  /** The health of each part, for GET /healthz: 'ok', or what is wrong with it (db: 'full', say). */
+  health: () => Record<string, string>;
+  /** A write the database refused (disk full, busy) is a 503, not a 500: counted and logged there. */
+  faults: Faults;
 }
 
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
@@ -109,8 +112,8 @@ export function createApi(deps: ApiDeps) {
 
   app.get('/healthz', (c) => {
     const parts = deps.health();
-    const healthy = Object.values(parts).every(Boolean);
-    const body = { status: healthy ? 'ok' : 'degraded', ...Object.fromEntries(Object.entries(parts).map(([k, up]) => [k, up ? 'ok' : 'down'])) };
+    const healthy = Object.values(parts).every((state) => state === 'ok');
+    const body = { status: healthy ? 'ok' : 'degraded', ...parts };
     return c.json(body, healthy ? 200 : 503);
   });
 
@@ -143,6 +146,10 @@ export function createApi(deps: ApiDeps) {
       return c.json(errorBody(err.failure, err.message, err.details), httpStatus[err.failure]);
     }
     if (err instanceof HTTPException && err.status === 413) return c.json(errorBody('payload_too_large'), 413);
+    if (storageFaultOf(err)) {
+      deps.faults.report('http write', err, { req_id: c.var.requestId, method: c.req.method, path: c.req.path });
+      return c.json(errorBody('storage_unavailable'), 503);
+    }
     // Never a stack trace to the client: the request id is what an operator needs to find it in the log.
     (c.var.logger ?? deps.logger).error({ err: { message: err.message, stack: err.stack } }, 'unhandled error');
     return c.json(errorBody('internal_error', `Internal error; request id ${c.var.requestId}`), 500);

@@ -175,6 +175,8 @@ export const Device = v.object({
     acks_dropped: count,
     broadcasts_dropped: count,
     connects_refused: count,
+    // Messages the database refused to take (disk full, busy): dropped, never acknowledged as written.
+    writes_failed: count,
   }),
   /** Players only (transmitters: null). */
   entitlement: nullable(
@@ -248,7 +250,12 @@ export const DeviceLogs = v.object({
   lines: v.array(LogLine),
 });
 
-export const Health = v.object({ status: v.picklist(['ok', 'degraded']), db: v.picklist(['ok', 'down']), broker: v.picklist(['ok', 'down']) });
+/** 503 with status `degraded` names the part: the database when it cannot take writes (full, busy...) or be read. */
+export const Health = v.object({
+  status: v.picklist(['ok', 'degraded']),
+  db: v.picklist(['ok', 'full', 'busy', 'io_error', 'read_only', 'down']),
+  broker: v.picklist(['ok', 'down']),
+});
 
 /** A machine-readable document (OpenAPI, AsyncAPI). */
 export const Document = object;

@@ -1,7 +1,8 @@
-import type { AedesPublishPacket, AuthenticateError, Client, PublishPacket, Subscription } from 'aedes';
+import type { AedesOptions, AedesPublishPacket, AuthenticateError, Client, PublishPacket, Subscription } from 'aedes';
 import type { ConnectPacket } from 'aedes';
 import type { DeviceInfo } from '../src/devices/devices.ts';
 import type { Clock } from '../src/platform/clock.ts';
+import type { Faults } from '../src/platform/faults.ts';
 import type { Logger } from '../src/platform/log.ts';
 import { LOG_MIN_INTERVAL_MS, type Telemetry } from '../src/devices/telemetry.ts';
 import { createBudgets, type BudgetChannel, type Rate } from './budgets.ts';
@@ -11,6 +12,8 @@ import { mayReceive, maySubscribe, parseDeviceTopic, publishChannel, type Device
 
 export interface HookDeps {
   logger: Logger;
+  /** Where a hook that threw is counted and logged (at most once a minute), instead of ending the process. */
+  faults: Faults;
   telemetry: Telemetry;
   device: (id: string) => DeviceInfo | null;
   /** As `device`, falling back to the store: for the rare stored will of a device another process registered. */
@@ -68,7 +71,9 @@ const storedWillOf = (client: Client | null, packet: PublishPacket): { brokerId:
 };
 
 /** The broker's hooks, one adapter each over src/. Every check is answered from memory. */
-export function createHooks(deps: HookDeps) {
+type Hooks = Required<Pick<AedesOptions, 'preConnect' | 'authenticate' | 'authorizePublish' | 'authorizeSubscribe' | 'authorizeForward'>>;
+
+export function createHooks(deps: HookDeps): Hooks {
   const wills = new WeakMap<Client, string | null>();
   const entitled = deps.entitled ?? (() => false);
   const budgets = createBudgets({ ...deps.budgets, log: LOG_RATE, broadcast: BROADCAST_RATE }, deps.floodWindowMs);
@@ -162,7 +167,7 @@ export function createHooks(deps: HookDeps) {
     return 'dropped';
   }
 
-  return {
+  const hooks = {
     /** Notes the will topic of the CONNECT so authenticate can refuse a will aimed anywhere but the own status topic. */
     preConnect(client: Client, packet: ConnectPacket, done: (err: Error | null, ok: boolean) => void) {
       wills.set(client, packet.will?.topic ?? null);
@@ -191,7 +196,12 @@ export function createHooks(deps: HookDeps) {
       // The new connection becomes the device's current one now, before aedes closes a taken-over one:
       // that old connection's will and disconnect must not mark the device OFFLINE.
       deps.telemetry.connected(id, client, (client as unknown as { broker: { id: string } }).broker.id);
-      deps.onAuthenticated(id);
+      // A config push that could not be written (disk full) must not keep the device out: it has its retained one.
+      try {
+        deps.onAuthenticated(id);
+      } catch (err) {
+        deps.telemetry.writeFailed(id, 'connect', err);
+      }
       done(null, true);
     },
 
@@ -240,6 +250,74 @@ export function createHooks(deps: HookDeps) {
     authorizeForward(client: Client, packet: AedesPublishPacket): AedesPublishPacket | null {
       const info = deps.device(client.id);
       return info && mayReceive(info, packet.topic, entitled) ? packet : null;
+    },
+  };
+  return guarded(hooks, deps);
+}
+
+/**
+ * Every hook catches its own errors (issue 9): aedes calls them from its socket handlers, where a throw
+ * (SQLITE_FULL, SQLITE_BUSY past the busy timeout, a bug) would end the process and every device with it.
+ * A hook that threw before answering answers as below; one that threw after is only reported.
+ */
+function guarded(hooks: Hooks, deps: HookDeps): Hooks {
+  const once = <A extends unknown[]>(done: (...args: A) => void) => {
+    const answer = Object.assign((...args: A) => ((answer.answered = true), done(...args)), { answered: false });
+    return answer;
+  };
+  return {
+    preConnect(client, packet, done) {
+      const answer = once(done);
+      try {
+        hooks.preConnect(client, packet, answer);
+      } catch (err) {
+        deps.faults.report('mqtt preConnect hook', err);
+        if (!answer.answered) answer(null, true);
+      }
+    },
+    authenticate(client, username, password, done) {
+      const answer = once(done);
+      try {
+        hooks.authenticate(client, username, password, answer);
+      } catch (err) {
+        deps.faults.report('mqtt authenticate hook', err, { client_id: client.id });
+        if (!answer.answered) answer(refuse(3, 'server unavailable'), false);
+      }
+    },
+    // What could not be written is not acknowledged either: qos 0 makes aedes send no PUBACK, so a status
+    // (QoS 1) stays in the device's flight window and is sent again; an acknowledged status is a written one.
+    // The connection stays: MQTT 3.1.1 has no negative acknowledgement, and closing it would not help a full disk.
+    authorizePublish(client, packet, done) {
+      const answer = once(done);
+      const parsed = parseDeviceTopic(packet.topic);
+      try {
+        hooks.authorizePublish(client, packet, answer);
+      } catch (err) {
+        const deviceId = client?.id ?? parsed?.deviceId ?? null;
+        if (deviceId) deps.telemetry.writeFailed(deviceId, parsed?.channel ?? 'publish', err);
+        else deps.faults.report('mqtt publish hook', err);
+        if (answer.answered) return;
+        drop(packet, deviceId ?? 'unknown');
+        packet.qos = 0;
+        answer(null);
+      }
+    },
+    authorizeSubscribe(client, sub, done) {
+      const answer = once(done);
+      try {
+        hooks.authorizeSubscribe(client, sub, answer);
+      } catch (err) {
+        deps.faults.report('mqtt subscribe hook', err, { client_id: client.id });
+        if (!answer.answered) answer(null, null);
+      }
+    },
+    authorizeForward(client, packet) {
+      try {
+        return hooks.authorizeForward(client, packet);
+      } catch (err) {
+        deps.faults.report('mqtt forward hook', err, { client_id: client.id });
+        return null;
+      }
     },
   };
 }

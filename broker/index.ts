@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import net from 'node:net';
 import type http from 'node:http';
 import tls from 'node:tls';
@@ -56,7 +57,7 @@ export interface Broker {
 
 /** The device door: aedes with the hooks of broker/hooks.ts, on TCP and on WebSocket. */
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
-  const redis = deps.redisUrl ? await redisParts(deps.redisUrl) : null;
+  const redis = deps.redisUrl ? await redisParts(deps.redisUrl, (what, err) => deps.faults.report(what, err)) : null;
   const hooks = createHooks(deps);
   const counters: BrokerCounters = { ...newGuardCounters(), queued_messages_dropped: 0 };
   const persistence = redis ? redis.persistence : createIndexedMemoryPersistence();
@@ -82,6 +83,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     if (connack.returnCode === 0 && client.conn instanceof GuardedStream) client.conn.trust();
   });
   const ready = new WeakSet<Client>();
+  // A persistence or pub/sub failure (Redis gone, a stored will that could not be published) is reported,
+  // not thrown: an 'error' event with no listener ends the process, and every device with it.
+  (aedes as unknown as EventEmitter).on('error', (err: Error) => deps.faults.report('mqtt broker', err)); // not in aedes' types
   aedes.on('clientReady', (client) => ready.add(client));
   // After aedes has published the will (if any): presence per connection, so a taken-over connection's
   // goodbye does not touch the device's new connection.
@@ -168,7 +172,9 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       const unbound = Promise.all([unbind(tcpServer), unbind(tlsServer)]);
       for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
-      await new Promise<void>((resolve) => aedes.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => aedes.close(() => resolve()));
+      // With Redis unreachable, mqemitter-redis' QUIT never completes: do not wait on it for ever.
+      await (redis ? Promise.race([closed, new Promise((r) => setTimeout(r, 2000).unref())]) : closed);
       for (const socket of sockets) socket.destroy();
       await unbound;
       await redis?.close();
@@ -177,17 +183,26 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
 }
 
 /** REDIS_URL: persistence and pub/sub through Redis, so several processes can share the devices. */
-async function redisParts(url: string) {
+async function redisParts(url: string, onError: (what: string, err: Error) => void) {
   const { default: redisPersistence } = await import('aedes-persistence-redis');
   const { default: redisEmitter } = await import('mqemitter-redis');
   const conn = new Redis(url, { maxRetriesPerRequest: 3 });
+  // ioredis reconnects by itself; without a listener it prints every failed attempt to stderr.
+  conn.on('error', (err: Error) => onError('redis connection', err));
+  const mq = redisEmitter({ connectionString: url });
+  // mqemitter-redis re-emits its connections' errors on `state`: with no listener that EventEmitter throws.
+  (mq as unknown as { state: EventEmitter }).state.on('error', (err: Error) => onError('redis pub/sub', err));
   return {
     conn,
     persistence: redisPersistence({ conn }),
-    mq: redisEmitter({ connectionString: url }),
-    // aedes.close() closes the emitter; the persistence connection is ours to end.
+    mq,
+    // aedes.close() asks the emitter to QUIT; disconnect() also ends the reconnect loops of all three
+    // connections when Redis is gone, which would otherwise keep the process alive.
     async close() {
       conn.disconnect();
+      const pubSub = mq as unknown as { subConn: Redis; pubConn: Redis };
+      pubSub.subConn.disconnect();
+      pubSub.pubConn.disconnect();
     },
   };
 }

@@ -20,6 +20,8 @@ import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
 import type { Config } from './platform/config.ts';
 import { migrate, openDatabase, type Db } from './platform/db.ts';
+import { createFaults, storageFaultOf } from './platform/faults.ts';
+import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
 import type { Logger } from './platform/log.ts';
@@ -76,7 +78,8 @@ export interface Service {
   close(): Promise<void>;
 }
 
-export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
+/** The process's logger; `fatal` is for the process edge only (main.ts), the rest of the code gets a Logger. */
+export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal(obj: object, msg?: string): void } {
   return pino({ level: config.logLevel, base: { service: 'minaret' } });
 }
 
@@ -110,24 +113,25 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const logger = opts.logger ?? createLogger(config);
   const jwtSecret = resolveJwtSecret(config, logger);
   const tlsCredentials = readTls(config, logger);
-  const closers: Array<() => unknown> = [];
-  const closeAll = async () => {
-    for (const close of closers.splice(0).reverse()) await close();
-  };
+  // Closed in reverse order of creation; then `finals` in order (the last flush, then db.close), always.
+  const closers: Closer[] = [];
+  const finals: Closer[] = [];
+  const closeAll = () => closeInOrder(closers.splice(0).reverse(), finals.splice(0), { deadlineMs: config.shutdownTimeoutS * 1000, logger });
 
   try {
-    const db = openDatabase(config.databasePath);
-    closers.push(() => db.close());
-    logger.info({ database: config.databasePath, schema_version: migrate(db) }, 'database ready');
+    const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
+    finals.push({ name: 'database', close: () => db.close() });
+    logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config), ...storageLimit(db, config) }, 'database ready');
+    const faults = createFaults({ db, clock, logger });
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
-    closers.push(() => hasher.close());
+    closers.push({ name: 'password hasher', close: () => hasher.close() });
     const transport = opts.transport ?? createTransport(config, logger);
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
-    closers.push(() => notifier.close());
+    closers.push({ name: 'notifier', close: () => notifier.close() });
 
     const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier);
     const plane = createDevicePlane({
-      db, clock, config, logger, mosques: people.mosques, activity: people.activity,
+      db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
     });
@@ -145,7 +149,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
 
     const broker = await createBroker({
-      logger, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, telemetry: plane.telemetry,
+      logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, telemetry: plane.telemetry,
       device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
@@ -160,31 +164,38 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       // Several processes share the broker through Redis and this one SQLite file: another process's
       // revocations, rotations and deletions reach this one's in-memory caches within this period.
       const reload = setInterval(() => {
-        people.users.reloadVersions();
-        plane.devices.reloadAll();
-        plane.entitlement.reloadAll();
+        try {
+          people.users.reloadVersions();
+          plane.devices.reloadAll();
+          plane.entitlement.reloadAll();
+        } catch (err) {
+          faults.report('shared cache reload', err);
+        }
       }, SHARED_CACHE_RELOAD_MS);
       reload.unref();
-      closers.push(() => clearInterval(reload));
+      closers.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
     }
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
-    closers.push(() => sender.close?.());
+    closers.push({ name: 'push sender', close: () => sender.close?.() });
     const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
     people.broadcastHooks.onStart = fanout.onStart;
     people.broadcastHooks.onStop = fanout.onStop;
-    const outboxTimer = setInterval(() => void outbox.drain().catch((err: Error) => logger.error({ err: err.message }, 'push outbox failed')), 1000);
+    const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);
     outboxTimer.unref();
-    closers.push(() => clearInterval(outboxTimer));
-    // Reverse order on close: the broker goes first (its goodbyes land in the timeline), then the last flush.
-    closers.push(() => plane.stop());
-    closers.push(() => broker.close());
+    closers.push({ name: 'push outbox', close: () => clearInterval(outboxTimer) });
+    // The broker closes before the last flush (its goodbyes land in the timeline), the flush before db.close.
+    finals.unshift({ name: 'device plane (last telemetry flush)', close: () => plane.stop() });
+    closers.push({ name: 'broker', close: () => broker.close() });
 
     const dbCheck = db.prepare('SELECT 1 AS up');
-    const health = () => ({ db: safely(() => dbCheck.get() !== undefined), broker: broker.isHealthy() });
+    const health = () => ({
+      db: safely(() => dbCheck.get() !== undefined) ? faults.storageState() : 'down',
+      broker: broker.isHealthy() ? 'ok' : 'down',
+    });
     const api = createApi({
-      ...people, logger, clock, health, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
+      ...people, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
       asyncApi: buildAsyncApi(), publicUrl: config.publicUrl,
       authRateLimit: config.authRateLimit,
@@ -199,10 +210,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
     let mqttPort = config.mqttPort;
     const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
-    closers.push(() => {
-      const stopped = closeHttp(httpServer);
-      broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
-      return stopped;
+    closers.push({
+      name: 'http server',
+      close: () => {
+        const stopped = closeHttp(httpServer);
+        broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
+        return stopped;
+      },
     });
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
@@ -258,6 +272,26 @@ function readTls(config: Config, logger: Logger): TlsCredentials | undefined {
   if (!loaded.ok) throw new StartupError(loaded.error);
   logger.info({ cert_file: config.tlsCertFile, valid_to: loaded.credentials.validTo }, 'mqtts certificate loaded');
   return loaded.credentials;
+}
+
+/** A database already at DATABASE_MAX_BYTES has no room for a migration: say so in one line, not a stack. */
+function migrateOrExplain(db: Db, config: Config): number {
+  try {
+    return migrate(db);
+  } catch (err) {
+    if (storageFaultOf(err) !== 'full') throw err;
+    const setting = config.databaseMaxBytes === undefined ? 'DATABASE_PATH: the disk' : 'DATABASE_MAX_BYTES: the limit';
+    throw new StartupError(`${setting} leaves no room to update the database schema; free space or raise the limit`);
+  }
+}
+
+/** The cap and how much of it is in use, for the start-up line (SQLite never sets the cap below the file's size). */
+function storageLimit(db: Db, config: Config): Record<string, number> {
+  if (config.databaseMaxBytes === undefined) return {};
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  const used = (db.pragma('page_count', { simple: true }) as number) - (db.pragma('freelist_count', { simple: true }) as number);
+  const max = db.pragma('max_page_count', { simple: true }) as number;
+  return { database_max_bytes: max * pageSize, database_used_bytes: used * pageSize };
 }
 
 function safely(check: () => boolean): boolean {

@@ -71,3 +71,40 @@ export const STATUSES = {
 export function isStatusOf(kind: DeviceKind, status: string): boolean {
   return (STATUSES[kind] as readonly string[]).includes(status);
 }
+
+/** Typed device payloads; their shapes are validated at the broker edge (broker/payloads.ts). */
+export interface StatusReport {
+  v: '1.0';
+  status: string;
+  prev?: string | undefined;
+  reason?: string | undefined;
+  fw?: string | undefined;
+  mac?: string | undefined;
+  ssid?: string | undefined;
+  ip?: string | undefined;
+  rssi?: number | undefined;
+  temp_c?: number | undefined;
+  uptime_s?: number | undefined;
+  config_version?: number | undefined;
+  detail?: Record<string, unknown> | undefined;
+  ts: number;
+}
+
+export interface HeartbeatReport {
+  v: '1.0';
+  status: string;
+  rssi?: number | undefined;
+  ip?: string | undefined;
+  uptime_s?: number | undefined;
+  free_heap?: number | undefined;
+  volume?: number | undefined;
+  config_version?: number | undefined;
+  ts: number;
+}
+
+export interface LogReport {
+  v: '1.0';
+  level: string;
+  msg: string;
+  ts: number;
+}

@@ -2,6 +2,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Db } from '../platform/db.ts';
+import type { Faults } from '../platform/faults.ts';
 import type { DeviceLink } from './device-link.ts';
 import { createDeviceService } from './device-service.ts';
 import { createDeviceStore, type DeviceRow } from './devices.ts';
@@ -28,6 +29,7 @@ export function createDevicePlane(deps: {
   clock: Clock;
   config: Config;
   logger: Logger;
+  faults: Faults;
   mosques: MosqueStore;
   activity: ActivityLog;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
@@ -36,7 +38,7 @@ export function createDevicePlane(deps: {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock);
   const timeline = createTimeline(db, clock);
-  const telemetry = createTelemetry({ db, clock, devices, timeline, logger });
+  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours });
   let link: DeviceLink | null = null;
@@ -72,7 +74,7 @@ export function createDevicePlane(deps: {
       try {
         fn();
       } catch (err) {
-        logger.error({ err: (err as Error).message }, `${what} failed`);
+        deps.faults.report(what, err); // a timer never throws out: that would end the process
       }
     }, ms);
     timer.unref();
@@ -103,7 +105,7 @@ export function createDevicePlane(deps: {
       commands.close();
       for (const t of timers) clearInterval(t);
       timers = [];
-      telemetry.flush();
+      telemetry.flush(true);
     },
 
     /** A mosque is going away: its transmitters go with it; its players become unbound (config pushed). */

@@ -1,50 +1,25 @@
 import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { DeviceStore } from './devices.ts';
+import type { Faults } from '../platform/faults.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Timeline } from './timeline.ts';
+import type { HeartbeatReport, LogReport, StatusReport } from './device-config.ts';
 
-/** Typed device payloads; their shapes are validated at the broker edge (broker/payloads.ts). */
-export interface StatusReport {
-  v: '1.0';
-  status: string;
-  prev?: string | undefined;
-  reason?: string | undefined;
-  fw?: string | undefined;
-  mac?: string | undefined;
-  ssid?: string | undefined;
-  ip?: string | undefined;
-  rssi?: number | undefined;
-  temp_c?: number | undefined;
-  uptime_s?: number | undefined;
-  config_version?: number | undefined;
-  detail?: Record<string, unknown> | undefined;
-  ts: number;
-}
-
-export interface HeartbeatReport {
-  v: '1.0';
-  status: string;
-  rssi?: number | undefined;
-  ip?: string | undefined;
-  uptime_s?: number | undefined;
-  free_heap?: number | undefined;
-  volume?: number | undefined;
-  config_version?: number | undefined;
-  ts: number;
-}
-
-export interface LogReport {
-  v: '1.0';
-  level: string;
-  msg: string;
-  ts: number;
-}
+// The payload types live beside the statuses they carry; re-exported for the broker edge.
+export type { HeartbeatReport, LogReport, StatusReport };
 
 export const LOG_MAX_BYTES = 512;
 export const LOG_MIN_INTERVAL_MS = 1000;
 export const LOGS_KEPT_PER_DEVICE = 500;
 export const STALE_AFTER_MISSED = 3;
+/** Log lines held for the next flush while the database refuses writes: beyond it the oldest go (counted). */
+export const MAX_PENDING_LOGS = 5000;
+/**
+ * After a refused flush the next tries back off (4 s, 8 s, ... 30 s): a write waiting out the busy timeout
+ * blocks the event loop for 5 s, and a retry every 2 s would leave the process no time for anything else.
+ */
+const FLUSH_BACKOFF_MS = { first: 4000, max: 30_000 };
 /** A device that keeps sending bad payloads, or more than its budget, is noted in its timeline at most this often. */
 const REJECTION_NOTE_INTERVAL_MS = 60_000;
 
@@ -69,6 +44,8 @@ export interface DeviceCounters {
   broadcasts_dropped: number;
   /** CONNECTs refused while banned for flapping or flooding. */
   connects_refused: number;
+  /** Messages dropped because the database refused the write (disk full, busy). */
+  writes_failed: number;
 }
 
 interface Live {
@@ -100,7 +77,7 @@ const newLive = (status: string, lastSeenMs: number | null): Live => ({
 
 const newCounters = (): DeviceCounters => ({
   status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0,
-  status_dropped: 0, heartbeats_dropped: 0, acks_dropped: 0, broadcasts_dropped: 0, connects_refused: 0,
+  status_dropped: 0, heartbeats_dropped: 0, acks_dropped: 0, broadcasts_dropped: 0, connects_refused: 0, writes_failed: 0,
 });
 
 export interface StatusChange {
@@ -122,7 +99,7 @@ export interface LoggingState {
  * takeover, the old connection's disconnect arrives after the new one is up). Status transitions are
  * written at once; heartbeats and logs live in memory and are flushed in batches, one transaction each.
  */
-export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; onStatusChange?: (c: StatusChange) => void }) {
+export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void }) {
   const { db, devices, timeline } = deps;
   const writeStatus = db.prepare(
     `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = COALESCE(@seen, last_seen_at),
@@ -152,6 +129,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   const brokers = new WeakMap<object, string>();
   const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
   const touched = new Set<string>();
+  const flushRetry = { backoffMs: 0, at: 0 };
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
@@ -163,6 +141,43 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   };
   const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
   const nowMs = () => deps.clock();
+
+  /** A message the database would not take: dropped and counted; the device and the service go on. */
+  function writeFailed(id: string, channel: string, err: unknown): void {
+    const s = live.get(id);
+    if (s) s.counters.writes_failed++;
+    deps.faults.report(`device ${channel}`, err, { device_id: id });
+  }
+
+  /** One transaction for the whole batch; a device deleted since is skipped. */
+  function writeBatch(ids: string[], logs: typeof pendingLogs): void {
+    db.transaction(() => {
+      for (const id of ids) {
+        const s = live.get(id);
+        if (!s || !devices.info(id)) continue;
+        const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
+        const hb = s.pendingHeartbeat;
+        if (hb) writeHeartbeat.run({ id, last_seen: seen, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime_s: hb.uptime_s ?? null, free_heap: hb.free_heap ?? null, volume: hb.volume ?? null, config_version: hb.config_version ?? null });
+        else touchOnly.run(seen, id);
+      }
+      const logged = new Set<string>();
+      for (const l of logs) {
+        if (!devices.info(l.deviceId)) continue;
+        insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
+        logged.add(l.deviceId);
+      }
+      for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
+    })();
+  }
+
+  /** A timeline note beside a fact held in memory (connected, rejected): losing the note must not lose the fact. */
+  function note(id: string, entry: Parameters<Timeline['record']>[0]): void {
+    try {
+      timeline.record(entry);
+    } catch (err) {
+      writeFailed(id, `${entry.kind} note`, err);
+    }
+  }
 
   function transition(id: string, report: Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>, source: string): void {
     const s = stateOf(id);
@@ -205,10 +220,14 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       s.counters.connects++;
       touched.add(id);
       if (brokerId !== undefined) brokers.set(connection, brokerId);
-      db.transaction(() => {
-        timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
-        if (brokerId !== undefined) devices.claimConnection(id, brokerId);
-      })();
+      try {
+        db.transaction(() => {
+          timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
+          if (brokerId !== undefined) devices.claimConnection(id, brokerId);
+        })();
+      } catch (err) {
+        writeFailed(id, 'connected note', err);
+      }
     },
 
     /**
@@ -224,13 +243,17 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       s.connection = null;
       const brokerId = brokers.get(connection);
       if (!devices.info(id)) return true;
-      const owner = brokerId === undefined ? null : devices.connectionOwner(id);
-      const takenOver = owner !== null && owner !== brokerId;
-      db.transaction(() => {
-        timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason: takenOver ? 'taken_over' : reason });
-        if (brokerId !== undefined) devices.releaseConnection(id, brokerId);
-      })();
-      if (!takenOver && s.status !== 'OFFLINE' && s.status !== 'UNKNOWN') transition(id, { status: 'OFFLINE', reason: 'disconnect', prev: s.status }, 'backend');
+      try {
+        const owner = brokerId === undefined ? null : devices.connectionOwner(id);
+        const takenOver = owner !== null && owner !== brokerId;
+        db.transaction(() => {
+          timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason: takenOver ? 'taken_over' : reason });
+          if (brokerId !== undefined) devices.releaseConnection(id, brokerId);
+        })();
+        if (!takenOver && s.status !== 'OFFLINE' && s.status !== 'UNKNOWN') transition(id, { status: 'OFFLINE', reason: 'disconnect', prev: s.status }, 'backend');
+      } catch (err) {
+        writeFailed(id, 'disconnected note', err); // the stale sweep marks it OFFLINE later
+      }
       return true;
     },
 
@@ -247,6 +270,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     /** The newest heartbeat, fresher than the row between flushes. */
     lastHeartbeat: (id: string) => live.get(id)?.lastHeartbeat ?? null,
     counters: (id: string): DeviceCounters => ({ ...(live.get(id)?.counters ?? newCounters()) }),
+    writeFailed,
 
     status(id: string, report: StatusReport): void {
       const s = stateOf(id);
@@ -286,6 +310,11 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       }
       s.lastLogMs = now;
       s.counters.logs_accepted++;
+      if (pendingLogs.length >= MAX_PENDING_LOGS) {
+        const oldest = pendingLogs.shift()!;
+        stateOf(oldest.deviceId).counters.logs_dropped++;
+        deps.faults.report('telemetry backlog', { message: `${MAX_PENDING_LOGS} log lines wait for a flush; the oldest was dropped` });
+      }
       pendingLogs.push({ deviceId: id, at: toUnixSeconds(now), report });
       return true;
     },
@@ -296,10 +325,10 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       if (refusedTopic) s.counters.publishes_refused++;
       else s.counters.payloads_rejected++;
       const now = nowMs();
-      const note = refusedTopic ? 'publish' : 'payload';
-      if (now - s.lastNoteMs[note] < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
-      s.lastNoteMs[note] = now;
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: refusedTopic ? 'publish_refused' : 'payload_rejected', reason, detail: { channel, counters: { ...s.counters } } });
+      const kind = refusedTopic ? 'publish' : 'payload';
+      if (now - s.lastNoteMs[kind] < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
+      s.lastNoteMs[kind] = now;
+      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: refusedTopic ? 'publish_refused' : 'payload_rejected', reason, detail: { channel, counters: { ...s.counters } } });
     },
 
     /**
@@ -337,34 +366,46 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
         if (!info) continue;
         if (now - s.lastSeenMs > STALE_AFTER_MISSED * info.settings.heartbeat_secs * 1000) stale.push(id);
       }
-      for (const id of stale) transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
-      return stale;
+      const marked: string[] = [];
+      for (const id of stale) {
+        try {
+          transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
+          marked.push(id);
+        } catch (err) {
+          writeFailed(id, 'stale sweep', err); // still stale in memory: the next sweep tries again
+        }
+      }
+      return marked;
     },
 
-    /** Writes heartbeats, last-seen times and logs gathered since the last flush, in one transaction. */
-    flush(): void {
-      if (touched.size === 0 && pendingLogs.length === 0) return;
-      const logs = pendingLogs.splice(0);
+    /**
+     * Writes heartbeats, last-seen times and logs gathered since the last flush, in one transaction. The batch
+     * is forgotten only once that committed: a refused flush keeps it for the next (heartbeats merge per
+     * device, logs are capped at MAX_PENDING_LOGS) and backs off. False when nothing was written; `force`
+     * (the last flush at shutdown) ignores the back-off.
+     */
+    flush(force = false): boolean {
+      if (touched.size === 0 && pendingLogs.length === 0) return true;
+      if (!force && nowMs() < flushRetry.at) return false;
       const ids = [...touched];
-      touched.clear();
-      db.transaction(() => {
-        for (const id of ids) {
-          const s = live.get(id);
-          if (!s || !devices.info(id)) continue;
-          const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
-          const hb = s.pendingHeartbeat;
-          s.pendingHeartbeat = null;
-          if (hb) writeHeartbeat.run({ id, last_seen: seen, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime_s: hb.uptime_s ?? null, free_heap: hb.free_heap ?? null, volume: hb.volume ?? null, config_version: hb.config_version ?? null });
-          else touchOnly.run(seen, id);
-        }
-        const logged = new Set<string>();
-        for (const l of logs) {
-          if (!devices.info(l.deviceId)) continue;
-          insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
-          logged.add(l.deviceId);
-        }
-        for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
-      })();
+      const logs = pendingLogs.slice();
+      try {
+        writeBatch(ids, logs);
+      } catch (err) {
+        flushRetry.backoffMs = Math.min(FLUSH_BACKOFF_MS.max, flushRetry.backoffMs * 2 || FLUSH_BACKOFF_MS.first);
+        flushRetry.at = nowMs() + flushRetry.backoffMs;
+        deps.faults.report('telemetry flush', err, { devices: ids.length, logs: logs.length, retry_in_ms: flushRetry.backoffMs });
+        return false;
+      }
+      flushRetry.backoffMs = 0;
+      flushRetry.at = 0;
+      for (const id of ids) {
+        touched.delete(id);
+        const s = live.get(id);
+        if (s) s.pendingHeartbeat = null;
+      }
+      pendingLogs.splice(0, logs.length);
+      return true;
     },
 
     recentLogs(id: string, limit: number) {

@@ -15,6 +15,8 @@ export interface Config {
   /** PUBLIC_URL's origin (no trailing slash), or null: device credentials then take the request's host. */
   publicUrl: string | null;
   databasePath: string;
+  /** Caps the database file (SQLite max_page_count); undefined: no cap but the disk. */
+  databaseMaxBytes: number | undefined;
   dataDir: string;
   jwtSecret: string | undefined;
   accessTokenExpireDays: number;
@@ -49,6 +51,10 @@ export interface Config {
   /** Reconnect flapping: more than maxConnects CONNECTs of one device in windowS are refused for banS. */
   mqttFlap: { maxConnects: number; windowS: number; banS: number };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** The whole graceful stop (signal or fatal error) gets this long before the process exits anyway. */
+  shutdownTimeoutS: number;
+  /** Tests only (refused unless NODE_ENV=test): a fault main.ts raises on SIGUSR2, to test the fatal-error policy. */
+  testFault: 'uncaught_exception' | 'unhandled_rejection' | undefined;
 }
 
 /** What an MQTT connection may cost before and after it is trusted (issue 9). */
@@ -90,6 +96,20 @@ const urlWithScheme = (schemes: string[]) =>
     ),
   );
 
+const UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+const BYTES_MESSAGE = 'must be a number of bytes, optionally with K, M or G (65536, 512M, 2G), at least 64K';
+
+/** `65536`, `512K`, `64M`, `2GiB`: powers of 1024, as disks and SD cards are sold to people who read `df -h`. */
+const byteSize = v.optional(
+  v.pipe(
+    v.string(),
+    v.trim(),
+    v.regex(/^\d+\s*([kmg](i?b)?)?$/i, BYTES_MESSAGE),
+    v.transform((s) => Number.parseInt(s, 10) * UNITS[(/[kmg]/i.exec(s)?.[0] ?? '').toLowerCase()]!),
+    v.minValue(64 * 1024, BYTES_MESSAGE),
+  ),
+);
+
 const picklist = <T extends string>(options: readonly T[], fallback: T) =>
   v.optional(v.picklist(options, `must be one of ${options.join(', ')}`), fallback);
 
@@ -110,6 +130,7 @@ const EnvSchema = v.object({
     ),
   ),
   DATABASE_PATH: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), 'data/minaret.db'),
+  DATABASE_MAX_BYTES: byteSize,
   DATA_DIR: optionalText,
   JWT_SECRET: v.optional(v.string()),
   ACCESS_TOKEN_EXPIRE_DAYS: wholeNumber(1, 365, 7),
@@ -156,6 +177,8 @@ const EnvSchema = v.object({
   MQTT_FLAP_WINDOW_S: wholeNumber(1, 86_400, 60),
   MQTT_FLAP_BAN_S: wholeNumber(1, 86_400, 60),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+  SHUTDOWN_TIMEOUT_S: wholeNumber(1, 600, 10),
+  TEST_FAULT: v.optional(v.picklist(['uncaught_exception', 'unhandled_rejection'] as const, 'must be one of uncaught_exception, unhandled_rejection')),
 });
 
 function hasScheme(value: string, schemes: string[]): boolean {
@@ -222,6 +245,9 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
   }
   const tlsProblem = checkTls(e, warnings);
   if (tlsProblem) return { ok: false, error: tlsProblem };
+  if (e.TEST_FAULT !== undefined && e.NODE_ENV !== 'test') {
+    return { ok: false, error: 'TEST_FAULT: honoured only when NODE_ENV=test; unset it' };
+  }
   const resetHours = Math.min(168, Math.max(1, e.PASSWORD_RESET_TTL_HOURS));
   if (resetHours !== e.PASSWORD_RESET_TTL_HOURS) {
     warnings.push(`PASSWORD_RESET_TTL_HOURS: ${e.PASSWORD_RESET_TTL_HOURS} is outside 1..168; using ${resetHours}`);
@@ -240,6 +266,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       host: e.HOST,
       publicUrl: e.PUBLIC_URL ?? null,
       databasePath: e.DATABASE_PATH,
+      databaseMaxBytes: e.DATABASE_MAX_BYTES,
       dataDir: e.DATA_DIR ?? (memory ? 'data' : path.dirname(e.DATABASE_PATH)),
       jwtSecret: e.JWT_SECRET,
       accessTokenExpireDays: e.ACCESS_TOKEN_EXPIRE_DAYS,
@@ -282,6 +309,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       deviceFloodWindowS: e.DEVICE_FLOOD_WINDOW_S,
       mqttFlap: { maxConnects: e.MQTT_FLAP_MAX_CONNECTS, windowS: e.MQTT_FLAP_WINDOW_S, banS: e.MQTT_FLAP_BAN_S },
       logLevel: e.LOG_LEVEL,
+      shutdownTimeoutS: e.SHUTDOWN_TIMEOUT_S,
+      testFault: e.TEST_FAULT,
     },
   };
 }

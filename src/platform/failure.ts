@@ -19,6 +19,7 @@ export type Failure =
   | 'unsupported_media_type'
   | 'rate_limited'
   | 'service_busy'
+  | 'storage_unavailable'
   | 'device_timeout'
   | 'internal_error';
 

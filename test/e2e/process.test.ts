@@ -1,110 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { httpClient } from '../support/service.ts';
+import { baseEnv, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
 
 // The real process (src/main.ts) as an operator runs it: settings from the environment, one stderr line
 // on a bad start, JSON logs on stdout, a graceful stop on SIGTERM and SIGINT.
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const GOOD_SECRET = 'process-test-secret-0123456789-abcdefghijklmnop';
-
-interface Run {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function tempDir(t: TestContext): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-proc-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** A clean environment (nothing inherited but PATH and HOME) so the host's settings cannot leak in. */
-function baseEnv(dir: string, extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? dir,
-    NODE_ENV: 'test',
-    HOST: '127.0.0.1',
-    HTTP_PORT: '0',
-    MQTT_PORT: '0',
-    DATABASE_PATH: path.join(dir, 'minaret.db'),
-    DATA_DIR: dir,
-    JWT_SECRET: GOOD_SECRET,
-    BCRYPT_COST: '4',
-    ...extra,
-  };
-}
-
-function startProcess(t: TestContext, env: Record<string, string>): Run {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
-  child.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
-  );
-  // A test that failed half way must not leave a server behind.
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await exited;
-    }
-  });
-  return { child, stdout: () => out, stderr: () => err, exited };
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Runs the process to its end; it must stop on its own (a refused start). */
-async function runToExit(t: TestContext, env: Record<string, string>) {
-  const run = startProcess(t, env);
-  const { code } = await withTimeout(run.exited, 20_000, 'the process to exit');
-  return { code, stdout: run.stdout(), stderrLines: run.stderr().split('\n').filter((l) => l !== '') };
-}
-
-function logLines(stdout: string): Array<Record<string, any>> {
-  return stdout
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as Record<string, any>);
-}
-
-/** Waits for the 'minaret is listening' line; returns its ports. */
-async function listening(run: Run): Promise<{ http_port: number; mqtt_port: number }> {
-  const found = () => logLines(run.stdout()).find((l) => l.msg === 'minaret is listening');
-  await withTimeout(
-    new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (found()) return resolve();
-        if (run.child.exitCode !== null) return reject(new Error(`exited early: ${run.stderr()}`));
-        setTimeout(check, 25);
-      };
-      check();
-    }),
-    20_000,
-    'minaret is listening',
-  );
-  const line = found()!;
-  assert.equal(typeof line.http_port, 'number');
-  assert.ok(line.http_port > 0);
-  return { http_port: line.http_port, mqtt_port: line.mqtt_port };
-}
 
 function listenOnLoopback(server: net.Server, port = 0): Promise<number> {
   return new Promise((resolve, reject) => {

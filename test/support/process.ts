@@ -4,11 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
+import assert from 'node:assert/strict';
 
 /** The real process as an operator starts it (node or npm), its output, and its end. */
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const SECRET = 'process-test-secret-0123456789-abcdefghijklmnop';
+export const GOOD_SECRET = 'process-test-secret-0123456789-abcdefghijklmnop';
 
 export interface Run {
   child: ChildProcess;
@@ -34,7 +35,7 @@ export function baseEnv(dir: string, extra: Record<string, string> = {}): Record
     MQTT_PORT: '0',
     DATABASE_PATH: path.join(dir, 'minaret.db'),
     DATA_DIR: dir,
-    JWT_SECRET: SECRET,
+    JWT_SECRET: GOOD_SECRET,
     BCRYPT_COST: '4',
     ...extra,
   };
@@ -107,4 +108,12 @@ export function isAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/** Waits for the 'minaret is listening' line; returns its ports. */
+export async function listening(run: Run): Promise<{ http_port: number; mqtt_port: number }> {
+  const line = await logLine(run, 'minaret is listening');
+  assert.equal(typeof line.http_port, 'number');
+  assert.ok(line.http_port > 0);
+  return { http_port: line.http_port, mqtt_port: line.mqtt_port };
 }

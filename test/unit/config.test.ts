@@ -47,6 +47,12 @@ const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['production without a JWT secret', { NODE_ENV: 'production', NOTIFY_TRANSPORT: 'webhook', NOTIFY_WEBHOOK_URL: 'https://h/x' }, /^JWT_SECRET: required when NODE_ENV=production/],
   ['the console transport in production', { NODE_ENV: 'production', JWT_SECRET: SECRET }, /^NOTIFY_TRANSPORT: console .*refused/],
   ['an unknown log level', { LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
+  ['a database cap that is not a size', { DATABASE_MAX_BYTES: 'lots' }, /^DATABASE_MAX_BYTES: must be a number of bytes.*"lots"/],
+  ['a database cap under 64K', { DATABASE_MAX_BYTES: '4096' }, /^DATABASE_MAX_BYTES: .*at least 64K/],
+  ['a database cap in an unknown unit', { DATABASE_MAX_BYTES: '5T' }, /^DATABASE_MAX_BYTES: /],
+  ['a shutdown timeout of zero', { SHUTDOWN_TIMEOUT_S: '0' }, /^SHUTDOWN_TIMEOUT_S: .*1 to 600/],
+  ['TEST_FAULT outside tests', { TEST_FAULT: 'uncaught_exception' }, /^TEST_FAULT: honoured only when NODE_ENV=test/],
+  ['an unknown TEST_FAULT', { NODE_ENV: 'test', TEST_FAULT: 'meteor' }, /^TEST_FAULT: must be one of/],
   ['an unknown NODE_ENV', { NODE_ENV: 'staging' }, /^NODE_ENV: /],
   ['a PUBLIC_URL that is not http(s)', { PUBLIC_URL: 'ftp://minaret.example.org' }, /^PUBLIC_URL: must be an http or https origin/],
   ['a PUBLIC_URL with a path', { PUBLIC_URL: 'https://minaret.example.org/api/v1' }, /^PUBLIC_URL: must be an http or https origin/],
@@ -138,4 +144,22 @@ test('device budgets and flapping default to the issue\'s figures and take their
   assert.deepEqual([r.config.deviceBudgets.status, r.config.deviceBudgets.ack], [{ perSecond: 4, burst: 10 }, { perSecond: 10, burst: 50 }]);
   assert.equal(r.config.deviceFloodWindowS, 10);
   assert.deepEqual(r.config.mqttFlap, { maxConnects: 5, windowS: 30, banS: 300 });
+});
+
+test('DATABASE_MAX_BYTES takes bytes or K, M, G (powers of 1024); unset means no cap; SHUTDOWN_TIMEOUT_S defaults to 10', () => {
+  const size = (value: string | undefined) => {
+    const r = loadConfig(value === undefined ? {} : { DATABASE_MAX_BYTES: value });
+    assert.ok(r.ok, value);
+    return r.config.databaseMaxBytes;
+  };
+  assert.equal(size(undefined), undefined);
+  assert.equal(size('65536'), 65536);
+  assert.equal(size('512K'), 512 * 1024);
+  assert.equal(size('64m'), 64 * 1024 ** 2);
+  assert.equal(size('2GiB'), 2 * 1024 ** 3);
+  assert.equal(size(' 8 MB '), 8 * 1024 ** 2);
+  const r = loadConfig({});
+  assert.ok(r.ok);
+  assert.equal(r.config.shutdownTimeoutS, 10);
+  assert.equal(r.config.testFault, undefined);
 });
