@@ -4,7 +4,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { requestId } from 'hono/request-id';
 import type { PeopleAuth } from '../src/people/auth.ts';
 import type { Clock } from '../src/platform/clock.ts';
-import type { TrustProxy } from '../src/platform/client-address.ts';
+import type { TrustProxy } from '../src/platform/net/client-address.ts';
 import { storageFaultOf, type Faults } from '../src/platform/faults.ts';
 import type { Logger } from '../src/platform/log.ts';
 import type { SuperadminAuth } from '../src/people/superadmin.ts';

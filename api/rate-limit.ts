@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { resolveClientAddress, type TrustProxy } from '../src/platform/client-address.ts';
+import { resolveClientAddress, type TrustProxy } from '../src/platform/net/client-address.ts';
 import { ApiError } from './errors.ts';
 import type { AppContext, AppEnv } from './context.ts';
 

@@ -9,7 +9,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { buildOpenApi } from '../api/openapi.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 
-export const DOCS_DIR = fileURLToPath(new URL('../docs/', import.meta.url));
+export const DOCS_DIR = fileURLToPath(new URL('../docs', import.meta.url));
 
 /** File name in docs/ -> its content, exactly as committed. */
 export function generatedDocs(): Record<string, string> {

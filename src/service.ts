@@ -32,7 +32,7 @@ import { createNotifier, type Notifier, type Transport } from './platform/notify
 import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
 import { deriveKey, loadOrCreateSecretFile } from './platform/secrets.ts';
-import { loadTlsCredentials, type TlsCredentials } from './platform/tls-files.ts';
+import { loadTlsCredentials, type TlsCredentials } from './platform/net/tls-files.ts';
 import { createSuperadminAuth } from './people/superadmin.ts';
 import { createAccessTokens } from './people/tokens.ts';
 import { createUserAdmin } from './people/user-admin.ts';

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import * as v from 'valibot';
-import { parseTrustProxy, type TrustProxy } from './client-address.ts';
+import { parseTrustProxy, type TrustProxy } from './net/client-address.ts';
 
 /** Every setting of the service: one schema, its default, its bound and its error line. */
 export interface Config {

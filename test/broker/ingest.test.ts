@@ -46,7 +46,7 @@ test('a status transition is written at once: GET /devices/{id} and its events s
 });
 
 test('bad payloads on the device\'s own topics are acknowledged, change nothing, are counted and noted once; the device stays connected', async (t) => {
-  // Twelve statuses at once: more than the default burst of 10 (test/hostile/budgets.test.ts holds that one).
+  // Twelve statuses at once: more than the default burst of 10 (test/hostile/mqtt/budgets.test.ts holds that one).
   const ts = await startTestService(t, { env: { DEVICE_STATUS_BURST: '20' } });
   const { owner, mosque } = await mosqueWithOwner(ts);
   const tx = await registerTransmitter(ts, owner.token, mosque.id);

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { normalizeAddress, parseTrustProxy, resolveClientAddress, type TrustProxy } from '../../src/platform/client-address.ts';
+import { normalizeAddress, parseTrustProxy, resolveClientAddress, type TrustProxy } from '../../src/platform/net/client-address.ts';
 import { loadConfig } from '../../src/platform/config.ts';
 
 function trust(setting: string): TrustProxy {

@@ -1,14 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { API, createMosque, joinMosque, member, setStatus, signInSuperadmin, type Person } from '../support/people.ts';
-import { registerPlayer, registerTransmitter } from '../support/devices.ts';
-import { startTestService, type TestService } from '../support/service.ts';
-import { bodyFor, bodyText, fuzzSettings, hostileString, hostileValue, iterationRng, replayHint, type JsonSchema, type Rng } from '../support/fuzz.ts';
+import { API, createMosque, joinMosque, member, setStatus, signInSuperadmin, type Person } from '../../support/people.ts';
+import { registerPlayer, registerTransmitter } from '../../support/devices.ts';
+import { startTestService, type TestService } from '../../support/service.ts';
+import { bodyFor, bodyText, fuzzSettings, hostileString, hostileValue, iterationRng, replayHint, type JsonSchema, type Rng } from '../../support/fuzz.ts';
 
 // Issue 9, item 10: hostile JSON to every operation the OpenAPI document lists, as nobody, a member, a
 // mosque admin and a superadmin. Never a 5xx; every answer that is not 2xx carries the contract's error body.
 
-const FILE = 'test/hostile/fuzz-http.test.ts';
+const FILE = 'test/hostile/http/fuzz.test.ts';
 // ~20 s on an idle 2-core machine, well under a minute when the other engineers' suites share it.
 const settings = fuzzSettings(4000);
 

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestService, type TestService } from '../support/service.ts';
-import { connectDevice, heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, type Registered } from '../support/devices.ts';
+import { startTestService, type TestService } from '../../support/service.ts';
+import { connectDevice, heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, type Registered } from '../../support/devices.ts';
 import {
   CONNECT, PUBLISH_QOS0, closedWithin, connectPacket, fixedHeader, rawTcp, rawWebSocket, sendFiller, wsFrame, wsFrameHeader,
-} from '../support/hostile.ts';
+} from '../../support/hostile.ts';
 
 // Issue 9, item 1: bytes before trust. Every attack here is bounded (a few sockets, at most 1 MiB each).
 

@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
-import { startTestService } from '../support/service.ts';
+import { startTestService } from '../../support/service.ts';
 import {
   closed, connectDevice, connectOnce, deviceEvents, getDevice, heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload,
   waitFor,
-} from '../support/devices.ts';
+} from '../../support/devices.ts';
 
 // Issue 9, item 4: a token bucket per device and channel. Over budget: dropped, counted, noted at most once
 // a minute, never written; the connection stays. 10x over budget for the flood window: cut off and banned.

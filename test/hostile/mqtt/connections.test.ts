@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
-import { startTestService } from '../support/service.ts';
-import { connectDevice, endClient, heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, waitFor, type Credentials } from '../support/devices.ts';
-import { closedWithin, mqttFrom, rawTcp, rawWebSocket, type RawConnection } from '../support/hostile.ts';
+import { startTestService } from '../../support/service.ts';
+import { connectDevice, endClient, heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, waitFor, type Credentials } from '../../support/devices.ts';
+import { closedWithin, mqttFrom, rawTcp, rawWebSocket, type RawConnection } from '../../support/hostile.ts';
 
 // Issue 9, item 2: connection limits. The service listens on 127.0.0.1; 127.0.0.2 stands for another address.
 

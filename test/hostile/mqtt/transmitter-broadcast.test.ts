@@ -1,12 +1,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
-import { API, createMosque, joinMosque, member, setStatus } from '../support/people.ts';
-import { startTestService, type TestService } from '../support/service.ts';
+import { API, createMosque, joinMosque, member, setStatus } from '../../support/people.ts';
+import { startTestService, type TestService } from '../../support/service.ts';
 import {
   connectDevice, deviceEvents, getDevice, mosqueWithOwner, nextMessage, nowTs, publish, registerPlayer, registerTransmitter, settle, subscribeCode,
   waitFor,
-} from '../support/devices.ts';
+} from '../../support/devices.ts';
 
 // Issue 9, item 9: a transmitter's event on its mosque's broadcast topic is never retained and carries the
 // mosque's own stream_url or none: leased players never follow a stream the mosque did not set.

@@ -3,18 +3,18 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
-import { API, joinMosque, member, setStatus } from '../support/people.ts';
+import { API, joinMosque, member, setStatus } from '../../support/people.ts';
 import {
   connectDevice, mosqueWithOwner, publish, registerPlayer, registerTransmitter, statusPayload, waitForStatus, wsUrlOf, type Registered,
-} from '../support/devices.ts';
-import { startTestService, type TestService } from '../support/service.ts';
-import { fuzzSettings, iterationRng, mutatePacket, randomPacket, replayHint, type MqttTargets, type Rng } from '../support/fuzz.ts';
+} from '../../support/devices.ts';
+import { startTestService, type TestService } from '../../support/service.ts';
+import { fuzzSettings, iterationRng, mutatePacket, randomPacket, replayHint, type MqttTargets, type Rng } from '../../support/fuzz.ts';
 
 // Issue 9, item 10: thousands of random and mutated MQTT packets, anonymous (raw TCP and WebSocket) and
 // signed in as devices, in bounded batches. Afterwards the service still answers /healthz, a device the
 // fuzzer never touched still connects and its status lands, and nothing was logged at error level.
 
-const FILE = 'test/hostile/fuzz-mqtt.test.ts';
+const FILE = 'test/hostile/mqtt/fuzz.test.ts';
 const settings = fuzzSettings(3000);
 const BATCH = 100;
 /** Anonymous connections open at once: far below any per-address handshake cap. */

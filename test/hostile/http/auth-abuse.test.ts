@@ -4,10 +4,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createManualClock, sha256, signupMember, startTestService, type HttpResult, type TestService } from '../support/service.ts';
-import { createSuperadmin } from '../support/superadmin.ts';
-import { AUTH, assertError, assertTokenResponse, digest, emailId, lastSent, nowSeconds } from '../support/api.ts';
-import { createPasswordHasher } from '../../src/people/passwords.ts';
+import { createManualClock, sha256, signupMember, startTestService, type HttpResult, type TestService } from '../../support/service.ts';
+import { createSuperadmin } from '../../support/superadmin.ts';
+import { AUTH, assertError, assertTokenResponse, digest, emailId, lastSent, nowSeconds } from '../../support/api.ts';
+import { createPasswordHasher } from '../../../src/people/passwords.ts';
 
 /** Guessing short secrets and flooding the password hasher (issue 9, items 6 and 7). */
 

@@ -1,12 +1,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
-import { startTestService, type TestService } from '../support/service.ts';
-import { API } from '../support/people.ts';
+import { startTestService, type TestService } from '../../support/service.ts';
+import { API } from '../../support/people.ts';
 import {
   endClient, mosqueWithOwner, publish, registerTransmitter, statusPayload, waitFor, type Credentials,
-} from '../support/devices.ts';
-import { redisInstalled, startRedis } from '../support/redis.ts';
+} from '../../support/devices.ts';
+import { redisInstalled, startRedis } from '../../support/redis.ts';
 
 // Issue 9, item 3: persistent sessions (clean: false) that cannot be abused, in memory and Redis mode.
 

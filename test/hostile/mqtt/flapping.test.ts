@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createManualClock, startTestService } from '../support/service.ts';
-import { connectDevice, connectOnce, deviceEvents, getDevice, mosqueWithOwner, registerTransmitter } from '../support/devices.ts';
+import { createManualClock, startTestService } from '../../support/service.ts';
+import { connectDevice, connectOnce, deviceEvents, getDevice, mosqueWithOwner, registerTransmitter } from '../../support/devices.ts';
 
 // Issue 9, item 2: more than MQTT_FLAP_MAX_CONNECTS CONNECTs of one device within MQTT_FLAP_WINDOW_S are
 // refused for MQTT_FLAP_BAN_S with CONNACK 3, noted in the timeline once (EMQX's flapping detection).

@@ -2,11 +2,11 @@ import http from 'node:http';
 import type net from 'node:net';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import type { PushNetwork } from '../../notify/webpush.ts';
-import { API, joinMosque, member, setStatus, type Person } from '../support/people.ts';
-import { createManualClock, startTestService, type TestService } from '../support/service.ts';
-import { mosqueWithOwner, settle, waitFor } from '../support/devices.ts';
-import { deliveringTo, PUSH_TEST_CERT, resolveToLoopback, startPushService } from '../support/push-service.ts';
+import type { PushNetwork } from '../../../notify/webpush.ts';
+import { API, joinMosque, member, setStatus, type Person } from '../../support/people.ts';
+import { createManualClock, startTestService, type TestService } from '../../support/service.ts';
+import { mosqueWithOwner, settle, waitFor } from '../../support/devices.ts';
+import { deliveringTo, PUSH_TEST_CERT, resolveToLoopback, startPushService } from '../../support/push-service.ts';
 
 // Issue 9, item 8: a push subscription must not make the server POST into its own network (SSRF), neither
 // by the URL it names nor by what that name resolves to at send time; a user's subscriptions are bounded,

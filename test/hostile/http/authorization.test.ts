@@ -1,8 +1,8 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { API, joinMosque, makeAdmin, member, mosqueMemberships, ownMembership, setStatus, type Person } from '../support/people.ts';
-import { startTestService } from '../support/service.ts';
-import { mosqueWithOwner } from '../support/devices.ts';
+import { API, joinMosque, makeAdmin, member, mosqueMemberships, ownMembership, setStatus, type Person } from '../../support/people.ts';
+import { startTestService } from '../../support/service.ts';
+import { mosqueWithOwner } from '../../support/devices.ts';
 
 // Issue 9, item 9: the enrol path must not lift a ban (seed rule 2: a member never changes their own
 // status, and a ban is lifted only by a status change), and one account must not mint players without bound.

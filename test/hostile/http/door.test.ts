@@ -2,10 +2,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
-import { startTestService, type TestService } from '../support/service.ts';
-import { assertError } from '../support/api.ts';
-import { member } from '../support/people.ts';
-import { connectDevice, registerPlayer, waitFor, wsUrlOf } from '../support/devices.ts';
+import { startTestService, type TestService } from '../../support/service.ts';
+import { assertError } from '../../support/api.ts';
+import { member } from '../../support/people.ts';
+import { connectDevice, registerPlayer, waitFor, wsUrlOf } from '../../support/devices.ts';
 
 /** Attacks on the HTTP door (issue 9, item 6): slow clients, socket floods, bodies without a length. */
 
