@@ -16,6 +16,8 @@ export interface HookDeps {
   onAck?: (deviceId: string, ack: AckReport) => void;
   /** Whether a stream player may hear its mosque's broadcasts right now (entitlement issue). */
   entitled?: (device: DeviceIdentity, mosqueId: string) => boolean;
+  /** A transmitter announced its own mosque's broadcast (issue 11: it may serve a scheduled azaan). */
+  onDeviceBroadcast?: (mosqueId: string, event: { broadcast_id: string; kind: string; action: 'start' | 'stop' }) => void;
 }
 
 const refuse = (returnCode: 4 | 5, message: string) => Object.assign(new Error(message), { returnCode }) as AuthenticateError;
@@ -55,7 +57,11 @@ export function createHooks(deps: HookDeps) {
       return drop(packet, info.id);
     }
     // A transmitter announcing its own mosque's broadcast: forwarded to leased players as it is.
-    if (channel === 'broadcast') return;
+    if (channel === 'broadcast') {
+      const event = parsed.value as { broadcast_id: string; kind: string; action: 'start' | 'stop' };
+      if (info.mosqueId) deps.onDeviceBroadcast?.(info.mosqueId, event);
+      return;
+    }
     if (channel === 'status') return deps.telemetry.status(info.id, parsed.value as Parameters<Telemetry['status']>[1]);
     // Only status is retained state; nothing else a device sends may linger on the broker.
     packet.retain = false;

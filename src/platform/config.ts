@@ -24,6 +24,8 @@ export interface Config {
   vapidSubject: string;
   deviceEventsRetentionDays: number;
   deviceEventsMaxPerDevice: number;
+  scheduleReadyLeadMinutes: number;
+  scheduleGraceMinutes: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -82,6 +84,9 @@ const EnvSchema = v.object({
   VAPID_SUBJECT: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^(mailto:[^\s@]+@[^\s@]+|https:\/\/\S+)$/, 'must be a mailto: address or an https URL')), 'mailto:minaret@localhost'),
   DEVICE_EVENTS_RETENTION_DAYS: wholeNumber(1, 3650, 30),
   DEVICE_EVENTS_MAX_PER_DEVICE: wholeNumber(10, 1_000_000, 1000),
+  SCHEDULE_READY_LEAD_MINUTES: wholeNumber(1, 120, 10),
+  // At least 1: a missed check at the azaan's own minute would race the transmitter starting it.
+  SCHEDULE_GRACE_MINUTES: wholeNumber(1, 120, 5),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
 });
 
@@ -171,6 +176,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       vapidSubject: e.VAPID_SUBJECT,
       deviceEventsRetentionDays: e.DEVICE_EVENTS_RETENTION_DAYS,
       deviceEventsMaxPerDevice: e.DEVICE_EVENTS_MAX_PER_DEVICE,
+      scheduleReadyLeadMinutes: e.SCHEDULE_READY_LEAD_MINUTES,
+      scheduleGraceMinutes: e.SCHEDULE_GRACE_MINUTES,
       logLevel: e.LOG_LEVEL,
     },
   };
