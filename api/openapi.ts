@@ -2,6 +2,7 @@ import { toJsonSchema } from '@valibot/to-json-schema';
 import type * as v from 'valibot';
 import * as auth from './people/auth.ts';
 import { BroadcastQuery, BroadcastStart } from './broadcasts/broadcasts.ts';
+import { ScheduleQuery } from './schedule/schedule.ts';
 import { InviteCreate } from './mosques/invites.ts';
 import { PushSubscription, PushUnsubscribe } from './people/me.ts';
 import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
@@ -9,7 +10,7 @@ import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, Mosque
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
 import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
-type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /** One documented route: the same valibot schemas that validate the request describe it here. */
 export interface RouteDoc {
@@ -69,6 +70,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { method: 'POST', path: `${M}/broadcasts/:bid/stop`, summary: 'Stop a broadcast', gate: 'trigger', success: 200 },
   { method: 'GET', path: `${M}/broadcasts`, summary: 'Broadcasts with their delivery reports', gate: 'admin', success: 200, query: BroadcastQuery },
   { method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200 },
+  { method: 'GET', path: `${M}/schedule`, summary: 'Azaan slots of 1..31 days with their status and report (approved members and admins)', gate: 'any', success: 200, query: ScheduleQuery },
+  { method: 'GET', path: `${M}/schedule.ics`, summary: 'The azaan times as iCalendar, 30 days ahead (approved members and admins)', gate: 'any', success: 200 },
+  { method: 'PUT', path: `${M}/timetable/:month`, summary: "Upload a month's times (text/csv Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha in standard time, or JSON rows); month 1..12 recurs yearly", gate: 'manager', success: 200 },
+  { method: 'DELETE', path: `${M}/timetable/:month`, summary: "Remove an uploaded month: back to computed times", gate: 'manager', success: 204 },
   { method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate },
   { method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate },
   { method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery },
