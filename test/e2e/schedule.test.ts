@@ -4,6 +4,8 @@ import path from 'node:path';
 import { createManualClock, startTestService, type TestService } from '../support/service.ts';
 import { API, createMosque, makeAdmin, member, mosqueActivity, signInSuperadmin } from '../support/people.ts';
 import { connectDevice, nowTs, publish, registerTransmitter, statusPayload, waitFor } from '../support/devices.ts';
+import { SimDevice } from '../../simulator/device.ts';
+import { followSchedule } from '../../simulator/follow-schedule.ts';
 
 // Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC.
 // Ready check at 11:50 UTC (lead 10 min), missed check at 12:05 UTC (grace 5 min).
@@ -144,4 +146,47 @@ test('a restart neither repeats an alert already sent nor skips the missed check
   await again.service.notifier.idle();
   assert.equal(alerts(again, 'azaan_not_ready').length, 0);
   assert.deepEqual(alerts(again, 'azaan_missed').map((m) => m.to), ['owner@schedule.test']);
+});
+
+/** The simulator's transmitter, following the schedule on a clock that reaches 12:00 UTC two seconds from now. */
+async function simulatedTransmitter(t: TestContext, ts: TestService, token: string, tx: Awaited<ReturnType<typeof registerTransmitter>>) {
+  const sim = new SimDevice({ kind: 'transmitter', id: tx.device.id, password: tx.credentials.password, mqttUrl: tx.credentials.mqtt_url, startTimeoutMs: 5000 });
+  await sim.start();
+  t.after(() => sim.stop({ graceful: false }));
+  await waitFor('transmitter online', async () => (await ts.http.get(`${API}/devices/${tx.device.id}`, token)).body.status === 'ONLINE');
+  const offset = T('12:00') - 2000 - Date.now();
+  return { sim, now: () => Date.now() + offset };
+}
+
+test('the simulator with --follow-schedule starts the azaan from the transmitter at azaan_at, and the slot is served', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t);
+  const { sim, now } = await simulatedTransmitter(t, ts, owner.token, tx);
+  clock.set(T('11:59'));
+  const lines: string[] = [];
+  const follower = followSchedule({ url: ts.url, token: owner.token, mosqueId: mosque.id, transmitter: sim, miss: new Set(), azaanSecs: 1, log: (l) => lines.push(l), now });
+  t.after(() => follower.stop());
+  const live = await waitFor('slot served by the simulator', async () => {
+    const s = await dhuhr(ts, owner.token, mosque.id);
+    return s.status === 'done' ? s : null;
+  }, 8000);
+  assert.match(live.broadcast_id, /^sim-2026-06-10-dhuhr-/);
+  assert.ok(lines.some((l) => /dhuhr 2026-06-10 13:00: broadcast sim-.* started/.test(l)), lines.join('\n'));
+});
+
+test('the simulator with --miss dhuhr leaves it out, and the service reports it missed with reason not_started', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t);
+  const { sim, now } = await simulatedTransmitter(t, ts, owner.token, tx);
+  clock.set(T('11:59'));
+  const lines: string[] = [];
+  const follower = followSchedule({ url: ts.url, token: owner.token, mosqueId: mosque.id, transmitter: sim, miss: new Set(['dhuhr']), azaanSecs: 1, log: (l) => lines.push(l), now });
+  t.after(() => follower.stop());
+  await waitFor('left out', () => lines.some((l) => l.includes('leaving out dhuhr')), 8000);
+  clock.set(T('12:05'));
+  ts.service.schedule.runDue();
+  await ts.service.notifier.idle();
+  const missed = await dhuhr(ts, owner.token, mosque.id);
+  assert.equal(missed.status, 'missed');
+  assert.equal(missed.reason, 'not_started');
+  assert.equal(alerts(ts, 'azaan_missed').length, 1);
+  assert.match(alerts(ts, 'azaan_missed')[0]!.text, /no azaan broadcast was started/);
 });
