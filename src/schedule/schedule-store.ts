@@ -45,7 +45,8 @@ export function createScheduleStore(db: Db) {
   const upsert = db.prepare(
     `INSERT INTO schedule_slots (mosque_id, date, prayer, idx, starts_at, azaan_at, iqamah_at, source, status, reason, readiness, broadcast_id, auto_started, updated_at)
      VALUES (@mosque_id, @date, @prayer, @idx, @starts_at, @azaan_at, @iqamah_at, @source, @status, @reason, @readiness, @broadcast_id, @auto_started, @now)
-     ON CONFLICT (mosque_id, date, prayer, idx) DO UPDATE SET status = excluded.status, reason = COALESCE(excluded.reason, reason),
+     ON CONFLICT (mosque_id, date, prayer, idx) DO UPDATE SET status = excluded.status,
+       reason = CASE WHEN excluded.status IN ('live', 'done') THEN NULL ELSE COALESCE(excluded.reason, reason) END,
        readiness = COALESCE(excluded.readiness, readiness), broadcast_id = COALESCE(excluded.broadcast_id, broadcast_id),
        auto_started = MAX(auto_started, excluded.auto_started), updated_at = excluded.updated_at`,
   );

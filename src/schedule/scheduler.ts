@@ -235,7 +235,7 @@ function alertText(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_
     r.reason === 'transmitter_offline'
       ? r.transmitters.length === 0
         ? 'no transmitter is registered'
-        : `transmitter offline${offline[0]?.last_seen_at ? ` since ${offline[0].last_seen_at}` : ''}`
+        : `transmitter offline ${offline[0]?.last_seen_at ? `since ${offline[0].last_seen_at}` : '(never connected)'}`
       : r.reason === 'transmitter_error'
         ? `transmitter error: ${r.transmitters.find((t) => t.error)?.error ?? 'unknown'}`
         : 'no azaan broadcast was started';
