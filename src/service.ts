@@ -134,7 +134,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const outboxRef: { current?: ReturnType<typeof createPushOutbox> } = {};
     const mosqueOps = createMosqueOps({
       db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
-      beforeDelete: plane.beforeMosqueDelete,
+      beforeDelete: (mosqueId) => {
+        scheduleStore.forgetMosque(mosqueId);
+        return plane.beforeMosqueDelete(mosqueId);
+      },
       onUpdated: (before, after) => {
         plane.mosqueUpdated(before, after);
         scheduler.mosqueChanged(after.id);

@@ -20,12 +20,15 @@ test('with no settings every default of the contract applies', () => {
     },
   );
   assert.deepEqual(r.warnings, []);
+  assert.deepEqual([r.config.scheduleReadyLeadMinutes, r.config.scheduleGraceMinutes], [10, 5]);
 });
 
 const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['a port that is not a number', { HTTP_PORT: 'abc' }, /^HTTP_PORT: .*whole number.*"abc"/],
   ['a port above 65535', { MQTT_PORT: '70000' }, /^MQTT_PORT: /],
   ['zero token days', { ACCESS_TOKEN_EXPIRE_DAYS: '0' }, /^ACCESS_TOKEN_EXPIRE_DAYS: /],
+  ['a grace of zero minutes (issue 11: at least 1)', { SCHEDULE_GRACE_MINUTES: '0' }, /^SCHEDULE_GRACE_MINUTES: must be a whole number from 1 to 120/],
+  ['a lead that is not a number', { SCHEDULE_READY_LEAD_MINUTES: 'ten' }, /^SCHEDULE_READY_LEAD_MINUTES: /],
   ['an unknown transport', { NOTIFY_TRANSPORT: 'pigeon' }, /^NOTIFY_TRANSPORT: must be one of console, smtp, webhook/],
   ['webhook without its URL', { NOTIFY_TRANSPORT: 'webhook' }, /^NOTIFY_WEBHOOK_URL: required/],
   ['smtp without its URL', { NOTIFY_TRANSPORT: 'smtp', SMTP_FROM: 'a@b.cd' }, /^SMTP_URL: required/],
