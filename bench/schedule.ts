@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CalculationMethod, Coordinates, PrayerTimes } from 'adhan';
 import { pino } from 'pino';
-import { machine, packageVersion, percentile, writeSubsection } from './support.ts';
+import { hostBusySeconds, machine, packageVersion, percentile, writeSubsection } from './support.ts';
 import { loadConfig } from '../src/platform/config.ts';
 import { migrate, openDatabase } from '../src/platform/db.ts';
 import type { OutgoingMessage, Transport } from '../src/platform/notify.ts';
@@ -70,7 +70,7 @@ function yearOfSlots() {
   const base = { wall: performance.now() - base0.wall, cpu: cpuMs() - base0.cpu };
 
   const heapBefore = heapMiB();
-  const t0 = { wall: performance.now(), cpu: cpuMs() };
+  const t0 = { wall: performance.now(), cpu: cpuMs(), host: hostBusySeconds() };
   const kept: unknown[] = [];
   let slots = 0;
   for (let i = 0; i < MOSQUES; i++) {
@@ -81,9 +81,11 @@ function yearOfSlots() {
     kept.push(year);
   }
   const ours = { wall: performance.now() - t0.wall, cpu: cpuMs() - t0.cpu };
+  const host = hostBusySeconds();
+  const otherCores = host === null || t0.host === null ? null : Math.max(0, (host - t0.host) * 1000 - ours.cpu) / ours.wall;
   const heapHeld = heapMiB() - heapBefore;
   kept.length = 0;
-  return { base, ours, slots, heapHeld, baselineDays: n };
+  return { base, ours, slots, heapHeld, baselineDays: n, otherCores };
 }
 
 async function missedAlertDelays(mosques: number): Promise<{ delays: number[]; expected: number }> {
@@ -153,6 +155,7 @@ async function main() {
     `| Wall time (s) | ${(year.ours.wall / 1000).toFixed(2)} | ${(year.base.wall / 1000).toFixed(2)} | ${(year.ours.wall / year.base.wall).toFixed(2)}× |`,
     `| CPU time (s) | ${(year.ours.cpu / 1000).toFixed(2)} | ${(year.base.cpu / 1000).toFixed(2)} | ${(year.ours.cpu / year.base.cpu).toFixed(2)}× |`,
     `| Per mosque-day (µs CPU) | ${((year.ours.cpu * 1000) / (MOSQUES * DAYS)).toFixed(1)} | ${((year.base.cpu * 1000) / (MOSQUES * DAYS)).toFixed(1)} | |`,
+    `| Other processes on the host during the derivation (cores) | ${year.otherCores === null ? 'n/a' : year.otherCores.toFixed(2)} | | |`,
     `| Heap held by the year's ${year.slots.toLocaleString('en')} slots (MiB, after GC${gc ? '' : ': gc not exposed, approximate'}) | ${year.heapHeld.toFixed(1)} | | |`,
     '',
     '| Missed alert after azaan_at + grace (ms) | alerts | p50 | p99 | max |',

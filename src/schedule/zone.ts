@@ -32,23 +32,40 @@ function fieldsAt(ms: number, tz: string): Fields {
   return { y: out.year!, m: out.month!, d: out.day!, hh: out.hour! % 24, mm: out.minute!, ss: out.second! };
 }
 
-/** The zone's offset from UTC at an instant, in milliseconds (positive east of Greenwich). */
-export function offsetAt(ms: number, tz: string): number {
+function formattedOffset(ms: number, tz: string): number {
   const f = fieldsAt(ms, tz);
   const whole = Math.floor(ms / 1000) * 1000;
   return Date.UTC(f.y, f.m - 1, f.d, f.hh, f.mm, f.ss) - whole;
 }
 
+// Offsets per zone and quarter hour: formatToParts costs microseconds, and a year of slots for a thousand
+// mosques asks millions of times. A quarter whose two ends disagree holds a transition and is not cached.
+const QUARTER_MS = 15 * 60_000;
+const offsets = new Map<string, Map<number, number>>();
+
+/** The zone's offset from UTC at an instant, in milliseconds (positive east of Greenwich). */
+export function offsetAt(ms: number, tz: string): number {
+  const quarter = Math.floor(ms / QUARTER_MS);
+  let cache = offsets.get(tz);
+  const hit = cache?.get(quarter);
+  if (hit !== undefined) return hit;
+  const start = formattedOffset(quarter * QUARTER_MS, tz);
+  if (start !== formattedOffset((quarter + 1) * QUARTER_MS - 1000, tz)) return formattedOffset(ms, tz);
+  if (!cache || cache.size > 100_000) offsets.set(tz, (cache = new Map()));
+  cache.set(quarter, start);
+  return start;
+}
+
 /** The calendar date at an instant in the zone. */
 export function civilDateAt(ms: number, tz: string): CivilDate {
-  const { y, m, d } = fieldsAt(ms, tz);
-  return { y, m, d };
+  const local = new Date(ms + offsetAt(ms, tz));
+  return { y: local.getUTCFullYear(), m: local.getUTCMonth() + 1, d: local.getUTCDate() };
 }
 
 /** "HH:MM" on the zone's wall clock at an instant. */
 export function localHhMm(ms: number, tz: string): string {
-  const f = fieldsAt(ms, tz);
-  return `${String(f.hh).padStart(2, '0')}:${String(f.mm).padStart(2, '0')}`;
+  const local = new Date(ms + offsetAt(ms, tz));
+  return `${String(local.getUTCHours()).padStart(2, '0')}:${String(local.getUTCMinutes()).padStart(2, '0')}`;
 }
 
 /**

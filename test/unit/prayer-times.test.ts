@@ -146,3 +146,15 @@ test('a method other than "other" takes explicit angles over its own', () => {
   const starts = startsOn(21.4225, 39.8262, p, { y: 2026, m: 5, d: 1 });
   assert.ok(starts.isha! - starts.maghrib! !== 90 * 60_000);
 });
+
+test('wall-clock times on either side of a transition are right whatever was asked before', () => {
+  // Ask inside the quarter hour of the change first, then around it: no cached offset may leak across.
+  assert.equal(localHhMm(Date.parse('2026-03-29T01:00:00Z'), 'Europe/London'), '02:00');
+  assert.equal(localHhMm(Date.parse('2026-03-29T00:59:00Z'), 'Europe/London'), '00:59');
+  assert.equal(localHhMm(Date.parse('2026-03-29T00:45:00Z'), 'Europe/London'), '00:45');
+  assert.equal(localHhMm(Date.parse('2026-10-25T00:59:00Z'), 'Europe/London'), '01:59');
+  assert.equal(localHhMm(Date.parse('2026-10-25T01:00:00Z'), 'Europe/London'), '01:00');
+  // Half-hour and quarter-hour zones.
+  assert.equal(localHhMm(Date.parse('2026-01-01T00:00:00Z'), 'Asia/Kathmandu'), '05:45');
+  assert.equal(localHhMm(Date.parse('2026-01-01T00:00:00Z'), 'America/St_Johns'), '20:30');
+});
