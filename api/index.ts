@@ -27,6 +27,9 @@ import { userRoutes } from './people/users.ts';
 import { deviceRoutes } from './devices/devices.ts';
 import type { DevicePlane } from '../src/devices/device-plane.ts';
 import { buildOpenApi } from './openapi.ts';
+import { scheduleRoutes } from './schedule/schedule.ts';
+import type { Scheduler } from '../src/schedule/scheduler.ts';
+import type { ScheduleStore } from '../src/schedule/schedule-store.ts';
 import { authRoutes, authSecurityHeaders } from './people/auth.ts';
 import type { AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
@@ -84,6 +87,10 @@ export interface ApiDeps {
   health: () => Record<string, string>;
   /** A write the database refused (disk full, busy) is a 503, not a 500: counted and logged there. */
   faults: Faults;
+  scheduler: Scheduler;
+  scheduleStore: ScheduleStore;
+  graceMs: number;
+  reportFor: (mosqueId: string, broadcastId: string) => unknown;
 }
 
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
@@ -133,6 +140,7 @@ export function createApi(deps: ApiDeps) {
   v1.route('/users', userRoutes(deps));
   v1.route('/mosques', mosqueRoutes(deps));
   v1.route('/mosques', broadcastRoutes(deps));
+  v1.route('/mosques', scheduleRoutes(deps));
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
   v1.route('/', deviceRoutes(deps));

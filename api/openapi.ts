@@ -4,6 +4,7 @@ import { httpStatus } from './errors.ts';
 import * as r from './responses.ts';
 import * as auth from './people/auth.ts';
 import { BroadcastQuery, BroadcastStart } from './broadcasts/broadcasts.ts';
+import { ScheduleQuery, TimetableJson } from './schedule/schedule.ts';
 import { InviteCreate } from './mosques/invites.ts';
 import { PushSubscription, PushUnsubscribe } from './people/me.ts';
 import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
@@ -11,7 +12,7 @@ import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, Mosque
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
 import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
-type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /**
  * Named success shapes: components.schemas of the document, referenced by the operations. The error body is
@@ -44,6 +45,9 @@ const SCHEMAS = {
   DeviceLogs: r.DeviceLogs,
   Health: r.Health,
   Document: r.Document,
+  ScheduleSlot: r.ScheduleSlot,
+  Calendar: r.Calendar,
+  TimetableUploaded: r.TimetableUploaded,
 } satisfies Record<string, v.GenericSchema>;
 export type ResponseName = keyof typeof SCHEMAS;
 
@@ -61,6 +65,10 @@ export interface RouteDoc {
   /** The success body (absent for 204); `list` when it is a bare array of it. */
   response?: ResponseName;
   list?: boolean;
+  /** The success body's media type when it is not JSON (the ICS feed). */
+  contentType?: string;
+  /** The request body may also be `text/csv` (a timetable upload). */
+  csvBody?: true;
   /** Error statuses beyond those every route of its kind can answer (see errorStatuses). */
   errors?: number[];
   body?: v.GenericSchema;
@@ -116,6 +124,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'stopBroadcast', method: 'POST', path: `${M}/broadcasts/:bid/stop`, summary: 'Stop a broadcast', gate: 'trigger', success: 200, response: 'Broadcast' },
   { operationId: 'listBroadcasts', method: 'GET', path: `${M}/broadcasts`, summary: 'Broadcasts with their delivery reports', gate: 'admin', success: 200, query: BroadcastQuery, response: 'Broadcast', list: true },
   { operationId: 'getBroadcast', method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200, response: 'Broadcast' },
+  { operationId: 'getSchedule', method: 'GET', path: `${M}/schedule`, summary: 'Azaan slots of 1..31 days with their status and report (approved members and admins)', gate: 'any', success: 200, query: ScheduleQuery, response: 'ScheduleSlot', list: true, errors: [403, 404] },
+  { operationId: 'getScheduleIcs', method: 'GET', path: `${M}/schedule.ics`, summary: 'The azaan times as iCalendar, 30 days ahead (approved members and admins)', gate: 'any', success: 200, response: 'Calendar', contentType: 'text/calendar', errors: [403, 404] },
+  { operationId: 'putTimetable', method: 'PUT', path: `${M}/timetable/:month`, summary: "Upload a month's times (text/csv Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha in standard time, or JSON rows); month 1..12 recurs yearly", gate: 'manager', success: 200, body: TimetableJson, csvBody: true, response: 'TimetableUploaded' },
+  { operationId: 'deleteTimetable', method: 'DELETE', path: `${M}/timetable/:month`, summary: 'Remove an uploaded month: back to computed times', gate: 'manager', success: 204 },
   { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
   { operationId: 'registerPlayer', method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate, response: 'DeviceWithCredentials', errors: [404] },
   { operationId: 'listDevices', method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery, response: 'Device', list: true },
@@ -183,7 +195,7 @@ function errorStatuses(doc: RouteDoc): number[] {
 function successResponse(doc: RouteDoc) {
   if (!doc.response) return { description: 'Done; no body' };
   const ref = { $ref: `#/components/schemas/${doc.response}` };
-  return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { 'application/json': { schema: doc.list ? { type: 'array', items: ref } : ref } } };
+  return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { [doc.contentType ?? 'application/json']: { schema: doc.list ? { type: 'array', items: ref } : ref } } };
 }
 const SUCCESS_TEXT: Record<number, string> = { 200: 'OK', 201: 'Created', 202: 'Accepted' };
 
@@ -197,7 +209,12 @@ function operation(doc: RouteDoc) {
     'x-minaret-gate': doc.gate,
     ...(doc.gate === 'public' ? { security: [] } : {}),
     ...(params.length + queryParams.length > 0 && { parameters: [...params, ...queryParams] }),
-    ...(doc.body && { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(doc.body) } } } }),
+    ...(doc.body && {
+      requestBody: {
+        required: true,
+        content: { 'application/json': { schema: schemaOf(doc.body) }, ...(doc.csvBody && { 'text/csv': { schema: { type: 'string' } } }) },
+      },
+    }),
     responses: {
       [doc.success]: successResponse(doc),
       ...Object.fromEntries(errorStatuses(doc).map((s) => [s, { $ref: `#/components/responses/Error${s}` }])),

@@ -257,6 +257,35 @@ export const Health = v.object({
   broker: v.picklist(['ok', 'down']),
 });
 
+/** One azaan slot of GET /mosques/{id}/schedule (issue 11). */
+export const ScheduleSlot = v.object({
+  date: v.string(),
+  prayer: v.picklist(['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha']),
+  starts_at: isoTime,
+  azaan_at: isoTime,
+  iqamah_at: nullable(isoTime),
+  azaan_local: v.string(),
+  source: v.picklist(['calculated', 'timetable', 'fixed']),
+  status: v.picklist(['upcoming', 'ready', 'not_ready', 'live', 'done', 'missed']),
+  broadcast_id: nullable(v.string()),
+  reason: nullable(v.string()),
+  /** The delivery report of the broadcast that served the slot (null when none, or a transmitter's own event). */
+  report: v.unknown(),
+  /** What the readiness check found at azaan_at - SCHEDULE_READY_LEAD_MINUTES (null before it ran). */
+  readiness: v.unknown(),
+  auto_started: v.boolean(),
+});
+
+/** An iCalendar feed (RFC 5545), one event per azaan. */
+export const Calendar = v.string();
+
+/** PUT /mosques/{id}/timetable/{month}: what was stored, and rows far (> 30 min) from the computed times. */
+export const TimetableUploaded = v.object({
+  month: int,
+  days: int,
+  warnings: v.array(v.object({ day: int, prayer: v.string(), uploaded: v.string(), computed: v.string(), difference_minutes: v.number() })),
+});
+
 /** A machine-readable document (OpenAPI, AsyncAPI). */
 export const Document = object;
 

@@ -32,6 +32,8 @@ export interface HookDeps {
   floodWindowMs: number;
   /** Reconnect flapping (MQTT_FLAP_*). */
   flap: FlapRule;
+  /** A transmitter announced its own mosque's broadcast (issue 11: it may serve a scheduled azaan). */
+  onDeviceBroadcast?: (mosqueId: string, event: { broadcast_id: string; kind: string; action: 'start' | 'stop' }) => void;
 }
 
 /**
@@ -118,6 +120,8 @@ export function createHooks(deps: HookDeps): Hooks {
     const { stream_url: claimed, ...rest } = event;
     if (claimed !== undefined && claimed !== own) deps.telemetry.rejected(info.id, 'broadcast', 'foreign_stream_url');
     packet.payload = Buffer.from(JSON.stringify(claimed !== undefined && own ? { ...rest, stream_url: own } : rest));
+    // It may serve (or end) a scheduled azaan (issue 11); the budget above bounds how often this runs.
+    if (info.mosqueId) deps.onDeviceBroadcast?.(info.mosqueId, { broadcast_id: event.broadcast_id, kind: event.kind, action: event.action });
   }
 
   /**

@@ -8,6 +8,8 @@ const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
   superadmin_otp: 'Minaret superadmin sign-in code',
   superadmin_reset: 'Minaret superadmin password reset code',
   invite: 'You are invited to a mosque on Minaret',
+  azaan_not_ready: 'Minaret: the azaan is not ready',
+  azaan_missed: 'Minaret: an azaan was missed',
 };
 
 /** Mail through nodemailer (SMTP_URL, SMTP_FROM). SMTP carries email only: SMS and WhatsApp need the webhook. */

@@ -617,6 +617,18 @@ export class SimDevice extends EventEmitter {
     if (this.rssi < -80) this.log('warn', `weak wifi signal rssi=${this.rssi} ssid=${this.ssid}`);
   }
 
+  /**
+   * A transmitter starting or stopping a broadcast on its own (a local recording at the azaan time): the
+   * event on its mosque's broadcast topic, as firmware publishes it (contract 8). Resolves once acknowledged.
+   */
+  announceBroadcast(mosqueId: string, broadcastId: string, action: 'start' | 'stop', kind = 'azaan'): Promise<void> {
+    const client = this.client;
+    if (!client || !client.connected) return Promise.reject(new Error('not connected'));
+    const body = JSON.stringify({ v: '1.0', broadcast_id: broadcastId, kind, action, ts: nowS() });
+    this._counters.publishes++;
+    return new Promise((resolve, reject) => client.publish(`mosques/${mosqueId}/broadcast`, body, { qos: 1, retain: false }, (err) => (err ? reject(err) : resolve())));
+  }
+
   private driftRadio(): void {
     const step = (): number => Math.floor(Math.random() * 5) - 2;
     this.rssi = Math.min(-38, Math.max(-88, this.rssi + step()));

@@ -27,6 +27,12 @@
  *   --crash-after <secs>  after this long, cut every connection without DISCONNECT (the broker then
  *                         publishes each device's will: OFFLINE reason lwt) and exit
  *   --quiet               print no per-transition / per-command lines, only the summary
+ *   --follow-schedule     the first transmitter plays the azaan itself at each azaan_at of --mosque's
+ *                         schedule (GET /mosques/{id}/schedule with --token): it publishes its own
+ *                         broadcast start on mosques/{id}/broadcast, and a stop after --azaan-secs
+ *   --miss <prayers>      with --follow-schedule, leave these out (e.g. fajr,isha): the service then
+ *                         alerts the trigger admins of a missed azaan after the grace
+ *   --azaan-secs <secs>   how long a followed azaan lasts before its stop (default 120)
  *
  * Output: one line per status transition and per command, `[d3k2abcd...] UNBOUND -> ONLINE (entitled)`,
  * `[d3k2abcd...] cmd ping <command id> -> ok`, plus connection changes; a summary table at the end.
@@ -37,6 +43,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { SimDevice, SimConnectError, type DeviceKind, type DeviceStatus } from './device.ts';
+import { followSchedule } from './follow-schedule.ts';
 
 interface Credential {
   id: string;
@@ -59,6 +66,9 @@ interface Options {
   duration: number | undefined;
   crashAfter: number | undefined;
   quiet: boolean;
+  followSchedule: boolean;
+  miss: Set<string>;
+  azaanSecs: number;
 }
 
 class UsageError extends Error {}
@@ -93,6 +103,9 @@ function parseOptionsStrict(argv: string[]): Options {
       duration: { type: 'string' },
       'crash-after': { type: 'string' },
       quiet: { type: 'boolean' },
+      'follow-schedule': { type: 'boolean' },
+      miss: { type: 'string' },
+      'azaan-secs': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -128,7 +141,15 @@ function parseOptionsStrict(argv: string[]): Options {
     duration: seconds('duration', values.duration),
     crashAfter: seconds('crash-after', values['crash-after']),
     quiet: values.quiet ?? false,
+    followSchedule: values['follow-schedule'] ?? false,
+    miss: new Set((values.miss ?? '').split(',').map((p) => p.trim().toLowerCase()).filter(Boolean)),
+    azaanSecs: seconds('azaan-secs', values['azaan-secs']) ?? 120,
   };
+  const prayers = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
+  const unknown = [...opts.miss].find((p) => !prayers.includes(p));
+  if (unknown) throw new UsageError(`--miss: ${JSON.stringify(unknown)} is not one of ${prayers.join(', ')}`);
+  if (opts.miss.size > 0 && !opts.followSchedule) throw new UsageError('--miss needs --follow-schedule');
+  if (opts.followSchedule && (!opts.token || !opts.mosque)) throw new UsageError('--follow-schedule needs --token <bearer> and --mosque <mosque id>');
   if (opts.credentials) {
     if (opts.transmitters || opts.players) throw new UsageError('--credentials replaces registration: drop --transmitters/--players');
   } else {
@@ -329,6 +350,12 @@ async function main(): Promise<number> {
       (opts.duration ? `; stopping in ${opts.duration} s` : opts.crashAfter ? '' : '; Ctrl-C to stop'),
   );
 
+  const transmitter = started.find((d) => d.kind === 'transmitter');
+  if (opts.followSchedule && !transmitter) console.log('follow-schedule: no transmitter connected; nothing will play');
+  const follower = opts.followSchedule && transmitter
+    ? followSchedule({ url: opts.url, token: opts.token!, mosqueId: opts.mosque!, transmitter, miss: opts.miss, azaanSecs: opts.azaanSecs, log: (line) => console.log(`[${label(transmitter.id)}] ${line}`) })
+    : null;
+
   const mode = await new Promise<'graceful' | 'crash'>((resolve) => {
     if (opts.duration) setTimeout(() => resolve('graceful'), opts.duration * 1000).unref();
     if (opts.crashAfter) setTimeout(() => resolve('crash'), opts.crashAfter * 1000).unref();
@@ -346,6 +373,7 @@ async function main(): Promise<number> {
     process.on('SIGTERM', onSignal);
   });
 
+  follower?.stop();
   if (mode === 'crash') console.log(`crash-after: cutting ${started.length} connection(s) without DISCONNECT (the broker publishes the wills)`);
   await inBatches(started, 100, (dev) => (mode === 'crash' ? dev.crash() : dev.stop({ graceful: true })));
   printSummary(devices, failed.map((f) => f.dev), Date.now() - t0);

@@ -37,6 +37,9 @@ import { createSuperadminAuth } from './people/superadmin.ts';
 import { createAccessTokens } from './people/tokens.ts';
 import { createUserAdmin } from './people/user-admin.ts';
 import { createUserStore } from './people/users.ts';
+import { createReadiness } from './schedule/readiness.ts';
+import { createScheduleStore } from './schedule/schedule-store.ts';
+import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
 
 /** With REDIS_URL, how stale another process's view of revocations and device changes may get. */
 export const SHARED_CACHE_RELOAD_MS = 10_000;
@@ -75,6 +78,8 @@ export interface Service {
   routes: Array<{ method: string; path: string }>;
   /** The broker's counters (open connections, what it refused or dropped) and a device's stored session. */
   broker: Pick<Broker, 'counters' | 'session'>;
+  /** The one azaan scheduler (tests that move a manual clock call `schedule.runDue()`). */
+  schedule: Pick<Scheduler, 'runDue'>;
   close(): Promise<void>;
 }
 
@@ -136,9 +141,31 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       membershipRemoved: people.memberships.wasRemoved,
     });
     people.membershipListeners.push(plane.membershipChanged);
+    const scheduleStore = createScheduleStore(db);
+    const scheduler: Scheduler = createScheduler({
+      clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
+      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
+      readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
+      push: (userIds, payload) => {
+        outboxRef.current?.enqueue(null, userIds, payload);
+        void outboxRef.current?.drain();
+      },
+      startAzaan: (mosqueId, prayer) => {
+        const started = people.broadcasts.start(mosqueId, { kind: prayer === 'jumuah' ? 'jummah' : 'azaan', prayer, title: null }, null);
+        return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
+      },
+    });
+    const outboxRef: { current?: ReturnType<typeof createPushOutbox> } = {};
     const mosqueOps = createMosqueOps({
       db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
-      beforeDelete: plane.beforeMosqueDelete, onUpdated: plane.mosqueUpdated,
+      beforeDelete: (mosqueId) => {
+        scheduleStore.forgetMosque(mosqueId);
+        return plane.beforeMosqueDelete(mosqueId);
+      },
+      onUpdated: (before, after) => {
+        plane.mosqueUpdated(before, after);
+        scheduler.mosqueChanged(after.id);
+      },
     });
     const userAdmin = createUserAdmin({
       users: people.users, admins: people.admins, hasher,
@@ -157,6 +184,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
+      // A transmitter's own start/stop creates no broadcast record; it still serves (or ends) a scheduled slot.
+      onDeviceBroadcast: (mosqueId, e) => {
+        if (e.action === 'start') scheduler.broadcastStarted({ id: e.broadcast_id, mosqueId, kind: e.kind, prayer: null });
+        else scheduler.broadcastStopped({ id: e.broadcast_id, mosqueId });
+      },
     });
     plane.attach(broker.link);
     plane.start();
@@ -179,9 +211,19 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
     const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
+    outboxRef.current = outbox;
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
-    people.broadcastHooks.onStart = fanout.onStart;
-    people.broadcastHooks.onStop = fanout.onStop;
+    // The schedule hears of a start first: an azaan started without a prayer names the slot's prayer in its push.
+    people.broadcastHooks.onStart = (b) => {
+      const slot = scheduler.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });
+      fanout.onStart(b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b);
+    };
+    people.broadcastHooks.onStop = (b) => {
+      scheduler.broadcastStopped({ id: b.id, mosqueId: b.mosque_id });
+      fanout.onStop(b);
+    };
+    scheduler.start();
+    closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
     const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);
     outboxTimer.unref();
     closers.push({ name: 'push outbox', close: () => clearInterval(outboxTimer) });
@@ -201,6 +243,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
       trustProxy: config.trustProxy,
+      scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
+      reportFor: (mosqueId, broadcastId) => {
+        const b = people.broadcasts.find(mosqueId, broadcastId);
+        return b ? fanout.report(b) : null;
+      },
     });
     const httpServer = createAdaptorServer({ fetch: api.fetch, serverOptions: httpServerOptions(config) }) as http.Server;
     limitHttpServer(httpServer, config);
@@ -244,6 +291,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         return { ok: true, validTo: loaded.credentials.validTo };
       },
       broker: { counters: () => broker.counters(), session: (id) => broker.session(id) },
+      schedule: { runDue: () => scheduler.runDue() },
       close: async () => {
         await closeAll();
         logger.info({}, 'minaret stopped');

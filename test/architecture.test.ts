@@ -12,7 +12,7 @@ type Rule = { folder: string; allowedPackages: RegExp; allowedFolders: string[];
 const RULES: Rule[] = [
   {
     folder: 'src',
-    allowedPackages: /^(node:.*|better-sqlite3|jose|bcryptjs|valibot)$/,
+    allowedPackages: /^(node:.*|better-sqlite3|jose|bcryptjs|valibot|adhan)$/,
     allowedFolders: ['src'],
     // The composition root and the process edge wire every part together.
     exempt: ['src/main.ts', 'src/service.ts'],

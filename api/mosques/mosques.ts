@@ -4,7 +4,7 @@ import type { ActivityLog } from '../../src/mosques/activity.ts';
 import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
 import { MEMBERSHIP_STATUSES, toMembership, type Memberships } from '../../src/mosques/memberships.ts';
 import type { MosqueOps } from '../../src/mosques/mosque-ops.ts';
-import { toMosque, type MosqueRow, type MosqueStore } from '../../src/mosques/mosques.ts';
+import { CALCULATION_METHODS, HIGH_LATITUDE_RULES, toMosque, type MosqueRow, type MosqueStore, type ScheduleFields } from '../../src/mosques/mosques.ts';
 import type { UserStore } from '../../src/people/users.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, errorBody, unwrap } from '../errors.ts';
@@ -12,18 +12,53 @@ import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
 import { httpUrl, id, limit, name, timezone } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
+const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be "HH:MM"'));
+const minutes = (max: number) => v.pipe(v.number(), v.integer('must be whole minutes'), v.minValue(-max, `must be within ${max} minutes`), v.maxValue(max, `must be within ${max} minutes`));
+const perPrayer = <S extends v.GenericSchema>(rule: S) =>
+  v.strictObject({ fajr: v.optional(rule), dhuhr: v.optional(rule), asr: v.optional(rule), maghrib: v.optional(rule), isha: v.optional(rule) });
+const angle = v.pipe(v.number(), v.minValue(0, 'must be 0..30 degrees'), v.maxValue(30, 'must be 0..30 degrees'));
+/** contract 9: the schedule fields, on create and PATCH (manager). */
+const scheduleEntries = {
+  latitude: v.optional(v.nullable(v.pipe(v.number(), v.minValue(-90, 'must be -90..90'), v.maxValue(90, 'must be -90..90')))),
+  longitude: v.optional(v.nullable(v.pipe(v.number(), v.minValue(-180, 'must be -180..180'), v.maxValue(180, 'must be -180..180')))),
+  prayer_times: v.optional(v.nullable(v.pipe(
+    v.strictObject({
+      method: v.picklist(CALCULATION_METHODS),
+      madhab: v.picklist(['shafi', 'hanafi'] as const),
+      high_latitude_rule: v.optional(v.picklist(HIGH_LATITUDE_RULES)),
+      fajr_angle: v.optional(angle),
+      isha_angle: v.optional(angle),
+      adjustments: v.optional(perPrayer(minutes(120))),
+    }),
+    v.check((p) => p.method !== 'other' || (p.fajr_angle !== undefined && p.isha_angle !== undefined), 'method "other" needs fajr_angle and isha_angle'),
+  ))),
+  azaan: v.optional(perPrayer(v.union([v.strictObject({ offset_minutes: minutes(180) }), v.strictObject({ fixed: hhmm })]))),
+  iqamah: v.optional(perPrayer(v.union([v.strictObject({ after_minutes: v.pipe(minutes(180), v.minValue(0, 'must not be negative')) }), v.strictObject({ fixed: hhmm })]))),
+  jumuah: v.optional(v.pipe(v.array(hhmm), v.maxLength(6, 'at most 6 times'))),
+  auto_start: v.optional(v.boolean()),
+};
+const SCHEDULE_KEYS = Object.keys(scheduleEntries) as Array<keyof typeof scheduleEntries>;
+
+/** The schedule fields a body names, or undefined when it names none. */
+function scheduleOf(b: Partial<Record<keyof typeof scheduleEntries, unknown>>): Partial<ScheduleFields> | undefined {
+  const named = SCHEDULE_KEYS.filter((k) => b[k] !== undefined);
+  return named.length === 0 ? undefined : (Object.fromEntries(named.map((k) => [k, b[k]])) as Partial<ScheduleFields>);
+}
+
 export const MosqueCreate = v.object({
   name,
   timezone: v.optional(timezone),
   auto_approve_members: v.optional(v.boolean()),
   stream_url: v.optional(v.nullable(httpUrl)),
   owner_user_id: v.optional(v.nullable(id)),
+  ...scheduleEntries,
 });
 export const MosqueUpdate = v.object({
   name: v.optional(name),
   timezone: v.optional(timezone),
   auto_approve_members: v.optional(v.boolean()),
   stream_url: v.optional(v.nullable(httpUrl)),
+  ...scheduleEntries,
 });
 export const AdminCreate = v.object({ user_id: id, can_trigger: v.optional(v.boolean()), can_manage: v.optional(v.boolean()) });
 export const AdminUpdate = v.object({ can_trigger: v.optional(v.boolean()), can_manage: v.optional(v.boolean()), is_owner: v.optional(v.boolean()) });
@@ -52,7 +87,8 @@ export function mosqueRoutes(deps: Deps) {
   app.post('/', async (c) => {
     if (c.var.user.role !== 'superadmin') throw new ApiError('forbidden');
     const b = await readJson(c, MosqueCreate);
-    const fields = { name: b.name, timezone: b.timezone ?? 'UTC', autoApproveMembers: b.auto_approve_members ?? false, streamUrl: b.stream_url ?? null };
+    const schedule = scheduleOf(b);
+    const fields = { name: b.name, timezone: b.timezone ?? 'UTC', autoApproveMembers: b.auto_approve_members ?? false, streamUrl: b.stream_url ?? null, ...(schedule && { schedule }) };
     const mosque = unwrap(deps.mosqueOps.create(fields, b.owner_user_id ?? null, actorOf(c)));
     return c.json(toMosque(mosque, { showJoinCode: true }), 201);
   });
@@ -69,7 +105,11 @@ export function mosqueRoutes(deps: Deps) {
   app.patch('/:id', gate('admin'), async (c) => {
     const b = await readJson(c, MosqueUpdate);
     requireSomething(b);
+    const schedule = scheduleOf(b);
+    // contract 9: the times are the manager's to set; the rest of the mosque stays with its admins (seed rule 5).
+    if (schedule && !c.var.standing.manager) throw new ApiError('forbidden', 'Setting the schedule needs can_manage.');
     const fields = {
+      ...(schedule && { schedule }),
       ...(b.name !== undefined && { name: b.name }),
       ...(b.timezone !== undefined && { timezone: b.timezone }),
       ...(b.auto_approve_members !== undefined && { autoApproveMembers: b.auto_approve_members }),

@@ -71,7 +71,8 @@ export function createBroadcasts(deps: {
     list: (mosqueId: string, limit: number) => page.all(mosqueId, limit),
 
     /** One live broadcast per mosque at a time: a second start while one is live is a conflict. */
-    start(mosqueId: string, input: StartBroadcast, actorId: string): Result<BroadcastRow> {
+    /** `actorId` is null when the service starts it itself (a mosque's auto_start, issue 11). */
+    start(mosqueId: string, input: StartBroadcast, actorId: string | null): Result<BroadcastRow> {
       const started = db.transaction((): Result<BroadcastRow> => {
         if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
         const id = crypto.randomUUID();

@@ -11,6 +11,58 @@ export interface MosqueRow {
   join_code: string;
   created_at: number;
   updated_at: number;
+  latitude: number | null;
+  longitude: number | null;
+  prayer_times: string | null;
+  azaan: string;
+  iqamah: string;
+  jumuah: string;
+  auto_start: number;
+  schedule_since: number | null;
+}
+
+/** The five daily prayers, in the order of the day. */
+export const PRAYERS = ['fajr', 'dhuhr', 'asr', 'maghrib', 'isha'] as const;
+export type Prayer = (typeof PRAYERS)[number];
+export const CALCULATION_METHODS = [
+  'muslim_world_league', 'egyptian', 'karachi', 'umm_al_qura', 'dubai', 'qatar', 'kuwait',
+  'moonsighting_committee', 'singapore', 'turkey', 'tehran', 'north_america', 'other',
+] as const;
+export const HIGH_LATITUDE_RULES = ['middle_of_the_night', 'seventh_of_the_night', 'twilight_angle'] as const;
+
+/** contract 9: how the starts are computed (shape checked at the edge). */
+export interface PrayerTimesSettings {
+  method: (typeof CALCULATION_METHODS)[number];
+  madhab: 'shafi' | 'hanafi';
+  high_latitude_rule?: (typeof HIGH_LATITUDE_RULES)[number] | undefined;
+  fajr_angle?: number | undefined;
+  isha_angle?: number | undefined;
+  adjustments?: Partial<Record<Prayer, number>> | undefined;
+}
+export type AzaanRule = { offset_minutes: number } | { fixed: string };
+export type IqamahRule = { after_minutes: number } | { fixed: string };
+
+/** A mosque's schedule fields, as the API shows and takes them. */
+export interface ScheduleFields {
+  latitude: number | null;
+  longitude: number | null;
+  prayer_times: PrayerTimesSettings | null;
+  azaan: Partial<Record<Prayer, AzaanRule>>;
+  iqamah: Partial<Record<Prayer, IqamahRule>>;
+  jumuah: string[];
+  auto_start: boolean;
+}
+
+export function scheduleFieldsOf(row: MosqueRow): ScheduleFields {
+  return {
+    latitude: row.latitude,
+    longitude: row.longitude,
+    prayer_times: row.prayer_times === null ? null : (JSON.parse(row.prayer_times) as PrayerTimesSettings),
+    azaan: JSON.parse(row.azaan) as ScheduleFields['azaan'],
+    iqamah: JSON.parse(row.iqamah) as ScheduleFields['iqamah'],
+    jumuah: JSON.parse(row.jumuah) as string[],
+    auto_start: row.auto_start === 1,
+  };
 }
 
 export interface Mosque {
@@ -24,7 +76,7 @@ export interface Mosque {
 }
 
 /** The join code is shown to the mosque's admins only; members see null. */
-export function toMosque(row: MosqueRow, opts: { showJoinCode: boolean }): Mosque {
+export function toMosque(row: MosqueRow, opts: { showJoinCode: boolean }): Mosque & ScheduleFields {
   return {
     id: row.id,
     name: row.name,
@@ -33,6 +85,7 @@ export function toMosque(row: MosqueRow, opts: { showJoinCode: boolean }): Mosqu
     stream_url: row.stream_url,
     join_code: opts.showJoinCode ? row.join_code : null,
     created_at: toIsoString(row.created_at),
+    ...scheduleFieldsOf(row),
   };
 }
 
@@ -56,6 +109,8 @@ export interface MosqueFields {
   timezone: string;
   autoApproveMembers: boolean;
   streamUrl: string | null;
+  /** Issue 11: any of these changes the mosque's times (and moves schedule_since). */
+  schedule?: Partial<ScheduleFields>;
 }
 
 export interface MosqueStore {
@@ -63,6 +118,7 @@ export interface MosqueStore {
   findByJoinCode(code: string): MosqueRow | null;
   create(fields: MosqueFields): MosqueRow;
   update(id: string, fields: Partial<MosqueFields>): MosqueRow;
+  listScheduled(): MosqueRow[];
   rotateJoinCode(id: string): MosqueRow;
   delete(id: string): void;
   listAll(): MosqueRow[];
@@ -79,6 +135,14 @@ export function createMosqueStore(db: Db, clock: Clock): MosqueStore {
   );
   const update = db.prepare(
     `UPDATE mosques SET name = @name, timezone = @timezone, auto_approve_members = @auto, stream_url = @stream_url, updated_at = @now WHERE id = @id`,
+  );
+  const updateSchedule = db.prepare(
+    `UPDATE mosques SET latitude = @latitude, longitude = @longitude, prayer_times = @prayer_times, azaan = @azaan, iqamah = @iqamah,
+       jumuah = @jumuah, auto_start = @auto_start, schedule_since = @now, updated_at = @now WHERE id = @id`,
+  );
+  const withSchedule = db.prepare<[], MosqueRow>(
+    `SELECT * FROM mosques WHERE (latitude IS NOT NULL AND longitude IS NOT NULL AND prayer_times IS NOT NULL)
+        OR id IN (SELECT mosque_id FROM schedule_timetables) ORDER BY id`,
   );
   const setCode = db.prepare('UPDATE mosques SET join_code = ?, updated_at = ? WHERE id = ?');
   const remove = db.prepare('DELETE FROM mosques WHERE id = ?');
@@ -98,12 +162,23 @@ export function createMosqueStore(db: Db, clock: Clock): MosqueStore {
     }
   };
 
+  function setSchedule(row: MosqueRow, change: Partial<ScheduleFields>): void {
+    const merged = { ...scheduleFieldsOf(row), ...change };
+    updateSchedule.run({
+      id: row.id, latitude: merged.latitude, longitude: merged.longitude,
+      prayer_times: merged.prayer_times === null ? null : JSON.stringify(merged.prayer_times),
+      azaan: JSON.stringify(merged.azaan), iqamah: JSON.stringify(merged.iqamah), jumuah: JSON.stringify(merged.jumuah),
+      auto_start: merged.auto_start ? 1 : 0, now: now(),
+    });
+  }
+
   return {
     findById: (id) => byId.get(id) ?? null,
     findByJoinCode: (code) => byCode.get(normalizeJoinCode(code)) ?? null,
     create(f) {
       const id = crypto.randomUUID();
       insert.run({ id, name: f.name, timezone: f.timezone, auto: f.autoApproveMembers ? 1 : 0, stream_url: f.streamUrl, join_code: unusedCode(), now: now() });
+      if (f.schedule) setSchedule(byId.get(id)!, f.schedule);
       return byId.get(id)!;
     },
     update(id, f) {
@@ -116,8 +191,11 @@ export function createMosqueStore(db: Db, clock: Clock): MosqueStore {
         stream_url: f.streamUrl === undefined ? row.stream_url : f.streamUrl,
         now: now(),
       });
+      if (f.schedule) setSchedule(byId.get(id)!, f.schedule);
       return byId.get(id)!;
     },
+    /** Mosques that have times: a location with a method, or an uploaded timetable. */
+    listScheduled: () => withSchedule.all(),
     rotateJoinCode(id) {
       setCode.run(unusedCode(), now(), id);
       return byId.get(id)!;

@@ -50,6 +50,8 @@ export interface Config {
   deviceFloodWindowS: number;
   /** Reconnect flapping: more than maxConnects CONNECTs of one device in windowS are refused for banS. */
   mqttFlap: { maxConnects: number; windowS: number; banS: number };
+  scheduleReadyLeadMinutes: number;
+  scheduleGraceMinutes: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** The whole graceful stop (signal or fatal error) gets this long before the process exits anyway. */
   shutdownTimeoutS: number;
@@ -176,6 +178,9 @@ const EnvSchema = v.object({
   MQTT_FLAP_MAX_CONNECTS: wholeNumber(1, 10_000, 15),
   MQTT_FLAP_WINDOW_S: wholeNumber(1, 86_400, 60),
   MQTT_FLAP_BAN_S: wholeNumber(1, 86_400, 60),
+  SCHEDULE_READY_LEAD_MINUTES: wholeNumber(1, 120, 10),
+  // At least 1: a missed check at the azaan's own minute would race the transmitter starting it.
+  SCHEDULE_GRACE_MINUTES: wholeNumber(1, 120, 5),
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
   SHUTDOWN_TIMEOUT_S: wholeNumber(1, 600, 10),
   TEST_FAULT: v.optional(v.picklist(['uncaught_exception', 'unhandled_rejection'] as const, 'must be one of uncaught_exception, unhandled_rejection')),
@@ -308,6 +313,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       },
       deviceFloodWindowS: e.DEVICE_FLOOD_WINDOW_S,
       mqttFlap: { maxConnects: e.MQTT_FLAP_MAX_CONNECTS, windowS: e.MQTT_FLAP_WINDOW_S, banS: e.MQTT_FLAP_BAN_S },
+      scheduleReadyLeadMinutes: e.SCHEDULE_READY_LEAD_MINUTES,
+      scheduleGraceMinutes: e.SCHEDULE_GRACE_MINUTES,
       logLevel: e.LOG_LEVEL,
       shutdownTimeoutS: e.SHUTDOWN_TIMEOUT_S,
       testFault: e.TEST_FAULT,

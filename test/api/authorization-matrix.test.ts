@@ -165,6 +165,15 @@ function inMosque(gate: keyof typeof HOLDERS, ok: number): Expect {
  * only to its member and to M's admins, so a fellow member of M is told 404 like a stranger (an unknown
  * id), not 403 as at M's own routes; test/api/memberships.test.ts holds the same line.
  */
+/** Approved members of M and its admins (contract 9: the schedule is for the mosque's people). */
+const memberOrAdminOfM = (ok: number): Expect => ({ ...inMosque('admin', ok), member: ok });
+
+/** One uploaded day; its minutes differ per call so every upload changes the stored month. */
+const timetableDay = () => {
+  const m = String(10 + (++serial % 40));
+  return { day: 1, fajr: `04:${m}`, shuruk: '06:00', dhuhr: `12:${m}`, asr: `16:${m}`, maghrib: `20:${m}`, isha: `22:${m}` };
+};
+
 const membershipOfM = (ok: number): Expect => ({ ...inMosque('admin', ok), member: 404 });
 
 /**
@@ -203,6 +212,8 @@ interface Row {
   request: (w: World, s: Standing, caller: Person | null) => Promise<Call> | Call;
   /** The route changes state: refused calls must change nothing, successful ones something. */
   mutates?: boolean;
+  /** A success answers text (the ICS feed), not JSON. */
+  answersText?: boolean;
   /** Whether a successful call with this status changes state (default: every success of a mutating route). */
   changesOnSuccess?: (status: number) => boolean;
   /** A successful call destroys the world (M itself): the next standing gets a new one. */
@@ -342,6 +353,26 @@ const ROWS: Row[] = [
   {
     route: `GET ${V1}/mosques/:id/broadcasts/:bid`, expect: inMosque('admin', 200),
     request: async (w) => ({ path: `${mosquePath(w)}/broadcasts/${await liveBroadcast(w)}` }),
+  },
+
+  // --- the azaan schedule (CONTRACT 9) ---
+  {
+    // The schedule fields of PATCH need can_manage; the rest of the mosque stays with its admins.
+    route: `PATCH ${V1}/mosques/:id`, target: 'schedule fields', expect: inMosque('manager', 200), mutates: true,
+    request: (w) => ({ path: mosquePath(w), body: { jumuah: [timetableDay().dhuhr], auto_start: false } }),
+  },
+  { route: `GET ${V1}/mosques/:id/schedule`, expect: memberOrAdminOfM(200), request: (w) => ({ path: `${mosquePath(w)}/schedule?days=2` }) },
+  { route: `GET ${V1}/mosques/:id/schedule.ics`, expect: memberOrAdminOfM(200), answersText: true, request: (w) => ({ path: `${mosquePath(w)}/schedule.ics` }) },
+  {
+    route: `PUT ${V1}/mosques/:id/timetable/:month`, expect: inMosque('manager', 200), mutates: true,
+    request: (w) => ({ path: `${mosquePath(w)}/timetable/4`, body: [timetableDay()] }),
+  },
+  {
+    route: `DELETE ${V1}/mosques/:id/timetable/:month`, expect: inMosque('manager', 204), mutates: true,
+    request: async (w) => {
+      await must(w.ts.http.request('PUT', `${mosquePath(w)}/timetable/5`, { body: [timetableDay()], token: w.root.token }), 200, 'upload May');
+      return { path: `${mosquePath(w)}/timetable/5` };
+    },
   },
 
   // --- devices (CONTRACT 7) ---
@@ -527,6 +558,7 @@ async function runStanding(w: World, row: Row, s: Standing): Promise<{ succeeded
     assert.equal(res.body?.error?.code, ERROR_CODES[expected], `error code of the ${expected}`);
   } else {
     if (expected === 204) assert.equal(res.body, null, '204 has no body');
+    else if (row.answersText) assert.match(String(res.body), /^BEGIN:VCALENDAR\r\n/, 'success answers the calendar');
     else assert.equal(typeof res.body, 'object', 'success answers JSON');
     row.check?.(w, s, res);
   }

@@ -7,7 +7,8 @@ import { assertError } from '../support/api.ts';
 
 /** Contract 5: mosques and their admins, with the owner rules of the README. */
 
-const MOSQUE_KEYS = ['auto_approve_members', 'created_at', 'id', 'join_code', 'name', 'stream_url', 'timezone'];
+// Issue 11 added the schedule fields (contract 9).
+const MOSQUE_KEYS = ['auto_approve_members', 'auto_start', 'azaan', 'created_at', 'id', 'iqamah', 'join_code', 'jumuah', 'latitude', 'longitude', 'name', 'prayer_times', 'stream_url', 'timezone'];
 const JOIN_CODE = /^[ABCDEFGHJKMNPQRSTUVWXYZ23456789]{8}$/;
 
 async function world(t: Parameters<typeof startTestService>[0], extra: Record<string, unknown> = {}) {

@@ -20,6 +20,7 @@ test('with no settings every default of the contract applies', () => {
     },
   );
   assert.deepEqual(r.warnings, []);
+  assert.deepEqual([r.config.scheduleReadyLeadMinutes, r.config.scheduleGraceMinutes], [10, 5]);
 });
 
 test('push and player limits default to 10 subscriptions, 8 sends at once and 20 players per user', () => {
@@ -35,6 +36,8 @@ const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['zero push subscriptions per user', { MAX_PUSH_SUBSCRIPTIONS_PER_USER: '0' }, /^MAX_PUSH_SUBSCRIPTIONS_PER_USER: .*1 to 1000/],
   ['a push concurrency that is not a number', { PUSH_CONCURRENCY: 'many' }, /^PUSH_CONCURRENCY: .*whole number/],
   ['zero players per user', { MAX_PLAYERS_PER_USER: '0' }, /^MAX_PLAYERS_PER_USER: /],
+  ['a grace of zero minutes (issue 11: at least 1)', { SCHEDULE_GRACE_MINUTES: '0' }, /^SCHEDULE_GRACE_MINUTES: must be a whole number from 1 to 120/],
+  ['a lead that is not a number', { SCHEDULE_READY_LEAD_MINUTES: 'ten' }, /^SCHEDULE_READY_LEAD_MINUTES: /],
   ['an unknown transport', { NOTIFY_TRANSPORT: 'pigeon' }, /^NOTIFY_TRANSPORT: must be one of console, smtp, webhook/],
   ['webhook without its URL', { NOTIFY_TRANSPORT: 'webhook' }, /^NOTIFY_WEBHOOK_URL: required/],
   ['smtp without its URL', { NOTIFY_TRANSPORT: 'smtp', SMTP_FROM: 'a@b.cd' }, /^SMTP_URL: required/],

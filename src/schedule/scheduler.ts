@@ -1,0 +1,243 @@
+import type { ActivityLog } from '../mosques/activity.ts';
+import type { AdminStore } from '../mosques/admins.ts';
+import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
+import type { Logger } from '../platform/log.ts';
+import type { Clock } from '../platform/clock.ts';
+import type { Notifier } from '../platform/notify.ts';
+import type { UserStore } from '../people/users.ts';
+import type { Readiness, ReadinessCheck } from './readiness.ts';
+import type { ScheduleStore } from './schedule-store.ts';
+import { mosqueTimes, slotKey, slotsOn, type MosqueTimes, type Slot } from './slots.ts';
+import { addDays, civilDateAt, type CivilDate } from './zone.ts';
+
+/** The longest sleep: a Raspberry Pi without a clock chip jumps in time when NTP syncs after boot. */
+export const MAX_SLEEP_MS = 60_000;
+/** After a restart, events this recent are still handled (a missed check during a 20-minute outage runs). */
+export const CATCH_UP_MS = 60 * 60_000;
+
+type EventKind = 'ready' | 'start' | 'missed';
+
+/** A broadcast start or stop as the schedule needs it (from HTTP's record, or a transmitter's own event). */
+export interface BroadcastSignal {
+  id: string;
+  mosqueId: string;
+  kind: string;
+  prayer: string | null;
+}
+
+export interface SchedulerDeps {
+  clock: Clock;
+  logger: Logger;
+  leadMs: number;
+  graceMs: number;
+  mosques: MosqueStore;
+  store: ScheduleStore;
+  admins: AdminStore;
+  users: UserStore;
+  activity: ActivityLog;
+  notifier: Notifier;
+  readiness: ReadinessCheck;
+  /** Web Push to these users (the broadcasts outbox, wired in service.ts). */
+  push: (userIds: string[], payload: Record<string, unknown>) => void;
+  /** The auto_start port: starts an azaan broadcast, as a trigger admin would. */
+  startAzaan: (mosqueId: string, prayer: string) => { ok: true; broadcastId: string } | { ok: false; message: string };
+}
+
+const title = (prayer: string) => (prayer === 'jumuah' ? "Jumu'ah" : prayer[0]!.toUpperCase() + prayer.slice(1));
+
+/**
+ * One scheduler for every mosque: a single timer sleeps until the next due event (ready check, auto start,
+ * missed check) of any mosque, handles what is due, and sleeps again. Slots are derived; what happened to
+ * them is in schedule_slots, so a restart neither repeats nor skips an event within CATCH_UP_MS.
+ */
+export function createScheduler(deps: SchedulerDeps) {
+  const { clock, store, leadMs, graceMs } = deps;
+  const derived = new Map<string, { updatedAt: number; times: MosqueTimes; days: Map<string, Slot[]> }>();
+  const handled = new Map<string, number>(); // event key -> event time, pruned past CATCH_UP_MS
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = true;
+
+  function slotsFor(row: MosqueRow, date: CivilDate): Slot[] {
+    let entry = derived.get(row.id);
+    if (!entry || entry.updatedAt !== row.updated_at) {
+      entry = { updatedAt: row.updated_at, times: mosqueTimes(row), days: new Map() };
+      derived.set(row.id, entry);
+    }
+    const key = `${date.y}-${date.m}-${date.d}`;
+    let slots = entry.days.get(key);
+    if (!slots) {
+      slots = slotsOn(entry.times, date, store.timetableDay(row.id, date.m, date.d));
+      if (entry.days.size > 8) entry.days.clear();
+      entry.days.set(key, slots);
+    }
+    return slots;
+  }
+
+  /** Yesterday, today and tomorrow on the mosque's calendar: every slot whose events can be near now. */
+  function nearSlots(row: MosqueRow, now: number): Slot[] {
+    const today = civilDateAt(now, row.timezone);
+    return [-1, 0, 1].flatMap((n) => slotsFor(row, addDays(today, n)));
+  }
+
+  function eventsOf(row: MosqueRow, slot: Slot): Array<[EventKind, number]> {
+    const events: Array<[EventKind, number]> = [['ready', slot.azaanAt - leadMs]];
+    if (row.auto_start === 1) events.push(['start', slot.azaanAt]);
+    events.push(['missed', slot.azaanAt + graceMs]);
+    return events;
+  }
+
+  function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness): void {
+    if (!store.claimAlert(slot, kind, clock())) return;
+    const text = alertText(row, slot, kind, r);
+    const admins = deps.admins.listForMosque(row.id).filter((a) => a.can_trigger === 1);
+    for (const admin of admins) {
+      const user = deps.users.findById(admin.user_id);
+      const phoneOnly = admin.email.endsWith('@phone.invalid');
+      if (phoneOnly && !user?.phone) continue;
+      deps.notifier.send({ channel: phoneOnly ? 'sms' : 'email', to: phoneOnly ? user!.phone! : admin.email, purpose: kind, text });
+    }
+    deps.push(admins.map((a) => a.user_id), { title: kind === 'azaan_missed' ? `Missed azaan: ${title(slot.prayer)}` : `Azaan not ready: ${title(slot.prayer)}`, body: text, mosque_id: row.id, kind, prayer: slot.prayer, date: slot.date });
+  }
+
+  function handle(kind: EventKind, row: MosqueRow, slot: Slot, now: number): void {
+    const outcome = store.outcome(slot);
+    const served = outcome !== null && (outcome.status === 'live' || outcome.status === 'done' || outcome.broadcast_id !== null);
+    if (kind === 'ready') {
+      if (outcome !== null || now > slot.azaanAt + graceMs) return;
+      const r = deps.readiness(row.id);
+      store.record(slot, { status: r.ready ? 'ready' : 'not_ready', reason: r.reason, readiness: summary(r) }, now);
+      if (!r.ready) alertAdmins(row, slot, 'azaan_not_ready', r);
+      return;
+    }
+    if (kind === 'start') {
+      if (served || outcome?.auto_started === 1 || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
+      const started = deps.startAzaan(row.id, slot.prayer);
+      if (!started.ok) return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
+      store.record(slot, { status: 'live', broadcastId: started.broadcastId, autoStarted: true }, now);
+      return;
+    }
+    if (served || outcome?.status === 'missed') return;
+    const r = deps.readiness(row.id);
+    const reason = r.reason ?? 'not_started';
+    store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
+    deps.activity.record({ mosqueId: row.id, actorUserId: null, kind: 'schedule.azaan_missed', subjectId: slotKey(slot), data: { date: slot.date, prayer: slot.prayer, azaan_local: slot.azaanLocal, reason } });
+    alertAdmins(row, slot, 'azaan_missed', r);
+  }
+
+  /** Handles every event that is due; returns the time of the next one (or null). */
+  function runDue(): number | null {
+    const now = clock();
+    const floor = now - CATCH_UP_MS;
+    let next: number | null = null;
+    for (const [key, at] of handled) if (at < floor) handled.delete(key);
+    for (const row of deps.mosques.listScheduled()) {
+      const since = (row.schedule_since ?? 0) * 1000;
+      for (const slot of nearSlots(row, now)) {
+        for (const [kind, at] of eventsOf(row, slot)) {
+          if (at > now) {
+            next = next === null ? at : Math.min(next, at);
+            continue;
+          }
+          const key = `${slotKey(slot)}|${kind}|${at}`;
+          if (at < floor || at < since || handled.has(key)) continue;
+          handled.set(key, at);
+          try {
+            handle(kind, row, slot, now);
+          } catch (err) {
+            deps.logger.error({ mosque_id: row.id, prayer: slot.prayer, event: kind, err: (err as Error).message }, 'schedule event failed');
+          }
+        }
+      }
+    }
+    return next;
+  }
+
+  function arm(): void {
+    if (stopped) return;
+    const next = runDue();
+    const delay = next === null ? MAX_SLEEP_MS : Math.max(0, Math.min(MAX_SLEEP_MS, next - clock()));
+    timer = setTimeout(arm, delay);
+    timer.unref();
+  }
+
+  /** The slot a start at `now` serves: its window holds now; the named prayer first, then the nearest. */
+  function slotServedBy(row: MosqueRow, b: BroadcastSignal, now: number): Slot | null {
+    const open = nearSlots(row, now).filter((s) => s.azaanAt - leadMs <= now && now <= s.azaanAt + graceMs).filter((s) => {
+      const o = store.outcome(s);
+      return o === null || o.status === 'ready' || o.status === 'not_ready';
+    });
+    const named = (s: Slot) => b.prayer !== null && (s.prayer === b.prayer || (s.prayer === 'jumuah' && b.prayer === 'jummah'));
+    open.sort((a, c) => Number(named(c)) - Number(named(a)) || Math.abs(a.azaanAt - now) - Math.abs(c.azaanAt - now));
+    return open[0] ?? null;
+  }
+
+  return {
+    start(): void {
+      stopped = false;
+      arm();
+    },
+    stop(): void {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      timer = null;
+    },
+    /** Runs what is due now and re-arms the timer (tests that move a manual clock call it). */
+    runDue(): void {
+      if (timer) clearTimeout(timer);
+      timer = null;
+      if (stopped) return void runDue();
+      arm();
+    },
+    /** A mosque's times changed: the next pass derives them again (and the timer wakes for the new first event). */
+    mosqueChanged(mosqueId: string): void {
+      derived.delete(mosqueId);
+      if (!stopped) this.runDue();
+    },
+
+    /** An azaan (or Jumu'ah) broadcast started: it serves the slot whose window is open. Returns that slot. */
+    broadcastStarted(b: BroadcastSignal): Slot | null {
+      if (b.kind !== 'azaan' && b.kind !== 'jummah') return null;
+      const row = deps.mosques.findById(b.mosqueId);
+      if (!row) return null;
+      const now = clock();
+      const slot = slotServedBy(row, b, now);
+      if (slot) store.record(slot, { status: 'live', broadcastId: b.id }, now);
+      return slot;
+    },
+    broadcastStopped(b: Pick<BroadcastSignal, 'id' | 'mosqueId'>): void {
+      const row = store.findByBroadcast(b.mosqueId, b.id);
+      if (!row || row.status !== 'live') return;
+      const slot: Slot = {
+        mosqueId: row.mosque_id, date: row.date, prayer: row.prayer as Slot['prayer'], index: row.idx, startsAt: row.starts_at * 1000,
+        azaanAt: row.azaan_at * 1000, iqamahAt: row.iqamah_at === null ? null : row.iqamah_at * 1000, azaanLocal: '', source: row.source,
+      };
+      store.record(slot, { status: 'done' }, clock());
+    },
+
+    /** The derived slots of one calendar date (the API merges the outcomes). */
+    slotsOn: (row: MosqueRow, date: CivilDate) => slotsFor(row, date),
+  };
+}
+
+export type Scheduler = ReturnType<typeof createScheduler>;
+
+function summary(r: Readiness): Record<string, unknown> {
+  return {
+    transmitters: r.transmitters.map((t) => ({ id: t.id, connected: t.connected, status: t.status, last_seen_at: t.last_seen_at, error: t.error })),
+    players_ready: r.players_ready,
+  };
+}
+
+function alertText(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness): string {
+  const what = `${row.name}: ${title(slot.prayer)} azaan at ${slot.azaanLocal} (${slot.date})`;
+  const offline = r.transmitters.filter((t) => !t.connected);
+  const why =
+    r.reason === 'transmitter_offline'
+      ? r.transmitters.length === 0
+        ? 'no transmitter is registered'
+        : `transmitter offline ${offline[0]?.last_seen_at ? `since ${offline[0].last_seen_at}` : '(never connected)'}`
+      : r.reason === 'transmitter_error'
+        ? `transmitter error: ${r.transmitters.find((t) => t.error)?.error ?? 'unknown'}`
+        : 'no azaan broadcast was started';
+  return kind === 'azaan_missed' ? `Missed: ${what}. Reason: ${why}.` : `Not ready: ${what}. ${why[0]!.toUpperCase()}${why.slice(1)}; ${r.players_ready} player(s) ready.`;
+}

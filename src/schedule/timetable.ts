@@ -1,0 +1,52 @@
+import { PRAYERS, type Prayer } from '../mosques/mosques.ts';
+import type { TimetableDay } from './slots.ts';
+import { parseHhMm } from './zone.ts';
+
+export type TimetableRow = TimetableDay & { day: number; shuruk: string | null };
+export interface RowProblem {
+  path: string;
+  message: string;
+}
+
+const DAYS_IN_MONTH = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+const COLUMNS = ['day', 'fajr', 'shuruk', 'dhuhr', 'asr', 'maghrib', 'isha'] as const;
+
+/**
+ * Mawaqit's calendar CSV: `Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha`, one row per day, "HH:MM" local standard
+ * time. A header row is optional; `;` works as separator too (spreadsheets in many locales write it).
+ */
+export function parseTimetableCsv(text: string): { rows: Array<Record<string, string>>; problems: RowProblem[] } {
+  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
+  const rows: Array<Record<string, string>> = [];
+  const problems: RowProblem[] = [];
+  lines.forEach((line, i) => {
+    const cells = line.split(/[;,]/).map((c) => c.trim().replace(/^"|"$/g, ''));
+    if (i === 0 && /^day$/i.test(cells[0] ?? '')) return;
+    if (cells.length !== COLUMNS.length) return void problems.push({ path: `line ${i + 1}`, message: `expected ${COLUMNS.length} columns (Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha)` });
+    rows.push(Object.fromEntries(COLUMNS.map((c, k) => [c, cells[k]!])));
+  });
+  return { rows, problems };
+}
+
+/** Checks rows (from CSV or JSON) for a month: days 1..n once each, every time "HH:MM". */
+export function checkTimetable(month: number, input: Array<Record<string, unknown>>): { rows: TimetableRow[]; problems: RowProblem[] } {
+  const problems: RowProblem[] = [];
+  const rows: TimetableRow[] = [];
+  const seen = new Set<number>();
+  input.forEach((raw, i) => {
+    const day = Number(raw.day);
+    if (!Number.isInteger(day) || day < 1 || day > DAYS_IN_MONTH[month - 1]!) return void problems.push({ path: `${i}.day`, message: `must be a day of month ${month}` });
+    if (seen.has(day)) return void problems.push({ path: `${i}.day`, message: 'appears twice' });
+    seen.add(day);
+    const times = {} as Record<Prayer, string>;
+    for (const prayer of PRAYERS) {
+      const value = typeof raw[prayer] === 'string' ? (raw[prayer] as string).trim() : '';
+      if (!parseHhMm(value)) problems.push({ path: `${i}.${prayer}`, message: 'expected "HH:MM"' });
+      times[prayer] = value;
+    }
+    const shuruk = typeof raw.shuruk === 'string' && parseHhMm(raw.shuruk) ? raw.shuruk.trim() : null;
+    rows.push({ day, shuruk, ...times });
+  });
+  if (input.length === 0) problems.push({ path: '', message: 'no rows' });
+  return { rows, problems };
+}

@@ -1,0 +1,102 @@
+import { PRAYERS, type MosqueRow } from '../mosques/mosques.ts';
+import { toIsoString } from '../platform/clock.ts';
+import type { OutcomeRow, ScheduleStore, SlotStatus } from './schedule-store.ts';
+import { computedStarts, mosqueTimes, slotKey, timetableStarts, type Slot } from './slots.ts';
+import type { TimetableRow } from './timetable.ts';
+import { addDays, formatDate, localHhMm, type CivilDate } from './zone.ts';
+
+/** contract 9: a slot as GET /mosques/{id}/schedule answers it. */
+export interface SlotView {
+  date: string;
+  prayer: string;
+  starts_at: string;
+  azaan_at: string;
+  iqamah_at: string | null;
+  azaan_local: string;
+  source: string;
+  status: SlotStatus;
+  broadcast_id: string | null;
+  reason: string | null;
+  report: unknown;
+  readiness: unknown;
+  auto_started: boolean;
+}
+
+/**
+ * Derived slots merged with their recorded outcomes. A slot with an outcome keeps the times it had then
+ * (a later change of times moves only slots still to come). A past slot nobody checked (the service was
+ * down, or the schedule was set up after it) is `missed` with reason `not_checked`.
+ */
+export function viewSlots(opts: {
+  row: MosqueRow;
+  from: CivilDate;
+  days: number;
+  nowMs: number;
+  graceMs: number;
+  store: ScheduleStore;
+  slotsOn: (row: MosqueRow, date: CivilDate) => Slot[];
+  reportFor: (mosqueId: string, broadcastId: string) => unknown;
+}): SlotView[] {
+  const { row, store } = opts;
+  const dates = Array.from({ length: opts.days }, (_, i) => addDays(opts.from, i));
+  const outcomes = new Map<string, OutcomeRow>();
+  for (const o of store.outcomesBetween(row.id, formatDate(dates[0]!), formatDate(dates.at(-1)!))) {
+    outcomes.set(slotKey({ mosqueId: o.mosque_id, date: o.date, prayer: o.prayer as Slot['prayer'], index: o.idx }), o);
+  }
+  const out: Array<SlotView & { at: number }> = [];
+  for (const date of dates) {
+    for (const slot of opts.slotsOn(row, date)) {
+      const key = slotKey(slot);
+      const o = outcomes.get(key);
+      outcomes.delete(key);
+      out.push(o ? fromOutcome(o, row, opts.reportFor) : fromSlot(slot, opts.nowMs > slot.azaanAt + opts.graceMs));
+    }
+  }
+  // Outcomes of slots that no longer derive (a Jumu'ah time since removed) stay in the record.
+  for (const o of outcomes.values()) out.push(fromOutcome(o, row, opts.reportFor));
+  return out.sort((a, b) => a.at - b.at).map(({ at: _at, ...view }) => view);
+}
+
+function fromSlot(s: Slot, past: boolean): SlotView & { at: number } {
+  return {
+    at: s.azaanAt, date: s.date, prayer: s.prayer, starts_at: new Date(s.startsAt).toISOString(), azaan_at: new Date(s.azaanAt).toISOString(),
+    iqamah_at: s.iqamahAt === null ? null : new Date(s.iqamahAt).toISOString(), azaan_local: s.azaanLocal, source: s.source,
+    status: past ? 'missed' : 'upcoming', broadcast_id: null, reason: past ? 'not_checked' : null, report: null, readiness: null, auto_started: false,
+  };
+}
+
+function fromOutcome(o: OutcomeRow, row: MosqueRow, reportFor: (mosqueId: string, broadcastId: string) => unknown): SlotView & { at: number } {
+  return {
+    at: o.azaan_at * 1000, date: o.date, prayer: o.prayer, starts_at: toIsoString(o.starts_at), azaan_at: toIsoString(o.azaan_at),
+    iqamah_at: o.iqamah_at === null ? null : toIsoString(o.iqamah_at), azaan_local: localHhMm(o.azaan_at * 1000, row.timezone), source: o.source,
+    status: o.status, broadcast_id: o.broadcast_id, reason: o.reason,
+    report: o.broadcast_id === null ? null : reportFor(row.id, o.broadcast_id),
+    readiness: o.readiness === null ? null : JSON.parse(o.readiness), auto_started: o.auto_started === 1,
+  };
+}
+
+/** Uploaded rows more than 30 minutes from the computed starts (the usual daylight-saving mistake). */
+export function timetableWarnings(row: MosqueRow, month: number, year: number, rows: TimetableRow[]) {
+  const times = mosqueTimes(row);
+  const warnings: Array<{ day: number; prayer: string; uploaded: string; computed: string; difference_minutes: number }> = [];
+  for (const r of rows) {
+    const date = { y: year, m: month, d: r.day };
+    const computed = computedStarts(times, date);
+    if (!computed) continue;
+    const uploaded = timetableStarts(r, date, row.timezone);
+    for (const prayer of PRAYERS) {
+      const c = computed[prayer];
+      if (c === null) continue;
+      const diff = Math.round((uploaded[prayer] - c) / 60_000);
+      if (Math.abs(diff) > 30) warnings.push({ day: r.day, prayer, uploaded: r[prayer], computed: standardHhMm(c, uploaded[prayer], r[prayer]), difference_minutes: diff });
+    }
+  }
+  return warnings;
+}
+
+/** The computed start on the same standard-time clock the upload uses. */
+function standardHhMm(computedMs: number, uploadedMs: number, uploaded: string): string {
+  const [hh, mm] = uploaded.split(':').map(Number) as [number, number];
+  const minutes = ((hh * 60 + mm + Math.round((computedMs - uploadedMs) / 60_000)) % 1440 + 1440) % 1440;
+  return `${String(Math.floor(minutes / 60)).padStart(2, '0')}:${String(minutes % 60).padStart(2, '0')}`;
+}

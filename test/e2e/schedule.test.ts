@@ -1,0 +1,192 @@
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { createManualClock, startTestService, type TestService } from '../support/service.ts';
+import { API, createMosque, makeAdmin, member, mosqueActivity, signInSuperadmin } from '../support/people.ts';
+import { connectDevice, nowTs, publish, registerTransmitter, statusPayload, waitFor } from '../support/devices.ts';
+import { SimDevice } from '../../simulator/device.ts';
+import { followSchedule } from '../../simulator/follow-schedule.ts';
+
+// Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC.
+// Ready check at 11:50 UTC (lead 10 min), missed check at 12:05 UTC (grace 5 min).
+const T = (hhmm: string) => Date.parse(`2026-06-10T${hhmm}:00Z`);
+const SCHEDULE = {
+  timezone: 'Europe/London', latitude: 51.5072, longitude: -0.1276,
+  prayer_times: { method: 'muslim_world_league', madhab: 'shafi' }, azaan: { dhuhr: { fixed: '13:00' } },
+};
+
+async function world(t: TestContext, extra: Record<string, unknown> = {}, env: Record<string, string> = {}) {
+  const clock = createManualClock(T('11:40'));
+  const ts = await startTestService(t, { clock, logLevel: 'warn', env });
+  const root = await signInSuperadmin(ts);
+  const owner = await member(ts, 'owner@schedule.test');
+  const plain = await member(ts, 'plain-admin@schedule.test');
+  const mosque = await createMosque(ts, root.token, owner, { ...SCHEDULE, ...extra });
+  await makeAdmin(ts, root.token, mosque.id, plain); // no can_trigger: never alerted
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  return { ts, clock, root, owner, plain, mosque, tx };
+}
+
+async function dhuhr(ts: TestService, token: string, mosqueId: string) {
+  const res = await ts.http.get(`${API}/mosques/${mosqueId}/schedule?date=2026-06-10`, token);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body.find((s: any) => s.prayer === 'dhuhr');
+}
+
+const alerts = (ts: TestService, purpose: string) => ts.messages.filter((m) => m.purpose === purpose);
+
+test('with the transmitter offline the trigger admins hear "not ready" at the lead time and "missed" after the grace, once each', async (t) => {
+  const { ts, clock, owner, mosque } = await world(t);
+  assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'upcoming');
+
+  clock.set(T('11:50'));
+  ts.service.schedule.runDue();
+  ts.service.schedule.runDue();
+  await ts.service.notifier.idle();
+  const notReady = await dhuhr(ts, owner.token, mosque.id);
+  assert.equal(notReady.status, 'not_ready');
+  assert.equal(notReady.reason, 'transmitter_offline');
+  assert.deepEqual(alerts(ts, 'azaan_not_ready').map((m) => m.to), ['owner@schedule.test']);
+  assert.match(alerts(ts, 'azaan_not_ready')[0]!.text, /Dhuhr azaan at 13:00/);
+
+  clock.set(T('12:05'));
+  ts.service.schedule.runDue();
+  ts.service.schedule.runDue();
+  await ts.service.notifier.idle();
+  const missed = await dhuhr(ts, owner.token, mosque.id);
+  assert.equal(missed.status, 'missed');
+  assert.equal(missed.reason, 'transmitter_offline');
+  assert.equal(missed.broadcast_id, null);
+  assert.deepEqual(alerts(ts, 'azaan_missed').map((m) => m.to), ['owner@schedule.test']);
+  assert.equal(alerts(ts, 'azaan_not_ready').length, 1);
+  const feed = await mosqueActivity(ts, owner.token, mosque.id);
+  assert.ok(feed.some((e: any) => e.kind === 'schedule.azaan_missed' && e.data.prayer === 'dhuhr' && e.data.reason === 'transmitter_offline'));
+});
+
+test('an azaan started over HTTP inside the window serves the slot: live, then done with its broadcast and report', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t);
+  const device = await connectDevice(t, tx.credentials);
+  await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
+  await waitFor('transmitter online', async () => (await ts.http.get(`${API}/devices/${tx.device.id}`, owner.token)).body.status === 'ONLINE');
+
+  clock.set(T('11:50'));
+  ts.service.schedule.runDue();
+  assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'ready');
+
+  clock.set(T('11:58'));
+  const started = await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts`, { kind: 'azaan' }, owner.token);
+  assert.equal(started.status, 201);
+  const live = await dhuhr(ts, owner.token, mosque.id);
+  assert.equal(live.status, 'live');
+  assert.equal(live.broadcast_id, started.body.id);
+
+  clock.set(T('12:02'));
+  assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts/${started.body.id}/stop`, undefined, owner.token)).status, 200);
+  clock.set(T('12:06'));
+  ts.service.schedule.runDue();
+  await ts.service.notifier.idle();
+  const done = await dhuhr(ts, owner.token, mosque.id);
+  assert.equal(done.status, 'done');
+  assert.equal(done.broadcast_id, started.body.id);
+  assert.equal(typeof done.report.playing, 'number');
+  assert.deepEqual(Object.keys(done.report.push).sort(), ['failed', 'queued', 'sent']);
+  assert.equal(alerts(ts, 'azaan_missed').length + alerts(ts, 'azaan_not_ready').length, 0);
+});
+
+test("the transmitter's own broadcast event on its mosque topic serves the slot", async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t);
+  const device = await connectDevice(t, tx.credentials);
+  await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
+  clock.set(T('12:01'));
+  await publish(device, `mosques/${mosque.id}/broadcast`, JSON.stringify({ v: '1.0', broadcast_id: 'tx-local-1', kind: 'azaan', action: 'start', ts: nowTs() }), { qos: 1 });
+  const live = await waitFor('slot live', async () => {
+    const s = await dhuhr(ts, owner.token, mosque.id);
+    return s.status === 'live' ? s : null;
+  });
+  assert.equal(live.broadcast_id, 'tx-local-1');
+  assert.equal(live.report, null); // a transmitter's own broadcast has no record to report on
+  clock.set(T('12:06'));
+  ts.service.schedule.runDue();
+  await ts.service.notifier.idle();
+  assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'live');
+  assert.equal(alerts(ts, 'azaan_missed').length, 0);
+});
+
+test('with auto_start the service starts the azaan itself at azaan_at, once, and the slot says so', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t, { auto_start: true });
+  const device = await connectDevice(t, tx.credentials);
+  await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
+  clock.set(T('12:00'));
+  ts.service.schedule.runDue();
+  ts.service.schedule.runDue();
+  const list = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body;
+  assert.equal(list.length, 1);
+  assert.equal(list[0].kind, 'azaan');
+  assert.equal(list[0].prayer, 'dhuhr');
+  assert.equal(list[0].started_by, null);
+  const slot = await dhuhr(ts, owner.token, mosque.id);
+  assert.equal(slot.status, 'live');
+  assert.equal(slot.auto_started, true);
+  assert.equal(slot.broadcast_id, list[0].id);
+});
+
+test('a restart neither repeats an alert already sent nor skips the missed check that falls due', async (t) => {
+  const first = await world(t);
+  first.clock.set(T('11:50'));
+  first.ts.service.schedule.runDue();
+  await first.ts.service.notifier.idle();
+  assert.equal(alerts(first.ts, 'azaan_not_ready').length, 1);
+  await first.ts.service.close();
+
+  const clock = createManualClock(T('11:51'));
+  const again = await startTestService(t, { clock, logLevel: 'warn', env: { DATABASE_PATH: path.join(first.ts.dir, 'minaret.db'), DATA_DIR: first.ts.dir } });
+  again.service.schedule.runDue();
+  clock.set(T('12:05'));
+  again.service.schedule.runDue();
+  await again.service.notifier.idle();
+  assert.equal(alerts(again, 'azaan_not_ready').length, 0);
+  assert.deepEqual(alerts(again, 'azaan_missed').map((m) => m.to), ['owner@schedule.test']);
+});
+
+/** The simulator's transmitter, following the schedule on a clock that reaches 12:00 UTC two seconds from now. */
+async function simulatedTransmitter(t: TestContext, ts: TestService, token: string, tx: Awaited<ReturnType<typeof registerTransmitter>>) {
+  const sim = new SimDevice({ kind: 'transmitter', id: tx.device.id, password: tx.credentials.password, mqttUrl: tx.credentials.mqtt_url, startTimeoutMs: 5000 });
+  await sim.start();
+  t.after(() => sim.stop({ graceful: false }));
+  await waitFor('transmitter online', async () => (await ts.http.get(`${API}/devices/${tx.device.id}`, token)).body.status === 'ONLINE');
+  const offset = T('12:00') - 2000 - Date.now();
+  return { sim, now: () => Date.now() + offset };
+}
+
+test('the simulator with --follow-schedule starts the azaan from the transmitter at azaan_at, and the slot is served', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t);
+  const { sim, now } = await simulatedTransmitter(t, ts, owner.token, tx);
+  clock.set(T('11:59'));
+  const lines: string[] = [];
+  const follower = followSchedule({ url: ts.url, token: owner.token, mosqueId: mosque.id, transmitter: sim, miss: new Set(), azaanSecs: 1, log: (l) => lines.push(l), now });
+  t.after(() => follower.stop());
+  const live = await waitFor('slot served by the simulator', async () => {
+    const s = await dhuhr(ts, owner.token, mosque.id);
+    return s.status === 'done' ? s : null;
+  }, 8000);
+  assert.match(live.broadcast_id, /^sim-2026-06-10-dhuhr-/);
+  assert.ok(lines.some((l) => /dhuhr 2026-06-10 13:00: broadcast sim-.* started/.test(l)), lines.join('\n'));
+});
+
+test('the simulator with --miss dhuhr leaves it out, and the service reports it missed with reason not_started', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t);
+  const { sim, now } = await simulatedTransmitter(t, ts, owner.token, tx);
+  clock.set(T('11:59'));
+  const lines: string[] = [];
+  const follower = followSchedule({ url: ts.url, token: owner.token, mosqueId: mosque.id, transmitter: sim, miss: new Set(['dhuhr']), azaanSecs: 1, log: (l) => lines.push(l), now });
+  t.after(() => follower.stop());
+  await waitFor('left out', () => lines.some((l) => l.includes('leaving out dhuhr')), 8000);
+  clock.set(T('12:05'));
+  ts.service.schedule.runDue();
+  await ts.service.notifier.idle();
+  const missed = await dhuhr(ts, owner.token, mosque.id);
+  assert.equal(missed.status, 'missed');
+  assert.equal(missed.reason, 'not_started');
+  assert.equal(alerts(ts, 'azaan_missed').length, 1);
+  assert.match(alerts(ts, 'azaan_missed')[0]!.text, /no azaan broadcast was started/);
+});
