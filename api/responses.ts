@@ -49,7 +49,7 @@ export const User = v.object({
   created_at: isoTime,
 });
 
-export const Mosque = v.object({
+const MosqueCore = {
   id: v.string(),
   name: v.string(),
   timezone: v.string(),
@@ -57,6 +57,27 @@ export const Mosque = v.object({
   stream_url: nullable(v.string()),
   join_code: nullable(v.string()),
   created_at: isoTime,
+};
+/** The record without its schedule fields (the mapper's `Mosque` type, held equal below). */
+const MosqueBase = v.object(MosqueCore);
+const byPrayer = <S extends v.GenericSchema>(rule: S) => v.record(v.picklist(['fajr', 'dhuhr', 'asr', 'maghrib', 'isha']), rule);
+/** A mosque with its schedule fields (issue 11): how its prayer and azaan times are set. */
+export const Mosque = v.object({
+  ...MosqueCore,
+  latitude: nullable(v.number()),
+  longitude: nullable(v.number()),
+  prayer_times: nullable(v.object({
+    method: v.string(),
+    madhab: v.picklist(['shafi', 'hanafi']),
+    high_latitude_rule: v.optional(v.string()),
+    fajr_angle: v.optional(v.number()),
+    isha_angle: v.optional(v.number()),
+    adjustments: v.optional(byPrayer(v.pipe(v.number(), v.integer()))),
+  })),
+  azaan: byPrayer(v.union([v.object({ offset_minutes: v.pipe(v.number(), v.integer()) }), v.object({ fixed: v.string() })])),
+  iqamah: byPrayer(v.union([v.object({ after_minutes: v.pipe(v.number(), v.integer()) }), v.object({ fixed: v.string() })])),
+  jumuah: v.array(v.string()),
+  auto_start: v.boolean(),
 });
 
 const flags = { is_owner: v.boolean(), can_trigger: v.boolean(), can_manage: v.boolean() };
@@ -294,7 +315,7 @@ export const Document = object;
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const sameShapes: [
   Same<v.InferOutput<typeof User>, UserRecord>,
-  Same<v.InferOutput<typeof Mosque>, MosqueRecord>,
+  Same<v.InferOutput<typeof MosqueBase>, MosqueRecord>,
   Same<v.InferOutput<typeof Membership>, MembershipRecord>,
   Same<v.InferOutput<typeof ActivityEntry>, ActivityRecord>,
   Same<v.InferOutput<typeof Invite>['invite'], InviteRecord>,
