@@ -3,7 +3,7 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { resolveClientAddress, type TrustProxy } from '../src/platform/client-address.ts';
 import { ApiError } from './errors.ts';
-import type { AppContext, AppEnv } from './context.ts';
+import { requestHeader, type AppContext, type AppEnv } from './context.ts';
 
 /**
  * Fixed-window limits from rate-limiter-flexible (a well-kept library; no hand-rolled counters).
@@ -34,7 +34,7 @@ export function socketAddress(c: AppContext): string | undefined {
 /** Resolves the client once per request (TRUST_PROXY decides whether X-Forwarded-For counts). */
 export function resolveClient(trust: TrustProxy): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    c.set('clientAddress', resolveClientAddress(socketAddress(c), c.req.header('x-forwarded-for'), trust));
+    c.set('clientAddress', resolveClientAddress(socketAddress(c), requestHeader(c, 'x-forwarded-for'), trust));
     await next();
   };
 }
@@ -43,7 +43,7 @@ export function resolveClient(trust: TrustProxy): MiddlewareHandler<AppEnv> {
 export function perAddressLimit(pointsPerMinute: number): MiddlewareHandler<AppEnv> {
   const consume = createLimiter(pointsPerMinute);
   return async (c, next) => {
-    await consume(c.var.clientAddress);
+    await consume(c.get('clientAddress'));
     await next();
   };
 }
