@@ -31,12 +31,9 @@ export function socketAddress(c: AppContext): string | undefined {
   }
 }
 
-/** Resolves the client once per request (TRUST_PROXY decides whether X-Forwarded-For counts). */
-export function resolveClient(trust: TrustProxy): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    c.set('clientAddress', resolveClientAddress(socketAddress(c), requestHeader(c, 'x-forwarded-for'), trust));
-    await next();
-  };
+/** The client of this request as TRUST_PROXY decides (whether X-Forwarded-For counts); resolved once per request. */
+export function clientAddressOf(c: AppContext, trust: TrustProxy): string {
+  return resolveClientAddress(socketAddress(c), requestHeader(c, 'x-forwarded-for'), trust);
 }
 
 /** Limits every request under the path per client address. */
