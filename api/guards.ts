@@ -4,14 +4,14 @@ import type { Memberships } from '../src/mosques/memberships.ts';
 import type { MosqueRow, MosqueStore } from '../src/mosques/mosques.ts';
 import type { AccessTokens } from '../src/people/tokens.ts';
 import { ApiError } from './errors.ts';
-import type { AppContext, AppEnv } from './context.ts';
+import { requestHeader, type AppContext, type AppEnv } from './context.ts';
 
 const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
 
 /** A valid, unexpired, unrevoked access token (contract 3); the claims go to c.var.user. */
 export function requireUser(tokens: AccessTokens): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const match = BEARER.exec(c.req.header('authorization') ?? '');
+    const match = BEARER.exec(requestHeader(c, 'authorization') ?? '');
     const claims = match ? await tokens.verify(match[1]!) : null;
     if (!claims) throw new ApiError('unauthorized');
     c.set('user', claims);
@@ -26,7 +26,8 @@ export const superadminOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
 };
 
 export function actorOf(c: AppContext): Actor {
-  return { id: c.var.user.id, isSuperadmin: c.var.user.role === 'superadmin' };
+  const user = c.get('user');
+  return { id: user.id, isSuperadmin: user.role === 'superadmin' };
 }
 
 /** The standing a route needs in the mosque named by :id. `member` only needs the mosque to exist. */

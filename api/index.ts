@@ -1,12 +1,11 @@
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { bodyLimit } from 'hono/body-limit';
-import { requestId } from 'hono/request-id';
 import type { PeopleAuth } from '../src/people/auth.ts';
 import type { Clock } from '../src/platform/clock.ts';
 import type { TrustProxy } from '../src/platform/net/client-address.ts';
 import { storageFaultOf, type Faults } from '../src/platform/faults.ts';
-import type { Logger } from '../src/platform/log.ts';
+import { LazyChild, type Logger } from '../src/platform/log.ts';
 import type { SuperadminAuth } from '../src/people/superadmin.ts';
 import type { AccessTokens } from '../src/people/tokens.ts';
 import type { UserStore } from '../src/people/users.ts';
@@ -31,11 +30,11 @@ import { scheduleRoutes } from './schedule/schedule.ts';
 import type { Scheduler } from '../src/schedule/scheduler.ts';
 import type { ScheduleStore } from '../src/schedule/schedule-store.ts';
 import { authRoutes, authSecurityHeaders } from './people/auth.ts';
-import type { AppEnv } from './context.ts';
+import { requestHeader, type AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
 import { requireUser } from './guards.ts';
 import { meRoutes } from './people/me.ts';
-import { resolveClient } from './rate-limit.ts';
+import { clientAddressOf } from './rate-limit.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -93,6 +92,31 @@ export interface ApiDeps {
   reportFor: (mosqueId: string, broadcastId: string) => unknown;
 }
 
+const REQUEST_ID = /^[\w\-=]{1,255}$/;
+
+/**
+ * What every request gets, in one middleware rather than three (each level of Hono's chain is an async
+ * frame and a promise, issue 13): its request id (hono/request-id's rules: an inbound X-Request-Id of up
+ * to 255 word characters, `-` and `=` is kept, else a random UUID; echoed in the response), the client
+ * address TRUST_PROXY resolves, a logger bound to the request id, and the request line once it is answered.
+ */
+function requestContext(logger: Logger, trust: TrustProxy): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const inbound = requestHeader(c, 'x-request-id');
+    const reqId = inbound && REQUEST_ID.test(inbound) ? inbound : crypto.randomUUID();
+    c.set('requestId', reqId);
+    c.header('X-Request-Id', reqId);
+    const client = clientAddressOf(c, trust);
+    c.set('clientAddress', client);
+    c.set('logger', new LazyChild(logger, { req_id: reqId }));
+    const started = performance.now();
+    await next();
+    // The line a child logger bound to req_id would write, without making one per request.
+    if (logger.isLevelEnabled?.('info') === false) return;
+    logger.info({ req_id: reqId, method: c.req.method, path: c.req.path, client, status: c.res.status, ms: Math.round(performance.now() - started) }, 'request');
+  };
+}
+
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
 export function handlerRoutes(app: { routes: Array<{ method: string; path: string }> }): Array<{ method: string; path: string }> {
   const seen = new Map<string, { method: string; path: string }>();
@@ -104,18 +128,13 @@ export function handlerRoutes(app: { routes: Array<{ method: string; path: strin
 export function createApi(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
-  app.use('*', requestId());
-  app.use('*', resolveClient(deps.trustProxy));
-  app.use('*', async (c, next) => {
-    const logger = deps.logger.child({ req_id: c.var.requestId });
-    c.set('logger', logger);
-    const started = performance.now();
-    await next();
-    logger.info({ method: c.req.method, path: c.req.path, client: c.var.clientAddress, status: c.res.status, ms: Math.round(performance.now() - started) }, 'request');
-  });
+  app.use('*', requestContext(deps.logger, deps.trustProxy));
   // Before the body limit, so an oversized body refused there still gets the auth headers.
   app.use('/api/v1/auth/*', authSecurityHeaders);
-  app.use('*', bodyLimit({ maxSize: BODY_LIMIT_BYTES, onError: () => { throw new ApiError('payload_too_large'); } }));
+  const limitBody = bodyLimit({ maxSize: BODY_LIMIT_BYTES, onError: () => { throw new ApiError('payload_too_large'); } });
+  // @hono/node-server gives GET and HEAD no body, and bodyLimit's look at c.req.raw.body would build the
+  // full WHATWG Request (an AbortController, undici Headers) for every one of them just to find that out.
+  app.use('*', (c, next) => (c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next)));
 
   app.get('/healthz', (c) => {
     const parts = deps.health();

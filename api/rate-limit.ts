@@ -3,7 +3,7 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { resolveClientAddress, type TrustProxy } from '../src/platform/net/client-address.ts';
 import { ApiError } from './errors.ts';
-import type { AppContext, AppEnv } from './context.ts';
+import { requestHeader, type AppContext, type AppEnv } from './context.ts';
 
 /**
  * Fixed-window limits from rate-limiter-flexible (a well-kept library; no hand-rolled counters).
@@ -31,19 +31,16 @@ export function socketAddress(c: AppContext): string | undefined {
   }
 }
 
-/** Resolves the client once per request (TRUST_PROXY decides whether X-Forwarded-For counts). */
-export function resolveClient(trust: TrustProxy): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    c.set('clientAddress', resolveClientAddress(socketAddress(c), c.req.header('x-forwarded-for'), trust));
-    await next();
-  };
+/** The client of this request as TRUST_PROXY decides (whether X-Forwarded-For counts); resolved once per request. */
+export function clientAddressOf(c: AppContext, trust: TrustProxy): string {
+  return resolveClientAddress(socketAddress(c), requestHeader(c, 'x-forwarded-for'), trust);
 }
 
 /** Limits every request under the path per client address. */
 export function perAddressLimit(pointsPerMinute: number): MiddlewareHandler<AppEnv> {
   const consume = createLimiter(pointsPerMinute);
   return async (c, next) => {
-    await consume(c.var.clientAddress);
+    await consume(c.get('clientAddress'));
     await next();
   };
 }

@@ -83,9 +83,18 @@ export interface Service {
   close(): Promise<void>;
 }
 
-/** The process's logger; `fatal` is for the process edge only (main.ts), the rest of the code gets a Logger. */
+/** Past this many bytes waiting for a stuck stdout reader (a paused pipe, a slow journald), lines are dropped. */
+export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * JSON lines on stdout, written asynchronously: pino's default is a synchronous write(2) per line, which
+ * holds the event loop (HTTP and MQTT alike) whenever the reader of the pipe is slow (issue 13). pino
+ * flushes what is buffered, synchronously, when the process exits, process.exit() included.
+ * `fatal` is for the process edge only (main.ts); the rest of the code gets a Logger.
+ */
 export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal(obj: object, msg?: string): void } {
-  return pino({ level: config.logLevel, base: { service: 'minaret' } });
+  const stdout = pino.destination({ dest: 1, sync: false, maxLength: LOG_BUFFER_MAX_BYTES });
+  return pino({ level: config.logLevel, base: { service: 'minaret' } }, stdout);
 }
 
 /** People, their credentials, their mosques and standing (contract 3-6). */

@@ -38,7 +38,7 @@ export function meRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
 
   app.get('/', (c) => {
-    const row = deps.users.findById(c.var.user.id);
+    const row = deps.users.findById(c.get('user').id);
     if (!row) throw new ApiError('unauthorized');
     return c.json({
       user: toUser(row),

@@ -111,6 +111,49 @@ test('every response carries X-Request-Id: auth, /me, /healthz, 404 and 413 alik
   assert.equal(new Set(ids).size, ids.length, 'each response has its own request id');
 });
 
+test('an inbound X-Request-Id of word characters is kept and echoed; a malformed or overlong one is replaced', async (t) => {
+  const ts = await startTestService(t);
+  const kept = await ts.http.request('GET', '/healthz', { headers: { 'x-request-id': 'proxy-abc_123=' } });
+  assert.equal(kept.headers.get('x-request-id'), 'proxy-abc_123=');
+  for (const bad of ['has space', 'semi;colon', 'a'.repeat(256)]) {
+    const res = await ts.http.request('GET', '/healthz', { headers: { 'x-request-id': bad } });
+    assert.match(res.headers.get('x-request-id') ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, JSON.stringify(bad));
+  }
+});
+
+test('at LOG_LEVEL=info every request writes one request line carrying its request id; at warn none is written', async (t) => {
+  const info = await startTestService(t, { logLevel: 'info' });
+  const ids = [await info.http.get('/healthz'), await info.http.get('/api/v1/me'), await info.http.get('/no-such-path')].map((r) => r.headers.get('x-request-id'));
+  const lines = info.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+  assert.deepEqual(lines.map((l) => [l.req_id, l.method, l.path, l.status]), [
+    [ids[0], 'GET', '/healthz', 200], [ids[1], 'GET', '/api/v1/me', 401], [ids[2], 'GET', '/no-such-path', 404],
+  ]);
+  const warn = await startTestService(t, { logLevel: 'warn' });
+  assert.equal((await warn.http.get('/healthz')).status, 200);
+  assert.deepEqual(warn.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request'), []);
+});
+
+test('two Authorization headers count as their joined value, so a second one cannot ride on a valid first one', async (t) => {
+  const ts = await startTestService(t);
+  const { access_token: token } = await signupMember(ts.http, 'amina@example.com');
+  const me = (auth: string) => rawHttp(ts.url, `GET /api/v1/me HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n${auth}\r\n`);
+  assert.equal((await me(`Authorization: Bearer ${token}\r\n`)).status, 200);
+  const twice = await me(`Authorization: Bearer ${token}\r\nAuthorization: Bearer ${token}\r\n`);
+  assert.equal(twice.status, 401);
+  assert.equal(twice.body.error.code, 'unauthorized');
+});
+
+test('a GET carrying a body over the limit is answered as if it had none; a POST that size answers 413', async (t) => {
+  const ts = await startTestService(t);
+  const body = 'a'.repeat(70 * 1024);
+  const get = await rawHttp(ts.url, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  assert.equal(get.status, 200);
+  assert.equal(get.body.status, 'ok');
+  const post = await rawHttp(ts.url, `POST ${AUTH}/login HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  assert.equal(post.status, 413);
+  assert.equal(post.body.error.code, 'payload_too_large');
+});
+
 // ---- error bodies ----
 
 test('every error has the body {"error": {"code", "message", "details"?}} and nothing else', async (t) => {
