@@ -26,6 +26,8 @@ import { userRoutes } from './people/users.ts';
 import { deviceRoutes } from './devices/devices.ts';
 import type { DevicePlane } from '../src/devices/device-plane.ts';
 import { buildOpenApi } from './openapi.ts';
+import { consoleRoutes } from './console/static.ts';
+import { eventRoutes, type MosqueEvents } from './mosques/events.ts';
 import { authRoutes, authSecurityHeaders } from './people/auth.ts';
 import type { AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
@@ -37,7 +39,9 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
 
 /** Paths under /api/v1 that need no bearer token. */
 const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/push/vapid-public-key']);
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path);
+/** The event stream authenticates with its own ticket: EventSource cannot send an Authorization header. */
+const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path);
 
 /**
  * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
@@ -79,6 +83,10 @@ export interface ApiDeps {
   asyncApi: Record<string, unknown>;
   /** PUBLIC_URL: the origin devices and apps reach this service at; null derives it from each request. */
   publicUrl: string | null;
+  /** Live mosque events for the SSE stream, fed by the composition root. */
+  mosqueEvents: MosqueEvents;
+  /** The console's folder, served at `/`; null serves no console (API only). */
+  consoleDir: string | null;
   /** The health of each part, for GET /healthz. */
   health: () => Record<string, boolean>;
 }
@@ -130,11 +138,14 @@ export function createApi(deps: ApiDeps) {
   v1.route('/users', userRoutes(deps));
   v1.route('/mosques', mosqueRoutes(deps));
   v1.route('/mosques', broadcastRoutes(deps));
+  v1.route('/mosques', eventRoutes(deps));
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
   v1.route('/', deviceRoutes(deps));
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
+  // After the API, so a console path never shadows a route; the console never sees /api/*.
+  if (deps.consoleDir) app.route('/', consoleRoutes(deps.consoleDir).app);
 
   app.notFound((c) => c.json(errorBody('not_found'), 404));
   app.onError((err, c) => {

@@ -39,6 +39,7 @@ const SCHEMAS = {
   LeaseKeys: r.LeaseKeys,
   Why: r.Why,
   CommandOutcome: r.CommandOutcome,
+  EventTicket: r.EventTicket,
   TimelineEntry: r.TimelineEntry,
   LogLine: r.LogLine,
   DeviceLogs: r.DeviceLogs,
@@ -65,6 +66,8 @@ export interface RouteDoc {
   errors?: number[];
   body?: v.GenericSchema;
   query?: v.GenericSchema;
+  /** A Server-Sent Events stream opened with `?ticket=` (EventSource cannot send a bearer token). */
+  eventStream?: true;
 }
 
 /** The API's base, relative to the host serving the document (contract 2). */
@@ -116,6 +119,8 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'stopBroadcast', method: 'POST', path: `${M}/broadcasts/:bid/stop`, summary: 'Stop a broadcast', gate: 'trigger', success: 200, response: 'Broadcast' },
   { operationId: 'listBroadcasts', method: 'GET', path: `${M}/broadcasts`, summary: 'Broadcasts with their delivery reports', gate: 'admin', success: 200, query: BroadcastQuery, response: 'Broadcast', list: true },
   { operationId: 'getBroadcast', method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200, response: 'Broadcast' },
+  { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket' },
+  { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes and broadcast start/stop of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
   { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
   { operationId: 'registerPlayer', method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate, response: 'DeviceWithCredentials', errors: [404] },
   { operationId: 'listDevices', method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery, response: 'Device', list: true },
@@ -181,6 +186,9 @@ function errorStatuses(doc: RouteDoc): number[] {
 }
 
 function successResponse(doc: RouteDoc) {
+  if (doc.eventStream) {
+    return { description: 'An open stream of `event: device_status` and `event: broadcast`, each with one JSON `data:` line', content: { 'text/event-stream': { schema: { type: 'string' } } } };
+  }
   if (!doc.response) return { description: 'Done; no body' };
   const ref = { $ref: `#/components/schemas/${doc.response}` };
   return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { 'application/json': { schema: doc.list ? { type: 'array', items: ref } : ref } } };
@@ -191,6 +199,7 @@ function operation(doc: RouteDoc) {
   const params = [...doc.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
   const query = doc.query ? (schemaOf(doc.query) as { properties?: Record<string, unknown> }) : null;
   const queryParams = Object.entries(query?.properties ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema }));
+  if (doc.eventStream) queryParams.push({ name: 'ticket', in: 'query', required: true, schema: { type: 'string' } });
   return {
     operationId: doc.operationId,
     summary: doc.summary,

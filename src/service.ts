@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
+import { createMosqueEvents } from '../api/mosques/events.ts';
 import { answerClientError } from '../api/errors.ts';
 import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
@@ -126,7 +127,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push(() => notifier.close());
 
     const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier);
+    const mosqueEvents = createMosqueEvents();
+    closers.push(() => mosqueEvents.closeAll());
+    const at = () => new Date(clock()).toISOString();
     const plane = createDevicePlane({
+      onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, { type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() }),
       db, clock, config, logger, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
@@ -172,8 +177,16 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push(() => sender.close?.());
     const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
-    people.broadcastHooks.onStart = fanout.onStart;
-    people.broadcastHooks.onStop = fanout.onStop;
+    const broadcastEvent = (b: BroadcastRow, action: 'start' | 'stop') =>
+      mosqueEvents.publish(b.mosque_id, { type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() });
+    people.broadcastHooks.onStart = (b) => {
+      fanout.onStart(b);
+      broadcastEvent(b, 'start');
+    };
+    people.broadcastHooks.onStop = (b) => {
+      fanout.onStop(b);
+      broadcastEvent(b, 'stop');
+    };
     const outboxTimer = setInterval(() => void outbox.drain().catch((err: Error) => logger.error({ err: err.message }, 'push outbox failed')), 1000);
     outboxTimer.unref();
     closers.push(() => clearInterval(outboxTimer));
@@ -186,7 +199,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const api = createApi({
       ...people, logger, clock, health, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
-      asyncApi: buildAsyncApi(), publicUrl: config.publicUrl,
+      asyncApi: buildAsyncApi(), publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
       trustProxy: config.trustProxy,
