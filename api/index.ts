@@ -26,7 +26,7 @@ import { userRoutes } from './people/users.ts';
 import { deviceRoutes } from './devices/devices.ts';
 import type { DevicePlane } from '../src/devices/device-plane.ts';
 import { buildOpenApi } from './openapi.ts';
-import { consoleRoutes } from './console/static.ts';
+import { CONSOLE_PATHS, consoleRoutes } from './console/static.ts';
 import { eventRoutes, type MosqueEvents } from './mosques/events.ts';
 import { authRoutes, authSecurityHeaders } from './people/auth.ts';
 import type { AppEnv } from './context.ts';
@@ -94,7 +94,7 @@ export interface ApiDeps {
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
 export function handlerRoutes(app: { routes: Array<{ method: string; path: string }> }): Array<{ method: string; path: string }> {
   const seen = new Map<string, { method: string; path: string }>();
-  for (const r of app.routes) if (r.method !== 'ALL') seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
+  for (const r of app.routes) if (r.method !== 'ALL' && !CONSOLE_PATHS.has(r.path)) seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
   return [...seen.values()];
 }
 

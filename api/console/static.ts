@@ -56,6 +56,9 @@ function readTree(root: string): Map<string, Buffer> {
   return files;
 }
 
+/** The console's own paths (Hono syntax): pages and files, not API routes (docs/console.md, not OpenAPI). */
+export const CONSOLE_PATHS = new Set(['/c/:build/*', '/*', '*']);
+
 export function consoleRoutes(dir: string) {
   const app = new Hono<AppEnv>();
   const files = readTree(dir);

@@ -49,7 +49,7 @@ export async function assertAccessible(page: Page, what: string): Promise<void> 
   // Evaluated through the DevTools protocol, which the page's CSP does not govern.
   await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => {
-    const result = await (window as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }> }> } }).axe.run();
+    const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }> }> } }).axe.run();
     return result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
   });
   const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');

@@ -22,9 +22,9 @@ test('the console is served at / with a strict CSP, and the API keeps its JSON 4
 
   const api404 = await fetch(`${ts.url}/api/v1/no-such-thing`);
   assert.equal(api404.status, 404);
-  assert.equal((await api404.json()).error.code, 'not_found');
+  assert.equal((await api404.json() as any).error.code, 'not_found');
   const health = await fetch(`${ts.url}/healthz`);
-  assert.equal((await health.json()).status, 'ok');
+  assert.equal((await health.json() as any).status, 'ok');
 });
 
 test('a client route such as a join link answers the index page, so a reload works', async (t) => {
@@ -47,10 +47,10 @@ test('hashed assets are cached for a year and unknown assets answer 404 in the e
   assert.equal(js.headers.get('cache-control'), 'public, max-age=31536000, immutable');
   const catalogue = await fetch(`${ts.url}${script.replace('app.js', 'i18n/ar.json')}`);
   assert.equal(catalogue.status, 200);
-  assert.ok((await catalogue.json())['nav.sign_in']);
+  assert.ok((await catalogue.json() as any)['nav.sign_in']);
   const missing = await fetch(`${ts.url}${script.replace('app.js', 'nope.js')}`);
   assert.equal(missing.status, 404);
-  assert.equal((await missing.json()).error.code, 'not_found');
+  assert.equal((await missing.json() as any).error.code, 'not_found');
   const traversal = await fetch(`${ts.url}${script.replace('app.js', '..%2F..%2Fpackage.json')}`);
   assert.equal(traversal.status, 404, 'only the files read at start are served');
   const old = await fetch(`${ts.url}/c/000000000000/app.js`);
@@ -61,5 +61,5 @@ test('CONSOLE_DIR=off serves the API alone', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn', env: { CONSOLE_DIR: 'off' } });
   const res = await fetch(`${ts.url}/`);
   assert.equal(res.status, 404);
-  assert.equal((await res.json()).error.code, 'not_found');
+  assert.equal((await res.json() as any).error.code, 'not_found');
 });
