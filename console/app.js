@@ -59,6 +59,7 @@ function renderNav() {
       h('button', { type: 'button', class: 'link', onclick: () => { signOut(); } }, t('nav.sign_out'))]
     : [link('/signin', 'nav.sign_in'), link('/signup', 'nav.sign_up')]);
   document.getElementById('lang-label').textContent = t('nav.language');
+  document.querySelector('.skip').textContent = t('nav.skip');
 }
 
 // Same-origin links move inside the page; everything else behaves as a link.

@@ -46,8 +46,8 @@ test('an Arabic browser gets the console in Arabic, right to left, until the use
   const { page, problems } = await phonePage(browser, t, { locale: 'ar-EG' });
   await page.goto(`${ts.url}/`);
   await page.getByRole('heading', { name: 'تسجيل الدخول' }).waitFor();
-  assert.equal(await page.evaluate(() => document.documentElement.dir), 'rtl');
-  assert.equal(await page.evaluate(() => document.documentElement.lang), 'ar');
+  assert.equal(await page.evaluate(() => (globalThis as any).document.documentElement.dir), 'rtl');
+  assert.equal(await page.evaluate(() => (globalThis as any).document.documentElement.lang), 'ar');
   // Right to left in layout, not only in the attribute: the submit button's text starts at the right.
   const heading = await page.getByRole('heading', { level: 1 }).boundingBox();
   const viewport = page.viewportSize()!;
@@ -65,7 +65,7 @@ test('an Arabic browser gets the console in Arabic, right to left, until the use
   // The user's pick wins over the browser's language.
   await page.getByLabel('اللغة').selectOption('en');
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
-  assert.equal(await page.evaluate(() => document.documentElement.dir), 'ltr');
+  assert.equal(await page.evaluate(() => (globalThis as any).document.documentElement.dir), 'ltr');
   await assertAccessible(page, 'English sign-in page');
   assert.deepEqual(problems, []);
 });
