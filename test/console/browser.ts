@@ -6,16 +6,17 @@ import assert from 'node:assert/strict';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
 /** Debian's chromium (the Playwright download cannot be reached here); .ci/run installs it. */
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+export const chromiumPath = () => process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const SHOTS = path.resolve('.tmp/console-shots');
 /** Generous: the machine is shared and loaded; every wait is on a condition, never a fixed sleep. */
 export const WAIT_MS = 30_000;
 
 export async function launchBrowser(t: TestContext): Promise<Browser> {
-  if (!fs.existsSync(CHROMIUM)) {
-    throw new Error(`console tests need a browser: ${CHROMIUM} is missing (apt-get install chromium, or set CHROMIUM_PATH)`);
+  const executable = chromiumPath();
+  if (!fs.existsSync(executable)) {
+    throw new Error(`console tests need a browser: ${executable} is missing (apt-get install chromium, or set CHROMIUM_PATH)`);
   }
-  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  const browser = await chromium.launch({ executablePath: executable, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
   t.after(() => browser.close());
   return browser;
 }

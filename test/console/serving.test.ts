@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService } from '../support/service.ts';
+import { launchBrowser } from './browser.ts';
 
 const html = async (url: string) => {
   const res = await fetch(url);
@@ -62,4 +63,14 @@ test('CONSOLE_DIR=off serves the API alone', async (t) => {
   const res = await fetch(`${ts.url}/`);
   assert.equal(res.status, 404);
   assert.equal((await res.json() as any).error.code, 'not_found');
+});
+
+test('the browser tests stop with one clear line when chromium is missing', async (t) => {
+  const saved = process.env.CHROMIUM_PATH;
+  process.env.CHROMIUM_PATH = '/nonexistent/chromium';
+  t.after(() => {
+    if (saved === undefined) delete process.env.CHROMIUM_PATH;
+    else process.env.CHROMIUM_PATH = saved;
+  });
+  await assert.rejects(launchBrowser(t), /console tests need a browser: \/nonexistent\/chromium is missing \(apt-get install chromium/);
 });

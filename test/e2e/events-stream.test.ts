@@ -122,17 +122,32 @@ test('a member who is not an admin gets no ticket', async (t) => {
   assert.equal(r.body.error.code, 'forbidden');
 });
 
-test(`a user holds at most ${MAX_STREAMS_PER_USER} open streams; the next answers 429 with Retry-After`, async (t) => {
+test(`a user holds at most ${MAX_STREAMS_PER_USER} open streams; the next answers 429, and a closed one frees its slot`, async (t) => {
   const { ts, owner, mosque } = await world(t);
+  const open = [];
   for (let i = 0; i < MAX_STREAMS_PER_USER; i++) {
     const s = await openStream(ts, mosque.id, (await ticketFor(ts, mosque.id, owner)).body.ticket);
     t.after(() => s.close());
     assert.equal(s.res.status, 200);
+    open.push(s);
   }
   const over = await fetch(`${ts.url}${V1}/mosques/${mosque.id}/events/stream?ticket=${(await ticketFor(ts, mosque.id, owner)).body.ticket}`);
   assert.equal(over.status, 429);
   assert.ok(over.headers.get('retry-after'));
   assert.equal((await over.json() as any).error.code, 'rate_limited');
+
+  // The browser goes away: its slot comes back (a leaked slot would lock the admin out).
+  open[0]!.close();
+  const deadline = Date.now() + 20_000;
+  let status = 0;
+  while (Date.now() < deadline) {
+    const again = await openStream(ts, mosque.id, (await ticketFor(ts, mosque.id, owner)).body.ticket);
+    t.after(() => again.close());
+    status = again.res.status;
+    if (status === 200) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.equal(status, 200);
 });
 
 async function resetPassword(ts: TestService, person: Person) {
