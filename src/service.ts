@@ -128,7 +128,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
     const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier);
     const mosqueEvents = createMosqueEvents();
-    closers.push(() => mosqueEvents.closeAll());
     const at = () => new Date(clock()).toISOString();
     const plane = createDevicePlane({
       onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, { type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() }),
@@ -217,6 +216,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
       return stopped;
     });
+    // Runs before the HTTP server's close (closers run in reverse): open event streams would hold it 2 s.
+    closers.push(() => mosqueEvents.closeAll());
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;

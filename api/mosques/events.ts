@@ -22,6 +22,8 @@ export const HEARTBEAT_MS = 25_000;
 export const RECHECK_MS = 5_000;
 export const MAX_STREAMS_PER_USER = 3;
 export const MAX_STREAMS = 200;
+/** Unredeemed tickets kept at once (each lives 30 s): a flood of ticket requests cannot grow memory. */
+export const MAX_OPEN_TICKETS = 10_000;
 
 export type MosqueEvent =
   | { type: 'device_status'; device_id: string; from: string; to: string; reason: string | null; at: string }
@@ -72,6 +74,7 @@ export function eventRoutes(deps: Deps) {
 
   app.post('/:id/events/ticket', mosqueGate(deps, 'admin'), (c) => {
     sweep();
+    if (tickets.size >= MAX_OPEN_TICKETS) throw new ApiError('rate_limited', 'Too many stream tickets outstanding', { headers: { 'Retry-After': String(TICKET_TTL_S) } });
     // The bearer token was checked by requireUser; the ticket remembers it so the stream dies with it.
     const token = (c.req.header('authorization') ?? '').slice('Bearer '.length);
     const ticket = crypto.randomBytes(32).toString('base64url');
