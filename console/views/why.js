@@ -5,7 +5,8 @@ import { ago, t, when } from '../i18n.js';
 export function whyText(why, device) {
   const state = why.effective_playback_state;
   if (state === 'offline' || state === 'unknown') {
-    return device.last_seen_at ? t('why.offline_since', { since: when(device.last_seen_at) }) : t('why.never_seen');
+    const tx = device.kind === 'transmitter' ? 'tx_' : '';
+    return device.last_seen_at ? t(`why.${tx}offline_since`, { since: when(device.last_seen_at) }) : t(`why.${tx}never_seen`);
   }
   if (state === 'unbound') return t(`why.${why.reason}`) === `why.${why.reason}` ? t('why.unbound', { reason: why.reason }) : t(`why.${why.reason}`);
   if (state === 'error') return t('why.error', { error: why.reason });
