@@ -10,8 +10,8 @@ import { ApiError } from '../errors.ts';
  * committed under console/: no bundler, no build step, nothing to install on a Raspberry Pi. At start
  * every file is read into memory and the folder gets one content hash; assets are served under
  * `/c/<hash>/...` with a year of immutable caching (relative imports inherit the prefix, so one hash covers
- * the module graph), and index.html, which names the hash, is never cached. Any other GET that is not the
- * API answers index.html, so client routes such as `/join/<code>` survive a reload.
+ * the module graph), and index.html, which names the hash, is never cached. The console's client routes
+ * (`/join/<code>`, `/mosques/<id>`, ...) answer index.html so they survive a reload; other paths keep the 404.
  */
 export const CONSOLE_CSP = [
   "default-src 'none'",
@@ -56,6 +56,12 @@ function readTree(root: string): Map<string, Buffer> {
   return files;
 }
 
+/**
+ * The console's client routes (console/app.js ROUTES): these answer index.html so a reload or a shared link
+ * works; any other unknown path keeps the contract's JSON 404.
+ */
+const CLIENT_ROUTES = /^\/(?:|signin|signup|superadmin|admin|join\/[A-Za-z0-9_-]+|mosques\/[^/]+|devices\/[^/]+)\/?$/;
+
 /** The console's own paths (Hono syntax): pages and files, not API routes (docs/console.md, not OpenAPI). */
 export const CONSOLE_PATHS = new Set(['/c/:build/*', '/*', '*']);
 
@@ -82,7 +88,7 @@ export function consoleRoutes(dir: string) {
     });
   });
   app.get('*', (c, next) => {
-    if (c.req.path.startsWith('/api/') || c.req.path === '/healthz' || c.req.path === '/mqtt') return next();
+    if (!CLIENT_ROUTES.test(c.req.path)) return next();
     return c.html(index, 200, { ...PAGE_HEADERS, 'Cache-Control': 'no-cache' });
   });
   return { app, build };

@@ -35,6 +35,11 @@ test('a client route such as a join link answers the index page, so a reload wor
   assert.equal(join.res.status, 200);
   assert.equal(join.text, index.text);
   assert.ok(join.res.headers.get('content-security-policy'));
+  const device = await html(`${ts.url}/devices/d123`);
+  assert.equal(device.text, index.text);
+  const unknown = await fetch(`${ts.url}/no-such-page`);
+  assert.equal(unknown.status, 404, 'a path that is no client route keeps the contract 404');
+  assert.equal((await unknown.json() as any).error.code, 'not_found');
 });
 
 test('hashed assets are cached for a year and unknown assets answer 404 in the error shape', async (t) => {
