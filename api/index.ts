@@ -29,6 +29,8 @@ import { buildOpenApi } from './openapi.ts';
 import { scheduleRoutes } from './schedule/schedule.ts';
 import type { Scheduler } from '../src/schedule/scheduler.ts';
 import type { ScheduleStore } from '../src/schedule/schedule-store.ts';
+import { CONSOLE_PATHS, consoleRoutes } from './console/static.ts';
+import { eventRoutes, type MosqueEvents } from './mosques/events.ts';
 import { authRoutes, authSecurityHeaders } from './people/auth.ts';
 import { requestHeader, type AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
@@ -40,7 +42,9 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
 
 /** Paths under /api/v1 that need no bearer token. */
 const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/push/vapid-public-key']);
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path);
+/** The event stream authenticates with its own ticket: EventSource cannot send an Authorization header. */
+const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path);
 
 /**
  * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
@@ -90,6 +94,10 @@ export interface ApiDeps {
   scheduleStore: ScheduleStore;
   graceMs: number;
   reportFor: (mosqueId: string, broadcastId: string) => unknown;
+  /** Live mosque events for the SSE stream, fed by the composition root. */
+  mosqueEvents: MosqueEvents;
+  /** The console's folder, served at `/`; null serves no console (API only). */
+  consoleDir: string | null;
 }
 
 const REQUEST_ID = /^[\w\-=]{1,255}$/;
@@ -120,7 +128,7 @@ function requestContext(logger: Logger, trust: TrustProxy): MiddlewareHandler<Ap
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
 export function handlerRoutes(app: { routes: Array<{ method: string; path: string }> }): Array<{ method: string; path: string }> {
   const seen = new Map<string, { method: string; path: string }>();
-  for (const r of app.routes) if (r.method !== 'ALL') seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
+  for (const r of app.routes) if (r.method !== 'ALL' && !CONSOLE_PATHS.has(r.path)) seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
   return [...seen.values()];
 }
 
@@ -160,11 +168,14 @@ export function createApi(deps: ApiDeps) {
   v1.route('/mosques', mosqueRoutes(deps));
   v1.route('/mosques', broadcastRoutes(deps));
   v1.route('/mosques', scheduleRoutes(deps));
+  v1.route('/mosques', eventRoutes(deps));
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
   v1.route('/', deviceRoutes(deps));
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
+  // After the API, so a console path never shadows a route; the console never sees /api/*.
+  if (deps.consoleDir) app.route('/', consoleRoutes(deps.consoleDir).app);
 
   app.notFound((c) => c.json(errorBody('not_found'), 404));
   app.onError((err, c) => {

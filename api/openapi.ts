@@ -40,6 +40,7 @@ const SCHEMAS = {
   LeaseKeys: r.LeaseKeys,
   Why: r.Why,
   CommandOutcome: r.CommandOutcome,
+  EventTicket: r.EventTicket,
   TimelineEntry: r.TimelineEntry,
   LogLine: r.LogLine,
   DeviceLogs: r.DeviceLogs,
@@ -73,6 +74,8 @@ export interface RouteDoc {
   errors?: number[];
   body?: v.GenericSchema;
   query?: v.GenericSchema;
+  /** A Server-Sent Events stream opened with `?ticket=` (EventSource cannot send a bearer token). */
+  eventStream?: true;
 }
 
 /** The API's base, relative to the host serving the document (contract 2). */
@@ -128,6 +131,8 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getScheduleIcs', method: 'GET', path: `${M}/schedule.ics`, summary: 'The azaan times as iCalendar, 30 days ahead (approved members and admins)', gate: 'any', success: 200, response: 'Calendar', contentType: 'text/calendar', errors: [403, 404] },
   { operationId: 'putTimetable', method: 'PUT', path: `${M}/timetable/:month`, summary: "Upload a month's times (text/csv Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha in standard time, or JSON rows); month 1..12 recurs yearly", gate: 'manager', success: 200, body: TimetableJson, csvBody: true, response: 'TimetableUploaded' },
   { operationId: 'deleteTimetable', method: 'DELETE', path: `${M}/timetable/:month`, summary: 'Remove an uploaded month: back to computed times', gate: 'manager', success: 204 },
+  { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket', errors: [429] },
+  { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes and broadcast start/stop of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
   { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
   { operationId: 'registerPlayer', method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate, response: 'DeviceWithCredentials', errors: [404] },
   { operationId: 'listDevices', method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery, response: 'Device', list: true },
@@ -193,6 +198,9 @@ function errorStatuses(doc: RouteDoc): number[] {
 }
 
 function successResponse(doc: RouteDoc) {
+  if (doc.eventStream) {
+    return { description: 'An open stream of `event: device_status` and `event: broadcast`, each with one JSON `data:` line', content: { 'text/event-stream': { schema: { type: 'string' } } } };
+  }
   if (!doc.response) return { description: 'Done; no body' };
   const ref = { $ref: `#/components/schemas/${doc.response}` };
   return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { [doc.contentType ?? 'application/json']: { schema: doc.list ? { type: 'array', items: ref } : ref } } };
@@ -203,6 +211,7 @@ function operation(doc: RouteDoc) {
   const params = [...doc.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
   const query = doc.query ? (schemaOf(doc.query) as { properties?: Record<string, unknown> }) : null;
   const queryParams = Object.entries(query?.properties ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema }));
+  if (doc.eventStream) queryParams.push({ name: 'ticket', in: 'query', required: true, schema: { type: 'string' } });
   return {
     operationId: doc.operationId,
     summary: doc.summary,

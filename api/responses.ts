@@ -148,6 +148,8 @@ export const Broadcast = v.object({
   }),
 });
 
+export const EventTicket = v.object({ ticket: v.string(), expires_in: v.pipe(v.number(), v.integer()) });
+
 export const PushSubscriptionSaved = v.object({ endpoint: v.string() });
 export const VapidKey = v.object({ public_key: v.string() });
 

@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
+import { createMosqueEvents } from '../api/mosques/events.ts';
 import { answerClientError } from '../api/errors.ts';
 import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
@@ -144,7 +145,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push({ name: 'notifier', close: () => notifier.close() });
 
     const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier);
+    const mosqueEvents = createMosqueEvents();
+    const at = () => new Date(clock()).toISOString();
     const plane = createDevicePlane({
+      onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, { type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() }),
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
@@ -222,14 +226,18 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
     outboxRef.current = outbox;
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
+    const broadcastEvent = (b: BroadcastRow, action: 'start' | 'stop') =>
+      mosqueEvents.publish(b.mosque_id, { type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() });
     // The schedule hears of a start first: an azaan started without a prayer names the slot's prayer in its push.
     people.broadcastHooks.onStart = (b) => {
       const slot = scheduler.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });
       fanout.onStart(b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b);
+      broadcastEvent(b, 'start');
     };
     people.broadcastHooks.onStop = (b) => {
       scheduler.broadcastStopped({ id: b.id, mosqueId: b.mosque_id });
       fanout.onStop(b);
+      broadcastEvent(b, 'stop');
     };
     scheduler.start();
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
@@ -248,7 +256,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const api = createApi({
       ...people, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
-      asyncApi: buildAsyncApi(), publicUrl: config.publicUrl,
+      asyncApi: buildAsyncApi(), publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
       trustProxy: config.trustProxy,
@@ -274,6 +282,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         return stopped;
       },
     });
+    // Runs before the HTTP server's close (closers run in reverse): open event streams would hold it 2 s.
+    closers.push({ name: 'event streams', close: () => mosqueEvents.closeAll() });
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;

@@ -8,7 +8,7 @@ import { createDeviceService } from './device-service.ts';
 import { createDeviceStore, type DeviceRow } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
-import { createTelemetry } from './telemetry.ts';
+import { createTelemetry, type StatusChange } from './telemetry.ts';
 import { createTimeline } from './timeline.ts';
 import { createEntitlement } from './entitlement.ts';
 import { createCommands } from './commands.ts';
@@ -34,11 +34,13 @@ export function createDevicePlane(deps: {
   activity: ActivityLog;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
   membershipRemoved: (mosqueId: string, userId: string) => boolean;
+  /** Told of every status transition (the console's live stream listens here, through service.ts). */
+  onStatusChange?: (change: StatusChange) => void;
 }) {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock);
   const timeline = createTimeline(db, clock);
-  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults });
+  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours });
   let link: DeviceLink | null = null;

@@ -1,6 +1,11 @@
+import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as v from 'valibot';
 import { parseTrustProxy, type TrustProxy } from './net/client-address.ts';
+
+/** The console committed with the code, found from this file rather than the working directory. */
+const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../../console', import.meta.url));
 
 /** Every setting of the service: one schema, its default, its bound and its error line. */
 export interface Config {
@@ -18,6 +23,8 @@ export interface Config {
   /** Caps the database file (SQLite max_page_count); undefined: no cap but the disk. */
   databaseMaxBytes: number | undefined;
   dataDir: string;
+  /** The browser console's folder, served at `/`; null when CONSOLE_DIR is `off` (API only). */
+  consoleDir: string | null;
   jwtSecret: string | undefined;
   accessTokenExpireDays: number;
   passwordResetTtlHours: number;
@@ -133,6 +140,10 @@ const EnvSchema = v.object({
   ),
   DATABASE_PATH: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), 'data/minaret.db'),
   DATABASE_MAX_BYTES: byteSize,
+  CONSOLE_DIR: v.optional(
+    v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty'), v.check((s) => s === 'off' || fs.existsSync(path.join(s, 'index.html')), 'must be "off" or a folder holding index.html')),
+    DEFAULT_CONSOLE_DIR,
+  ),
   DATA_DIR: optionalText,
   JWT_SECRET: v.optional(v.string()),
   ACCESS_TOKEN_EXPIRE_DAYS: wholeNumber(1, 365, 7),
@@ -273,6 +284,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       databasePath: e.DATABASE_PATH,
       databaseMaxBytes: e.DATABASE_MAX_BYTES,
       dataDir: e.DATA_DIR ?? (memory ? 'data' : path.dirname(e.DATABASE_PATH)),
+      consoleDir: e.CONSOLE_DIR === 'off' ? null : path.resolve(e.CONSOLE_DIR),
       jwtSecret: e.JWT_SECRET,
       accessTokenExpireDays: e.ACCESS_TOKEN_EXPIRE_DAYS,
       passwordResetTtlHours: resetHours,

@@ -336,6 +336,13 @@ const ROWS: Row[] = [
   },
   { route: `GET ${V1}/mosques/:id/activity`, expect: inMosque('admin', 200), request: (w) => ({ path: `${mosquePath(w)}/activity` }) },
 
+  // --- live events (the console's stream; the stream itself takes a ticket, see EXEMPT) ---
+  {
+    route: `POST ${V1}/mosques/:id/events/ticket`, expect: inMosque('admin', 201),
+    request: (w) => ({ path: `${mosquePath(w)}/events/ticket` }),
+    check: (_w, _s, res) => assert.equal(res.body.expires_in, 30),
+  },
+
   // --- broadcasts ---
   {
     route: `POST ${V1}/mosques/:id/broadcasts`, expect: inMosque('trigger', 201), mutates: true,
@@ -481,6 +488,8 @@ const EXEMPT = [
   `POST ${V1}/auth/superadmin-forgot`,
   `POST ${V1}/auth/superadmin-forgot/verify`,
   `POST ${V1}/auth/superadmin-reset-password`,
+  // Opened with a single-use ticket, never a bearer token: test/e2e/events-stream.test.ts holds who gets one.
+  `GET ${V1}/mosques/:id/events/stream`,
 ];
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,143 @@
+import crypto from 'node:crypto';
+import { Hono } from 'hono';
+import type { AdminStore } from '../../src/mosques/admins.ts';
+import type { Memberships } from '../../src/mosques/memberships.ts';
+import type { MosqueStore } from '../../src/mosques/mosques.ts';
+import type { Clock } from '../../src/platform/clock.ts';
+import type { AccessTokens } from '../../src/people/tokens.ts';
+import type { AppEnv } from '../context.ts';
+import { ApiError } from '../errors.ts';
+import { mosqueGate } from '../guards.ts';
+
+/**
+ * Live updates of one mosque for its admins, as Server-Sent Events (the console's only live source: people
+ * never see MQTT). EventSource cannot send an Authorization header, so the stream opens with a ticket:
+ * 30 s, single use, bound to one user, one mosque and the bearer token it was issued under, kept in memory
+ * as SHA-256 only. A ticket in a URL is short-lived and useless once redeemed; the request log records the
+ * path without the query.
+ */
+export const TICKET_TTL_S = 30;
+export const HEARTBEAT_MS = 25_000;
+/** How often an open stream re-checks its token (revoked, expired) and the admin row it was opened with. */
+export const RECHECK_MS = 5_000;
+export const MAX_STREAMS_PER_USER = 3;
+export const MAX_STREAMS = 200;
+/** Unredeemed tickets kept at once (each lives 30 s): a flood of ticket requests cannot grow memory. */
+export const MAX_OPEN_TICKETS = 10_000;
+
+export type MosqueEvent =
+  | { type: 'device_status'; device_id: string; from: string; to: string; reason: string | null; at: string }
+  | { type: 'broadcast'; broadcast_id: string; action: 'start' | 'stop'; kind: string; at: string };
+
+interface Ticket { userId: string; role: string; mosqueId: string; token: string; expiresAt: number }
+interface Stream { userId: string; mosqueId: string; send(e: MosqueEvent): void; close(): void }
+
+/** The hub the composition root feeds from the core's listeners (device status, broadcast start/stop). */
+export function createMosqueEvents() {
+  const streams = new Set<Stream>();
+  return {
+    streams,
+    publish(mosqueId: string | null, event: MosqueEvent): void {
+      if (!mosqueId) return;
+      for (const s of streams) if (s.mosqueId === mosqueId) s.send(event);
+    },
+    closeAll(): void {
+      for (const s of [...streams]) s.close();
+    },
+  };
+}
+export type MosqueEvents = ReturnType<typeof createMosqueEvents>;
+
+interface Deps {
+  clock: Clock;
+  tokens: AccessTokens;
+  mosques: MosqueStore;
+  admins: AdminStore;
+  memberships: Memberships;
+  mosqueEvents: MosqueEvents;
+}
+
+const sha256 = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
+
+export function eventRoutes(deps: Deps) {
+  const app = new Hono<AppEnv>();
+  const tickets = new Map<string, Ticket>();
+  const nowS = () => Math.floor(deps.clock() / 1000);
+  const sweep = () => {
+    for (const [key, t] of tickets) if (t.expiresAt <= nowS()) tickets.delete(key);
+  };
+  const stillAllowed = async (t: Pick<Ticket, 'userId' | 'role' | 'mosqueId' | 'token'>) => {
+    const claims = await deps.tokens.verify(t.token);
+    if (!claims || claims.id !== t.userId) return false;
+    return claims.role === 'superadmin' || deps.admins.find(t.mosqueId, t.userId) !== null;
+  };
+
+  app.post('/:id/events/ticket', mosqueGate(deps, 'admin'), (c) => {
+    sweep();
+    if (tickets.size >= MAX_OPEN_TICKETS) throw new ApiError('rate_limited', 'Too many stream tickets outstanding', { headers: { 'Retry-After': String(TICKET_TTL_S) } });
+    // The bearer token was checked by requireUser; the ticket remembers it so the stream dies with it.
+    const token = (c.req.header('authorization') ?? '').slice('Bearer '.length);
+    const ticket = crypto.randomBytes(32).toString('base64url');
+    tickets.set(sha256(ticket), { userId: c.var.user.id, role: c.var.user.role, mosqueId: c.var.mosque.id, token, expiresAt: nowS() + TICKET_TTL_S });
+    return c.json({ ticket, expires_in: TICKET_TTL_S }, 201);
+  });
+
+  app.get('/:id/events/stream', async (c) => {
+    sweep();
+    const key = sha256(c.req.query('ticket') ?? '');
+    const ticket = tickets.get(key);
+    tickets.delete(key); // single use, whatever happens next
+    if (!ticket || ticket.mosqueId !== c.req.param('id') || !(await stillAllowed(ticket))) throw new ApiError('unauthorized', 'A valid stream ticket is required (POST .../events/ticket)');
+    const hub = deps.mosqueEvents;
+    const mine = [...hub.streams].filter((s) => s.userId === ticket.userId).length;
+    if (mine >= MAX_STREAMS_PER_USER || hub.streams.size >= MAX_STREAMS) throw new ApiError('rate_limited', 'Too many open event streams', { headers: { 'Retry-After': '30' } });
+    return c.newResponse(openStream(ticket, hub, () => stillAllowed(ticket)), 200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-store',
+      'X-Accel-Buffering': 'no',
+    });
+  });
+  return app;
+}
+
+function openStream(ticket: Ticket, hub: MosqueEvents, allowed: () => Promise<boolean>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  let stream: Stream;
+  const timers: NodeJS.Timeout[] = [];
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      let open = true;
+      const write = (text: string) => {
+        if (!open) return;
+        try {
+          controller.enqueue(encoder.encode(text));
+        } catch {
+          stream.close();
+        }
+      };
+      stream = {
+        userId: ticket.userId,
+        mosqueId: ticket.mosqueId,
+        send: (e) => write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`),
+        close: () => {
+          if (!open) return;
+          open = false;
+          hub.streams.delete(stream);
+          timers.forEach(clearInterval);
+          try {
+            controller.close();
+          } catch { /* already closed by the client */ }
+        },
+      };
+      hub.streams.add(stream);
+      // Comments keep proxies and NAT boxes from dropping a quiet connection.
+      timers.push(setInterval(() => write(': heartbeat\n\n'), HEARTBEAT_MS));
+      timers.push(setInterval(() => void allowed().then((ok) => ok || stream.close()), RECHECK_MS));
+      timers.forEach((t) => t.unref());
+      write(`retry: 5000\n: open\n\n`);
+    },
+    cancel() {
+      stream.close();
+    },
+  });
+}

@@ -1,0 +1,85 @@
+// The console's shell: language, navigation and a tiny router over history.pushState.
+import { currentUser, onSessionChange, signOut } from './api.js';
+import { h, replace } from './dom.js';
+import { chosenLanguage, setLanguage, t } from './i18n.js';
+import { signInView, signUpView, superadminView } from './views/auth.js';
+import { homeView, joinView } from './views/member.js';
+import { mosqueView } from './views/admin.js';
+import { deviceView } from './views/device.js';
+import { superView } from './views/super.js';
+import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
+
+const main = document.getElementById('main');
+let stopCurrent = null; // the open page's cleanup (an EventSource, a timer)
+
+const ROUTES = [
+  [/^\/signin$/, () => signInView, false],
+  [/^\/signup$/, () => signUpView, false],
+  [/^\/superadmin$/, () => superadminView, false],
+  [/^\/join\/([A-Za-z0-9_-]+)$/, () => joinView, true],
+  [/^\/mosques\/([^/]+)$/, () => mosqueView, true],
+  [/^\/devices\/([^/]+)$/, () => deviceView, true],
+  [/^\/admin$/, () => superView, true],
+  [/^\/$/, () => homeView, true],
+];
+
+async function render() {
+  stopCurrent?.();
+  stopCurrent = null;
+  flash('');
+  renderNav();
+  const path = location.pathname;
+  const route = ROUTES.find(([re]) => re.test(path));
+  if (!route) return replace(main, h('h1', {}, t('page.not_found')), h('a', { href: '/', 'data-nav': '' }, t('nav.home')));
+  const [re, view, needsUser] = route;
+  if (needsUser && !currentUser()) {
+    rememberTarget(path);
+    history.replaceState(null, '', '/signin');
+    return render();
+  }
+  const params = path.match(re).slice(1);
+  const page = h('div');
+  replace(main, page);
+  try {
+    stopCurrent = (await view()(page, ...params)) ?? null;
+  } catch (err) {
+    replace(page, h('p', { class: 'error', role: 'alert' }, err.message));
+  }
+  const heading = main.querySelector('h1');
+  document.title = heading ? `${heading.textContent} · Minaret` : 'Minaret';
+  main.focus({ preventScroll: true }); window.scrollTo(0, 0); // a screen reader hears the new page, keyboard users start from its top
+}
+
+function renderNav() {
+  const user = currentUser();
+  const link = (href, key) => h('a', { href, 'data-nav': '' }, t(key));
+  replace(document.getElementById('nav'), user
+    ? [link('/', 'nav.home'), user.role === 'superadmin' && link('/admin', 'nav.superadmin'),
+      h('span', { class: 'muted-light' }, user.email),
+      h('button', { type: 'button', class: 'link', onclick: () => { signOut(); } }, t('nav.sign_out'))]
+    : [link('/signin', 'nav.sign_in'), link('/signup', 'nav.sign_up')]);
+  document.getElementById('lang-label').textContent = t('nav.language');
+  document.querySelector('.skip').textContent = t('nav.skip');
+}
+
+// Same-origin links move inside the page; everything else behaves as a link.
+document.addEventListener('click', (e) => {
+  const a = e.target.closest?.('a[data-nav]');
+  if (!a || e.ctrlKey || e.metaKey || e.shiftKey) return;
+  e.preventDefault();
+  navigate(a.getAttribute('href'));
+});
+setRenderer(render);
+window.addEventListener('popstate', () => void render());
+onSessionChange(() => {
+  if (!currentUser()) navigate('/signin', true);
+});
+
+const select = document.getElementById('lang');
+select.addEventListener('change', async () => {
+  await setLanguage(select.value, true);
+  await render();
+});
+await setLanguage(chosenLanguage());
+select.value = document.documentElement.lang;
+await render();

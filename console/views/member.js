@@ -1,0 +1,99 @@
+// A member's home: memberships with their notification toggles, joining, and their stream players.
+import { api, currentUser } from '../api.js';
+import { field, form, h, replace } from '../dom.js';
+import { t } from '../i18n.js';
+import { flash, navigate } from '../nav.js';
+import { badge, seenText, whyText } from './why.js';
+
+const TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announcement'];
+const PLAYER_REFRESH_MS = 10_000;
+
+export async function homeView(page) {
+  const [me, mosques] = await Promise.all([api('GET', '/me'), api('GET', '/mosques')]);
+  const names = new Map(mosques.map((m) => [m.id, m.name]));
+  const players = h('ul', { class: 'list', 'aria-live': 'polite' });
+  const credentials = h('div');
+
+  const membership = (m) => h('li', {},
+    h('div', { class: 'row' }, h('strong', {}, names.get(m.mosque_id) ?? m.mosque_id), badge(m.status)),
+    h('p', { class: 'muted' }, t(`membership.${m.status}`)),
+    h('fieldset', {}, h('legend', {}, t('membership.notifications')),
+      TOGGLES.map((key) => h('label', { class: 'check' },
+        h('input', { type: 'checkbox', checked: m[key], onchange: async (e) => {
+          const box = e.target;
+          try {
+            await api('PATCH', `/memberships/${m.id}`, { [key]: box.checked });
+            flash(t('membership.saved'));
+          } catch (err) {
+            box.checked = !box.checked;
+            flash(err.message);
+          }
+        } }),
+        t(`membership.${key}`)))));
+
+  const approvedMosques = me.memberships.filter((m) => m.status !== 'banned');
+  const registerForm = form({ 'aria-labelledby': 'reg-h' }, [
+    h('h3', { id: 'reg-h' }, t('player.register')),
+    field(t('player.name'), { name: 'name', maxlength: 60, required: true }),
+    h('label', {}, h('span', {}, t('player.mosque')), h('select', { name: 'mosque_id' },
+      h('option', { value: '' }, t('player.no_mosque')),
+      approvedMosques.map((m) => h('option', { value: m.mosque_id, selected: approvedMosques.length === 1 }, names.get(m.mosque_id) ?? m.mosque_id)))),
+    h('button', { type: 'submit' }, t('player.register_button')),
+  ], async (data) => {
+    const body = { kind: 'stream_player', name: String(data.get('name')).trim(), ...(data.get('mosque_id') && { mosque_id: data.get('mosque_id') }) };
+    const made = await api('POST', '/devices', body);
+    showCredentials(credentials, made);
+    await refreshPlayers();
+  });
+
+  const refreshPlayers = async () => {
+    const mine = (await api('GET', '/devices')).filter((d) => d.owner_user_id === currentUser()?.id);
+    const whys = await Promise.all(mine.map((d) => api('GET', `/devices/${d.id}/why`).catch(() => null)));
+    replace(players, mine.length === 0 ? h('li', { class: 'muted' }, t('player.none')) : mine.map((d, i) => h('li', { 'data-device': d.id },
+      h('div', { class: 'row' }, h('a', { href: `/devices/${d.id}`, 'data-nav': '' }, d.name || d.id), badge(d.status)),
+      h('p', { class: 'why' }, whys[i] ? whyText(whys[i], d) : ''),
+      h('p', { class: 'muted' }, seenText(d)))));
+  };
+
+  replace(page,
+    h('h1', {}, t('home.title')),
+    me.admin_of.length > 0 && h('section', { 'aria-labelledby': 'run-h' }, h('h2', { id: 'run-h' }, t('home.you_run')),
+      h('ul', { class: 'list' }, me.admin_of.map((a) => h('li', {}, h('a', { href: `/mosques/${a.mosque_id}`, 'data-nav': '' }, names.get(a.mosque_id) ?? a.mosque_id))))),
+    h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('home.memberships')),
+      me.memberships.length === 0 ? h('p', { class: 'muted' }, t('home.no_memberships')) : h('ul', { class: 'list' }, me.memberships.map(membership)),
+      form({ 'aria-labelledby': 'join-h' }, [
+        h('h3', { id: 'join-h' }, t('join.by_code')),
+        field(t('join.code'), { name: 'code', autocomplete: 'off', required: true }),
+        h('button', { type: 'submit', class: 'secondary' }, t('join.button')),
+      ], async (data) => {
+        await joinByCode(String(data.get('code')).trim());
+      })),
+    h('section', { 'aria-labelledby': 'pl-h' }, h('h2', { id: 'pl-h' }, t('home.players')), players, credentials, registerForm));
+  await refreshPlayers();
+  // Members get no event stream (it is for admins): the list is read again while the page is open.
+  const timer = setInterval(() => void refreshPlayers().catch(() => {}), PLAYER_REFRESH_MS);
+  return () => clearInterval(timer);
+}
+
+function showCredentials(target, made) {
+  const c = made.credentials;
+  const facts = [['client_id', c.client_id], ['username', c.username], ['password', c.password], ['mqtt_url', c.mqtt_url], ['ws_url', c.ws_url]];
+  replace(target, h('div', { class: 'card', role: 'alert' },
+    h('h3', {}, t('player.credentials')),
+    h('p', {}, t('player.credentials_once')),
+    h('dl', { class: 'facts' }, facts.map(([k, v]) => [h('dt', {}, k), h('dd', {}, h('code', { 'data-credential': k }, v ?? ''))]))));
+}
+
+async function joinByCode(code) {
+  const m = await api('POST', '/join', { code });
+  flash(t(`membership.${m.status}`));
+  navigate('/', true);
+}
+
+/** /join/<code>: the link an admin shares; a signed-out visitor signs in first and lands back here. */
+export function joinView(page, code) {
+  replace(page,
+    h('h1', {}, t('join.title')),
+    h('section', {}, h('p', {}, t('join.confirm', { code })),
+      form({}, [h('button', { type: 'submit' }, t('join.button'))], () => joinByCode(code))));
+}

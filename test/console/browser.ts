@@ -1,0 +1,58 @@
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+
+/** Debian's chromium (the Playwright download cannot be reached here); .ci/run installs it. */
+export const chromiumPath = () => process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+export const SHOTS = path.resolve('.tmp/console-shots');
+/** Generous: the machine is shared and loaded; every wait is on a condition, never a fixed sleep. */
+export const WAIT_MS = 30_000;
+
+export async function launchBrowser(t: TestContext): Promise<Browser> {
+  const executable = chromiumPath();
+  if (!fs.existsSync(executable)) {
+    throw new Error(`console tests need a browser: ${executable} is missing (apt-get install chromium, or set CHROMIUM_PATH)`);
+  }
+  const browser = await chromium.launch({ executablePath: executable, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  t.after(() => browser.close());
+  return browser;
+}
+
+/**
+ * A phone-sized page (members use phones). Script errors and CSP violations fail the test: the console
+ * must run under its own Content-Security-Policy without a single refused resource.
+ */
+export async function phonePage(browser: Browser, t: TestContext, opts: { locale?: string } = {}): Promise<{ page: Page; context: BrowserContext; problems: string[] }> {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, locale: opts.locale ?? 'en-US', deviceScaleFactor: 1 });
+  t.after(() => context.close());
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT_MS);
+  const problems: string[] = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  return { page, context, problems };
+}
+
+export async function shot(page: Page, name: string): Promise<void> {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+const axeSource = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+/** Runs axe-core (from the npm package) in the page; serious or critical violations fail with their rules. */
+export async function assertAccessible(page: Page, what: string): Promise<void> {
+  // Evaluated through the DevTools protocol, which the page's CSP does not govern.
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => {
+    const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }> }> } }).axe.run();
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
+  });
+  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(bad, [], `${what}: axe found serious or critical violations`);
+}

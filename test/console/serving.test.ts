@@ -1,0 +1,81 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService } from '../support/service.ts';
+import { launchBrowser } from './browser.ts';
+
+const html = async (url: string) => {
+  const res = await fetch(url);
+  return { res, text: await res.text() };
+};
+
+test('the console is served at / with a strict CSP, and the API keeps its JSON 404s', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { res, text } = await html(`${ts.url}/`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /text\/html/);
+  const csp = res.headers.get('content-security-policy') ?? '';
+  assert.match(csp, /default-src 'none'/);
+  assert.match(csp, /script-src 'self'(;|$)/, 'no unsafe-inline, no CDN');
+  assert.match(csp, /connect-src 'self'/);
+  assert.equal(res.headers.get('cache-control'), 'no-cache');
+  assert.doesNotMatch(text, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script in the page');
+  assert.doesNotMatch(text, /https?:\/\//, 'nothing from another origin');
+
+  const api404 = await fetch(`${ts.url}/api/v1/no-such-thing`);
+  assert.equal(api404.status, 404);
+  assert.equal((await api404.json() as any).error.code, 'not_found');
+  const health = await fetch(`${ts.url}/healthz`);
+  assert.equal((await health.json() as any).status, 'ok');
+});
+
+test('a client route such as a join link answers the index page, so a reload works', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const index = await html(`${ts.url}/`);
+  const join = await html(`${ts.url}/join/ABCDEF`);
+  assert.equal(join.res.status, 200);
+  assert.equal(join.text, index.text);
+  assert.ok(join.res.headers.get('content-security-policy'));
+  const device = await html(`${ts.url}/devices/d123`);
+  assert.equal(device.text, index.text);
+  const unknown = await fetch(`${ts.url}/no-such-page`);
+  assert.equal(unknown.status, 404, 'a path that is no client route keeps the contract 404');
+  assert.equal((await unknown.json() as any).error.code, 'not_found');
+});
+
+test('hashed assets are cached for a year and unknown assets answer 404 in the error shape', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { text } = await html(`${ts.url}/`);
+  const script = /src="(\/c\/[0-9a-f]{12}\/app\.js)"/.exec(text)?.[1];
+  assert.ok(script, 'the page names its script under the build hash');
+  const js = await fetch(`${ts.url}${script}`);
+  assert.equal(js.status, 200);
+  assert.match(js.headers.get('content-type') ?? '', /text\/javascript/);
+  assert.equal(js.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+  const catalogue = await fetch(`${ts.url}${script.replace('app.js', 'i18n/ar.json')}`);
+  assert.equal(catalogue.status, 200);
+  assert.ok((await catalogue.json() as any)['nav.sign_in']);
+  const missing = await fetch(`${ts.url}${script.replace('app.js', 'nope.js')}`);
+  assert.equal(missing.status, 404);
+  assert.equal((await missing.json() as any).error.code, 'not_found');
+  const traversal = await fetch(`${ts.url}${script.replace('app.js', '..%2F..%2Fpackage.json')}`);
+  assert.equal(traversal.status, 404, 'only the files read at start are served');
+  const old = await fetch(`${ts.url}/c/000000000000/app.js`);
+  assert.equal(old.headers.get('cache-control'), 'no-cache', 'an old hash is served but not cached');
+});
+
+test('CONSOLE_DIR=off serves the API alone', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn', env: { CONSOLE_DIR: 'off' } });
+  const res = await fetch(`${ts.url}/`);
+  assert.equal(res.status, 404);
+  assert.equal((await res.json() as any).error.code, 'not_found');
+});
+
+test('the browser tests stop with one clear line when chromium is missing', async (t) => {
+  const saved = process.env.CHROMIUM_PATH;
+  process.env.CHROMIUM_PATH = '/nonexistent/chromium';
+  t.after(() => {
+    if (saved === undefined) delete process.env.CHROMIUM_PATH;
+    else process.env.CHROMIUM_PATH = saved;
+  });
+  await assert.rejects(launchBrowser(t), /console tests need a browser: \/nonexistent\/chromium is missing \(apt-get install chromium/);
+});
