@@ -1,7 +1,7 @@
 /**
  * SimDevice: the firmware side of one Minaret device (a mosque's transmitter or a member's stream
- * player), played over a real MQTT connection. It speaks only the wire contract (CONTRACT.md 8 and
- * the seed's device sections): no broker internals, nothing from src/.
+ * player), played over a real MQTT connection. It speaks only the wire contract (docs/firmware.md,
+ * docs/asyncapi.json): no broker internals, nothing from src/.
  *
  *   const dev = new SimDevice({ kind: 'stream_player', id, password, mqttUrl: 'mqtt://127.0.0.1:1883' });
  *   dev.on('status', (now, prev, reason) => ...);
