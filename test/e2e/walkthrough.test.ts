@@ -2,26 +2,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../support/redis.ts';
 
 // Issue 10: the README's walk-through is scripts/walkthrough.sh, and it runs, end to end, against a fresh
 // service started as an operator starts it (the real process, console transport, a new database).
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TOOLS = ['curl', 'jq', 'openssl', 'sha256sum', 'mosquitto_sub'];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 test('the walk-through script takes a fresh service from nothing to a member hearing the azaan and a diagnosed player', { timeout: 180_000 }, async (t) => {
   const missing = TOOLS.filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
