@@ -77,6 +77,7 @@ export interface ApiDeps {
   pushSubscriptions: PushSubscriptions;
   plane: DevicePlane;
   mqttPort: () => number;
+  mqttsPort: () => number | null;
   deliveryReport: (b: BroadcastRow) => DeliveryReport;
   vapidPublicKey: string;
   authRateLimit: number;

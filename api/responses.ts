@@ -218,6 +218,8 @@ export const Credentials = v.object({
   username: v.string(),
   password: v.string(),
   mqtt_url: v.string(),
+  /** Present when MQTTS_PORT is set (null otherwise): the TLS door devices on the internet should use. */
+  mqtts_url: nullable(v.string()),
   ws_url: v.string(),
   api_url: v.string(),
 });

@@ -254,7 +254,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       broker: broker.isHealthy() ? 'ok' : 'down',
     });
     const api = createApi({
-      ...people, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort,
+      ...people, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
       asyncApi: buildAsyncApi(), publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
@@ -273,6 +273,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     broker.attachWebSocket(httpServer);
 
     let mqttPort = config.mqttPort;
+    let mqttsPort: number | null = null;
     const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
     closers.push({
       name: 'http server',
@@ -285,7 +286,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // Runs before the HTTP server's close (closers run in reverse): open event streams would hold it 2 s.
     closers.push({ name: 'event streams', close: () => mosqueEvents.closeAll() });
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
-    const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
+    mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
 

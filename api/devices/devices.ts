@@ -53,6 +53,8 @@ interface Deps extends GateDeps {
   admins: AdminStore;
   plane: DevicePlane;
   mqttPort: () => number;
+  /** MQTTS_PORT once listening, else null: credentials then name the TLS door too. */
+  mqttsPort: () => number | null;
   publicUrl: string | null;
   clock: Clock;
 }
@@ -110,6 +112,8 @@ export function deviceRoutes(deps: Deps) {
       username: row.id,
       password,
       mqtt_url: `mqtt://${url.hostname}:${deps.mqttPort()}`,
+      // Devices on the internet should use this one: MQTT over TLS, so their password never crosses in clear.
+      mqtts_url: deps.mqttsPort() === null ? null : `mqtts://${url.hostname}:${deps.mqttsPort()}`,
       ws_url: `${secure ? 'wss' : 'ws'}://${url.host}/mqtt`,
       api_url: `${origin}/api/v1`,
     };

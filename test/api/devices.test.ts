@@ -43,13 +43,14 @@ test('a manager registers a transmitter: 201 {device, credentials}; plain and tr
   assert.equal(device.entitlement, null);
   assert.equal(typeof device.config_version, 'number');
   assert.deepEqual(device.config, { heartbeat_secs: 60, log_enabled: false, volume: null, quiet_hours: null });
-  assert.deepEqual(Object.keys(credentials).sort(), ['api_url', 'client_id', 'mqtt_url', 'password', 'username', 'ws_url']);
+  assert.deepEqual(Object.keys(credentials).sort(), ['api_url', 'client_id', 'mqtt_url', 'mqtts_url', 'password', 'username', 'ws_url']);
   assert.equal(credentials.client_id, device.id);
   assert.equal(credentials.username, device.id);
   assert.ok(credentials.password.length >= 32);
   assert.equal(credentials.mqtt_url, ts.service.mqttUrl);
   assert.equal(credentials.ws_url, wsUrlOf(ts));
   assert.equal(credentials.api_url, `${ts.url}/api/v1`);
+  assert.equal(credentials.mqtts_url, null, 'no TLS door unless MQTTS_PORT is set');
   assert.ok(device.id.length <= 23, 'MQTT 3.1 clientId limit');
   // The password is shown only at registration.
   assert.equal(JSON.stringify((await ts.http.get(`${API}/devices/${device.id}`, manager.token)).body).includes(credentials.password), false);
@@ -179,7 +180,7 @@ test('POST /devices/{id}/credentials: owner or manager get a new password; plain
   assertError(await ts.http.post(`${API}/devices/${tx.device.id}/credentials`, {}, plain.token), 403, 'forbidden');
   const rotated = await ts.http.post(`${API}/devices/${player.device.id}/credentials`, {}, regular.token);
   assert.equal(rotated.status, 200);
-  assert.deepEqual(Object.keys(rotated.body.credentials).sort(), ['api_url', 'client_id', 'mqtt_url', 'password', 'username', 'ws_url']);
+  assert.deepEqual(Object.keys(rotated.body.credentials).sort(), ['api_url', 'client_id', 'mqtt_url', 'mqtts_url', 'password', 'username', 'ws_url']);
   assert.notEqual(rotated.body.credentials.password, player.credentials.password);
   assert.equal(rotated.body.credentials.username, player.device.id);
 });

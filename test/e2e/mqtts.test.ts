@@ -66,7 +66,9 @@ test('a device connects over mqtts:// with the CA, and a wrong password is refus
   const { ts, first, url } = await tlsService(t);
   const { owner, mosque } = await mosqueWithOwner(ts);
   const tx = await registerTransmitter(ts, owner.token, mosque.id);
-  const client = await connectDevice(t, tx.credentials, { url, ca: first.pem });
+  // The credentials name the TLS door, and it is the one that works.
+  assert.equal(tx.credentials.mqtts_url, url);
+  const client = await connectDevice(t, tx.credentials, { url: tx.credentials.mqtts_url!, ca: first.pem });
   assert.equal(client.connected, true);
   const refused = await connectOnce(url, { ca: first.pem, clientId: tx.credentials.client_id, username: tx.credentials.username, password: 'not-the-password' });
   assert.ok(refused === 4 || refused === 5, `refused with CONNACK 4 or 5, got ${refused}`);

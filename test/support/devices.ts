@@ -11,6 +11,7 @@ export interface Credentials {
   username: string;
   password: string;
   mqtt_url: string;
+  mqtts_url: string | null;
   ws_url: string;
   api_url: string;
 }
