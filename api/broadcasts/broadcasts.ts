@@ -27,6 +27,10 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
   app.post('/:id/broadcasts', mosqueGate(deps, 'trigger'), async (c) => {
     const b = await readJson(c, BroadcastStart);
     const row = unwrap(deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
+    // issue 13: the row is committed and the start event is with the broker. The report (one statement over
+    // the mosque's devices) waits one turn of the event loop, so aedes's fan-out is under way first; it is
+    // then the report as of the start: what is already known (unbound, muted, offline) counts at once.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     return c.json(show(row), 201);
   });
 
