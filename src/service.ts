@@ -231,7 +231,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // issue 13: the broker has the start event before any bookkeeping (the broadcast row is already committed).
     // The schedule then records the slot at once (an auto_start writes its own outcome right after this
     // returns); an azaan started without a prayer names the slot's prayer to its transmitters and in its push,
-    // which wait for the next turn of the event loop (fanout.afterStart).
+    // which wait until the broker has written the start event to the players (fanout.afterStart).
     people.broadcastHooks.onStart = (b) => {
       fanout.publishStart(b);
       const slot = scheduler.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });

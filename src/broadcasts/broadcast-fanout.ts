@@ -8,6 +8,16 @@ import type { Logger } from '../platform/log.ts';
 import type { MosqueStore } from '../mosques/mosques.ts';
 import type { PushOutbox } from './push-outbox.ts';
 
+/**
+ * Runs `fn` once the broker has written the start event to its subscribers. aedes stores the retained copy
+ * through a promise, then writes each subscriber's copy in a setImmediate of its own; those are queued after
+ * any setImmediate the caller queued in the same turn, so one hop would run `fn` before the first player
+ * hears anything (measured: first player no earlier than the 201). Two hops put it behind those writes.
+ */
+export function afterFanoutWrites(fn: () => void): void {
+  setImmediate(() => setImmediate(fn));
+}
+
 /** How long after the start a device's new status still counts for the report. */
 export const REPORT_WINDOW_SECONDS = 120;
 
@@ -78,12 +88,12 @@ export function createFanout(deps: {
     publishStart: (b: BroadcastRow): void => publishEvent(b, 'start'),
 
     /**
-     * The rest of a start, on the next turn of the event loop, after aedes has begun the fan-out the start
-     * event set off: broadcast_start to the transmitters (they read the slot's prayer, which `b` carries
-     * by now), then a push per member's subscription.
+     * The rest of a start, once aedes has written the start event to the players: broadcast_start to the
+     * transmitters (they read the slot's prayer, which `b` carries by now), then a push per member's
+     * subscription.
      */
     afterStart(b: BroadcastRow): void {
-      setImmediate(() => {
+      afterFanoutWrites(() => {
         commandTransmitters(b, 'start');
         const users = recipientsByKind[b.kind]!.all(b.mosque_id).map((r) => r.user_id);
         const mosque = deps.mosques.findById(b.mosque_id);
