@@ -228,15 +228,19 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
     const broadcastEvent = (b: BroadcastRow, action: 'start' | 'stop') =>
       mosqueEvents.publish(b.mosque_id, { type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() });
-    // The schedule hears of a start first: an azaan started without a prayer names the slot's prayer in its push.
+    // issue 13: the broker has the start event before any bookkeeping (the broadcast row is already committed).
+    // The schedule then records the slot at once (an auto_start writes its own outcome right after this
+    // returns); an azaan started without a prayer names the slot's prayer to its transmitters and in its push,
+    // which wait until the broker has written the start event to the players (fanout.afterStart).
     people.broadcastHooks.onStart = (b) => {
+      fanout.publishStart(b);
       const slot = scheduler.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });
-      fanout.onStart(b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b);
+      fanout.afterStart(b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b);
       broadcastEvent(b, 'start');
     };
     people.broadcastHooks.onStop = (b) => {
-      scheduler.broadcastStopped({ id: b.id, mosqueId: b.mosque_id });
       fanout.onStop(b);
+      scheduler.broadcastStopped({ id: b.id, mosqueId: b.mosque_id });
       broadcastEvent(b, 'stop');
     };
     scheduler.start();

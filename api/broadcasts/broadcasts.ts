@@ -1,5 +1,6 @@
 import { Hono } from 'hono';
 import * as v from 'valibot';
+import { afterFanoutWrites } from '../../src/broadcasts/broadcast-fanout.ts';
 import { BROADCAST_KINDS, toBroadcast, type BroadcastRow, type Broadcasts, type DeliveryReport } from '../../src/broadcasts/broadcasts.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
@@ -27,6 +28,10 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
   app.post('/:id/broadcasts', mosqueGate(deps, 'trigger'), async (c) => {
     const b = await readJson(c, BroadcastStart);
     const row = unwrap(deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
+    // issue 13: the row is committed and the start event is with the broker. The report (one statement over
+    // the mosque's devices) waits until aedes has written the event to the players; it is then the report
+    // as of the start: what is already known (unbound, muted, offline) counts at once.
+    await new Promise<void>((resolve) => afterFanoutWrites(resolve));
     return c.json(show(row), 201);
   });
 

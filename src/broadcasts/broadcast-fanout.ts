@@ -8,6 +8,16 @@ import type { Logger } from '../platform/log.ts';
 import type { MosqueStore } from '../mosques/mosques.ts';
 import type { PushOutbox } from './push-outbox.ts';
 
+/**
+ * Runs `fn` once the broker has written the start event to its subscribers. aedes stores the retained copy
+ * through a promise, then writes each subscriber's copy in a setImmediate of its own; those are queued after
+ * any setImmediate the caller queued in the same turn, so one hop would run `fn` before the first player
+ * hears anything (measured: first player no earlier than the 201). Two hops put it behind those writes.
+ */
+export function afterFanoutWrites(fn: () => void): void {
+  setImmediate(() => setImmediate(fn));
+}
+
 /** How long after the start a device's new status still counts for the report. */
 export const REPORT_WINDOW_SECONDS = 120;
 
@@ -55,11 +65,14 @@ export function createFanout(deps: {
      FROM devices d WHERE d.mosque_id = ?`,
   );
 
-  function announce(b: BroadcastRow, action: 'start' | 'stop'): void {
+  function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
     const streamUrl = deps.mosques.findById(b.mosque_id)?.stream_url ?? null;
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
     // Retained, so a leased player that (re)connects during the broadcast learns it is on.
     deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
+  }
+
+  function commandTransmitters(b: BroadcastRow, action: 'start' | 'stop'): void {
     const name = action === 'start' ? 'broadcast_start' : 'broadcast_stop';
     for (const row of deps.devices.listTransmitters(b.mosque_id)) {
       deps.commands.dispatch(row.id, name, { broadcast_id: b.id, kind: b.kind, ...(b.prayer && { prayer: b.prayer }) });
@@ -67,11 +80,21 @@ export function createFanout(deps: {
   }
 
   return {
-    onStart(b: BroadcastRow): void {
-      announce(b, 'start');
-      // The players hear the azaan first: queueing a push per member's subscription waits for the next turn
-      // of the event loop, after aedes has begun the fan-out the start event set off.
-      setImmediate(() => {
+    /**
+     * issue 13: the start event goes to the broker before any bookkeeping of the start, so its caller calls
+     * this first. aedes stores the retained copy through a promise and only then fans out, so any synchronous
+     * work left in the same turn (rows, the report) delays the first player as much as it lasts.
+     */
+    publishStart: (b: BroadcastRow): void => publishEvent(b, 'start'),
+
+    /**
+     * The rest of a start, once aedes has written the start event to the players: broadcast_start to the
+     * transmitters (they read the slot's prayer, which `b` carries by now), then a push per member's
+     * subscription.
+     */
+    afterStart(b: BroadcastRow): void {
+      afterFanoutWrites(() => {
+        commandTransmitters(b, 'start');
         const users = recipientsByKind[b.kind]!.all(b.mosque_id).map((r) => r.user_id);
         const mosque = deps.mosques.findById(b.mosque_id);
         const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
@@ -81,7 +104,8 @@ export function createFanout(deps: {
     },
 
     onStop(b: BroadcastRow): void {
-      announce(b, 'stop');
+      publishEvent(b, 'stop');
+      commandTransmitters(b, 'stop');
     },
 
     /** Each device's latest status in the window after the start, or the status it was in at the start. */

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
+import Database from 'better-sqlite3';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
 import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../simulator/device.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
@@ -175,6 +176,32 @@ test('a broadcast start reaches the transmitter (broadcast_start), leased player
   await settle(200);
   assert.deepEqual(heard.filter(([who]) => who === 'unleased'), [], 'an unleased player heard the broadcast');
   assert.equal(unleased.status, 'UNBOUND');
+});
+
+// issue 13: the start event goes to the broker first and the report waits a turn of the event loop; nothing
+// the 201 acknowledges may be missing when it arrives.
+test('when the POST answers 201, the broadcast row is on disk, the retained start is with the broker and the transmitter gets its command', async (t) => {
+  const w = await world(t);
+  const tx = await registerTransmitter(w.ts, w.owner.token, w.mosque.id);
+  const txClient = await rawTransmitter(t, tx);
+  const cmd = nextCmd(txClient, tx.device.id, 'broadcast_start');
+  const late = await playerOf(w, 'late@example.com', 'approved');
+  const lateClient = await connectDevice(t, late.player.credentials);
+
+  const b = await startBroadcast(w, { kind: 'announcement', title: 'Eid' });
+  const disk = new Database(w.ts.config.databasePath, { readonly: true, fileMustExist: true });
+  t.after(() => disk.close());
+  const row = disk.prepare('SELECT status, started_by FROM broadcasts WHERE id = ?').get(b.id);
+  assert.deepEqual({ ...(row as object) }, { status: 'live', started_by: w.trigger.id });
+  assert.equal(typeof b.report.offline, 'number');
+
+  const topic = `mosques/${w.mosque.id}/broadcast`;
+  const retained = nextMessage(lateClient, topic, 1500);
+  assert.equal(await subscribeCode(lateClient, topic), 1);
+  const got = await retained;
+  assert.equal(got.retain, true);
+  assert.deepEqual({ broadcast_id: got.body.broadcast_id, action: got.body.action }, { broadcast_id: b.id, action: 'start' });
+  assert.deepEqual((await cmd).args, { broadcast_id: b.id, kind: 'announcement' });
 });
 
 test('starting and stopping need the trigger flag', async (t) => {
