@@ -877,6 +877,11 @@ async function main(): Promise<void> {
       // default bursts (10 and 5): bursts that admit them, so the bench measures ingest. The budget's
       // lookup still runs on every packet.
       DEVICE_STATUS_BURST: String(Math.max(10, opts.messages + 1)), DEVICE_HEARTBEAT_BURST: String(Math.max(5, opts.messages + 1)),
+      // The load generator is one address standing for thousands of homes: past the per-address handshake cap
+      // (50, issue 9) its connects would be refused. The cap's check still runs on every socket.
+      MQTT_MAX_HANDSHAKES_PER_ADDRESS: String(Math.max(50, opts.concurrency + 10)),
+      // A few members own all the players here (each one's players share its lease work).
+      MAX_PLAYERS_PER_USER: '100000',
     };
     let server = new BrokerChild('minaret', 'device-server.ts', serverEnv);
     let ready = await server.next('ready', 60_000);
