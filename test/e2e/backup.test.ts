@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase, readMigrations } from '../../src/platform/db.ts';
-import { ROOT, tempDir } from '../support/process.ts';
+import { runNode, tempDir, type Finished } from '../support/process.ts';
 import { signupMember, sha256, startTestService, type TestService } from '../support/service.ts';
 
 // `minaret backup <file>` (SQLite's online backup, while the service writes) and `minaret restore <file>`
@@ -12,30 +11,10 @@ import { signupMember, sha256, startTestService, type TestService } from '../sup
 
 const LATEST = readMigrations().at(-1)!.version;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderrLines: string[];
-}
 
 /** The `minaret` command as installed (bin/minaret.mjs), with DATABASE_PATH and nothing else of ours. */
-function minaret(args: string[], databasePath: string): Promise<Run> {
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', NODE_ENV: 'test', DATABASE_PATH: databasePath };
-  const child = spawn(process.execPath, ['bin/minaret.mjs', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`minaret ${args.join(' ')} did not exit`));
-    }, 30_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderrLines: stderr.split('\n').filter((l) => l !== '') });
-    });
-  });
+function minaret(args: string[], databasePath: string): Promise<Finished> {
+  return runNode(['bin/minaret.mjs', ...args], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', NODE_ENV: 'test', DATABASE_PATH: databasePath });
 }
 
 function emails(file: string): string[] {
@@ -47,7 +26,7 @@ function emails(file: string): string[] {
   }
 }
 
-function refused(run: Run, says: RegExp): void {
+function refused(run: Finished, says: RegExp): void {
   assert.equal(run.code, 1);
   assert.equal(run.stdout, '');
   assert.equal(run.stderrLines.length, 1, JSON.stringify(run.stderrLines));

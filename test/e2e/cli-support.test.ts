@@ -1,50 +1,28 @@
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { SimDevice } from '../../simulator/device.ts';
 import { member } from '../support/people.ts';
+import { runNode, type Finished } from '../support/process.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { mosqueWithOwner, registerPlayer, registerTransmitter, waitFor, type Registered } from '../support/devices.ts';
 
 // The support commands of the CLI (cli/support.ts): `device diagnose <id>` and `device timeline <id>`,
 // run as a separate process against a running service over its HTTP API, the way an operator runs them.
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderrLines: string[];
-}
 
 /** `node --import tsx cli/index.ts ...args`, with no MINARET_* settings from this environment. */
-function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<Run> {
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.tmpdir(), NODE_ENV: 'test', ...extraEnv };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cli/index.ts', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`cli ${args.join(' ')} did not exit`));
-    }, 30_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderrLines: stderr.split('\n').filter((l) => l !== '') });
-    });
-  });
+function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<Finished> {
+  return runNode(['--import', 'tsx', 'cli/index.ts', ...args], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.tmpdir(), NODE_ENV: 'test', ...extraEnv });
 }
 
 /** A failure: non-zero exit, nothing on stdout, exactly one line on stderr (returned). */
-function oneLineFailure(run: Run, what: string): string {
+function oneLineFailure(run: Finished, what: string): string {
   assert.notEqual(run.code, 0, `${what}: exit code`);
   assert.equal(run.stderrLines.length, 1, `${what}: one line on stderr, got ${JSON.stringify(run.stderrLines)}`);
   assert.equal(run.stdout, '', `${what}: nothing on stdout`);

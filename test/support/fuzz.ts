@@ -1,4 +1,5 @@
 import mqttPacket from 'mqtt-packet';
+import { varint } from './hostile.ts';
 
 /**
  * The shared generator of the fuzzers in test/hostile/: a seeded PRNG (so a failure replays exactly),
@@ -284,17 +285,6 @@ export function randomPacket(rng: Rng, targets: MqttTargets, connect?: { clientI
   }
 }
 
-/** Encodes a remaining length as MQTT's variable-length integer (up to 4 bytes; larger values wrap into junk). */
-export function encodeRemainingLength(n: number): Buffer {
-  const out: number[] = [];
-  do {
-    let byte = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) byte |= 0x80;
-    out.push(byte);
-  } while (n > 0 && out.length < 5);
-  return Buffer.from(out);
-}
 
 /** Breaks a valid packet: bytes flipped, length lied about, truncated, junk appended, or pure noise. */
 export function mutatePacket(rng: Rng, packet: Buffer): Buffer {
@@ -314,7 +304,7 @@ export function mutatePacket(rng: Rng, packet: Buffer): Buffer {
       while (i < packet.length && packet[i]! & 0x80) i++;
       const body = packet.subarray(i + 1);
       const lie = rng.pick([0, 1, body.length - 1, body.length + 1, body.length + 1000, 268_435_455, rng.int(70_000)]);
-      return Buffer.concat([packet.subarray(0, 1), encodeRemainingLength(Math.max(0, lie)), body]);
+      return Buffer.concat([packet.subarray(0, 1), varint(Math.max(0, lie), 5), body]);
     }
     case 3: return packet.subarray(0, rng.int(packet.length));
     case 4: return Buffer.concat([packet, rng.bytes(rng.range(1, 64))]);

@@ -11,15 +11,18 @@ import mqtt from 'mqtt';
 export const CONNECT = 0x10;
 export const PUBLISH_QOS0 = 0x30;
 
-/** The MQTT 3.1.1 remaining-length varint ([MQTT-2.2.3]). */
-export function varint(n: number): Buffer {
+/**
+ * The MQTT 3.1.1 remaining-length varint ([MQTT-2.2.3]). `maxBytes` cuts a value too large for it short, so a
+ * fuzzer can send the malformed 5-byte form on purpose.
+ */
+export function varint(n: number, maxBytes = Infinity): Buffer {
   const out: number[] = [];
   do {
     let byte = n % 128;
     n = Math.floor(n / 128);
     if (n > 0) byte |= 0x80;
     out.push(byte);
-  } while (n > 0);
+  } while (n > 0 && out.length < maxBytes);
   return Buffer.from(out);
 }
 

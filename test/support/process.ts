@@ -117,3 +117,28 @@ export async function listening(run: Run): Promise<{ http_port: number; mqtt_por
   assert.ok(line.http_port > 0);
   return { http_port: line.http_port, mqtt_port: line.mqtt_port };
 }
+
+export interface Finished {
+  code: number | null;
+  stdout: string;
+  stderrLines: string[];
+}
+
+/** Runs `args` with node in the repository root with exactly `env`, to its end (killed after 30 s). */
+export function runNode(args: string[], env: Record<string, string>): Promise<Finished> {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`node ${args.join(' ')} did not exit`));
+    }, 30_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderrLines: stderr.split('\n').filter((l) => l !== '') });
+    });
+  });
+}

@@ -1,22 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHeaderScanner, scanChunk, type HeaderVerdict } from '../../broker/packet-guard.ts';
+import { varint as hostileVarint } from '../support/hostile.ts';
 
 // broker/packet-guard.ts: the fixed-header reader that closes a connection before its packet is buffered.
 
 const bytes = (...b: number[]) => Uint8Array.from(b);
+const varint = (n: number) => [...hostileVarint(n)];
 const connect = (bodyLength: number) => [0x10, ...varint(bodyLength), ...new Array<number>(bodyLength).fill(0)];
 
-function varint(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let byte = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) byte |= 0x80;
-    out.push(byte);
-  } while (n > 0);
-  return out;
-}
 
 /** Feeds the chunks in order with one limit; the first verdict other than 'ok' ends the scan. */
 function scan(chunks: number[][], limit: number): HeaderVerdict {
