@@ -20,7 +20,7 @@ import { systemClock, type Clock } from './platform/clock.ts';
 import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
 import type { Config } from './platform/config.ts';
-import { migrate, openDatabase, type Db } from './platform/db.ts';
+import { checkpointInBackground, migrate, openDatabase, type Db } from './platform/db.ts';
 import { createFaults, storageFaultOf } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
@@ -138,6 +138,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     finals.push({ name: 'database', close: () => db.close() });
     logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config), ...storageLimit(db, config) }, 'database ready');
     const faults = createFaults({ db, clock, logger });
+    // Closed last of the closers (they close in reverse), so db.close is the last connection and removes the WAL.
+    const checkpointer = checkpointInBackground(db, { onError: (err) => faults.report('database checkpoint', err) });
+    closers.push({ name: 'database checkpointer', close: () => checkpointer.close() });
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push({ name: 'password hasher', close: () => hasher.close() });
     const transport = opts.transport ?? createTransport(config, logger);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { migrate, openDatabase, readMigrations } from '../../src/platform/db.ts';
+import { checkpointInBackground, migrate, openDatabase, readMigrations } from '../../src/platform/db.ts';
 
 function tempDbPath(t: { after(fn: () => void): void }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-db-'));
@@ -65,4 +65,61 @@ test('migration 006 carries removals already in the activity feed into membershi
   removal.run(6, JSON.stringify({ user_id: 'deleted-user', reason: 'user_deleted' }));
   migrate(db);
   assert.deepEqual(db.prepare('SELECT mosque_id, user_id, removed_at FROM membership_removals').all(), [{ mosque_id: 'm', user_id: 'removed', removed_at: 7 }]);
+});
+
+const until = async (what: string, check: () => boolean, ms = 10_000) => {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+test('WAL checkpoints run in a worker thread: the writer never checkpoints, yet the rows reach the main file', async (t) => {
+  const file = tempDbPath(t);
+  const db = openDatabase(file);
+  const errors: Error[] = [];
+  const checkpointer = checkpointInBackground(db, { onError: (e) => errors.push(e), intervalMs: 50 });
+  t.after(async () => { await checkpointer.close(); db.close(); });
+  assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 0, 'the event loop\'s connection does not checkpoint');
+  db.exec('CREATE TABLE t (v TEXT)');
+  const mainFileBefore = fs.statSync(file).size;
+  const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+  for (let i = 0; i < 2000; i++) insert.run('x'.repeat(500));
+  // Only a checkpoint copies pages from the WAL into the main file; this connection was told not to.
+  await until('the worker to checkpoint the WAL into the main file', () => fs.statSync(file).size > mainFileBefore + 500_000);
+  assert.deepEqual(errors, []);
+});
+
+test('a WAL the worker cannot keep under its limit makes the writer checkpoint inline until it is back under', async (t) => {
+  const file = tempDbPath(t);
+  const db = openDatabase(file);
+  const checkpointer = checkpointInBackground(db, { onError: () => {}, intervalMs: 20, walLimitBytes: 64 * 1024 });
+  t.after(async () => { await checkpointer.close(); db.close(); });
+  db.exec('CREATE TABLE t (v TEXT)');
+  // A read transaction held open pins the WAL: no checkpoint can catch up, so the WAL only grows.
+  const reader = openDatabase(file);
+  reader.exec('BEGIN');
+  reader.prepare('SELECT count(*) FROM t').get();
+  const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+  for (let i = 0; i < 400; i++) insert.run('y'.repeat(1000));
+  await until('inline checkpoints to be switched back on', () => db.pragma('wal_autocheckpoint', { simple: true }) === 1000);
+  reader.exec('COMMIT');
+  reader.close();
+  for (let i = 0; i < 50; i++) insert.run('z');
+  await until('the worker to take checkpoints back once the WAL is short again', () => {
+    insert.run('z');
+    return db.pragma('wal_autocheckpoint', { simple: true }) === 0;
+  });
+});
+
+test('closing the checkpointer lets the last close remove the WAL', async (t) => {
+  const file = tempDbPath(t);
+  const db = openDatabase(file);
+  const checkpointer = checkpointInBackground(db, { onError: () => {} });
+  db.exec('CREATE TABLE t (v TEXT); INSERT INTO t VALUES (1)');
+  assert.equal(fs.existsSync(`${file}-wal`), true);
+  await checkpointer.close();
+  db.close();
+  assert.equal(fs.existsSync(`${file}-wal`), false);
 });
