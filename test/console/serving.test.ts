@@ -99,6 +99,18 @@ function rawGet(url: string, acceptEncoding: string): Promise<{ headers: http.In
   });
 }
 
+test('every file the index page preloads is one the console serves, so a renamed module cannot fail silently', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { text } = await html(`${ts.url}/`);
+  const preloads = [...text.matchAll(/<link rel="(?:modulepreload|preload)" href="([^"]+)"/g)].map((m) => m[1]!);
+  assert.ok(preloads.length >= 5, 'the sign-in page\'s modules and catalogue are preloaded');
+  for (const href of preloads) {
+    const res = await fetch(`${ts.url}${href}`);
+    assert.equal(res.status, 200, `${href} is preloaded but not served`);
+    await res.arrayBuffer();
+  }
+});
+
 test('CONSOLE_DIR=off serves the API alone', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn', env: { CONSOLE_DIR: 'off' } });
   const res = await fetch(`${ts.url}/`);
