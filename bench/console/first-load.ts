@@ -5,7 +5,10 @@
  * then a second (warm) visit in the same context. Beside it, in the same run: the same loads unthrottled,
  * and a bare page of the same byte count in one response from node:http (the floor the link alone sets).
  *
- *   npm run bench:console [-- --runs 3] [--no-write]
+ *   npm run bench:console [-- --runs 3] [--no-write] [--before <console folder>]
+ *
+ * --before serves an older console/ folder (`git archive <commit> console | tar -x -C /tmp/before`) from a
+ * second service of this code, measured in the same run, alternating with this one.
  *
  * Figures: encoded bytes (headers + compressed body, CDP `Network.loadingFinished.encodedDataLength`,
  * summed), and two times, each "usable" = the page's mark plus a 500 ms main-thread quiet window
@@ -138,29 +141,70 @@ const kb = (b: number) => `${(b / 1024).toFixed(1)} KB`;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 const stat = (xs: number[], f: (x: number) => string) => `${f(median(xs))} (${f(Math.min(...xs))}-${f(Math.max(...xs))})`;
 
-async function main() {
+/** Body bytes of the first load's console files as sent raw and as sent with brotli (node:http, no decoding). */
+async function bodySizes(resources: Resource[]): Promise<{ raw: number; br: number }> {
+  const get = (url: string, coding: string) => new Promise<number>((resolve, reject) => {
+    http.get(url, { headers: { 'accept-encoding': coding } }, (res) => {
+      let n = 0;
+      res.on('data', (c: Buffer) => (n += c.length));
+      res.on('end', () => resolve(n));
+    }).on('error', reject);
+  });
+  let raw = 0;
+  let br = 0;
+  for (const r of resources.filter((x) => x.phase === 'load' && x.status === 200)) {
+    raw += await get(r.url, 'identity');
+    br += await get(r.url, 'br');
+  }
+  return { raw, br };
+}
+
+interface Variant {
+  label: string;
+  url: string;
+  runs: Record<'fast3g' | 'open', Array<{ cold: Load; warm: Load }>>;
+}
+
+/** A service with the bench's world; `consoleDir` serves another console (--before) from the same code. */
+async function startWorld(consoleDir?: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-bench-console-'));
   const messages: OutgoingMessage[] = [];
   const loaded = loadConfig({
     NODE_ENV: 'test', HOST: '127.0.0.1', HTTP_PORT: '0', MQTT_PORT: '0', DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir,
     JWT_SECRET: 'bench-secret-0123456789-abcdefghijklmnopqrstuvwxyz', LOG_LEVEL: 'silent', AUTH_RATE_LIMIT: '100000', AUTH_IDENTIFIER_RATE_LIMIT: '100000',
+    ...(consoleDir && { CONSOLE_DIR: consoleDir }),
   });
   if (!loaded.ok) throw new Error(loaded.error);
   const service = await startService(loaded.config, { logger: silentLogger, transport: { name: 'bench', deliver: async (m) => { messages.push(m); } } });
+  const sim = await buildWorld(service.httpUrl, service.mqttUrl, loaded.config.databasePath, messages, () => service.notifier.idle());
+  return {
+    url: `${service.httpUrl}/`,
+    close: async () => {
+      await sim.stop().catch(() => {});
+      await service.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function main() {
+  const beforeAt = args.indexOf('--before');
+  const beforeDir = beforeAt === -1 ? null : path.resolve(args[beforeAt + 1] ?? '');
+  const worlds = [await startWorld(), ...(beforeDir ? [await startWorld(beforeDir)] : [])];
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
-  let sim: SimDevice | null = null;
   try {
-    sim = await buildWorld(service.httpUrl, service.mqttUrl, loaded.config.databasePath, messages, () => service.notifier.idle());
-    const runs: Record<'fast3g' | 'open', Array<{ cold: Load; warm: Load }>> = { fast3g: [], open: [] };
-    // Alternating, so a burst of load from the other tenants of this machine spreads over both conditions.
+    const variants: Variant[] = worlds.map((w, i) => ({ label: i === 0 ? 'this console' : `before (${args[beforeAt + 1]})`, url: w.url, runs: { fast3g: [], open: [] } }));
+    // Alternating, so a burst of load from the other tenants of this machine spreads over every condition.
     for (let i = 0; i < RUNS; i++) {
       for (const [name, conditions] of [['fast3g', FAST_3G], ['open', UNTHROTTLED]] as const) {
-        const r = await measureConsole(browser, `${service.httpUrl}/`, conditions);
-        runs[name].push(r);
-        console.log(`run ${i + 1} ${name}: cold ${kb(r.cold.loadBytes)} sign-in ${s(r.cold.signinInteractive)} member ${s(r.cold.memberAfterSubmit)}; warm ${kb(r.warm.loadBytes)} sign-in ${s(r.warm.signinInteractive)} member ${s(r.warm.memberAfterSubmit)}`);
+        for (const v of variants) {
+          const r = await measureConsole(browser, v.url, conditions);
+          v.runs[name].push(r);
+          console.log(`run ${i + 1} ${v.label} ${name}: cold ${kb(r.cold.loadBytes)} sign-in ${s(r.cold.signinInteractive)} member ${s(r.cold.memberAfterSubmit)}; warm ${kb(r.warm.loadBytes)} sign-in ${s(r.warm.signinInteractive)} member ${s(r.warm.memberAfterSubmit)}`);
+        }
       }
     }
-    const bare = await startBarePage(median(runs.fast3g.map((r) => r.cold.loadBytes)));
+    const bare = await startBarePage(median(variants[0]!.runs.fast3g.map((r) => r.cold.loadBytes)));
     const bareRuns: Record<'fast3g' | 'open', Array<{ interactive: number; bytes: number }>> = { fast3g: [], open: [] };
     try {
       for (let i = 0; i < RUNS; i++) {
@@ -170,7 +214,8 @@ async function main() {
     } finally {
       await bare.close();
     }
-    const report = render(runs, bareRuns, browser.version());
+    const sizes = await bodySizes(variants[0]!.runs.fast3g[0]!.cold.resources);
+    const report = render(variants, bareRuns, sizes, browser.version());
     console.log(`\n${report}`);
     if (WRITE) {
       writeSubsection('## Console first load (npm run bench:console)',
@@ -179,18 +224,24 @@ async function main() {
       console.log(`written to bench/RESULTS.md`);
     }
   } finally {
-    await sim?.stop().catch(() => {});
     await browser.close();
-    await service.close();
-    fs.rmSync(dir, { recursive: true, force: true });
+    for (const w of worlds) await w.close();
   }
 }
 
-function render(runs: Record<'fast3g' | 'open', Array<{ cold: Load; warm: Load }>>, bare: Record<'fast3g' | 'open', Array<{ interactive: number; bytes: number }>>, chromiumVersion: string): string {
-  const col = (name: 'fast3g' | 'open', which: 'cold' | 'warm') => runs[name].map((r) => r[which]);
-  const row = (label: string, f: (l: Load) => number, fmt: (x: number) => string) =>
-    `| ${label} | ${(['cold', 'warm'] as const).map((w) => stat(col('fast3g', w).map(f), fmt)).join(' | ')} | ${(['cold', 'warm'] as const).map((w) => stat(col('open', w).map(f), fmt)).join(' | ')} |`;
-  const cold = col('fast3g', 'cold');
+function render(variants: Variant[], bare: Record<'fast3g' | 'open', Array<{ interactive: number; bytes: number }>>, sizes: { raw: number; br: number }, chromiumVersion: string): string {
+  const rows = (v: Variant, prefix: string) => {
+    const col = (name: 'fast3g' | 'open', which: 'cold' | 'warm') => v.runs[name].map((r) => r[which]);
+    const row = (label: string, f: (l: Load) => number, fmt: (x: number) => string) =>
+      `| ${prefix}${label} | ${(['cold', 'warm'] as const).map((w) => stat(col('fast3g', w).map(f), fmt)).join(' | ')} | ${(['cold', 'warm'] as const).map((w) => stat(col('open', w).map(f), fmt)).join(' | ')} |`;
+    return [
+      row('first load, bytes (to sign-in usable)', (l) => l.loadBytes, kb),
+      row('sign-in interactive', (l) => l.signinInteractive, s),
+      row('sign in -> Home rendered', (l) => l.memberAfterSubmit, s),
+      ...(prefix ? [] : [row('sign-in + Home API bytes', (l) => l.signinBytes, kb)]),
+    ];
+  };
+  const cold = variants[0]!.runs.fast3g.map((r) => r.cold);
   const bytes = median(cold.map((l) => l.loadBytes));
   const tti = median(cold.map((l) => l.signinInteractive));
   const member = median(cold.map((l) => l.memberAfterSubmit));
@@ -200,18 +251,16 @@ function render(runs: Record<'fast3g' | 'open', Array<{ cold: Load; warm: Load }
     '',
     ...machine(),
     `- Chromium ${chromiumVersion} (Debian, headless, \`--no-sandbox\`), playwright-core ${packageVersion('playwright-core')}; viewport 390 x 844; date ${new Date().toISOString().slice(0, 10)}`,
-    `- Command: \`npm run bench:console\` (${RUNS} repetitions, alternating conditions; median (min-max)). Fast 3G = latency 562.5 ms, down 180,000 B/s, up 84,375 B/s (DevTools' preset, bench/console/page.ts); cold = a fresh browser context, warm = a second visit in it`,
-    `- "Sign-in interactive": navigation start to the password form in the page, plus a ${QUIET_MS} ms main-thread quiet window (no long task). "Home rendered": the sign-in submit to Home listing the member's player, plus the same quiet window (the token lives in memory, so Home always follows a sign-in: POST /auth/login, then /me, /mosques, /devices, /devices/{id}/why). Bytes: headers + encoded body, from CDP`,
+    `- Command: \`npm run bench:console${variants.length > 1 ? ` -- --before ${args[args.indexOf('--before') + 1]}` : ''}\` (${RUNS} repetitions, alternating conditions; median (min-max)). Fast 3G = latency 562.5 ms, down 180,000 B/s, up 84,375 B/s (DevTools' preset, bench/console/page.ts); cold = a fresh browser context, warm = a second visit in it`,
+    `- "Sign-in interactive": navigation start to the password form in the page, plus a ${QUIET_MS} ms main-thread quiet window (no long task). "Home rendered": the sign-in submit to Home listing the member's player, plus the same quiet window (the token lives in memory, so Home always follows a sign-in: POST /auth/login, then /me, /mosques, /devices, /devices/{id}/why). Bytes: headers + encoded body, from CDP; the first load counts every request started before the sign-in submit (the views fetched after the first page included)`,
     '',
     '| | Fast 3G cold | Fast 3G warm | unthrottled cold | unthrottled warm |',
     '|---|---|---|---|---|',
-    row('first load, bytes (to sign-in usable)', (l) => l.loadBytes, kb),
-    row('sign-in interactive', (l) => l.signinInteractive, s),
-    row('sign in -> Home rendered', (l) => l.memberAfterSubmit, s),
-    row('sign-in + Home API bytes', (l) => l.signinBytes, kb),
+    ...rows(variants[0]!, ''),
+    ...variants.slice(1).flatMap((v) => rows(v, `${v.label}: `)),
     `| bare page, same bytes in one response (baseline) | ${stat(bare.fast3g.map((b) => b.interactive), s)} (${kb(median(bare.fast3g.map((b) => b.bytes)))}) | | ${stat(bare.open.map((b) => b.interactive), s)} | |`,
     '',
-    `Goal (issue 12): under 150 KB compressed and interactive under 3 s. First load ${kb(bytes)}: ${bytes < GOAL_BYTES ? 'met' : 'NOT met'}. Sign-in interactive ${s(tti)}: ${tti < GOAL_MS ? 'met' : 'NOT met'}; Home rendered ${s(member)} after the submit: ${member < GOAL_MS ? 'under' : 'over'} 3 s.`,
+    `Goal (issue 12): under 150 KB compressed and interactive under 3 s. First load ${kb(bytes)}: ${bytes < GOAL_BYTES ? 'met' : 'NOT met'}. Sign-in interactive ${s(tti)}: ${tti < GOAL_MS ? 'met' : 'NOT met'}; Home rendered ${s(member)} after the submit: ${member < GOAL_MS ? 'under' : 'over'} 3 s. The first load's response bodies are ${kb(sizes.br)} with brotli, ${kb(sizes.raw)} uncompressed.`,
     '',
     `Per resource, the median cold Fast 3G run (ms from the navigation's first request):`,
     '',

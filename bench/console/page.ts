@@ -61,6 +61,8 @@ export const PAGE_PROBE = `(() => {
 })();`;
 
 export interface Resource {
+  /** The full URL, and the path with the build hash written as <build> (the same in every run). */
+  url: string;
   path: string;
   type: string;
   status: number;
@@ -88,7 +90,7 @@ export async function recordNetwork(context: BrowserContext, page: Page, conditi
   cdp.on('Network.requestWillBeSent', (e) => {
     if (e.type === 'Document') origin = e.timestamp;
     const url = new URL(e.request.url);
-    open.set(e.requestId, { path: url.pathname.replace(/^\/c\/[0-9a-f]{12}\//, '/c/<build>/') + url.search, type: e.type ?? '', phase, t0: e.timestamp, fromCache: false, status: 0, encoding: '' });
+    open.set(e.requestId, { url: e.request.url, path: url.pathname.replace(/^\/c\/[0-9a-f]{12}\//, '/c/<build>/') + url.search, type: e.type ?? '', phase, t0: e.timestamp, fromCache: false, status: 0, encoding: '' });
   });
   cdp.on('Network.requestServedFromCache', (e) => {
     const r = open.get(e.requestId);
