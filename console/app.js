@@ -2,26 +2,30 @@
 import { currentUser, onSessionChange, signOut } from './api.js';
 import { h, replace } from './dom.js';
 import { chosenLanguage, setLanguage, t } from './i18n.js';
-import { signInView, signUpView, superadminView } from './views/auth.js';
-import { homeView, joinView } from './views/member.js';
-import { mosqueView } from './views/admin.js';
-import { deviceView } from './views/device.js';
-import { superView } from './views/super.js';
 import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
 
 const main = document.getElementById('main');
 let stopCurrent = null; // the open page's cleanup (an EventSource, a timer)
 
+// A view's module loads when its route first opens: a phone on a slow link fetches only the sign-in page's
+// code before it can sign in (index.html preloads that much); warmViews() fetches the rest afterwards
+// (bench/RESULTS.md, "Console first load").
 const ROUTES = [
-  [/^\/signin$/, () => signInView, false],
-  [/^\/signup$/, () => signUpView, false],
-  [/^\/superadmin$/, () => superadminView, false],
-  [/^\/join\/([A-Za-z0-9_-]+)$/, () => joinView, true],
-  [/^\/mosques\/([^/]+)$/, () => mosqueView, true],
-  [/^\/devices\/([^/]+)$/, () => deviceView, true],
-  [/^\/admin$/, () => superView, true],
-  [/^\/$/, () => homeView, true],
+  [/^\/signin$/, () => import('./views/auth.js').then((m) => m.signInView), false],
+  [/^\/signup$/, () => import('./views/auth.js').then((m) => m.signUpView), false],
+  [/^\/superadmin$/, () => import('./views/auth.js').then((m) => m.superadminView), false],
+  [/^\/join\/([A-Za-z0-9_-]+)$/, () => import('./views/member.js').then((m) => m.joinView), true],
+  [/^\/mosques\/([^/]+)$/, () => import('./views/admin.js').then((m) => m.mosqueView), true],
+  [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
+  [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],
+  [/^\/$/, () => import('./views/member.js').then((m) => m.homeView), true],
 ];
+
+/** Once the first page is up, every other view is fetched while the person reads or types. */
+function warmViews() {
+  const later = window.requestIdleCallback ?? ((fn) => setTimeout(fn, 200));
+  later(() => ROUTES.forEach(([, load]) => void load().catch(() => {})));
+}
 
 async function render() {
   stopCurrent?.();
@@ -41,7 +45,7 @@ async function render() {
   const page = h('div');
   replace(main, page);
   try {
-    stopCurrent = (await view()(page, ...params)) ?? null;
+    stopCurrent = (await (await view())(page, ...params)) ?? null;
   } catch (err) {
     replace(page, h('p', { class: 'error', role: 'alert' }, err.message));
   }
@@ -83,3 +87,4 @@ select.addEventListener('change', async () => {
 await setLanguage(chosenLanguage());
 select.value = document.documentElement.lang;
 await render();
+warmViews();

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { Hono } from 'hono';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -12,6 +13,8 @@ import { ApiError } from '../errors.ts';
  * `/c/<hash>/...` with a year of immutable caching (relative imports inherit the prefix, so one hash covers
  * the module graph), and index.html, which names the hash, is never cached. The console's client routes
  * (`/join/<code>`, `/mosques/<id>`, ...) answer index.html so they survive a reload; other paths keep the 404.
+ * Text files are compressed once at start (brotli and gzip) and chosen by Accept-Encoding with `Vary`: on a
+ * phone's slow link the bytes are the first-load cost (bench/RESULTS.md, "Console first load").
  */
 export const CONSOLE_CSP = [
   "default-src 'none'",
@@ -41,6 +44,49 @@ const PAGE_HEADERS = {
   'Referrer-Policy': 'no-referrer',
   'X-Frame-Options': 'DENY',
 };
+
+/** One file as sent: the raw bytes and, where they are smaller, its brotli and gzip forms. */
+interface Served {
+  raw: Buffer;
+  br: Buffer | null;
+  gzip: Buffer | null;
+}
+
+/** PNGs are compressed already; everything else of the console is text. */
+const COMPRESSIBLE = new Set(['.html', '.js', '.css', '.json', '.svg']);
+
+/** Done once at start (under 0.1 s for the whole console on this machine), never per request. */
+function precompress(name: string, raw: Buffer): Served {
+  if (!COMPRESSIBLE.has(path.extname(name))) return { raw, br: null, gzip: null };
+  const br = zlib.brotliCompressSync(raw, {
+    params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: raw.length },
+  });
+  const gzip = zlib.gzipSync(raw, { level: 9 });
+  return { raw, br: br.length < raw.length ? br : null, gzip: gzip.length < raw.length ? gzip : null };
+}
+
+/** The codings the client accepts (RFC 9110 12.5.3): a name with `q=0` is refused, `*` stands for any other. */
+export function acceptedCodings(header: string | undefined): { br: boolean; gzip: boolean } {
+  const q = new Map<string, number>();
+  for (const part of (header ?? '').toLowerCase().split(',')) {
+    const [name, ...params] = part.trim().split(';');
+    if (!name) continue;
+    const weight = params.map((p) => /^\s*q=([0-9.]+)\s*$/.exec(p)?.[1]).find((v) => v !== undefined);
+    q.set(name.trim(), weight === undefined ? 1 : Number(weight));
+  }
+  const ok = (coding: string) => (q.get(coding) ?? q.get('*') ?? 0) > 0;
+  return { br: ok('br'), gzip: ok('gzip') || ok('x-gzip') };
+}
+
+/** The body and headers for one file: brotli, else gzip, else the raw bytes; `Vary` whenever a choice exists. */
+function encode(file: Served, acceptEncoding: string | undefined): { body: Buffer; headers: Record<string, string> } {
+  if (!file.br && !file.gzip) return { body: file.raw, headers: {} };
+  const accepts = acceptedCodings(acceptEncoding);
+  const vary = { Vary: 'Accept-Encoding' };
+  if (file.br && accepts.br) return { body: file.br, headers: { ...vary, 'Content-Encoding': 'br' } };
+  if (file.gzip && accepts.gzip) return { body: file.gzip, headers: { ...vary, 'Content-Encoding': 'gzip' } };
+  return { body: file.raw, headers: vary };
+}
 
 /** Every file of the folder (recursively), keyed by its `/`-joined relative path. */
 function readTree(root: string): Map<string, Buffer> {
@@ -73,23 +119,27 @@ export function consoleRoutes(dir: string) {
   const build = hash.digest('hex').slice(0, 12);
   const indexSource = files.get('index.html');
   if (!indexSource) throw new Error(`console: ${dir}/index.html is missing`);
-  const index = indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`);
+  const index = precompress('index.html', Buffer.from(indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`)));
+  const served = new Map([...files].map(([name, body]) => [name, precompress(name, body)]));
 
   app.get('/c/:build/*', (c) => {
     const name = c.req.path.slice(`/c/${c.req.param('build')}/`.length);
-    const body = files.get(name);
-    if (!body || name === 'index.html') throw new ApiError('not_found');
+    const file = served.get(name);
+    if (!file || name === 'index.html') throw new ApiError('not_found');
     // An old hash still serves today's file (a tab open across an upgrade) but is not cached for long.
     const current = c.req.param('build') === build;
+    const { body, headers } = encode(file, c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, {
       ...PAGE_HEADERS,
+      ...headers,
       'Content-Type': TYPES[path.extname(name)]!,
       'Cache-Control': current ? 'public, max-age=31536000, immutable' : 'no-cache',
     });
   });
   app.get('*', (c, next) => {
     if (!CLIENT_ROUTES.test(c.req.path)) return next();
-    return c.html(index, 200, { ...PAGE_HEADERS, 'Cache-Control': 'no-cache' });
+    const { body, headers } = encode(index, c.req.header('accept-encoding'));
+    return c.body(new Uint8Array(body), 200, { ...PAGE_HEADERS, ...headers, 'Content-Type': TYPES['.html']!, 'Cache-Control': 'no-cache' });
   });
   return { app, build };
 }

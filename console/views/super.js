@@ -19,13 +19,19 @@ export async function superView(page) {
       h('h2', { id: 'new-h' }, t('super.new_mosque')),
       field(t('super.name'), { name: 'name', required: true, maxlength: 120 }),
       field(t('super.owner_email'), { name: 'owner', type: 'email' }),
+      // Players are entitled only to a mosque that has a stream: without one they stay unbound.
+      field(t('super.stream_url'), { name: 'stream_url', type: 'url' }),
       h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'auto' }), t('super.auto_approve')),
       h('button', { type: 'submit' }, t('super.create')),
     ], async (data) => {
       const owner = String(data.get('owner') ?? '').trim().toLowerCase();
       const ownerId = owner ? emails.get(owner) : undefined;
       if (owner && !ownerId) throw new Error(t('super.unknown_owner'));
-      await api('POST', '/mosques', { name: String(data.get('name')).trim(), auto_approve_members: data.get('auto') === 'on', ...(ownerId && { owner_user_id: ownerId }) });
+      const streamUrl = String(data.get('stream_url') ?? '').trim();
+      await api('POST', '/mosques', {
+        name: String(data.get('name')).trim(), auto_approve_members: data.get('auto') === 'on',
+        ...(ownerId && { owner_user_id: ownerId }), ...(streamUrl && { stream_url: streamUrl }),
+      });
       emails = await load();
     })));
   emails = await load();

@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import zlib from 'node:zlib';
 import { startTestService } from '../support/service.ts';
 import { launchBrowser } from './browser.ts';
 
@@ -61,6 +63,52 @@ test('hashed assets are cached for a year and unknown assets answer 404 in the e
   assert.equal(traversal.status, 404, 'only the files read at start are served');
   const old = await fetch(`${ts.url}/c/000000000000/app.js`);
   assert.equal(old.headers.get('cache-control'), 'no-cache', 'an old hash is served but not cached');
+});
+
+test('console files go out brotli- or gzip-compressed as the client accepts, with Vary, and decode to the same bytes', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const get = (path: string, acceptEncoding: string) => fetch(`${ts.url}${path}`, { headers: { 'accept-encoding': acceptEncoding } })
+    .then(async (res) => ({ res, bytes: Buffer.from(await res.arrayBuffer()) }));
+  const index = await get('/', 'identity');
+  const script = /src="(\/c\/[0-9a-f]{12}\/app\.js)"/.exec(index.bytes.toString('utf8'))?.[1];
+  assert.ok(script);
+  for (const path of ['/', script, script.replace('app.js', 'i18n/en.json'), script.replace('app.js', 'style.css')]) {
+    // undici's fetch would decode the body itself: read the bytes as they were sent, with node:http.
+    const raw = await rawGet(`${ts.url}${path}`, 'identity');
+    assert.equal(raw.headers['content-encoding'], undefined, `${path}: identity asked, none sent`);
+    assert.equal(raw.headers.vary, 'Accept-Encoding', `${path}: a cache must key on Accept-Encoding`);
+    const br = await rawGet(`${ts.url}${path}`, 'gzip, deflate, br');
+    assert.equal(br.headers['content-encoding'], 'br', `${path}: brotli preferred when accepted`);
+    assert.ok(br.body.length < raw.body.length * 0.6, `${path}: brotli is ${br.body.length} of ${raw.body.length} bytes`);
+    assert.deepEqual(zlib.brotliDecompressSync(br.body), raw.body);
+    assert.ok(br.headers['content-security-policy'], `${path}: the compressed answer keeps its CSP`);
+    const gzip = await rawGet(`${ts.url}${path}`, 'br;q=0, gzip');
+    assert.equal(gzip.headers['content-encoding'], 'gzip', `${path}: br refused with q=0, gzip taken`);
+    assert.deepEqual(zlib.gunzipSync(gzip.body), raw.body);
+    assert.equal(Number(gzip.headers['content-length']), gzip.body.length);
+  }
+});
+
+function rawGet(url: string, acceptEncoding: string): Promise<{ headers: http.IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers: { 'accept-encoding': acceptEncoding } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+    }).on('error', reject);
+  });
+}
+
+test('every file the index page preloads is one the console serves, so a renamed module cannot fail silently', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { text } = await html(`${ts.url}/`);
+  const preloads = [...text.matchAll(/<link rel="(?:modulepreload|preload)" href="([^"]+)"/g)].map((m) => m[1]!);
+  assert.ok(preloads.length >= 5, 'the sign-in page\'s modules and catalogue are preloaded');
+  for (const href of preloads) {
+    const res = await fetch(`${ts.url}${href}`);
+    assert.equal(res.status, 200, `${href} is preloaded but not served`);
+    await res.arrayBuffer();
+  }
 });
 
 test('CONSOLE_DIR=off serves the API alone', async (t) => {
