@@ -5,6 +5,7 @@ import { chosenLanguage, setLanguage, t } from './i18n.js';
 import { signInView, signUpView, superadminView } from './views/auth.js';
 import { homeView, joinView } from './views/member.js';
 import { mosqueView } from './views/admin.js';
+import { scheduleView } from './views/schedule.js';
 import { deviceView } from './views/device.js';
 import { superView } from './views/super.js';
 import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
@@ -17,6 +18,7 @@ const ROUTES = [
   [/^\/signup$/, () => signUpView, false],
   [/^\/superadmin$/, () => superadminView, false],
   [/^\/join\/([A-Za-z0-9_-]+)$/, () => joinView, true],
+  [/^\/mosques\/([^/]+)\/schedule$/, () => scheduleView, true],
   [/^\/mosques\/([^/]+)$/, () => mosqueView, true],
   [/^\/devices\/([^/]+)$/, () => deviceView, true],
   [/^\/admin$/, () => superView, true],
