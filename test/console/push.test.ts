@@ -8,10 +8,15 @@ import { browserKeys, decryptPush, deliveringTo, startPushService } from '../sup
 import { startTestService } from '../support/service.ts';
 import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
 
+interface ShownNotification { title: string; body: string; tag: string; url: string | null }
+interface Registration { scope: string; active: { state: string; scriptURL: string } | null; getNotifications(): Promise<Array<{ title: string; body: string; tag: string; data: unknown }>> }
+/** The page's globals this file reads (the tests compile without the DOM typings). */
+type PageGlobals = { navigator: { serviceWorker: { getRegistration(scope: string): Promise<Registration | undefined> } } };
+
 /** The notifications the page's service worker registration shows, read in the page. */
-function shownNotifications(page: Page) {
+function shownNotifications(page: Page): Promise<ShownNotification[]> {
   return page.evaluate(async () => {
-    const registration = await navigator.serviceWorker.getRegistration('/');
+    const registration = await (globalThis as unknown as PageGlobals).navigator.serviceWorker.getRegistration('/');
     const list = (await registration?.getNotifications()) ?? [];
     return list.map((n) => ({ title: n.title, body: n.body, tag: n.tag, url: (n.data as { url?: string } | null)?.url ?? null }));
   });
@@ -44,7 +49,7 @@ test('a member enables notifications: the service worker is active at /, a push 
   const status = section.locator('[data-push-status]');
   await status.filter({ hasText: /could not reach its push service|Notifications are on for this device/ }).waitFor({ timeout: WAIT_MS });
   const registration = await page.evaluate(async () => {
-    const r = await navigator.serviceWorker.getRegistration('/');
+    const r = await (globalThis as unknown as PageGlobals).navigator.serviceWorker.getRegistration('/');
     return { scope: r?.scope, state: r?.active?.state, script: r?.active?.scriptURL };
   });
   assert.deepEqual(registration, { scope: `${ts.url}/`, state: 'activated', script: `${ts.url}/sw.js` });
