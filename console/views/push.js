@@ -14,6 +14,7 @@ if ('serviceWorker' in navigator) {
     const path = e.data?.type === 'minaret.open' ? e.data.path : null;
     if (typeof path === 'string' && /^\/[\w\-/]*$/.test(path)) navigate(path);
   });
+  navigator.serviceWorker.startMessages();
 }
 
 /** The VAPID public key (base64url) as the bytes `applicationServerKey` takes. */

@@ -5,6 +5,8 @@ import { h, replace } from '../dom.js';
 import { language, t } from '../i18n.js';
 
 const RECONNECT_MS = 5_000;
+/** A card whose day is over is read again, at most this often (a phone whose clock is far off would ask every second). */
+const REREAD_MS = 60_000;
 const REPORT_PARTS = ['playing', 'unbound', 'muted', 'offline', 'stream_error', 'other'];
 const ALERTED = new Set(['not_ready', 'missed']);
 
@@ -87,8 +89,10 @@ export function prayerSection(mosques) {
   const section = h('section', { 'aria-labelledby': 'prayer-h' }, h('h2', { id: 'prayer-h' }, t('prayer.title')), cards);
   let ticks = [];
   let reading = false;
+  let readAt = 0;
   const load = async () => {
     reading = true;
+    readAt = Date.now();
     try {
       const built = await Promise.all(mosques.map(async (m) => {
         try {
@@ -110,7 +114,7 @@ export function prayerSection(mosques) {
     /** Called once a second by the page's one timer. */
     tick(now) {
       const stale = ticks.map((tick) => tick(now)).some(Boolean);
-      if (stale && !reading) void load().catch(() => {});
+      if (stale && !reading && now - readAt >= REREAD_MS) void load().catch(() => {});
     },
   };
 }
