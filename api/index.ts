@@ -80,6 +80,8 @@ export interface ApiDeps {
   mqttsPort: () => number | null;
   deliveryReport: (b: BroadcastRow) => DeliveryReport;
   vapidPublicKey: string;
+  /** Queues a test notification to the user's own push subscriptions; returns how many. */
+  sendTestPush: (userId: string) => number;
   authRateLimit: number;
   authIdentifierRateLimit: number;
   trustProxy: TrustProxy;

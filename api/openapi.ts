@@ -35,6 +35,7 @@ const SCHEMAS = {
   Invite: r.Invite,
   Broadcast: r.Broadcast,
   PushSubscriptionSaved: r.PushSubscriptionSaved,
+  PushTestQueued: r.PushTestQueued,
   Device: r.Device,
   DeviceWithCredentials: r.DeviceWithCredentials,
   LeaseKeys: r.LeaseKeys,
@@ -103,6 +104,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getMe', method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200, response: 'Me' },
   { operationId: 'listMyMemberships', method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200, response: 'Membership', list: true },
   { operationId: 'addPushSubscription', method: 'POST', path: '/api/v1/me/push-subscriptions', summary: 'Register a Web Push subscription', gate: 'any', success: 201, body: PushSubscription, response: 'PushSubscriptionSaved' },
+  { operationId: 'sendTestPush', method: 'POST', path: '/api/v1/me/push-subscriptions/test', summary: "A test notification to each of the caller's own push subscriptions (3 a minute)", gate: 'any', success: 202, response: 'PushTestQueued', errors: [429] },
   { operationId: 'removePushSubscription', method: 'DELETE', path: '/api/v1/me/push-subscriptions', summary: 'Remove a Web Push subscription', gate: 'any', success: 204, body: PushUnsubscribe, errors: [404] },
   { operationId: 'listUsers', method: 'GET', path: '/api/v1/users', summary: 'List users', gate: 'superadmin', success: 200, query: UserQuery, response: 'User', list: true },
   { operationId: 'createUser', method: 'POST', path: '/api/v1/users', summary: 'Create a user', gate: 'superadmin', success: 201, body: UserCreate, response: 'User', errors: [409] },
@@ -132,7 +134,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'putTimetable', method: 'PUT', path: `${M}/timetable/:month`, summary: "Upload a month's times (text/csv Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha in standard time, or JSON rows); month 1..12 recurs yearly", gate: 'manager', success: 200, body: TimetableJson, csvBody: true, response: 'TimetableUploaded' },
   { operationId: 'deleteTimetable', method: 'DELETE', path: `${M}/timetable/:month`, summary: 'Remove an uploaded month: back to computed times', gate: 'manager', success: 204 },
   { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket', errors: [429] },
-  { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes and broadcast start/stop of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
+  { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes, broadcast start/stop and schedule slot changes of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
   { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
   { operationId: 'registerPlayer', method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate, response: 'DeviceWithCredentials', errors: [404] },
   { operationId: 'listDevices', method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery, response: 'Device', list: true },
@@ -199,7 +201,7 @@ function errorStatuses(doc: RouteDoc): number[] {
 
 function successResponse(doc: RouteDoc) {
   if (doc.eventStream) {
-    return { description: 'An open stream of `event: device_status` and `event: broadcast`, each with one JSON `data:` line', content: { 'text/event-stream': { schema: { type: 'string' } } } };
+    return { description: 'An open stream of `event: device_status`, `event: broadcast` and `event: schedule` (the status of a slot changed: `{date, prayer, index, status, at}`), each with one JSON `data:` line', content: { 'text/event-stream': { schema: { type: 'string' } } } };
   }
   if (!doc.response) return { description: 'Done; no body' };
   const ref = { $ref: `#/components/schemas/${doc.response}` };

@@ -151,6 +151,7 @@ export const Broadcast = v.object({
 export const EventTicket = v.object({ ticket: v.string(), expires_in: v.pipe(v.number(), v.integer()) });
 
 export const PushSubscriptionSaved = v.object({ endpoint: v.string() });
+export const PushTestQueued = v.object({ queued: v.pipe(v.number(), v.integer(), v.minValue(0)) });
 export const VapidKey = v.object({ public_key: v.string() });
 
 const int = v.pipe(v.number(), v.integer());

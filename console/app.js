@@ -15,6 +15,7 @@ const ROUTES = [
   [/^\/signup$/, () => import('./views/auth.js').then((m) => m.signUpView), false],
   [/^\/superadmin$/, () => import('./views/auth.js').then((m) => m.superadminView), false],
   [/^\/join\/([A-Za-z0-9_-]+)$/, () => import('./views/member.js').then((m) => m.joinView), true],
+  [/^\/mosques\/([^/]+)\/schedule$/, () => import('./views/schedule.js').then((m) => m.scheduleView), true],
   [/^\/mosques\/([^/]+)$/, () => import('./views/admin.js').then((m) => m.mosqueView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
   [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],

@@ -162,6 +162,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
       readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
+      onSlotChange: (s, status) => mosqueEvents.publish(s.mosqueId, { type: 'schedule', date: s.date, prayer: s.prayer, index: s.index, status, at: at() }),
       push: (userIds, payload) => {
         outboxRef.current?.enqueue(null, userIds, payload);
         void outboxRef.current?.drain();
@@ -262,7 +263,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const api = createApi({
       ...people, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
-      deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey,
+      deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi(), publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,

@@ -106,10 +106,10 @@ function readTree(root: string): Map<string, Buffer> {
  * The console's client routes (console/app.js ROUTES): these answer index.html so a reload or a shared link
  * works; any other unknown path keeps the contract's JSON 404.
  */
-const CLIENT_ROUTES = /^\/(?:|signin|signup|superadmin|admin|join\/[A-Za-z0-9_-]+|mosques\/[^/]+|devices\/[^/]+)\/?$/;
+const CLIENT_ROUTES = /^\/(?:|signin|signup|superadmin|admin|join\/[A-Za-z0-9_-]+|mosques\/[^/]+(?:\/schedule)?|devices\/[^/]+)\/?$/;
 
 /** The console's own paths (Hono syntax): pages and files, not API routes (docs/console.md, not OpenAPI). */
-export const CONSOLE_PATHS = new Set(['/c/:build/*', '/*', '*']);
+export const CONSOLE_PATHS = new Set(['/c/:build/*', '/sw.js', '/*', '*']);
 
 export function consoleRoutes(dir: string) {
   const app = new Hono<AppEnv>();
@@ -136,6 +136,12 @@ export function consoleRoutes(dir: string) {
       'Cache-Control': current ? 'public, max-age=31536000, immutable' : 'no-cache',
     });
   });
+  // The service worker lives at the root so its scope is the whole console (a worker under /c/<hash>/ could
+  // control only that folder). no-cache: the browser checks for a new one on every visit after an upgrade.
+  const worker = files.get('sw.js');
+  if (worker) {
+    app.get('/sw.js', (c) => c.body(new Uint8Array(worker), 200, { ...PAGE_HEADERS, 'Content-Type': TYPES['.js']!, 'Cache-Control': 'no-cache' }));
+  }
   app.get('*', (c, next) => {
     if (!CLIENT_ROUTES.test(c.req.path)) return next();
     const { body, headers } = encode(index, c.req.header('accept-encoding'));

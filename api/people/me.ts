@@ -8,6 +8,7 @@ import { toUser, type UserStore } from '../../src/people/users.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { httpUrl } from '../schemas.ts';
+import { createLimiter } from '../rate-limit.ts';
 import { readJson } from '../validate.ts';
 
 const key = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+=*$/, 'must be base64url'), v.minLength(8, 'is too short'), v.maxLength(256, 'is too long'));
@@ -26,16 +27,21 @@ function pushEndpointReason(input: unknown): string {
 }
 export const PushUnsubscribe = v.object({ endpoint: httpUrl });
 
+/** Test notifications per user and minute: enough to try again after fixing a setting, too few to spam a push service. */
+export const TEST_PUSHES_PER_MINUTE = 3;
+
 interface Deps {
   users: UserStore;
   admins: AdminStore;
   memberships: Memberships;
   pushSubscriptions: PushSubscriptions;
+  sendTestPush: (userId: string) => number;
 }
 
-/** CONTRACT 5: GET /me, GET /me/memberships, POST and DELETE /me/push-subscriptions. */
+/** CONTRACT 5: GET /me, GET /me/memberships, POST and DELETE /me/push-subscriptions; the console's test push. */
 export function meRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
+  const testLimit = createLimiter(TEST_PUSHES_PER_MINUTE);
 
   app.get('/', (c) => {
     const row = deps.users.findById(c.get('user').id);
@@ -53,6 +59,12 @@ export function meRoutes(deps: Deps) {
     const b = await readJson(c, PushSubscription);
     unwrap(deps.pushSubscriptions.save(c.var.user.id, b.endpoint, b.keys.p256dh, b.keys.auth));
     return c.json({ endpoint: b.endpoint }, 201);
+  });
+
+  // Only the caller's own subscriptions: nobody can make another person's phone ring.
+  app.post('/push-subscriptions/test', async (c) => {
+    await testLimit(c.var.user.id);
+    return c.json({ queued: deps.sendTestPush(c.var.user.id) }, 202);
   });
 
   app.delete('/push-subscriptions', async (c) => {

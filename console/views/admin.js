@@ -71,6 +71,7 @@ export async function mosqueView(page, id) {
 
   replace(page,
     h('h1', {}, mosque.name),
+    h('p', {}, h('a', { href: `/mosques/${id}/schedule`, 'data-nav': '' }, t('schedule.link'))),
     liveState,
     h('section', { 'aria-labelledby': 'bc-h' }, h('h2', { id: 'bc-h' }, t('admin.broadcasts')), broadcasts),
     h('section', { 'aria-labelledby': 'pend-h' }, h('h2', { id: 'pend-h' }, t('admin.pending')), pending),

@@ -3,14 +3,18 @@ import { api, currentUser } from '../api.js';
 import { field, form, h, replace } from '../dom.js';
 import { t } from '../i18n.js';
 import { flash, navigate } from '../nav.js';
+import { pushSection } from './push.js';
+import { prayerSection } from './schedule.js';
 import { badge, seenText, whyText } from './why.js';
 
 const TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announcement'];
-const PLAYER_REFRESH_MS = 10_000;
+const PLAYER_REFRESH_S = 10;
 
 export async function homeView(page) {
   const [me, mosques] = await Promise.all([api('GET', '/me'), api('GET', '/mosques')]);
   const names = new Map(mosques.map((m) => [m.id, m.name]));
+  const approved = new Set(me.memberships.filter((m) => m.status === 'approved').map((m) => m.mosque_id));
+  const prayers = prayerSection(mosques.filter((m) => approved.has(m.id)));
   const players = h('ul', { class: 'list', 'aria-live': 'polite' });
   const credentials = h('div');
 
@@ -57,6 +61,7 @@ export async function homeView(page) {
 
   replace(page,
     h('h1', {}, t('home.title')),
+    prayers.section,
     me.admin_of.length > 0 && h('section', { 'aria-labelledby': 'run-h' }, h('h2', { id: 'run-h' }, t('home.you_run')),
       h('ul', { class: 'list' }, me.admin_of.map((a) => h('li', {}, h('a', { href: `/mosques/${a.mosque_id}`, 'data-nav': '' }, names.get(a.mosque_id) ?? a.mosque_id))))),
     h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('home.memberships')),
@@ -68,10 +73,16 @@ export async function homeView(page) {
       ], async (data) => {
         await joinByCode(String(data.get('code')).trim());
       })),
+    pushSection(),
     h('section', { 'aria-labelledby': 'pl-h' }, h('h2', { id: 'pl-h' }, t('home.players')), players, credentials, registerForm));
-  await refreshPlayers();
-  // Members get no event stream (it is for admins): the list is read again while the page is open.
-  const timer = setInterval(() => void refreshPlayers().catch(() => {}), PLAYER_REFRESH_MS);
+  await Promise.all([refreshPlayers(), prayers.load()]);
+  // One timer for the page: the countdown ticks every second, and members get no event stream (it is for
+  // admins), so the player list is read again every PLAYER_REFRESH_S ticks. Cleared when the page is left.
+  let ticks = 0;
+  const timer = setInterval(() => {
+    prayers.tick(Date.now());
+    if (++ticks % PLAYER_REFRESH_S === 0) void refreshPlayers().catch(() => {});
+  }, 1000);
   return () => clearInterval(timer);
 }
 

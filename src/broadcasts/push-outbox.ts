@@ -11,6 +11,9 @@ export interface PushSender {
 
 export const MAX_PUSH_ATTEMPTS = 8;
 
+/** "Send me a test notification" (the console): the same shape as a broadcast's push, so it proves the path. */
+export const TEST_PUSH_PAYLOAD = { title: 'Minaret: test notification', body: 'Notifications work on this device.', kind: 'test' } as const;
+
 interface OutboxRow {
   id: number;
   user_id: string;
@@ -90,32 +93,42 @@ export function createPushOutbox(deps: { db: Db; clock: Clock; sender: PushSende
     }
   };
 
-  return {
-    /** One row per subscription of each recipient, in one transaction. Returns how many were queued. */
-    enqueue(broadcastId: string | null, userIds: string[], payload: Record<string, unknown>): number {
-      const body = JSON.stringify(payload);
-      return db.transaction(() => {
-        let queued = 0;
-        for (const userId of userIds) {
-          for (const sub of deps.subscriptions.listForUser(userId)) {
-            insert.run(broadcastId, userId, sub.endpoint, body, now(), now(), now());
-            queued++;
-          }
+  /** One row per subscription of each recipient, in one transaction. Returns how many were queued. */
+  function enqueue(broadcastId: string | null, userIds: string[], payload: Record<string, unknown>): number {
+    const body = JSON.stringify(payload);
+    return db.transaction(() => {
+      let queued = 0;
+      for (const userId of userIds) {
+        for (const sub of deps.subscriptions.listForUser(userId)) {
+          insert.run(broadcastId, userId, sub.endpoint, body, now(), now(), now());
+          queued++;
         }
-        return queued;
-      })();
-    },
-
-    /** Starts what is due in the free slots; resolves once nothing is in flight. */
-    drain(): Promise<void> {
-      pump();
-      if (inFlight === 0) return Promise.resolve();
-      if (!idle) {
-        let resolve!: () => void;
-        const promise = new Promise<void>((r) => (resolve = r));
-        idle = { promise, resolve };
       }
-      return idle.promise;
+      return queued;
+    })();
+  }
+
+  /** Starts what is due in the free slots; resolves once nothing is in flight. */
+  function drain(): Promise<void> {
+    pump();
+    if (inFlight === 0) return Promise.resolve();
+    if (!idle) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      idle = { promise, resolve };
+    }
+    return idle.promise;
+  }
+
+  return {
+    enqueue,
+    drain,
+
+    /** A test notification to this user's own subscriptions only, through the outbox like any push; sent at once. */
+    sendTest(userId: string): number {
+      const queued = enqueue(null, [userId], TEST_PUSH_PAYLOAD);
+      void drain().catch((err: Error) => deps.logger.error({ err: err.message }, 'push outbox failed'));
+      return queued;
     },
 
     inFlight: () => inFlight,

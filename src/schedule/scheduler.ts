@@ -6,7 +6,7 @@ import type { Clock } from '../platform/clock.ts';
 import type { Notifier } from '../platform/notify.ts';
 import type { UserStore } from '../people/users.ts';
 import type { Readiness, ReadinessCheck } from './readiness.ts';
-import type { ScheduleStore } from './schedule-store.ts';
+import type { Outcome, ScheduleStore } from './schedule-store.ts';
 import { mosqueTimes, slotKey, slotsOn, type MosqueTimes, type Slot } from './slots.ts';
 import { addDays, civilDateAt, type CivilDate } from './zone.ts';
 
@@ -39,6 +39,8 @@ export interface SchedulerDeps {
   readiness: ReadinessCheck;
   /** Web Push to these users (the broadcasts outbox, wired in service.ts). */
   push: (userIds: string[], payload: Record<string, unknown>) => void;
+  /** A slot's recorded status changed (the console's live schedule page, wired in service.ts). */
+  onSlotChange?: (slot: Pick<Slot, 'mosqueId' | 'date' | 'prayer' | 'index'>, status: Outcome['status']) => void;
   /** The auto_start port: starts an azaan broadcast, as a trigger admin would. */
   startAzaan: (mosqueId: string, prayer: string) => { ok: true; broadcastId: string } | { ok: false; message: string };
 }
@@ -51,7 +53,15 @@ const title = (prayer: string) => (prayer === 'jumuah' ? "Jumu'ah" : prayer[0]!.
  * them is in schedule_slots, so a restart neither repeats nor skips an event within CATCH_UP_MS.
  */
 export function createScheduler(deps: SchedulerDeps) {
-  const { clock, store, leadMs, graceMs } = deps;
+  const { clock, leadMs, graceMs } = deps;
+  // Every status change goes through here, so a listener hears each one (ready check, start, missed, stop).
+  const store: ScheduleStore = {
+    ...deps.store,
+    record(slot, outcome, nowMs) {
+      deps.store.record(slot, outcome, nowMs);
+      deps.onSlotChange?.(slot, outcome.status);
+    },
+  };
   const derived = new Map<string, { updatedAt: number; times: MosqueTimes; days: Map<string, Slot[]> }>();
   const handled = new Map<string, number>(); // event key -> event time, pruned past CATCH_UP_MS
   let timer: NodeJS.Timeout | null = null;

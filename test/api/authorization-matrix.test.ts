@@ -234,6 +234,11 @@ const ROWS: Row[] = [
     request: () => ({ path: `${V1}/me/push-subscriptions`, body: { endpoint: pushEndpoint(), keys: pushKeys } }),
   },
   {
+    // Only the caller's own subscriptions (none here): queues nothing anyone else could receive.
+    route: `POST ${V1}/me/push-subscriptions/test`, expect: anyone(202), request: () => ({ path: `${V1}/me/push-subscriptions/test` }),
+    check: (_w, _s, res) => assert.equal(typeof res.body.queued, 'number'),
+  },
+  {
     route: `DELETE ${V1}/me/push-subscriptions`, expect: anyone(204), mutates: true,
     request: async (w, _s, caller) => {
       // The caller's own subscription (anonymous: the member's, which must survive the refused call).

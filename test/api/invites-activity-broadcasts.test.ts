@@ -14,6 +14,9 @@ import {
   signInSuperadmin,
 } from '../support/people.ts';
 import { assertError, emailId } from '../support/api.ts';
+import { waitFor, settle } from '../support/devices.ts';
+import { browserKeys, decryptPush, deliveringTo, startPushService } from '../support/push-service.ts';
+import { TEST_PUSHES_PER_MINUTE } from '../../api/people/me.ts';
 
 /** Contract 5: POST /invites, the activity feed, and broadcast records with their delivery report. */
 
@@ -393,4 +396,49 @@ test('broadcasts are hidden from members (403) and strangers (404); an unknown o
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts/${foreign.id}/stop`, {}, owner.token), 404, 'not_found');
   assert.equal((await ts.http.get(`${API}/mosques/${other.id}/broadcasts/${foreign.id}`, root.token)).body.status, 'live');
   assert.equal((await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts/${live.id}`, owner.token)).body.status, 'live');
+});
+
+// ---- the console's test notification ----
+
+test('a test notification reaches every push subscription of the caller, encrypted for it, and nobody else', async (t) => {
+  const push = await startPushService(t);
+  const ts = await startTestService(t, { logLevel: 'warn', pushNetwork: deliveringTo(push) });
+  const amina = await member(ts, 'amina@example.com');
+  const bilal = await member(ts, 'bilal@example.com');
+  const phone = browserKeys();
+  const laptop = browserKeys();
+  for (const [who, path, keys] of [[amina, '/push/amina-phone', phone], [amina, '/push/amina-laptop', laptop], [bilal, '/push/bilal', browserKeys()]] as const) {
+    const res = await ts.http.post(`${API}/me/push-subscriptions`, { endpoint: `${push.origin}${path}`, keys: keys.keys }, who.token);
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+  }
+
+  const res = await ts.http.post(`${API}/me/push-subscriptions/test`, undefined, amina.token);
+  assert.equal(res.status, 202, JSON.stringify(res.body));
+  assert.deepEqual(res.body, { queued: 2 });
+  await waitFor('both of her pushes', () => push.received.length >= 2, 10_000);
+  await settle(300);
+  assert.deepEqual(push.received.map((r) => r.path).sort(), ['/push/amina-laptop', '/push/amina-phone'], 'Bilal gets nothing');
+  for (const [path, keys] of [['/push/amina-phone', phone], ['/push/amina-laptop', laptop]] as const) {
+    const payload = decryptPush(push.to(path)[0]!.body, keys) as Record<string, unknown>;
+    assert.equal(payload.kind, 'test');
+    assert.equal(payload.title, 'Minaret: test notification');
+    assert.equal(typeof payload.body, 'string');
+  }
+
+  // Someone with no subscription queues nothing (and learns nothing about others').
+  const none = await ts.http.post(`${API}/me/push-subscriptions/test`, undefined, (await member(ts, 'nosub@example.com')).token);
+  assert.deepEqual([none.status, none.body], [202, { queued: 0 }]);
+  assert.equal(push.received.length, 2);
+});
+
+test('test notifications are limited to 3 a minute per person, then 429 with Retry-After', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const amina = await member(ts, 'amina@example.com');
+  const bilal = await member(ts, 'bilal@example.com');
+  for (let i = 0; i < TEST_PUSHES_PER_MINUTE; i++) assert.equal((await ts.http.post(`${API}/me/push-subscriptions/test`, undefined, amina.token)).status, 202);
+  const refused = await ts.http.post(`${API}/me/push-subscriptions/test`, undefined, amina.token);
+  assertError(refused, 429, 'rate_limited');
+  assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+  assert.equal((await ts.http.post(`${API}/me/push-subscriptions/test`, undefined, bilal.token)).status, 202, 'the limit is per person');
+  assert.equal((await ts.http.post(`${API}/me/push-subscriptions/test`, undefined)).status, 401);
 });

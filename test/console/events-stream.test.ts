@@ -4,7 +4,7 @@ import { MAX_STREAMS_PER_USER } from '../../api/mosques/events.ts';
 import { SimDevice } from '../../simulator/device.ts';
 import { AUTH, emailId, sent } from '../support/api.ts';
 import { createMosque, makeAdmin, member, signInSuperadmin, type Person } from '../support/people.ts';
-import { sha256, startTestService, type TestService } from '../support/service.ts';
+import { createManualClock, sha256, startTestService, type TestService } from '../support/service.ts';
 
 const V1 = '/api/v1';
 
@@ -177,4 +177,26 @@ test('the stream closes when the admin loses their admin row', async (t) => {
   const removed = await ts.http.delete(`${V1}/mosques/${mosque.id}/admins/${helper.id}`, root.token);
   assert.equal(removed.status, 204);
   await stream.until(() => stream.ended(), 'the stream to close', 30_000);
+});
+
+test('an admin hears a schedule slot change status over the stream, and another mosque hears nothing of it', async (t) => {
+  // Wednesday 10 June 2026, London: Dhuhr's azaan fixed at 13:00 BST = 12:00 UTC; ready check at 11:50 UTC.
+  const clock = createManualClock(Date.parse('2026-06-10T11:40:00Z'));
+  const ts = await startTestService(t, { logLevel: 'warn', clock });
+  const root = await signInSuperadmin(ts);
+  const owner = await member(ts, 'owner@schedule-stream.test');
+  const schedule = { timezone: 'Europe/London', latitude: 51.5072, longitude: -0.1276, prayer_times: { method: 'muslim_world_league', madhab: 'shafi' }, azaan: { dhuhr: { fixed: '13:00' } } };
+  const mosque = await createMosque(ts, root.token, owner, schedule);
+  const other = await createMosque(ts, root.token, await member(ts, 'other@schedule-stream.test'), { ...schedule, azaan: { dhuhr: { fixed: '14:00' } } });
+  const mine = await openStream(ts, mosque.id, (await ticketFor(ts, mosque.id, owner)).body.ticket);
+  const theirs = await openStream(ts, other.id, (await ticketFor(ts, other.id, root)).body.ticket);
+  t.after(() => { mine.close(); theirs.close(); });
+
+  clock.set(Date.parse('2026-06-10T11:50:00Z'));
+  ts.service.schedule.runDue();
+  await mine.until(() => mine.events.some((e) => e.event === 'schedule'), 'the schedule event');
+  const event = mine.events.find((e) => e.event === 'schedule')!.data;
+  assert.deepEqual({ ...event, at: undefined }, { type: 'schedule', date: '2026-06-10', prayer: 'dhuhr', index: 0, status: 'not_ready', at: undefined });
+  assert.equal(event.at, '2026-06-10T11:50:00.000Z');
+  assert.deepEqual(theirs.events.filter((e) => e.event === 'schedule'), [], "the other mosque's ready check is an hour later");
 });

@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
@@ -8,7 +7,7 @@ import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../simul
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
-import { deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
+import { browserKeys, decryptPush, deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
 import {
   connectDevice, mosqueWithOwner, nextMessage, publish, registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
   waitForStatus, type Registered,
@@ -20,33 +19,6 @@ import {
 const STREAM = 'https://radio.example/noor/live';
 
 // The push service is a local https stand-in (test/support/push-service.ts) the service reaches by name.
-
-/** A browser's push subscription: a real P-256 key pair and auth secret, so the payload can be decrypted. */
-function browserKeys() {
-  const ecdh = crypto.createECDH('prime256v1');
-  const publicKey = ecdh.generateKeys();
-  const auth = crypto.randomBytes(16);
-  return { ecdh, publicKey, auth, keys: { p256dh: publicKey.toString('base64url'), auth: auth.toString('base64url') } };
-}
-type Browser = ReturnType<typeof browserKeys>;
-
-/** RFC 8291 / RFC 8188 aes128gcm: one record, keyid = the application server's public key. */
-function decryptPush(body: Buffer, browser: Browser): unknown {
-  const salt = body.subarray(0, 16);
-  const idLength = body.readUInt8(20);
-  const serverKey = body.subarray(21, 21 + idLength);
-  const record = body.subarray(21 + idLength);
-  const secret = browser.ecdh.computeSecret(serverKey);
-  const keyInfo = Buffer.concat([Buffer.from('WebPush: info\0'), browser.publicKey, serverKey]);
-  const ikm = Buffer.from(crypto.hkdfSync('sha256', secret, browser.auth, keyInfo, 32));
-  const cek = Buffer.from(crypto.hkdfSync('sha256', ikm, salt, Buffer.from('Content-Encoding: aes128gcm\0'), 16));
-  const nonce = Buffer.from(crypto.hkdfSync('sha256', ikm, salt, Buffer.from('Content-Encoding: nonce\0'), 12));
-  const decipher = crypto.createDecipheriv('aes-128-gcm', cek, nonce);
-  decipher.setAuthTag(record.subarray(record.length - 16));
-  const padded = Buffer.concat([decipher.update(record.subarray(0, record.length - 16)), decipher.final()]);
-  const end = padded.lastIndexOf(2); // the last record's delimiter, then zero padding
-  return JSON.parse(padded.subarray(0, end).toString('utf8'));
-}
 
 async function subscribe(ts: TestService, person: Person, endpoint: string, browser = browserKeys()) {
   const res = await ts.http.post(`${API}/me/push-subscriptions`, { endpoint, keys: browser.keys }, person.token);

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import type http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
@@ -98,3 +99,31 @@ export const resolveToLoopback: NonNullable<PushNetwork['resolve']> = async () =
 export function deliveringTo(push: PushService, extra: Partial<PushNetwork> = {}): PushNetwork {
   return { resolve: resolveToLoopback, port: push.port, ca: PUSH_TEST_CERT, addressAllowed: (a) => a === '127.0.0.1', ...extra };
 }
+
+/** A browser's push subscription: a real P-256 key pair and auth secret, so the payload can be decrypted. */
+export function browserKeys() {
+  const ecdh = crypto.createECDH('prime256v1');
+  const publicKey = ecdh.generateKeys();
+  const auth = crypto.randomBytes(16);
+  return { ecdh, publicKey, auth, keys: { p256dh: publicKey.toString('base64url'), auth: auth.toString('base64url') } };
+}
+export type PushBrowser = ReturnType<typeof browserKeys>;
+
+/** RFC 8291 / RFC 8188 aes128gcm: one record, keyid = the application server's public key. */
+export function decryptPush(body: Buffer, browser: PushBrowser): unknown {
+  const salt = body.subarray(0, 16);
+  const idLength = body.readUInt8(20);
+  const serverKey = body.subarray(21, 21 + idLength);
+  const record = body.subarray(21 + idLength);
+  const secret = browser.ecdh.computeSecret(serverKey);
+  const keyInfo = Buffer.concat([Buffer.from('WebPush: info\0'), browser.publicKey, serverKey]);
+  const ikm = Buffer.from(crypto.hkdfSync('sha256', secret, browser.auth, keyInfo, 32));
+  const cek = Buffer.from(crypto.hkdfSync('sha256', ikm, salt, Buffer.from('Content-Encoding: aes128gcm\0'), 16));
+  const nonce = Buffer.from(crypto.hkdfSync('sha256', ikm, salt, Buffer.from('Content-Encoding: nonce\0'), 12));
+  const decipher = crypto.createDecipheriv('aes-128-gcm', cek, nonce);
+  decipher.setAuthTag(record.subarray(record.length - 16));
+  const padded = Buffer.concat([decipher.update(record.subarray(0, record.length - 16)), decipher.final()]);
+  const end = padded.lastIndexOf(2); // the last record's delimiter, then zero padding
+  return JSON.parse(padded.subarray(0, end).toString('utf8'));
+}
+

@@ -1,0 +1,99 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
+import type { Page } from 'playwright-core';
+import { API, member } from '../support/people.ts';
+import { waitFor } from '../support/devices.ts';
+import { browserKeys, decryptPush, deliveringTo, startPushService } from '../support/push-service.ts';
+import { startTestService } from '../support/service.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+
+interface ShownNotification { title: string; body: string; tag: string; url: string | null }
+interface Registration { scope: string; active: { state: string; scriptURL: string } | null; getNotifications(): Promise<Array<{ title: string; body: string; tag: string; data: unknown }>> }
+/** The page's globals this file reads (the tests compile without the DOM typings). */
+type PageGlobals = { navigator: { serviceWorker: { getRegistration(scope: string): Promise<Registration | undefined> } } };
+
+/** The notifications the page's service worker registration shows, read in the page. */
+function shownNotifications(page: Page): Promise<ShownNotification[]> {
+  return page.evaluate(async () => {
+    const registration = await (globalThis as unknown as PageGlobals).navigator.serviceWorker.getRegistration('/');
+    const list = (await registration?.getNotifications()) ?? [];
+    return list.map((n) => ({ title: n.title, body: n.body, tag: n.tag, url: (n.data as { url?: string } | null)?.url ?? null }));
+  });
+}
+
+test('a member enables notifications: the service worker is active at /, a push of the server\'s shape shows a notification, and the test notification travels the whole way', async (t) => {
+  const push = await startPushService(t);
+  const ts = await startTestService(t, { logLevel: 'warn', pushNetwork: deliveringTo(push) });
+  const amina = await member(ts, 'amina@push.test'); // password: support's default
+  const browser = await launchBrowser(t);
+  const { page, context, problems } = await phonePage(browser, t);
+  await context.grantPermissions(['notifications'], { origin: ts.url });
+
+  await page.goto(`${ts.url}/`);
+  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
+  await passwordForm.getByLabel('Email').fill('amina@push.test');
+  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
+  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  const section = page.getByRole('region', { name: 'Notifications on this device' });
+  await section.getByText('Notifications are off on this device.').waitFor();
+
+  // The worker is served from the root with no long cache, under the console's CSP.
+  const sw = await fetch(`${ts.url}/sw.js`);
+  assert.equal(sw.status, 200);
+  assert.match(sw.headers.get('content-type') ?? '', /^text\/javascript/);
+  assert.equal(sw.headers.get('cache-control'), 'no-cache');
+  assert.match(sw.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+
+  await section.getByRole('button', { name: 'Enable notifications on this device' }).click();
+  const status = section.locator('[data-push-status]');
+  await status.filter({ hasText: /could not reach its push service|Notifications are on for this device/ }).waitFor({ timeout: WAIT_MS });
+  const registration = await page.evaluate(async () => {
+    const r = await (globalThis as unknown as PageGlobals).navigator.serviceWorker.getRegistration('/');
+    return { scope: r?.scope, state: r?.active?.state, script: r?.active?.scriptURL };
+  });
+  assert.deepEqual(registration, { scope: `${ts.url}/`, state: 'activated', script: `${ts.url}/sw.js` });
+  // Headless Chromium has no push service to reach: the page says so plainly and keeps working. Should a
+  // browser here ever subscribe, the subscription must then be in the API.
+  const db = new Database(ts.config.databasePath, { readonly: true });
+  t.after(() => db.close());
+  const stored = db.prepare('SELECT count(*) AS n FROM push_subscriptions WHERE user_id = ?').get(amina.id) as { n: number };
+  const subscribed = /Notifications are on/.test((await status.textContent()) ?? '');
+  assert.equal(stored.n, subscribed ? 1 : 0);
+  await shot(page, 'member-push');
+
+  // A push of the shape the server sends (a broadcast), delivered through the DevTools protocol.
+  const cdp = await context.newCDPSession(page);
+  const registrationIds: string[] = [];
+  cdp.on('ServiceWorker.workerRegistrationUpdated', (e: { registrations: Array<{ registrationId: string; scopeURL: string; isDeleted: boolean }> }) => {
+    for (const r of e.registrations) if (r.scopeURL === `${ts.url}/` && !r.isDeleted) registrationIds.push(r.registrationId);
+  });
+  await cdp.send('ServiceWorker.enable');
+  const registrationId = await waitFor('the registration id', () => registrationIds[0], 10_000);
+  const deliver = (payload: unknown) => cdp.send('ServiceWorker.deliverPushMessage', { origin: ts.url, registrationId, data: JSON.stringify(payload) });
+  await deliver({ title: 'Azaan (maghrib)', body: 'Masjid An-Nur', broadcast_id: 'b-1', mosque_id: 'm-1', kind: 'azaan', prayer: 'maghrib' });
+  const first = await waitFor('the broadcast notification', async () => (await shownNotifications(page)).find((n) => n.title === 'Azaan (maghrib)'), 10_000);
+  assert.deepEqual(first, { title: 'Azaan (maghrib)', body: 'Masjid An-Nur', tag: 'broadcast:b-1', url: '/' });
+  // An admin's alert opens the mosque's schedule when clicked.
+  await deliver({ title: 'Missed azaan: Isha', body: 'Missed: ...', mosque_id: 'm-1', kind: 'azaan_missed', prayer: 'isha', date: '2026-06-10' });
+  const alert = await waitFor('the alert notification', async () => (await shownNotifications(page)).find((n) => n.title === 'Missed azaan: Isha'), 10_000);
+  assert.equal(alert.url, '/mosques/m-1/schedule');
+
+  // The chain: the test route -> the outbox -> Web Push encryption -> the (local) push service. The browser
+  // cannot hold a subscription here, so the subscription's keys are the test's own; the test decrypts the
+  // message as the browser's push stack would and hands the plaintext to this worker.
+  const keys = browserKeys();
+  const saved = await ts.http.post(`${API}/me/push-subscriptions`, { endpoint: `${push.origin}/push/amina`, keys: keys.keys }, amina.token);
+  assert.equal(saved.status, 201);
+  await section.getByRole('button', { name: 'Send me a test notification' }).click();
+  await status.filter({ hasText: `A test notification is on its way to ${subscribed ? 2 : 1} of your devices.` }).waitFor();
+  await waitFor('the encrypted test message', () => push.to('/push/amina').length === 1, 10_000);
+  const payload = decryptPush(push.to('/push/amina')[0]!.body, keys) as Record<string, unknown>;
+  assert.equal(payload.kind, 'test');
+  await deliver(payload);
+  const shown = await waitFor('the test notification', async () => (await shownNotifications(page)).find((n) => n.title === payload.title), 10_000);
+  assert.equal(shown.body, payload.body);
+
+  await assertAccessible(page, 'member home with notifications');
+  assert.deepEqual(problems, []);
+});

@@ -1,0 +1,137 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Page } from 'playwright-core';
+import { createManualClock } from '../../src/platform/clock.ts';
+import { createMosque, joinMosque, member, signInSuperadmin } from '../support/people.ts';
+import { registerTransmitter } from '../support/devices.ts';
+import { startTestService } from '../support/service.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+
+// Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC, Asr computed
+// (about 17:20 local). The ready check of Dhuhr runs at 11:50 UTC (lead 10 minutes).
+const T = (hhmm: string) => Date.parse(`2026-06-10T${hhmm}:00Z`);
+const SCHEDULE = {
+  timezone: 'Europe/London', latitude: 51.5072, longitude: -0.1276,
+  prayer_times: { method: 'muslim_world_league', madhab: 'shafi' }, azaan: { dhuhr: { fixed: '13:00' } }, iqamah: { dhuhr: { after_minutes: 15 } },
+};
+
+async function signIn(page: Page, url: string, email: string) {
+  await page.goto(`${url}/`);
+  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
+  await passwordForm.getByLabel('Email').fill(email);
+  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
+  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Your Minaret' }).waitFor();
+}
+
+test("a member sees today's prayer times of each mosque in its own zone, with a countdown that ticks and moves on to the next azaan", async (t) => {
+  const clock = createManualClock(T('11:40'));
+  const ts = await startTestService(t, { logLevel: 'warn', clock });
+  const root = await signInSuperadmin(ts);
+  const withTimes = await createMosque(ts, root.token, null, { name: 'East London Mosque', auto_approve_members: true, ...SCHEDULE });
+  const withoutTimes = await createMosque(ts, root.token, null, { name: 'Masjid Without Times', auto_approve_members: true });
+  const pending = await createMosque(ts, root.token, null, { name: 'Masjid Pending', ...SCHEDULE });
+  const amina = await member(ts, 'amina@times.test');
+  for (const m of [withTimes, withoutTimes, pending]) await joinMosque(ts, amina, m.id);
+
+  const browser = await launchBrowser(t);
+  const { page, problems } = await phonePage(browser, t);
+  // The browser's clock agrees with the service's (a phone's clock is set by the network); it keeps running.
+  await page.clock.install({ time: T('11:40') });
+  await signIn(page, ts.url, 'amina@times.test');
+
+  const times = page.getByRole('region', { name: "Today's prayer times" });
+  const card = times.locator(`[data-prayer-card="${withTimes.id}"]`);
+  await card.getByText('Today, Wednesday, June 10').waitFor();
+  const dhuhr = card.locator('tr[data-prayer=dhuhr]');
+  assert.deepEqual(await dhuhr.locator('th, td').allTextContents(), ['Dhuhr', '13:00', '13:15'], 'London summer time, not UTC');
+  assert.equal(await dhuhr.getAttribute('aria-current'), 'true', 'the next azaan is marked');
+  const countdown = card.getByRole('timer');
+  const first = await countdown.textContent();
+  assert.match(first ?? '', /^Next azaan: Dhuhr at 13:00, in 00:(20:00|19:[0-5]\d)$/);
+  await countdown.filter({ hasNotText: first! }).waitFor({ timeout: WAIT_MS });
+  await times.locator(`[data-prayer-card="${withoutTimes.id}"]`).getByText('This mosque has not set up its prayer times yet.').waitFor();
+  assert.equal(await times.locator(`[data-prayer-card="${pending.id}"]`).count(), 0, 'a membership still pending shows no times');
+  await shot(page, 'member-prayer-times');
+  await assertAccessible(page, 'member home with prayer times');
+
+  // Past Dhuhr's azaan the countdown runs to Asr, and Asr's row is the marked one.
+  await page.clock.fastForward('21:00');
+  await countdown.filter({ hasText: /^Next azaan: Asr at \d\d:\d\d, in \d\d:\d\d:\d\d$/ }).waitFor();
+  assert.equal(await card.locator('tr[data-prayer=asr]').getAttribute('aria-current'), 'true');
+  assert.equal(await dhuhr.getAttribute('aria-current'), null);
+
+  // Arabic: the same card, right to left, in Arabic.
+  await page.getByLabel('Language').selectOption('ar');
+  const arabic = page.getByRole('region', { name: 'مواقيت الصلاة اليوم' }).locator(`[data-prayer-card="${withTimes.id}"]`);
+  await arabic.getByRole('timer').filter({ hasText: /^الأذان التالي: العصر/ }).waitFor();
+  assert.equal(await page.locator('html').getAttribute('dir'), 'rtl');
+  assert.deepEqual(await arabic.locator('tr[data-prayer=dhuhr] th, tr[data-prayer=dhuhr] td').allTextContents(), ['الظهر', '13:00', '13:15']);
+  await shot(page, 'member-prayer-times-arabic');
+  assert.deepEqual(problems, []);
+});
+
+test('a mosque admin opens the schedule from the mosque page, sees each slot with its status, and the ready check arrives live', async (t) => {
+  const clock = createManualClock(T('11:40'));
+  const ts = await startTestService(t, { logLevel: 'warn', clock });
+  const root = await signInSuperadmin(ts);
+  const owner = await member(ts, 'imam@times.test');
+  const mosque = await createMosque(ts, root.token, owner, { name: 'East London Mosque', ...SCHEDULE });
+  await registerTransmitter(ts, owner.token, mosque.id, 'Minbar transmitter'); // registered, never connected
+
+  const browser = await launchBrowser(t);
+  const { page, problems } = await phonePage(browser, t);
+  await page.clock.install({ time: T('11:40') });
+  await signIn(page, ts.url, 'imam@times.test');
+  await page.getByRole('link', { name: 'East London Mosque' }).click();
+  await page.getByRole('link', { name: 'Azaan schedule' }).click();
+  await page.getByRole('heading', { name: 'Azaan schedule: East London Mosque' }).waitFor();
+  await page.getByText('Live updates on.').waitFor({ timeout: WAIT_MS });
+  assert.equal(await page.getByLabel('Day', { exact: true }).inputValue(), '2026-06-10');
+
+  const dhuhr = page.locator('li[data-slot="dhuhr-13:00"]');
+  await dhuhr.locator('.badge', { hasText: 'Upcoming' }).waitFor();
+  await dhuhr.getByText('Iqamah 13:15 · Fixed time · An admin starts it (no auto start)').waitFor();
+  // Fajr came before the schedule was set up: shown, honestly, as never checked (and no alert).
+  const fajr = page.locator('li[data-slot^="fajr-"]');
+  await fajr.getByText('Not checked: the service was not running then, or the schedule was set up later.').waitFor();
+  assert.equal(await fajr.locator('[data-alert]').count(), 0);
+
+  // The ready check finds the transmitter offline: the slot changes on the page without a reload.
+  clock.set(T('11:50'));
+  ts.service.schedule.runDue();
+  await dhuhr.locator('.badge', { hasText: 'Not ready' }).waitFor({ timeout: WAIT_MS });
+  await dhuhr.locator('[data-alert=azaan_not_ready]').getByText('Alert: azaan not ready, the transmitter was offline.').waitFor();
+  await dhuhr.getByText('At the check: 0 of 1 transmitters connected, 0 players ready.').waitFor();
+  await shot(page, 'admin-schedule');
+  await assertAccessible(page, 'schedule page');
+
+  clock.set(T('12:05'));
+  ts.service.schedule.runDue();
+  await dhuhr.locator('[data-alert=azaan_missed]').getByText('Alert: azaan missed, the transmitter was offline.').waitFor({ timeout: WAIT_MS });
+
+  // Another day from the date picker.
+  await page.getByLabel('Day', { exact: true }).fill('2026-06-12');
+  await page.getByRole('heading', { name: 'Friday, June 12' }).waitFor();
+  await page.locator('li[data-slot^="maghrib-"] .badge', { hasText: 'Upcoming' }).waitFor();
+  assert.deepEqual(problems, []);
+});
+
+test('a mosque without prayer times says so on its schedule page', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const root = await signInSuperadmin(ts);
+  const owner = await member(ts, 'imam@notimes.test');
+  const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid Without Times' });
+  const browser = await launchBrowser(t);
+  const { page, problems } = await phonePage(browser, t);
+  await signIn(page, ts.url, 'imam@notimes.test');
+  await page.goto(`${ts.url}/mosques/${mosque.id}/schedule`); // a reload asks to sign in again (the token lives in memory)
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
+  await passwordForm.getByLabel('Email').fill('imam@notimes.test');
+  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
+  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Azaan schedule: Masjid Without Times' }).waitFor();
+  await page.getByText("No prayer times for this day: a manager must set the mosque's location and calculation method, or upload its timetable.").waitFor();
+  assert.deepEqual(problems, []);
+});
