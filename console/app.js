@@ -4,8 +4,9 @@ import { h, replace } from './dom.js';
 import { chosenLanguage, setLanguage, t } from './i18n.js';
 import { signInView, signUpView, superadminView } from './views/auth.js';
 import { homeView, joinView } from './views/member.js';
-import { mosqueView } from './views/admin.js';
-import { deviceView } from './views/device.js';
+import { activityView, mosqueView } from './views/admin.js';
+import { deviceView, fleetView } from './views/device.js';
+import { printView, teamView } from './views/team.js';
 import { superView } from './views/super.js';
 import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
 
@@ -18,6 +19,10 @@ const ROUTES = [
   [/^\/superadmin$/, () => superadminView, false],
   [/^\/join\/([A-Za-z0-9_-]+)$/, () => joinView, true],
   [/^\/mosques\/([^/]+)$/, () => mosqueView, true],
+  [/^\/mosques\/([^/]+)\/devices$/, () => fleetView, true],
+  [/^\/mosques\/([^/]+)\/team$/, () => teamView, true],
+  [/^\/mosques\/([^/]+)\/activity$/, () => activityView, true],
+  [/^\/mosques\/([^/]+)\/print$/, () => printView, true],
   [/^\/devices\/([^/]+)$/, () => deviceView, true],
   [/^\/admin$/, () => superView, true],
   [/^\/$/, () => homeView, true],
