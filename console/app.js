@@ -38,7 +38,7 @@ async function render() {
   if (!route) return replace(main, h('h1', {}, t('page.not_found')), h('a', { href: '/', 'data-nav': '' }, t('nav.home')));
   const [re, view, needsUser] = route;
   if (needsUser && !currentUser()) {
-    rememberTarget(path);
+    rememberTarget(path + location.search); // a filter in the query (the fleet's state) survives signing in again
     history.replaceState(null, '', '/signin');
     return render();
   }

@@ -83,7 +83,7 @@ function card(d) {
       h('dt', {}, t('device.kind')), h('dd', {}, t(`device.kind_${d.kind}`)),
       h('dt', {}, t(offline ? 'fleet.offline_for_label' : 'device.last_seen')), h('dd', {}, since || t('time.never_seen')),
       h('dt', {}, t('device.rssi')), h('dd', { 'data-rssi': '' }, d.rssi === null ? '—' : t('fleet.rssi', { rssi: d.rssi })),
-      h('dt', {}, t('device.fw')), h('dd', { 'data-fw': '' }, d.fw ?? '—')));
+      h('dt', {}, t('fleet.fw')), h('dd', { 'data-fw': '' }, d.fw ?? '—')));
 }
 
 /** Rewrites every "offline for ..." and "... ago" on the page from its timestamp. */
