@@ -120,7 +120,7 @@ export async function activityView(page, id) {
     const rows = await api('GET', `/mosques/${id}/activity?limit=${ACTIVITY_PAGE}${before && `&before=${before}`}`);
     if (!before && rows.length === 0) list.append(h('li', { class: 'muted' }, t('activity.none')));
     list.append(...rows.map((a) => h('li', { 'data-activity': a.id, 'data-kind': a.kind },
-      h('span', {}, activityText(a, emails)), ' ', h('span', { class: 'muted' }, when(a.at)))));
+      h('div', {}, activityText(a, emails)), h('time', { datetime: a.at, class: 'muted' }, when(a.at)))));
     before = rows.at(-1)?.id ?? before;
     replace(more, rows.length === ACTIVITY_PAGE && button(t('activity.older'), loadPage, flash, { class: 'secondary' }));
   };

@@ -27,7 +27,8 @@ export async function superView(page) {
   let users = [];
   let search = '';
   const drawUsers = () => {
-    const shown = users.filter((u) => `${u.email} ${u.phone ?? ''}`.toLowerCase().includes(search));
+    // A phone-only account's placeholder email (phone-...@phone.invalid) is not something anyone searches for.
+    const shown = users.filter((u) => `${u.email_is_placeholder ? '' : u.email} ${u.phone ?? ''}`.toLowerCase().includes(search));
     count.textContent = t('users.showing', { n: shown.length, total: users.length });
     replace(people, shown.length === 0 ? h('li', { class: 'muted' }, t('users.none')) : shown.map((u) => h('li', { 'data-user': u.id },
       h('div', { class: 'row' }, h('strong', {}, u.email_is_placeholder ? u.phone ?? u.email : u.email), u.role === 'superadmin' && h('span', { class: 'badge' }, t('users.superadmin'))),

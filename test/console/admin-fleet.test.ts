@@ -75,7 +75,7 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   assert.deepEqual(expected.never, [never!.device.id]);
   for (const [state, want] of Object.entries(expected)) {
     await filter.selectOption(state);
-    await page.waitForFunction((n) => document.querySelectorAll('li[data-device]').length === n, want.length);
+    await page.waitForFunction((n) => (globalThis as any).document.querySelectorAll('li[data-device]').length === n, want.length);
     assert.deepEqual(await shownIds(page), want, `filter ${state}`);
     assert.equal(new URL(page.url()).searchParams.get('state'), state === 'all' ? null : state, 'the filter is in the URL');
   }
@@ -91,7 +91,7 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   assert.equal(await onlineCard.locator('[data-rssi]').innerText(), '-61 dBm');
   const before = await onlineCard.locator('[data-since]').innerText();
   assert.match(before, /^\d+ (s|min) ago$/);
-  await page.waitForFunction(([sel, text]) => document.querySelector(sel!)?.textContent !== text, [`li[data-device="${online!.device.id}"] [data-since]`, before]);
+  await page.waitForFunction(([sel, text]) => (globalThis as any).document.querySelector(sel!)?.textContent !== text, [`li[data-device="${online!.device.id}"] [data-since]`, before]);
   await shot(page, 'admin-fleet');
   await assertAccessible(page, 'fleet page');
 
@@ -107,13 +107,13 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await page.goBack();
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
   assert.equal(await filter.inputValue(), 'offline');
-  await page.waitForFunction(() => document.querySelectorAll('li[data-device]').length === 3);
+  await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   await page.reload();
   await signIn(page);
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
   assert.equal(await filter.inputValue(), 'offline');
   assert.equal(new URL(page.url()).searchParams.get('state'), 'offline');
-  await page.waitForFunction(() => document.querySelectorAll('li[data-device]').length === 3);
+  await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   assert.deepEqual(await shownIds(page), [online!.device.id, stale!.device.id, gone!.device.id].sort());
   assert.deepEqual(problems, []);
 });
