@@ -155,3 +155,37 @@ test('a stream player\'s log level is set from its page, and a ttl over an hour 
   await assertAccessible(page, 'device page with the log level form');
   assert.deepEqual(problems, []);
 });
+
+test('a live broadcast\'s report on the page shows the transmitter playing as the API does, and Stop ends it with the API\'s final report', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid Al-Fajr' });
+  const reg = await registerTransmitter(ts, owner.token, mosque.id, 'Minaret speaker');
+  const sim = new SimDevice({ kind: 'transmitter', id: reg.device.id, password: reg.credentials.password, mqttUrl: ts.service.mqttUrl, startTimeoutMs: 15_000 });
+  await sim.start();
+  t.after(() => sim.stop().catch(() => {}));
+  await waitForStatus(ts, owner.token, reg.device.id, 'ONLINE', WAIT_MS);
+
+  const browser = await launchBrowser(t);
+  const { page, problems } = await phonePage(browser, t);
+  await page.goto(`${ts.url}/mosques/${mosque.id}`);
+  await signIn(page);
+  await page.getByLabel('What').selectOption('azaan');
+  await page.getByRole('button', { name: 'Start broadcast' }).click();
+  const live = page.locator('li[data-broadcast]').filter({ has: page.locator('.badge', { hasText: 'Live' }) });
+  // The transmitter starts playing after the start: the page reads the report again while the broadcast is live.
+  await live.locator('dd[data-report="playing"]', { hasText: /^1$/ }).waitFor({ timeout: WAIT_MS });
+  const [started] = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body as Array<{ id: string; report: Record<string, number> }>;
+  assert.equal(started!.report.playing, 1, 'the API says the same');
+
+  await live.getByRole('button', { name: 'Stop broadcast' }).click();
+  const stopped = page.locator(`li[data-broadcast="${started!.id}"]`);
+  await stopped.locator('.badge', { hasText: 'Stopped' }).waitFor();
+  await page.locator('#flash', { hasText: 'Broadcast stopped.' }).waitFor();
+  const final = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts/${started!.id}`, owner.token)).body as { status: string; report: Record<string, number> };
+  assert.equal(final.status, 'stopped');
+  for (const part of ['playing', 'unbound', 'muted', 'offline', 'stream_error', 'other']) {
+    assert.equal(await stopped.locator(`dd[data-report="${part}"]`).innerText(), String(final.report[part]), `report.${part}`);
+  }
+  assert.equal(await page.getByRole('button', { name: 'Stop broadcast' }).count(), 0);
+  assert.deepEqual(problems, []);
+});
