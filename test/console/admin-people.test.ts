@@ -120,7 +120,7 @@ test('a manager adds an admin by email, changes and removes them, invites by ema
 });
 
 test('an admin who may not manage sees no manager controls, the API refuses them, and a refusal shows in plain words', async (t) => {
-  const ts = await startTestService(t, { logLevel: 'warn' });
+  const ts = await startTestService(t, { logLevel: 'warn', env: { PUBLIC_URL: 'https://minaret.example.org' } });
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@people.test');
   const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid As-Salam' });
@@ -138,6 +138,7 @@ test('an admin who may not manage sees no manager controls, the API refuses them
   assert.equal(await page.getByRole('button', { name: 'New join code' }).count(), 0);
   assert.equal(await page.getByRole('heading', { name: 'Add an admin' }).count(), 0);
   assert.equal(await page.getByRole('checkbox').count() - await page.locator('form', { has: page.getByRole('button', { name: 'Send invitation' }) }).getByRole('checkbox').count(), 0, 'no flag boxes');
+  assert.equal(await page.locator('[data-join-link]').innerText(), `https://minaret.example.org/join/${mosque.join_code}`, 'the link names PUBLIC_URL, not the address the admin used');
   await assertAccessible(page, 'admins page of a non-manager');
   // ...and the API refuses what the page hides.
   assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/join-code`, {}, helper.token)).status, 403);
