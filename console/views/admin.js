@@ -113,19 +113,22 @@ export async function activityView(page, id) {
     api('GET', `/mosques/${id}/admins`), api('GET', `/mosques/${id}/memberships`), superadmin ? allUsers() : [],
   ]);
   const emails = new Map([...users.map((u) => [u.id, u.email]), ...memberships.map((m) => [m.user_id, m.user_email]), ...admins.map((a) => [a.user_id, a.email])]);
-  const list = h('ul', { class: 'list', 'aria-live': 'polite' });
-  const more = h('div');
+  const list = h('ul', { class: 'list' });
   let before = '';
   const loadPage = async () => {
     const rows = await api('GET', `/mosques/${id}/activity?limit=${ACTIVITY_PAGE}${before && `&before=${before}`}`);
     if (!before && rows.length === 0) list.append(h('li', { class: 'muted' }, t('activity.none')));
-    list.append(...rows.map((a) => h('li', { 'data-activity': a.id, 'data-kind': a.kind },
-      h('div', {}, activityText(a, emails)), h('time', { datetime: a.at, class: 'muted' }, when(a.at)))));
+    const items = rows.map((a) => h('li', { 'data-activity': a.id, 'data-kind': a.kind, tabindex: -1 },
+      h('div', {}, activityText(a, emails)), h('time', { datetime: a.at, class: 'muted' }, when(a.at))));
+    list.append(...items);
+    if (rows.length < ACTIVITY_PAGE) older.remove();
+    // A keyboard or screen-reader user goes on reading where the older rows begin.
+    if (before && items[0]) items[0].focus();
     before = rows.at(-1)?.id ?? before;
-    replace(more, rows.length === ACTIVITY_PAGE && button(t('activity.older'), loadPage, flash, { class: 'secondary' }));
   };
+  const older = button(t('activity.older'), loadPage, flash, { class: 'secondary' });
   replace(page, mosqueHeader(mosque, '/activity'),
-    h('section', { 'aria-labelledby': 'act-h' }, h('h2', { id: 'act-h' }, t('activity.title')), list, more));
+    h('section', { 'aria-labelledby': 'act-h' }, h('h2', { id: 'act-h' }, t('activity.title')), list, older));
   await loadPage();
 }
 

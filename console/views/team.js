@@ -26,20 +26,21 @@ export async function teamView(page, id) {
   const showJoin = (mosque) => {
     const link = joinLink(mosque.join_code);
     replace(joinBox,
-      h('p', {}, t('admin.join_code'), ' ', h('code', { 'data-join-code': '' }, mosque.join_code)),
+      h('p', {}, t('admin.join_code'), ' ', h('code', { 'data-join-code': '', tabindex: -1 }, mosque.join_code)),
       h('p', {}, t('admin.join_link'), ' ', h('a', { href: link, 'data-join-link': '' }, link)),
       h('div', { class: 'row' },
         h('a', { href: `/mosques/${id}/print`, 'data-nav': '', class: 'button secondary' }, t('joincode.print')),
         ctx.canManage && button(t('joincode.rotate'), async () => {
           if (!window.confirm(t('joincode.rotate_confirm'))) return;
           showJoin(await api('POST', `/mosques/${id}/join-code`));
+          joinBox.querySelector('[data-join-code]').focus(); // the button it replaced held the focus
           flash(t('joincode.rotated'));
         }, flash, { class: 'danger' })));
   };
 
   replace(page,
     mosqueHeader(ctx.mosque, '/team'),
-    h('section', { 'aria-labelledby': 'adm-h' }, h('h2', { id: 'adm-h' }, t('admins.title')),
+    h('section', { 'aria-labelledby': 'adm-h' }, h('h2', { id: 'adm-h', tabindex: -1 }, t('admins.title')),
       !ctx.canManage && h('p', { class: 'muted' }, t('admins.managers_only')),
       admins,
       ctx.canManage && addAdminForm(id, () => members, loadAdmins), emailList),
@@ -75,6 +76,7 @@ function adminRow(a, ctx, reload) {
           await api('DELETE', `/mosques/${ctx.mosque.id}/admins/${a.user_id}`);
           flash(t('admins.removed', { email: a.email }));
           await reload();
+          document.getElementById('adm-h')?.focus(); // the row that held the focus is gone
         }, flash, { class: 'danger', 'aria-label': `${t('admins.remove')}: ${a.email}` }))
       : h('p', { class: 'muted' }, flagText));
 }

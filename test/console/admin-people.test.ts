@@ -100,6 +100,7 @@ test('a manager adds an admin by email, changes and removes them, invites by ema
   await page.getByRole('button', { name: 'New join code' }).click();
   await page.locator('[data-join-code]').filter({ hasNotText: oldCode }).waitFor();
   const newCode = await page.locator('[data-join-code]').innerText();
+  assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement?.hasAttribute('data-join-code')), true, 'the focus lands on the new code');
   assert.equal((await ts.http.get(`${API}/mosques/${mosque.id}`, owner.token)).body.join_code, newCode);
   assert.equal((await ts.http.post(`${API}/join`, { code: oldCode }, someone.token)).status, 404, 'the old code stopped working');
   assert.equal((await ts.http.post(`${API}/join`, { code: newCode }, someone.token)).status, 201);
@@ -196,6 +197,8 @@ test('the activity feed names who approved whom, newest first, and loads older p
   await page.waitForFunction((n) => (globalThis as any).document.querySelectorAll('li[data-activity]').length === n, all.length);
   assert.deepEqual(await rows.evaluateAll((els) => els.map((e) => e.getAttribute('data-activity'))), all.map((a) => a.id), 'newest first, as the API orders them');
   assert.equal(await page.getByRole('button', { name: 'Load older' }).count(), 0, 'no button once the last page is short');
+  const focused = await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute('data-activity'));
+  assert.equal(focused, all[20]!.id, 'the focus moves to the first older row, not back to the top of the page');
   await rows.last().filter({ hasText: 'created the mosque' }).waitFor();
   assert.deepEqual(problems, []);
 });
