@@ -178,7 +178,7 @@ export function createApi(deps: ApiDeps) {
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.
-  if (deps.consoleDir) app.route('/', consoleRoutes(deps.consoleDir).app);
+  if (deps.consoleDir) app.route('/', consoleRoutes(deps.consoleDir, deps.publicUrl).app);
 
   app.notFound((c) => c.json(errorBody('not_found'), 404));
   app.onError((err, c) => {

@@ -15,8 +15,12 @@ const ROUTES = [
   [/^\/signup$/, () => import('./views/auth.js').then((m) => m.signUpView), false],
   [/^\/superadmin$/, () => import('./views/auth.js').then((m) => m.superadminView), false],
   [/^\/join\/([A-Za-z0-9_-]+)$/, () => import('./views/member.js').then((m) => m.joinView), true],
-  [/^\/mosques\/([^/]+)\/schedule$/, () => import('./views/schedule.js').then((m) => m.scheduleView), true],
   [/^\/mosques\/([^/]+)$/, () => import('./views/admin.js').then((m) => m.mosqueView), true],
+  [/^\/mosques\/([^/]+)\/schedule$/, () => import('./views/schedule.js').then((m) => m.scheduleView), true],
+  [/^\/mosques\/([^/]+)\/devices$/, () => import('./views/device.js').then((m) => m.fleetView), true],
+  [/^\/mosques\/([^/]+)\/team$/, () => import('./views/team.js').then((m) => m.teamView), true],
+  [/^\/mosques\/([^/]+)\/activity$/, () => import('./views/admin.js').then((m) => m.activityView), true],
+  [/^\/mosques\/([^/]+)\/print$/, () => import('./views/team.js').then((m) => m.printView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
   [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],
   [/^\/$/, () => import('./views/member.js').then((m) => m.homeView), true],
@@ -38,7 +42,7 @@ async function render() {
   if (!route) return replace(main, h('h1', {}, t('page.not_found')), h('a', { href: '/', 'data-nav': '' }, t('nav.home')));
   const [re, view, needsUser] = route;
   if (needsUser && !currentUser()) {
-    rememberTarget(path);
+    rememberTarget(path + location.search); // a filter in the query (the fleet's state) survives signing in again
     history.replaceState(null, '', '/signin');
     return render();
   }

@@ -7,7 +7,7 @@
  * ones the README shows and git keeps) and one at desktop width in --out/desktop/ (git-ignored under docs/:
  * no folder may hold more than 12 files, and the README shows phones, as members use them).
  *
- *   npm run screenshots [-- --out docs/console]
+ *   npm run screenshots [-- --out docs/console/walkthrough]
  *
  * Elements are found by role and label, never by position, so pages that gain sections keep working.
  */
@@ -25,7 +25,7 @@ import { startService, type Service } from '../src/service.ts';
 import { SimDevice } from '../simulator/device.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const { values } = parseArgs({ options: { out: { type: 'string', default: path.join(ROOT, 'docs', 'console') } } });
+const { values } = parseArgs({ options: { out: { type: 'string', default: path.join(ROOT, 'docs', 'console', 'walkthrough') } } });
 const OUT = path.resolve(values.out!);
 const PHONE = { width: 390, height: 844 };
 const DESKTOP = { width: 1280, height: 800 };

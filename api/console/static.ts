@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import zlib from 'node:zlib';
 import { Hono } from 'hono';
 import type { AppEnv } from '../context.ts';
@@ -32,6 +33,7 @@ export const CONSOLE_CSP = [
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8',
   '.json': 'application/json; charset=utf-8',
   '.svg': 'image/svg+xml',
@@ -106,20 +108,31 @@ function readTree(root: string): Map<string, Buffer> {
  * The console's client routes (console/app.js ROUTES): these answer index.html so a reload or a shared link
  * works; any other unknown path keeps the contract's JSON 404.
  */
-const CLIENT_ROUTES = /^\/(?:|signin|signup|superadmin|admin|join\/[A-Za-z0-9_-]+|mosques\/[^/]+(?:\/schedule)?|devices\/[^/]+)\/?$/;
+const CLIENT_ROUTES = /^\/(?:|signin|signup|superadmin|admin|join\/[A-Za-z0-9_-]+|mosques\/[^/]+(?:\/(?:schedule|devices|team|activity|print))?|devices\/[^/]+)\/?$/;
+
+/**
+ * npm packages the console imports, served from node_modules under the same hash (no copy in the repo,
+ * no CDN): `vendor/uqr.mjs` draws the join link's QR code (issue 12).
+ */
+const VENDORED = { 'vendor/uqr.mjs': 'uqr' };
 
 /** The console's own paths (Hono syntax): pages and files, not API routes (docs/console.md, not OpenAPI). */
 export const CONSOLE_PATHS = new Set(['/c/:build/*', '/sw.js', '/*', '*']);
 
-export function consoleRoutes(dir: string) {
+/** `publicUrl`: PUBLIC_URL's origin, handed to the page so a printed join link names it, not a LAN address. */
+export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   const app = new Hono<AppEnv>();
   const files = readTree(dir);
+  const require = createRequire(import.meta.url);
+  for (const [name, pkg] of Object.entries(VENDORED)) files.set(name, fs.readFileSync(require.resolve(pkg).replace(/\.cjs$/, '.mjs')));
   const hash = crypto.createHash('sha256');
   for (const [name, body] of [...files].sort(([a], [b]) => a.localeCompare(b))) hash.update(name).update(body);
   const build = hash.digest('hex').slice(0, 12);
   const indexSource = files.get('index.html');
   if (!indexSource) throw new Error(`console: ${dir}/index.html is missing`);
-  const index = precompress('index.html', Buffer.from(indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`)));
+  const page = indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`)
+    .replace('__PUBLIC_URL__', (publicUrl ?? '').replace(/[&"<>]/g, (ch) => `&#${ch.charCodeAt(0)};`));
+  const index = precompress('index.html', Buffer.from(page));
   const served = new Map([...files].map(([name, body]) => [name, precompress(name, body)]));
 
   app.get('/c/:build/*', (c) => {

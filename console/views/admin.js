@@ -1,24 +1,42 @@
-// A mosque admin's page: pending members, members, devices with live status, broadcasts and their reports.
-// Live updates come from the API's event stream (never MQTT), opened with a single-use ticket.
+// A mosque admin's pages: the overview (broadcasts, pending members, members), the tabs that lead to the
+// other mosque pages, and the activity feed. Live updates come from the API's event stream (never MQTT),
+// opened with a single-use ticket.
 import { api, currentUser } from '../api.js';
 import { button, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
 import { flash } from '../nav.js';
-import { badge, seenText } from './why.js';
+import { allUsers } from './super.js';
+import { badge } from './why.js';
 
 const KINDS = ['azaan', 'jummah', 'waaz', 'announcement'];
 const PRAYERS = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
 const LIVE_REPORT_REFRESH_MS = 5_000;
 const RECONNECT_MS = 5_000;
+const ACTIVITY_PAGE = 20;
+const TABS = [['', 'admin.tab_overview'], ['/devices', 'admin.tab_devices'], ['/team', 'admin.tab_team'], ['/activity', 'admin.tab_activity'], ['/schedule', 'schedule.link']];
 
-export async function mosqueView(page, id) {
+/** The mosque and what the signed-in person may do there (the API decides; this only hides what it would refuse). */
+export async function mosqueContext(id) {
   const [mosque, me] = await Promise.all([api('GET', `/mosques/${id}`), api('GET', '/me')]);
   const superadmin = currentUser()?.role === 'superadmin';
   const row = me.admin_of.find((a) => a.mosque_id === id);
-  const canTrigger = superadmin || row?.can_trigger;
+  return { mosque, superadmin, canTrigger: superadmin || Boolean(row?.can_trigger), canManage: superadmin || Boolean(row?.can_manage) };
+}
+
+/** The mosque's heading and its tabs; the open tab carries aria-current. */
+export function mosqueHeader(mosque, current) {
+  return [
+    h('h1', {}, mosque.name),
+    h('nav', { class: 'tabs', 'aria-label': t('admin.tabs') }, TABS.map(([suffix, key]) => h('a', {
+      href: `/mosques/${mosque.id}${suffix}`, 'data-nav': '', 'aria-current': suffix === current ? 'page' : undefined,
+    }, t(key)))),
+  ];
+}
+
+export async function mosqueView(page, id) {
+  const { mosque, canTrigger } = await mosqueContext(id);
   const pending = h('ul', { class: 'list' });
   const members = h('ul', { class: 'list' });
-  const devices = h('ul', { class: 'list' });
   const broadcasts = h('div');
   const liveState = h('p', { class: 'muted', role: 'status' }, t('live.connecting'));
   let search = '';
@@ -35,13 +53,6 @@ export async function mosqueView(page, id) {
       }, flash, { class: status === 'approved' ? '' : 'secondary', 'aria-label': `${t(`admin.${status}_action`)}: ${m.user_email}` }))))));
     const shown = all.filter((m) => m.status !== 'pending' && m.user_email.toLowerCase().includes(search));
     replace(members, shown.length === 0 ? h('li', { class: 'muted' }, t('admin.no_members')) : shown.map((m) => h('li', { class: 'row' }, h('span', {}, m.user_email), badge(m.status))));
-  };
-
-  const loadDevices = async () => {
-    const list = await api('GET', `/devices?mosque_id=${encodeURIComponent(id)}`);
-    replace(devices, list.length === 0 ? h('li', { class: 'muted' }, t('admin.no_devices')) : list.map((d) => h('li', { 'data-device': d.id },
-      h('div', { class: 'row' }, h('a', { href: `/devices/${d.id}`, 'data-nav': '' }, d.name || d.id), badge(d.status), h('span', { class: 'muted' }, t(`device.kind_${d.kind}`))),
-      h('p', { class: 'muted' }, seenText(d), d.rssi !== null ? ` · RSSI ${d.rssi} dBm` : '', d.fw ? ` · ${t('device.fw')} ${d.fw}` : ''))));
   };
 
   let reportTimer = null;
@@ -65,26 +76,22 @@ export async function mosqueView(page, id) {
         report(b.report),
         canTrigger && b.status === 'live' && button(t('broadcast.stop'), async () => {
           await api('POST', `/mosques/${id}/broadcasts/${b.id}/stop`);
+          flash(t('broadcast.stopped'));
           await loadBroadcasts();
         }, flash, { class: 'danger' })))));
   };
 
   replace(page,
-    h('h1', {}, mosque.name),
-    h('p', {}, h('a', { href: `/mosques/${id}/schedule`, 'data-nav': '' }, t('schedule.link'))),
+    mosqueHeader(mosque, ''),
     liveState,
     h('section', { 'aria-labelledby': 'bc-h' }, h('h2', { id: 'bc-h' }, t('admin.broadcasts')), broadcasts),
     h('section', { 'aria-labelledby': 'pend-h' }, h('h2', { id: 'pend-h' }, t('admin.pending')), pending),
-    h('section', { 'aria-labelledby': 'dev-h' }, h('h2', { id: 'dev-h' }, t('admin.devices')), devices),
     h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('admin.members')),
       h('label', {}, h('span', {}, t('admin.search')), h('input', { type: 'search', oninput: (e) => { search = e.target.value.trim().toLowerCase(); void loadMembers(); } })),
-      members),
-    h('section', { 'aria-labelledby': 'jc-h' }, h('h2', { id: 'jc-h' }, t('admin.join')),
-      h('p', {}, t('admin.join_code'), ' ', h('code', {}, mosque.join_code)),
-      h('p', {}, t('admin.join_link'), ' ', h('code', {}, `${location.origin}/join/${mosque.join_code}`))));
-  await Promise.all([loadMembers(), loadDevices(), loadBroadcasts()]);
+      members));
+  await Promise.all([loadMembers(), loadBroadcasts()]);
 
-  const stopLive = openLive(id, liveState, { device_status: loadDevices, broadcast: loadBroadcasts });
+  const stopLive = openLive(id, liveState, { broadcast: loadBroadcasts });
   return () => {
     stopLive();
     clearInterval(reportTimer);
@@ -98,8 +105,68 @@ function report(r) {
     h('dt', {}, t('report.push')), h('dd', {}, t('report.push_counts', r.push)));
 }
 
+/** The activity feed, newest first, in plain words; "Load older" asks for the page before the last row. */
+export async function activityView(page, id) {
+  const { mosque, superadmin } = await mosqueContext(id);
+  // Activity names people by id: the admins and members lists (and a superadmin's users list) give their emails.
+  const [admins, memberships, users] = await Promise.all([
+    api('GET', `/mosques/${id}/admins`), api('GET', `/mosques/${id}/memberships`), superadmin ? allUsers() : [],
+  ]);
+  const emails = new Map([...users.map((u) => [u.id, u.email]), ...memberships.map((m) => [m.user_id, m.user_email]), ...admins.map((a) => [a.user_id, a.email])]);
+  const list = h('ul', { class: 'list' });
+  let before = '';
+  const loadPage = async () => {
+    const rows = await api('GET', `/mosques/${id}/activity?limit=${ACTIVITY_PAGE}${before && `&before=${before}`}`);
+    if (!before && rows.length === 0) list.append(h('li', { class: 'muted' }, t('activity.none')));
+    const items = rows.map((a) => h('li', { 'data-activity': a.id, 'data-kind': a.kind, tabindex: -1 },
+      h('div', {}, activityText(a, emails)), h('time', { datetime: a.at, class: 'muted' }, when(a.at))));
+    list.append(...items);
+    if (rows.length < ACTIVITY_PAGE) older.remove();
+    // A keyboard or screen-reader user goes on reading where the older rows begin.
+    if (before && items[0]) items[0].focus();
+    before = rows.at(-1)?.id ?? before;
+  };
+  const older = button(t('activity.older'), loadPage, flash, { class: 'secondary' });
+  replace(page, mosqueHeader(mosque, '/activity'),
+    h('section', { 'aria-labelledby': 'act-h' }, h('h2', { id: 'act-h' }, t('activity.title')), list, older));
+  await loadPage();
+}
+
+/** "imam@x approved ali@y": one catalogue entry per kind, `activity.other` for kinds this console does not know. */
+export function activityText(a, emails) {
+  const who = (userId) => (userId ? emails.get(userId) ?? t('activity.someone') : t('activity.system'));
+  const d = a.data ?? {};
+  const subjectUser = a.kind.startsWith('admin.') ? a.subject_id : d.user_id;
+  const vars = {
+    actor: who(a.actor_user_id), subject: who(subjectUser), status: t(`status.${d.to}`), channel: t(`invites.by_${d.channel}`),
+    kind: t(`broadcast.kind_${d.kind}`), prayer: t(`prayer.${d.prayer}`), time: d.azaan_local ?? '', reason: d.reason ?? '', code: a.kind,
+  };
+  let key = `activity.${a.kind.replace('.', '_')}`;
+  if (a.kind === 'membership.status_changed' || a.kind === 'membership.joined') key += `_${d.to}`;
+  if (a.kind === 'membership.removed' && a.actor_user_id && a.actor_user_id !== d.user_id) key += '_by';
+  const text = t(key, vars);
+  return text === key ? t('activity.other', vars) : text;
+}
+
+/**
+ * One reload at a time: events arriving while one runs ask for a single reload after it (a reconnect storm
+ * of a hundred devices costs two reads of the list, not a hundred).
+ */
+function coalesced(reload) {
+  let running = false;
+  let again = false;
+  const run = async () => {
+    if (running) { again = true; return; }
+    running = true;
+    try { await reload(); } catch { /* the next event or the reconnect reads again */ }
+    running = false;
+    if (again) { again = false; void run(); }
+  };
+  return () => void run();
+}
+
 /** The mosque's event stream; a dropped stream is reopened with a fresh ticket (a ticket opens one stream). */
-function openLive(id, status, handlers) {
+export function openLive(id, status, handlers) {
   let source = null;
   let timer = null;
   let stopped = false;
@@ -109,7 +176,7 @@ function openLive(id, status, handlers) {
       if (stopped) return;
       source = new EventSource(`/api/v1/mosques/${encodeURIComponent(id)}/events/stream?ticket=${encodeURIComponent(ticket)}`);
       source.onopen = () => { status.textContent = t('live.on'); };
-      for (const [type, reload] of Object.entries(handlers)) source.addEventListener(type, () => void reload().catch(() => {}));
+      for (const [type, reload] of Object.entries(handlers)) source.addEventListener(type, coalesced(reload));
       source.onerror = () => {
         source.close();
         status.textContent = t('live.off');

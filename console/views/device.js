@@ -1,14 +1,107 @@
-// One device: its facts, the why chain, diagnostic commands, timeline and log lines.
+// Devices: a mosque's fleet (state filter, last seen, "offline for ...", signal, firmware, live) and one
+// device (its facts, the why chain, diagnostic commands, set_log_level, timeline and log lines).
 import { api } from '../api.js';
-import { button, h, replace } from '../dom.js';
+import { button, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
-import { badge, seenText, whyText } from './why.js';
+import { mosqueContext, mosqueHeader, openLive } from './admin.js';
+import { badge, durationText, seenText, whyText } from './why.js';
 
 const COMMANDS = ['ping', 'identify', 'play_test', 'diag_bundle'];
+const LOG_LEVELS = ['error', 'warn', 'info', 'debug'];
+const MAX_LOG_TTL_S = 3600; // contract 7: set_log_level's ttl_s <= 3600
+const ERROR_STATES = new Set(['STREAM_ERROR', 'CONFIG_ERROR', 'ERROR']);
+const TICK_MS = 1_000;
+
+/**
+ * The fleet filter (ESPHome #1370, zigbee2mqtt #12235). `stale` (3 missed heartbeats, no goodbye) is a
+ * part of `offline`; `online` is every connected state that is neither an error nor "not entitled".
+ */
+const FILTERS = {
+  all: () => true,
+  online: (d) => !['OFFLINE', 'UNKNOWN', 'UNBOUND'].includes(d.status) && !ERROR_STATES.has(d.status),
+  offline: (d) => d.status === 'OFFLINE',
+  stale: (d) => d.status === 'OFFLINE' && d.status_detail?.reason === 'stale',
+  error: (d) => ERROR_STATES.has(d.status),
+  unbound: (d) => d.status === 'UNBOUND',
+  never: (d) => d.status === 'UNKNOWN',
+};
+
+export async function fleetView(page, id) {
+  const { mosque } = await mosqueContext(id);
+  const liveState = h('p', { class: 'muted', role: 'status' }, t('live.connecting'));
+  const select = h('select', { id: 'fleet-filter' });
+  const summary = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const list = h('ul', { class: 'list cards', 'aria-labelledby': 'dev-h' });
+  let devices = [];
+  const wanted = () => {
+    const state = new URLSearchParams(location.search).get('state');
+    return state in FILTERS ? state : 'all';
+  };
+
+  const draw = () => {
+    const state = wanted();
+    replace(select, Object.keys(FILTERS).map((k) => h('option', { value: k }, t('fleet.filter_option', { state: t(`fleet.state_${k}`), n: devices.filter(FILTERS[k]).length }))));
+    select.value = state;
+    const shown = devices.filter(FILTERS[state]);
+    summary.textContent = t('fleet.showing', { n: shown.length, total: devices.length });
+    replace(list, shown.length === 0 ? h('li', { class: 'muted' }, t(devices.length ? 'fleet.none_match' : 'admin.no_devices')) : shown.map(card));
+    tick();
+  };
+  const load = async () => {
+    devices = await api('GET', `/devices?mosque_id=${encodeURIComponent(id)}`);
+    draw();
+  };
+  // The filter lives in the query, so a reload or Back from a device page shows the same list.
+  select.addEventListener('change', () => {
+    const url = new URL(location.href);
+    if (select.value === 'all') url.searchParams.delete('state');
+    else url.searchParams.set('state', select.value);
+    history.replaceState(null, '', url.pathname + url.search);
+    draw();
+  });
+
+  replace(page, mosqueHeader(mosque, '/devices'), liveState,
+    h('section', { 'aria-labelledby': 'dev-h' }, h('h2', { id: 'dev-h' }, t('admin.devices')),
+      h('label', { for: 'fleet-filter' }, h('span', {}, t('fleet.filter'))), select, summary, list));
+  await load();
+  // One timer for the page ticks every duration; the shell's cleanup clears it when the page is left.
+  const timer = setInterval(tick, TICK_MS);
+  const stopLive = openLive(id, liveState, { device_status: load });
+  return () => {
+    clearInterval(timer);
+    stopLive();
+  };
+}
+
+function card(d) {
+  const offline = d.status === 'OFFLINE';
+  const since = d.last_seen_at && h('span', { 'data-since': d.last_seen_at, 'data-offline': offline ? '1' : '' });
+  return h('li', { 'data-device': d.id, class: 'card' },
+    h('div', { class: 'row' }, h('a', { href: `/devices/${d.id}`, 'data-nav': '' }, d.name || d.id), badge(d.status),
+      FILTERS.stale(d) && h('span', { class: 'badge stale' }, t('fleet.state_stale'))),
+    h('dl', { class: 'facts' },
+      h('dt', {}, t('device.kind')), h('dd', {}, t(`device.kind_${d.kind}`)),
+      h('dt', {}, t(offline ? 'fleet.offline_for_label' : 'device.last_seen')), h('dd', {}, since || t('time.never_seen')),
+      h('dt', {}, t('device.rssi')), h('dd', { 'data-rssi': '' }, d.rssi === null ? '—' : t('fleet.rssi', { rssi: d.rssi })),
+      h('dt', {}, t('fleet.fw')), h('dd', { 'data-fw': '' }, d.fw ?? '—')));
+}
+
+/** Rewrites every "offline for ..." and "... ago" on the page from its timestamp. */
+function tick() {
+  for (const el of document.querySelectorAll('[data-since]')) {
+    const seconds = (Date.now() - Date.parse(el.dataset.since)) / 1000;
+    el.textContent = el.dataset.offline ? durationText(seconds) : t('fleet.ago', { duration: durationText(seconds) });
+  }
+}
 
 export async function deviceView(page, id) {
   const result = h('pre', { role: 'status', 'aria-live': 'polite', class: 'card' }, t('device.no_result'));
   const body = h('div');
+  const send = async (name, args) => {
+    result.textContent = t('device.sending');
+    const answer = await api('POST', `/devices/${id}/commands`, { name, ...(args && { args }), timeout_ms: 10000 });
+    result.textContent = `${name}: ${answer.ok ? 'ok' : 'failed'} (${answer.rtt_ms} ms)\n${JSON.stringify(answer.result ?? {}, null, 2)}`;
+  };
   const load = async () => {
     const [d, why, events, logs] = await Promise.all([
       api('GET', `/devices/${id}`), api('GET', `/devices/${id}/why`), api('GET', `/devices/${id}/events?limit=30`), api('GET', `/devices/${id}/logs?limit=30`),
@@ -21,11 +114,9 @@ export async function deviceView(page, id) {
       h('section', { 'aria-labelledby': 'facts-h' }, h('h2', { id: 'facts-h' }, t('device.facts')),
         h('dl', { class: 'facts' }, facts.map(([k, v]) => [h('dt', {}, t(`device.${k}`)), h('dd', {}, v)]))),
       h('section', { 'aria-labelledby': 'cmd-h' }, h('h2', { id: 'cmd-h' }, t('device.commands')),
-        h('div', { class: 'row' }, COMMANDS.map((name) => button(t(`command.${name}`), async () => {
-          result.textContent = t('device.sending');
-          const answer = await api('POST', `/devices/${id}/commands`, { name, timeout_ms: 10000 });
-          result.textContent = `${name}: ${answer.ok ? 'ok' : 'failed'} (${answer.rtt_ms} ms)\n${JSON.stringify(answer.result ?? {}, null, 2)}`;
-        }, (message) => { result.textContent = message; }, { class: 'secondary' }))),
+        h('div', { class: 'row' }, COMMANDS.map((name) => button(t(`command.${name}`), () => send(name), (message) => { result.textContent = message; }, { class: 'secondary' }))),
+        // contract 7: set_log_level is a stream player's command; a transmitter logs by its log_enabled setting.
+        d.kind === 'stream_player' && logLevelForm(send),
         result),
       h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, t('device.timeline')),
         h('ul', { class: 'list' }, events.length === 0 ? h('li', { class: 'muted' }, '—') : events.map((e) => h('li', {},
@@ -35,4 +126,19 @@ export async function deviceView(page, id) {
   };
   replace(page, body);
   await load();
+}
+
+/** Log lines for a while: the page checks the range first (the API checks it again: 1..3600 s). */
+function logLevelForm(send) {
+  return form({ 'aria-labelledby': 'log-level-h', novalidate: true }, [
+    h('h3', { id: 'log-level-h' }, t('fleet.log_level_title')),
+    h('label', {}, h('span', {}, t('fleet.log_level')), h('select', { name: 'level' }, LOG_LEVELS.map((l) => h('option', { value: l }, t(`fleet.level_${l}`))))),
+    h('label', {}, h('span', {}, t('fleet.log_ttl')),
+      h('input', { name: 'ttl_s', type: 'number', inputmode: 'numeric', min: 1, max: MAX_LOG_TTL_S, step: 1, value: 600, required: true })),
+    h('button', { type: 'submit', class: 'secondary' }, t('fleet.log_level_send')),
+  ], async (data) => {
+    const ttl = Number(data.get('ttl_s'));
+    if (!Number.isInteger(ttl) || ttl < 1 || ttl > MAX_LOG_TTL_S) throw new Error(t('fleet.log_ttl_invalid', { max: MAX_LOG_TTL_S }));
+    await send('set_log_level', { level: data.get('level'), ttl_s: ttl });
+  });
 }

@@ -38,10 +38,6 @@ test('a mosque admin approves a member, watches a transmitter go offline live, a
   const approved = (await mosqueMemberships(ts, owner.token, mosque.id)).find((m) => m.user_email === 'yusuf@admin.test');
   assert.equal(approved?.status, 'approved');
 
-  // The transmitter's status arrives over the event stream, without a reload.
-  const device = page.locator(`li[data-device="${reg.body.device.id}"]`);
-  await device.locator('.badge', { hasText: 'Online' }).waitFor({ timeout: WAIT_MS });
-  await device.getByText(/RSSI -?\d+ dBm/).waitFor();
   await shot(page, 'admin-mosque');
   await assertAccessible(page, 'mosque admin page');
 
@@ -59,6 +55,13 @@ test('a mosque admin approves a member, watches a transmitter go offline live, a
   await live.getByRole('button', { name: 'Stop broadcast' }).click();
   await page.locator(`li[data-broadcast="${list.body[0].id}"] .badge`, { hasText: 'Stopped' }).waitFor();
   assert.equal((await ts.http.get(`/api/v1/mosques/${mosque.id}/broadcasts/${list.body[0].id}`, owner.token)).body.status, 'stopped');
+
+  // The devices tab: the transmitter's status arrives over the event stream, without a reload.
+  await page.getByRole('link', { name: 'Devices' }).click();
+  const device = page.locator(`li[data-device="${reg.body.device.id}"]`);
+  await device.locator('.badge', { hasText: 'Online' }).waitFor({ timeout: WAIT_MS });
+  await device.locator('[data-rssi]').filter({ hasText: /^-?\d+ dBm$/ }).waitFor();
+  await page.getByText('Live updates on.').waitFor({ timeout: WAIT_MS });
 
   // The transmitter goes away: the stream tells the page.
   await sim.stop();
@@ -92,6 +95,7 @@ test('a command to a connected device shows its answer on the device page', asyn
   await passwordForm.getByLabel('Password').fill('correct horse battery staple');
   await passwordForm.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('link', { name: 'Masjid Ar-Rahma' }).click();
+  await page.getByRole('link', { name: 'Devices' }).click();
   await page.getByRole('link', { name: 'Roof' }).click();
   await page.getByRole('button', { name: 'Ping' }).click();
   await page.getByRole('status').filter({ hasText: /^ping: ok \(\d+ ms\)/ }).waitFor({ timeout: WAIT_MS });

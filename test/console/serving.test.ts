@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -109,6 +111,21 @@ test('every file the index page preloads is one the console serves, so a renamed
     assert.equal(res.status, 200, `${href} is preloaded but not served`);
     await res.arrayBuffer();
   }
+});
+
+test('the QR encoder is served from node_modules under the hash, and PUBLIC_URL reaches the page for join links', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn', env: { PUBLIC_URL: 'https://minaret.example.org/' } });
+  const { text } = await html(`${ts.url}/mosques/m1/devices`);
+  assert.match(text, /<meta name="minaret-public-url" content="https:\/\/minaret\.example\.org">/);
+  const prefix = /src="(\/c\/[0-9a-f]{12}\/)app\.js"/.exec(text)?.[1];
+  const uqr = await fetch(`${ts.url}${prefix}vendor/uqr.mjs`);
+  assert.equal(uqr.status, 200);
+  assert.match(uqr.headers.get('content-type') ?? '', /text\/javascript/);
+  assert.equal(uqr.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+  const shipped = fs.readFileSync(createRequire(import.meta.url).resolve('uqr').replace(/\.cjs$/, '.mjs'), 'utf8');
+  assert.equal(await uqr.text(), shipped, 'the npm package as installed, not a copy in the repo');
+  for (const page of ['team', 'activity', 'print']) assert.equal((await fetch(`${ts.url}/mosques/m1/${page}`)).status, 200);
+  assert.equal((await fetch(`${ts.url}/mosques/m1/nope`)).status, 404);
 });
 
 test('CONSOLE_DIR=off serves the API alone', async (t) => {
