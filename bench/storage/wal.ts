@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { checkpointInBackground, openDatabase } from '../src/platform/db.ts';
-import { hostBusySeconds, machine, percentile, writeSubsection } from './support.ts';
+import { checkpointInBackground, openDatabase } from '../../src/platform/db.ts';
+import { hostBusySeconds, machine, percentile, writeSubsection } from '../support.ts';
 
 const WRITES = Number(process.env.BENCH_WAL_WRITES ?? 30_000);
 const PER_TICK = 30; // 30 transactions every 10 ms: about 3,000 status-like commits a second
@@ -91,5 +91,5 @@ const sub = [
 ].join('\n');
 console.log(sub);
 writeSubsection('## Database checkpoints (npm run bench:wal)',
-  '`npm run bench:wal` (bench/wal.ts): the event loop\'s cost of WAL checkpoints, inline against the background checkpointer the service runs (src/platform/db.ts). A rerun replaces its own subsection.',
+  '`npm run bench:wal` (bench/storage/wal.ts): the event loop\'s cost of WAL checkpoints, inline against the background checkpointer the service runs (src/platform/db.ts). A rerun replaces its own subsection.',
   sub, () => 0);
