@@ -138,9 +138,10 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
     await picture(root, 'superadmin-mosques');
   });
 
-  const joinLink = await step('the imam opens the mosque and finds its join link', imam, async () => {
+  const joinLink = await step('the imam opens the mosque and finds its join link under Admins and invites', imam, async () => {
     await openMosque(imam);
-    const link = await imam.locator('code', { hasText: '/join/' }).textContent();
+    await imam.getByRole('link', { name: 'Admins and invites' }).click();
+    const link = await imam.locator('a[data-join-link]').textContent();
     if (!link || !/\/join\/[A-Za-z0-9_-]+$/.test(link)) throw new Error(`no join link on the page: ${link}`);
     return link;
   });
@@ -181,6 +182,7 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
   const sim = new SimDevice({ kind: 'stream_player', id: credentials.id, password: credentials.password, mqttUrl: credentials.mqttUrl, startTimeoutMs: 15_000 });
   try {
     await step('the simulator plays the player with those credentials: ONLINE on the member\'s and the imam\'s pages', member, async () => {
+      await imam.getByRole('link', { name: 'Devices' }).click();
       await sim.start();
       const imamRow = imam.locator(`li[data-device="${credentials.id}"]`);
       await imamRow.locator('.badge', { hasText: 'Online' }).waitFor();
@@ -194,6 +196,8 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
     });
 
     await step('the imam starts the Maghrib azaan and sees the delivery report count the player', imam, async () => {
+      await imam.getByRole('link', { name: 'Overview' }).click();
+      await imam.getByText('Live updates on.').waitFor();
       await imam.getByLabel('What').selectOption('azaan');
       await imam.getByLabel('Prayer').selectOption('maghrib');
       await imam.getByRole('button', { name: 'Start broadcast' }).click();

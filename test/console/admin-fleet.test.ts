@@ -181,6 +181,11 @@ test('a live broadcast\'s report on the page shows the transmitter playing as th
   const stopped = page.locator(`li[data-broadcast="${started!.id}"]`);
   await stopped.locator('.badge', { hasText: 'Stopped' }).waitFor();
   await page.locator('#flash', { hasText: 'Broadcast stopped.' }).waitFor();
+  // The transmitter's answer to the stop lands after the stop itself: let the report settle, then open the
+  // page again so it reads the same final report as the API.
+  await new Promise((r) => setTimeout(r, 1500));
+  await page.getByRole('link', { name: 'Overview' }).click();
+  await stopped.locator('.badge', { hasText: 'Stopped' }).waitFor();
   const final = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts/${started!.id}`, owner.token)).body as { status: string; report: Record<string, number> };
   assert.equal(final.status, 'stopped');
   for (const part of ['playing', 'unbound', 'muted', 'offline', 'stream_error', 'other']) {
