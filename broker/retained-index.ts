@@ -57,8 +57,9 @@ const PAGE = 500;
  * ends as the hash does whatever the interleaving.
  */
 const REINDEX_SCRIPT = `
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return redis.call('ZADD', KEYS[2], 0, ARGV[1]) end
-return redis.call('ZREM', KEYS[2], ARGV[1])`;
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then redis.call('ZADD', KEYS[2], 0, ARGV[1]) return 1 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 0`;
 
 interface RedisIndexConn {
   exists(key: string): Promise<number>;
@@ -125,8 +126,14 @@ export function createIndexedRedisPersistence(persistence: unknown, conn: unknow
 
   p.storeRetained = (packet, cb) => {
     // Without a callback: the library's callback form waits for a 'ready' that aedes 1.x (which awaits
-    // setup() itself) never brings about. After the store: the script must read the hash as it left it.
-    const done = (store(packet) as Promise<void>).then(() => reindex(packet.topic)).then(() => undefined);
+    // setup() itself) never brings about. The library sends its HSET/HDEL before its first await, so the
+    // script, sent now on the same connection, runs after it in Redis: one round trip, not two (a
+    // store that waited for its script cut stores/s by a quarter here). Should the script not see this
+    // store's outcome (another process's store came between, or a library that sends later), it runs again.
+    const stored = store(packet) as Promise<void>;
+    const seen = reindex(packet.topic);
+    const present = packet.payload.length > 0 ? 1 : 0;
+    const done = Promise.all([stored, seen]).then(([, was]) => (was === present ? undefined : reindex(packet.topic))).then(() => undefined);
     if (!cb) return done;
     done.then(() => cb(null), (err: Error) => cb(err));
     return undefined;
