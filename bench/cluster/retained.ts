@@ -19,10 +19,7 @@ import { createIndexedRedisPersistence } from '../../broker/retained-index.ts';
 import { machine, percentile, pool, writeSubsection } from '../support.ts';
 import { CONTENDED_CORES } from '../support.ts';
 import { HOST, cpuWindow, fmt, killAll, range, startRedisServer, type RedisServer } from './processes.ts';
-
-export const SECTION = '## Several processes (npm run bench:cluster)';
-export const SECTION_INTRO =
-  '`npm run bench:cluster` (bench/cluster/): Redis mode (`REDIS_URL`) with a real redis-server on this host. Each figure beside its baseline measured in the same run; two runs, given as a range.';
+import { SECTION, SECTION_INTRO } from './sections.ts';
 
 const args = process.argv.slice(2);
 const flag = (name: string, dflt: number) => {
