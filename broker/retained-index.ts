@@ -138,10 +138,13 @@ export function createIndexedRedisPersistence(persistence: unknown, conn: unknow
     done.then(() => cb(null), (err: Error) => cb(err));
     return undefined;
   };
+  // aedes pipes this stream to the subscriber without an 'error' listener: Redis going away in the middle
+  // of a lookup would end the process (and every device with it). Reported instead; the lookup stops.
+  const reported = (stream: Readable) => stream.on('error', onError);
   p.createRetainedStreamCombi = (patterns) => {
     const wild = patterns.filter(hasWildcard);
-    if (wild.length === 0 || !built || wild.some((f) => fixedPrefix(f) === '')) return scan(patterns);
-    return Readable.from(indexedLookup(p.asyncPersistence, redis, patterns, reindex));
+    if (wild.length === 0 || !built || wild.some((f) => fixedPrefix(f) === '')) return reported(scan(patterns));
+    return reported(Readable.from(indexedLookup(p.asyncPersistence, redis, patterns, reindex)));
   };
   p.createRetainedStream = (pattern) => p.createRetainedStreamCombi([pattern]);
 

@@ -135,6 +135,8 @@ async function oneRun(): Promise<Run> {
         }
       }
     }
+    // A scan may still be reading the hash after its last expected message: let it finish before closing.
+    await new Promise((r) => setTimeout(r, 2000));
     await lib.close();
     await idx.close();
   } finally {

@@ -12,7 +12,7 @@ import mqtt from 'mqtt';
 import { createIndexedRedisPersistence } from '../../broker/retained-index.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import {
-  connectDevice, getDevice, heartbeatPayload, mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode,
+  connectDevice, getDevice, heartbeatPayload, mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode, waitFor,
 } from '../support/devices.ts';
 import { redisInstalled, startRedis as startRedisServer } from '../support/redis.ts';
 
@@ -250,4 +250,27 @@ test('in Redis mode the retained statuses of devices connected to two service pr
   assert.deepEqual(Object.keys(after).sort(), [`devices/${kept.device.id}/config`, `devices/${kept.device.id}/status`].sort());
   assert.equal(await redis.client.zscore('minaret:retained-topics', `devices/${gone.device.id}/status`), null);
   onFirst.end(true);
+});
+
+test('in Redis mode a retained lookup that fails because Redis went away is reported, and the process goes on', { timeout: 30_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const redis = await startRedisServer();
+  const conn = new Redis(redis.url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+  conn.on('error', () => undefined);
+  t.after(() => conn.disconnect());
+  const reported: Error[] = [];
+  const persistence = createIndexedRedisPersistence(redisPersistence({ conn }), conn, (err) => reported.push(err)) as {
+    retainedIndexReady: Promise<boolean>;
+    createRetainedStreamCombi(patterns: string[]): import('node:stream').Readable;
+  };
+  assert.equal(await persistence.retainedIndexReady, true);
+  redis.stop();
+  await waitFor('the connection to notice', () => conn.status === 'end' || conn.status === 'close', 5000);
+  for (const filters of [['mosques/m1/#'], ['+/m1/status'], ['devices/d1/config']]) {
+    // No 'error' listener here, as in aedes: an unreported stream error would end this test's process.
+    const stream = persistence.createRetainedStreamCombi(filters);
+    stream.resume();
+    await new Promise((resolve) => stream.once('close', resolve));
+  }
+  assert.equal(reported.length, 3, 'each failed lookup is reported once');
 });
