@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks, type HookDeps } from './hooks.ts';
-import { createIndexedMemoryPersistence } from './retained-index.ts';
+import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './retained-index.ts';
 import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
 import { GuardedStream, createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
 
@@ -194,7 +194,7 @@ async function redisParts(url: string, onError: (what: string, err: Error) => vo
   (mq as unknown as { state: EventEmitter }).state.on('error', (err: Error) => onError('redis pub/sub', err));
   return {
     conn,
-    persistence: redisPersistence({ conn }),
+    persistence: createIndexedRedisPersistence(redisPersistence({ conn }), conn, (err) => onError('redis retained index', err)),
     mq,
     // aedes.close() asks the emitter to QUIT; disconnect() also ends the reconnect loops of all three
     // connections when Redis is gone, which would otherwise keep the process alive.

@@ -6,10 +6,15 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { Aedes } from 'aedes';
+import redisPersistence from 'aedes-persistence-redis';
+import mqtt from 'mqtt';
+import { createIndexedRedisPersistence } from '../../broker/retained-index.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import {
-  connectDevice, getDevice, heartbeatPayload, mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode,
+  connectDevice, getDevice, heartbeatPayload, mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode, waitFor,
 } from '../support/devices.ts';
+import { redisInstalled, startRedis as startRedisServer } from '../support/redis.ts';
 
 // Contract 1, REDIS_URL: broker persistence and pub/sub go through Redis. A real redis-server, on a free port.
 
@@ -129,4 +134,143 @@ test('with REDIS_URL, retained state lives in Redis and outlives the process: a 
   const closingSecond = Date.now();
   await second.service.close();
   assert.ok(Date.now() - closingSecond < 3000, 'the second service closes promptly');
+});
+
+/**
+ * A plain aedes broker on the Redis persistence with the retained index, as one more process would run it:
+ * Minaret's own broker refuses wildcard filters, so this one stands for any client that may send them.
+ */
+async function indexedBroker(t: import('node:test').TestContext, url: string, indexed = true) {
+  const conn = new Redis(url, { maxRetriesPerRequest: 1 });
+  const plain = redisPersistence({ conn });
+  const persistence = (indexed ? createIndexedRedisPersistence(plain, conn, (err) => assert.fail(err)) : Object.assign(plain as object, { retainedIndexReady: Promise.resolve(true) })) as {
+    retainedIndexReady: Promise<boolean>;
+  };
+  const aedes = await Aedes.createBroker({ persistence: persistence as never });
+  const server = net.createServer((socket) => aedes.handle(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    await new Promise<void>((resolve) => aedes.close(() => resolve()));
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    conn.disconnect();
+  });
+  assert.equal(await persistence.retainedIndexReady, true, 'the index is in use');
+  return `mqtt://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+}
+
+/** Subscribes to one filter and collects the retained messages that come, until none has come for 400 ms. */
+async function retainedFor(url: string, filter: string): Promise<Record<string, string>> {
+  const client = await mqtt.connectAsync(url, { clientId: `watcher-${Math.random().toString(36).slice(2)}`, reconnectPeriod: 0 });
+  const got: Record<string, string> = {};
+  let last = Date.now();
+  client.on('message', (topic, payload, packet) => {
+    last = Date.now();
+    if (packet.retain) got[topic] = payload.toString();
+  });
+  await client.subscribeAsync(filter, { qos: 1 });
+  last = Date.now();
+  while (Date.now() - last < 400) await new Promise((r) => setTimeout(r, 50));
+  await client.endAsync();
+  return got;
+}
+
+const hscanCalls = async (redis: Redis) => Number(/cmdstat_hscan:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+
+test('in Redis mode a wildcard subscriber gets exactly the retained messages its filter matches, stored through either process, without scanning every retained message', { timeout: 30_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const redis = await startRedisServer();
+  // Retained by a process without the index (before an upgrade): found all the same.
+  const older = await indexedBroker(t, redis.url, false);
+  const before = await mqtt.connectAsync(older, { clientId: 'publisher-before', reconnectPeriod: 0 });
+  await before.publishAsync('mosques/m1/older', 'on mosques/m1/older', { qos: 1, retain: true });
+  await before.endAsync();
+  const a = await indexedBroker(t, redis.url);
+  const b = await indexedBroker(t, redis.url);
+  t.after(redis.stop);
+
+  const publisher = await mqtt.connectAsync(a, { clientId: 'publisher-a', reconnectPeriod: 0 });
+  for (const topic of ['mosques/m1', 'mosques/m1/broadcast', 'mosques/m1/notice/a', 'mosques/m10/broadcast', 'mosques/m2/broadcast', 'devices/d1/status', 'devices/d2/status', 'devices/d1/config']) {
+    await publisher.publishAsync(topic, `on ${topic}`, { qos: 1, retain: true });
+  }
+  await publisher.endAsync();
+  const other = await mqtt.connectAsync(b, { clientId: 'publisher-b', reconnectPeriod: 0 });
+  await other.publishAsync('mosques/m1/extra', 'on mosques/m1/extra', { qos: 1, retain: true });
+  await other.publishAsync('mosques/m1/notice/a', '', { qos: 1, retain: true }); // cleared through the other process
+  await other.endAsync();
+
+  const scansBefore = await hscanCalls(redis.client);
+  assert.deepEqual(await retainedFor(b, 'mosques/m1/#'), {
+    'mosques/m1': 'on mosques/m1', 'mosques/m1/broadcast': 'on mosques/m1/broadcast', 'mosques/m1/extra': 'on mosques/m1/extra', 'mosques/m1/older': 'on mosques/m1/older',
+  }, 'the parent level and every level below, not the sibling m10 nor the cleared notice');
+  assert.deepEqual(await retainedFor(a, 'devices/+/status'), { 'devices/d1/status': 'on devices/d1/status', 'devices/d2/status': 'on devices/d2/status' });
+  assert.deepEqual(await retainedFor(a, 'mosques/+/broadcast'), {
+    'mosques/m1/broadcast': 'on mosques/m1/broadcast', 'mosques/m10/broadcast': 'on mosques/m10/broadcast', 'mosques/m2/broadcast': 'on mosques/m2/broadcast',
+  });
+  assert.deepEqual(await retainedFor(b, 'mosques/m1/notice/a'), {}, 'the cleared message is gone for an exact filter too');
+  assert.equal(await hscanCalls(redis.client), scansBefore, 'no lookup with a fixed prefix scanned the retained hash');
+  assert.deepEqual(await redis.client.zrange('minaret:retained-topics', 0, -1), [
+    'devices/d1/config', 'devices/d1/status', 'devices/d2/status', 'mosques/m1', 'mosques/m1/broadcast', 'mosques/m1/extra', 'mosques/m1/older', 'mosques/m10/broadcast', 'mosques/m2/broadcast',
+  ], 'the index holds the live topics only');
+
+  // A filter whose first level is a wildcard has no range to read: the library's scan answers, correctly.
+  assert.deepEqual(await retainedFor(b, '+/d1/#'), { 'devices/d1/config': 'on devices/d1/config', 'devices/d1/status': 'on devices/d1/status' });
+  assert.ok((await hscanCalls(redis.client)) > scansBefore);
+});
+
+test('in Redis mode the retained statuses of devices connected to two service processes are indexed, and a deleted device leaves none behind', { timeout: 40_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const redis = await startRedisServer();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-redis-index-'));
+  const env = { REDIS_URL: redis.url, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir };
+  const first = await startTestService(t, { env, logLevel: 'warn' });
+  const second = await startTestService(t, { env, logLevel: 'warn' });
+  const watcher = await indexedBroker(t, redis.url);
+  t.after(() => {
+    redis.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const { owner, mosque } = await mosqueWithOwner(first);
+  const kept = await registerTransmitter(first, owner.token, mosque.id, 'kept');
+  const gone = await registerTransmitter(first, owner.token, mosque.id, 'gone');
+  const onFirst = await connectDevice(t, kept.credentials);
+  const onSecond = await connectDevice(t, { ...gone.credentials, mqtt_url: second.service.mqttUrl });
+  await publish(onFirst, `devices/${kept.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
+  await publish(onSecond, `devices/${gone.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
+  const both = await retainedFor(watcher, 'devices/#');
+  assert.deepEqual(Object.keys(both).sort(), [
+    `devices/${kept.device.id}/config`, `devices/${kept.device.id}/status`, `devices/${gone.device.id}/config`, `devices/${gone.device.id}/status`,
+  ].sort(), "each device's config and status, whichever process stored them");
+
+  onSecond.end(true);
+  assert.equal((await first.http.delete(`/api/v1/devices/${gone.device.id}`, owner.token)).status, 204);
+  const deadline = Date.now() + 5000;
+  let after = await retainedFor(watcher, 'devices/#');
+  while (Object.keys(after).length !== 2 && Date.now() < deadline) after = await retainedFor(watcher, 'devices/#');
+  assert.deepEqual(Object.keys(after).sort(), [`devices/${kept.device.id}/config`, `devices/${kept.device.id}/status`].sort());
+  assert.equal(await redis.client.zscore('minaret:retained-topics', `devices/${gone.device.id}/status`), null);
+  onFirst.end(true);
+});
+
+test('in Redis mode a retained lookup that fails because Redis went away is reported, and the process goes on', { timeout: 30_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const redis = await startRedisServer();
+  const conn = new Redis(redis.url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+  conn.on('error', () => undefined);
+  t.after(() => conn.disconnect());
+  const reported: Error[] = [];
+  const persistence = createIndexedRedisPersistence(redisPersistence({ conn }), conn, (err) => reported.push(err)) as {
+    retainedIndexReady: Promise<boolean>;
+    createRetainedStreamCombi(patterns: string[]): import('node:stream').Readable;
+  };
+  assert.equal(await persistence.retainedIndexReady, true);
+  redis.stop();
+  await waitFor('the connection to notice', () => conn.status === 'end' || conn.status === 'close', 5000);
+  for (const filters of [['mosques/m1/#'], ['+/m1/status'], ['devices/d1/config']]) {
+    // No 'error' listener here, as in aedes: an unreported stream error would end this test's process.
+    const stream = persistence.createRetainedStreamCombi(filters);
+    stream.resume();
+    await new Promise((resolve) => stream.once('close', resolve));
+  }
+  assert.equal(reported.length, 3, 'each failed lookup is reported once');
 });

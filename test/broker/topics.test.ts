@@ -1,6 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mayReceive, maySubscribe, parseBroadcastTopic, parseDeviceTopic, publishChannel, type DeviceIdentity } from '../../broker/topics.ts';
+import { filterMatches, fixedPrefix } from '../../broker/retained-index.ts';
 
 // Contract 8 topic rules, as pure functions (broker/topics.ts).
 
@@ -142,4 +143,33 @@ describe('maySubscribe', () => {
     leased = false;
     assert.equal(mayReceive(player, 'mosques/m1/broadcast', entitled), false);
   });
+});
+
+// The retained index's reading of a filter (broker/retained-index.ts): which range of topics to read, and
+// which of them the filter matches [MQTT-4.7.1].
+describe('a retained lookup in Redis mode', () => {
+  const prefixes: Array<[string, string]> = [
+    ['mosques/m1/#', 'mosques/m1'], // `#` also matches the parent level
+    ['devices/+/status', 'devices'],
+    ['devices/d1/config', 'devices/d1/config'],
+    ['#', ''],
+    ['+/d1/status', ''],
+  ];
+  for (const [filter, prefix] of prefixes) {
+    test(`reads the topics starting with ${JSON.stringify(prefix)} for ${filter}`, () => assert.equal(fixedPrefix(filter), prefix));
+  }
+  const matches: Array<[string, string, boolean]> = [
+    ['mosques/m1/#', 'mosques/m1', true],
+    ['mosques/m1/#', 'mosques/m1/broadcast', true],
+    ['mosques/m1/#', 'mosques/m1/a/b', true],
+    ['mosques/m1/#', 'mosques/m10/broadcast', false],
+    ['devices/+/status', 'devices/d1/status', true],
+    ['devices/+/status', 'devices/d1/config', false],
+    ['devices/+/status', 'devices/d1/status/x', false],
+    ['devices/+/status', 'devices/status', false],
+    ['devices/+', 'devices/', true], // an empty level is a level
+  ];
+  for (const [filter, topic, expected] of matches) {
+    test(`${expected ? 'matches' : 'does not match'} ${topic} with ${filter}`, () => assert.equal(filterMatches(filter, topic), expected));
+  }
 });
