@@ -3,7 +3,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { sha256, startTestService, type TestService } from '../support/service.ts';
+import { Redis } from 'ioredis';
+import { sha256, startTestService } from '../support/service.ts';
+import { createRedisChangeFeed, CHANGES_CHANNEL } from '../../src/platform/net/redis-changes.ts';
+import { silentLogger } from '../../src/platform/log.ts';
+import type { Change, ChangeOrigin } from '../../src/platform/changes.ts';
 import { redisInstalled, startRedis, REDIS_SERVER } from '../support/redis.ts';
 import { API, joinMosque, member, setStatus } from '../support/people.ts';
 import {
@@ -195,4 +199,42 @@ test('with Redis gone for a while, process B catches up when it is back: a rotat
   await cutOff;
   // Without the catch-up B's registry would keep the old secret for the hour until its poll.
   await waitFor('B refuses the old password', async () => (await connectOnce(b.service.mqttUrl, creds)) === 4, 8000);
+});
+
+test('the Redis feed sends one turn\'s changes as one message, without duplicates; the other process hears them as remote, the sender only as local', { timeout: 30_000 }, async (t) => {
+  if (skipWithoutRedis(t)) return;
+  const redis = await startRedis();
+  const conns = [new Redis(redis.url, { enableOfflineQueue: false }), new Redis(redis.url, { enableOfflineQueue: false })];
+  const errors: unknown[] = [];
+  const [one, two] = await Promise.all(conns.map((conn) => createRedisChangeFeed({ conn, logger: silentLogger, onError: (_w, err) => errors.push(err) })));
+  const tap = redis.client.duplicate();
+  const raw: string[] = [];
+  await tap.subscribe(CHANGES_CHANNEL);
+  tap.on('message', (_c: string, text: string) => raw.push(text));
+  t.after(async () => {
+    await one!.close();
+    await two!.close();
+    tap.disconnect();
+    for (const conn of conns) conn.disconnect();
+    redis.stop();
+  });
+  const heard = (feed: typeof one) => {
+    const seen: Array<[Change, ChangeOrigin]> = [];
+    feed!.subscribe({ changed: (c, origin) => void seen.push([c, origin]), resync: () => void seen.push([{ kind: 'user', id: 'RESYNC' }, 'remote']) });
+    feed!.start();
+    return seen;
+  };
+  const atOne = heard(one);
+  const atTwo = heard(two);
+  for (const id of ['d1', 'd2', 'd1']) one!.publish({ kind: 'device', id });
+  await waitFor('the other process hears them', () => atTwo.length === 2);
+  assert.deepEqual(atTwo, [[{ kind: 'device', id: 'd1' }, 'remote'], [{ kind: 'device', id: 'd2' }, 'remote']]);
+  assert.equal(atOne.length, 3, 'the sender heard each publish at once');
+  assert.ok(atOne.every(([, origin]) => origin === 'local'), 'and never its own message back');
+  await waitFor('the tap sees the message', () => raw.length >= 1);
+  await settle(100);
+  assert.equal(raw.length, 1, 'one message for the turn');
+  assert.doesNotMatch(raw[0]!, /secret|password/);
+  assert.equal(one!.state(), 'ok');
+  assert.deepEqual(errors, []);
 });
