@@ -217,6 +217,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         if (origin === 'local') return;
         if (change.kind === 'user') people.users.reloadVersion(change.id);
         else if (change.kind === 'device') plane.deviceChangedElsewhere(change.id);
+        else if (change.kind === 'mosque') scheduler.mosqueChanged(change.id);
       },
       resync() {
         people.users.reloadVersions();
