@@ -55,10 +55,10 @@ export function createEntitlement(deps: Deps) {
   const leases = new Map<string, Lease>();
   const leaseUpdate = deps.db.prepare('UPDATE devices SET lease_expires_at = ? WHERE id = ?');
   const changes = deps.changes ?? noChanges;
-  const saveLease = { run(expiresAt: number | null, id: string) {
+  const saveLease = (expiresAt: number | null, id: string) => {
     leaseUpdate.run(expiresAt, id);
     changes.publish({ kind: 'device', id });
-  } };
+  };
   const leaseOf = deps.db.prepare<[string], { mosque_id: string | null; lease_expires_at: number | null }>('SELECT mosque_id, lease_expires_at FROM devices WHERE id = ?');
   const leased = deps.db.prepare<[], { id: string; mosque_id: string; lease_expires_at: number }>(
     "SELECT id, mosque_id, lease_expires_at FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
@@ -91,7 +91,7 @@ export function createEntitlement(deps: Deps) {
   };
 
   function revoke(id: string): void {
-    if (leases.delete(id)) saveLease.run(null, id);
+    if (leases.delete(id)) saveLease(null, id);
   }
 
   return {
@@ -118,7 +118,7 @@ export function createEntitlement(deps: Deps) {
       const issuedAt = nowSeconds();
       const expiresAt = issuedAt + ttlSeconds;
       leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt });
-      saveLease.run(expiresAt, row.id);
+      saveLease(expiresAt, row.id);
       const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
       return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
     },
