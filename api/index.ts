@@ -36,7 +36,8 @@ import { requestHeader, type AppEnv } from './context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
 import { requireUser } from './guards.ts';
 import { meRoutes } from './people/me.ts';
-import { clientAddressOf } from './rate-limit.ts';
+import { clientAddressOf, type LimiterStore } from './rate-limit.ts';
+import type { ChangeFeed } from '../src/platform/changes.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -84,6 +85,10 @@ export interface ApiDeps {
   sendTestPush: (userId: string) => number;
   authRateLimit: number;
   authIdentifierRateLimit: number;
+  /** With REDIS_URL, the service's Redis connection: the auth rate limits are counted there, for all processes. */
+  rateLimitStore: LimiterStore;
+  /** What changed, in this process and (REDIS_URL) the others: the /me cache listens (src/platform/changes.ts). */
+  changes: Pick<ChangeFeed, 'subscribe'>;
   trustProxy: TrustProxy;
   /** The AsyncAPI document of the device topics, built by broker/ and handed in by the composition root. */
   asyncApi: Record<string, unknown>;

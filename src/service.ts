@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
+import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
 import { createMosqueEvents } from '../api/mosques/events.ts';
@@ -23,6 +24,8 @@ import type { Config } from './platform/config.ts';
 import { checkpointInBackground, migrate, openDatabase, type Db } from './platform/db.ts';
 import { createFaults, storageFaultOf } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
+import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
+import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
 import type { Logger } from './platform/log.ts';
@@ -41,9 +44,6 @@ import { createUserStore } from './people/users.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
-
-/** With REDIS_URL, how stale another process's view of revocations and device changes may get. */
-export const SHARED_CACHE_RELOAD_MS = 10_000;
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -99,18 +99,18 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 }
 
 /** People, their credentials, their mosques and standing (contract 3-6). */
-function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier) {
-  const users = createUserStore(db, clock);
+function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher) {
+  const users = createUserStore(db, clock, changes);
   const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
   const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion });
   const activity = createActivityLog(db, clock);
-  const mosques = createMosqueStore(db, clock);
-  const admins = createAdminStore(db, clock);
+  const mosques = createMosqueStore(db, clock, changes);
+  const admins = createAdminStore(db, clock, changes);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];
   // Late-bound: the fan-out needs the device plane, which is built after the people.
   const broadcastHooks: { onStart?: (b: BroadcastRow) => void; onStop?: (b: BroadcastRow) => void } = {};
-  const memberships = createMemberships({ db, clock, activity, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
+  const memberships = createMemberships({ db, clock, activity, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   return {
     users, tokens, activity, mosques, admins, memberships, membershipListeners,
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
@@ -147,7 +147,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
     closers.push({ name: 'notifier', close: () => notifier.close() });
 
-    const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier);
+    const { changes, redis, startFeed } = await openChangeFeed(config, logger, faults);
+    closers.push({ name: 'change feed', close: async () => {
+      await changes.close();
+      redis?.disconnect();
+    } });
+    const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier, changes);
     const mosqueEvents = createMosqueEvents();
     const at = () => new Date(clock()).toISOString();
     const plane = createDevicePlane({
@@ -155,6 +160,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
+      changes,
     });
     people.membershipListeners.push(plane.membershipChanged);
     const scheduleStore = createScheduleStore(db);
@@ -209,18 +215,22 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     plane.attach(broker.link);
     plane.start();
+    // Another process's changes, named on the feed: just that entry is read again (its own are current already).
+    changes.subscribe({
+      changed(change, origin) {
+        if (origin === 'local') return;
+        if (change.kind === 'user') people.users.reloadVersion(change.id);
+        else if (change.kind === 'device') plane.deviceChangedElsewhere(change.id);
+        else if (change.kind === 'mosque') scheduler.mosqueChanged(change.id);
+      },
+      resync() {
+        people.users.reloadVersions();
+        plane.reloadAll();
+      },
+    });
     if (config.redisUrl) {
-      // Several processes share the broker through Redis and this one SQLite file: another process's
-      // revocations, rotations and deletions reach this one's in-memory caches within this period.
-      const reload = setInterval(() => {
-        try {
-          people.users.reloadVersions();
-          plane.devices.reloadAll();
-          plane.entitlement.reloadAll();
-        } catch (err) {
-          faults.report('shared cache reload', err);
-        }
-      }, SHARED_CACHE_RELOAD_MS);
+      // The safety net under the feed: whatever a lost message or a Redis outage hid is read again this often.
+      const reload = setInterval(() => changes.resync(), config.sharedCacheReloadS * 1000);
       reload.unref();
       closers.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
     }
@@ -262,7 +272,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       broker: broker.isHealthy() ? 'ok' : 'down',
     });
     const api = createApi({
-      ...people, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
+      ...people, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi(), publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
@@ -295,6 +305,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push({ name: 'event streams', close: () => mosqueEvents.closeAll() });
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
+    startFeed();
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
 
@@ -329,6 +340,20 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     await closeAll();
     throw err;
   }
+}
+
+/**
+ * The change feed (src/platform/changes.ts): in-process without REDIS_URL; else over Redis pub/sub on a
+ * connection of its own, which the rate limiters share (api/rate-limit.ts). No offline queue: while Redis is
+ * away a command fails at once (the limiters fall back to memory, the feed to the poll) instead of queueing.
+ */
+async function openChangeFeed(config: Config, logger: Logger, faults: { report(what: string, err: unknown): unknown }): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
+  const onError = (what: string, err: unknown) => void faults.report(what, err);
+  if (!config.redisUrl) return { changes: createLocalChangeFeed((err) => onError('change listener', err)), redis: null, startFeed: () => undefined };
+  const redis = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  redis.on('error', (err: Error) => onError('redis connection', err));
+  const feed = await createRedisChangeFeed({ conn: redis, logger, onError });
+  return { changes: feed, redis, startFeed: () => feed.start() };
 }
 
 function resolveJwtSecret(config: Config, logger: Logger): string {

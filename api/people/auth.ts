@@ -5,7 +5,7 @@ import { identifierHash } from '../../src/platform/identifiers.ts';
 import type { SuperadminAuth } from '../../src/people/superadmin.ts';
 import { unwrap } from '../errors.ts';
 import type { AppEnv } from '../context.ts';
-import { createLimiter, perAddressLimit } from '../rate-limit.ts';
+import { createLimiter, perAddressLimit, type LimiterStore } from '../rate-limit.ts';
 import { readJson } from '../validate.ts';
 import { email, hex64, phone } from '../schemas.ts';
 
@@ -46,15 +46,17 @@ interface Deps {
   superadminAuth: SuperadminAuth;
   authRateLimit: number;
   authIdentifierRateLimit: number;
+  /** With REDIS_URL, the limits are counted in Redis: one budget for all processes. */
+  rateLimitStore: LimiterStore;
 }
 
 /** CONTRACT 4: every route under /api/v1/auth. */
 export function authRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
   const { peopleAuth, superadminAuth } = deps;
-  const perIdentifier = createLimiter(deps.authIdentifierRateLimit);
+  const perIdentifier = createLimiter(deps.authIdentifierRateLimit, deps.rateLimitStore, 'auth-identifier');
 
-  app.use('*', perAddressLimit(deps.authRateLimit));
+  app.use('*', perAddressLimit(deps.authRateLimit, deps.rateLimitStore, 'auth-address'));
 
   app.post('/signup', async (c) => {
     const body = await readJson(c, Signup);

@@ -14,6 +14,8 @@ import { createEntitlement } from './entitlement.ts';
 import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
 import type { MembershipChange, MembershipStatus } from '../mosques/memberships.ts';
+import type { ChangePublisher } from '../platform/changes.ts';
+import type { DeviceInfo } from './devices.ts';
 
 export const SWEEP_INTERVAL_MS = 1000;
 export const FLUSH_INTERVAL_MS = 2000;
@@ -36,13 +38,15 @@ export function createDevicePlane(deps: {
   membershipRemoved: (mosqueId: string, userId: string) => boolean;
   /** Told of every status transition (the console's live stream listens here, through service.ts). */
   onStatusChange?: (change: StatusChange) => void;
+  /** Where registry and lease writes are announced (src/platform/changes.ts). */
+  changes?: ChangePublisher;
 }) {
   const { db, clock, logger } = deps;
-  const devices = createDeviceStore(db, clock);
+  const devices = createDeviceStore(db, clock, deps.changes);
   const timeline = createTimeline(db, clock);
   const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
-  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours });
+  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }) });
   let link: DeviceLink | null = null;
   const service = createDeviceService({
     db, devices, timeline, telemetry, logger,
@@ -87,6 +91,17 @@ export function createDevicePlane(deps: {
     if (removed > 0) logger.info({ removed }, 'device timeline pruned');
   };
   let timers: NodeJS.Timeout[] = [];
+
+  /** Contract 7: rotated, deleted or disabled elsewhere, a live connection here is closed at once. */
+  const cutOffIfRevoked = (id: string, before: DeviceInfo) => {
+    const after = devices.info(id);
+    if (after && after.enabled && after.secretHash.equals(before.secretHash)) return;
+    if (!after) {
+      commands.deviceDeleted(id);
+      telemetry.forget(id);
+    }
+    link?.disconnect(id);
+  };
 
   return {
     devices,
@@ -137,6 +152,25 @@ export function createDevicePlane(deps: {
       const { user_id, mosque_id } = change.membership;
       const players = devices.listForOwner(user_id).filter((r) => r.mosque_id === mosque_id);
       reconcile(players, change.removed ? 'membership_removed' : `membership_${change.membership.status}`);
+    },
+
+    /**
+     * Another process changed this device (the change feed said so): its registry entry and lease are read
+     * again, without announcing anything (that process did), and a connection here is cut if it no longer holds.
+     */
+    deviceChangedElsewhere(id: string): void {
+      const before = devices.info(id);
+      devices.reload(id);
+      entitlement.reloadOne(id);
+      if (before) cutOffIfRevoked(id, before);
+    },
+
+    /** Everything again from the database (the feed was away, or the safety-net poll), with the same cut-offs. */
+    reloadAll(): void {
+      const before = devices.snapshot();
+      devices.reloadAll();
+      entitlement.reloadAll();
+      for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
     },
 
     /** A device authenticated: a player whose lease is missing, stale or half spent gets a fresh config. */

@@ -4,6 +4,7 @@ import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { effectiveSettings, type DeviceKind, type DeviceSettings, type EffectiveSettings } from './device-config.ts';
 import { sha256Hex } from '../platform/identifiers.ts';
 import { randomToken } from '../platform/secret-codes.ts';
+import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
 export interface DeviceRow {
   id: string;
@@ -130,8 +131,10 @@ export interface DeviceChange {
 /**
  * The device table and its in-memory mirror. Device passwords are 256 random bits, stored as SHA-256 and
  * compared in constant time: a reconnect storm of 10,000 devices must not cost minutes of bcrypt.
+ * Every write the mirror depends on is announced on `changes` (kind `device`), so other processes reload
+ * the entry (telemetry columns are not mirrored and not announced).
  */
-export function createDeviceStore(db: Db, clock: Clock) {
+export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges) {
   const byId = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE id = ?');
   const insert = db.prepare(
     `INSERT INTO devices (id, kind, name, mosque_id, owner_user_id, secret_hash, created_at, updated_at)
@@ -166,6 +169,13 @@ export function createDeviceStore(db: Db, clock: Clock) {
     else registry.delete(id);
     return row ?? null;
   };
+  const changed = (id: string) => changes.publish({ kind: 'device', id });
+  /** Re-reads the row into memory and announces it. */
+  const commit = (id: string) => {
+    const row = refresh(id);
+    changed(id);
+    return row;
+  };
   const now = () => toUnixSeconds(clock());
 
   return {
@@ -177,6 +187,10 @@ export function createDeviceStore(db: Db, clock: Clock) {
      * made by another process reaches this one's memory within one reload period.
      */
     reloadAll,
+    /** Re-reads one device into memory without announcing it (another process changed it: the feed said so). */
+    reload: refresh,
+    /** Which devices memory knows now, and as what (to compare before and after a full reload). */
+    snapshot: () => new Map(registry),
     findById: (id: string) => byId.get(id) ?? null,
     listForMosque: (mosqueId: string) => ofMosque.all(mosqueId),
     listForOwner: (userId: string) => ofOwner.all(userId),
@@ -190,7 +204,7 @@ export function createDeviceStore(db: Db, clock: Clock) {
       const id = newDeviceId();
       const password = randomToken(32);
       insert.run({ id, kind: d.kind, name: d.name, mosque_id: d.mosqueId, owner_user_id: d.ownerUserId, secret_hash: sha256Hex(password), now: now() });
-      return { row: refresh(id)!, password };
+      return { row: commit(id)!, password };
     },
 
     /** A change of settings or binding raises config_version. */
@@ -206,36 +220,38 @@ export function createDeviceStore(db: Db, clock: Clock) {
         bump: settings || rebinds ? 1 : 0,
         now: now(),
       });
-      return refresh(id)!;
+      return commit(id)!;
     },
 
     /** Something the config carries changed outside the device row (entitlement, the mosque's stream). */
     bumpConfigVersion(id: string): DeviceRow {
       bump.run(now(), id);
-      return refresh(id)!;
+      return commit(id)!;
     },
 
     /** A temporary log escalation (set_log_level) that expires by itself at `until`. */
     setLogLevel(id: string, level: string, until: number): void {
       setLogLevel.run(level, until, now(), id);
-      refresh(id);
+      commit(id);
     },
 
     rotateSecret(id: string): string {
       const password = randomToken(32);
       setSecret.run(sha256Hex(password), now(), id);
-      refresh(id);
+      commit(id);
       return password;
     },
 
     delete(id: string): void {
       remove.run(id);
       registry.delete(id);
+      changed(id);
     },
 
     /** Drops rows the database removed on its own (ON DELETE CASCADE of an owner) from memory. */
     forget(id: string): void {
       registry.delete(id);
+      changed(id);
     },
 
     /**

@@ -5,6 +5,7 @@ import type { DeviceRow, DeviceStore } from './devices.ts';
 import type { LeaseSigner } from './leases.ts';
 import type { MembershipStatus } from '../mosques/memberships.ts';
 import type { MosqueStore } from '../mosques/mosques.ts';
+import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
 export type UnboundReason = 'no_mosque' | 'awaiting_approval' | 'membership_lapsed' | 'lease_expired';
 
@@ -41,6 +42,8 @@ interface Deps {
   membershipRemoved: (mosqueId: string, userId: string) => boolean;
   signer: LeaseSigner;
   ttlHours: number;
+  /** A lease issued or dropped is announced (kind `device`): other processes' broker checks read their own map. */
+  changes?: ChangePublisher;
 }
 
 /**
@@ -50,7 +53,13 @@ interface Deps {
  */
 export function createEntitlement(deps: Deps) {
   const leases = new Map<string, Lease>();
-  const saveLease = deps.db.prepare('UPDATE devices SET lease_expires_at = ? WHERE id = ?');
+  const leaseUpdate = deps.db.prepare('UPDATE devices SET lease_expires_at = ? WHERE id = ?');
+  const changes = deps.changes ?? noChanges;
+  const saveLease = (expiresAt: number | null, id: string) => {
+    leaseUpdate.run(expiresAt, id);
+    changes.publish({ kind: 'device', id });
+  };
+  const leaseOf = deps.db.prepare<[string], { mosque_id: string | null; lease_expires_at: number | null }>('SELECT mosque_id, lease_expires_at FROM devices WHERE id = ?');
   const leased = deps.db.prepare<[], { id: string; mosque_id: string; lease_expires_at: number }>(
     "SELECT id, mosque_id, lease_expires_at FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
   );
@@ -73,12 +82,21 @@ export function createEntitlement(deps: Deps) {
   };
   reloadAll();
 
+  /** One player's lease as the database has it now (another process issued or dropped it). */
+  const reloadOne = (id: string) => {
+    const row = leaseOf.get(id);
+    const device = row?.mosque_id && row.lease_expires_at !== null ? deps.devices.findById(id) : null;
+    if (row && device && row.lease_expires_at! > nowSeconds() && decisionFor(device).entitled) leases.set(id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at! });
+    else leases.delete(id);
+  };
+
   function revoke(id: string): void {
-    if (leases.delete(id)) saveLease.run(null, id);
+    if (leases.delete(id)) saveLease(null, id);
   }
 
   return {
     reloadAll,
+    reloadOne,
     decisionFor,
     lease: (id: string) => leases.get(id) ?? null,
 
@@ -100,7 +118,7 @@ export function createEntitlement(deps: Deps) {
       const issuedAt = nowSeconds();
       const expiresAt = issuedAt + ttlSeconds;
       leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt });
-      saveLease.run(expiresAt, row.id);
+      saveLease(expiresAt, row.id);
       const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
       return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
     },

@@ -1,5 +1,6 @@
 import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
 export interface AdminRow {
   mosque_id: string;
@@ -66,7 +67,8 @@ export interface AdminStore {
   ownedBy(userId: string): string[];
 }
 
-export function createAdminStore(db: Db, clock: Clock): AdminStore {
+/** Every write is announced on `changes` (kind `standing`, the user's id): /me shows a user's admin rows. */
+export function createAdminStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): AdminStore {
   const one = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
   const ofMosque = db.prepare<[string], AdminRow & { email: string }>(
     `SELECT a.*, u.email FROM mosque_admins a JOIN users u ON u.id = a.user_id WHERE a.mosque_id = ?
@@ -84,6 +86,7 @@ export function createAdminStore(db: Db, clock: Clock): AdminStore {
   const owned = db.prepare<[string], { mosque_id: string }>('SELECT mosque_id FROM mosque_admins WHERE user_id = ? AND is_owner = 1');
   const bit = (b: boolean) => (b ? 1 : 0);
   const now = () => toUnixSeconds(clock());
+  const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
 
   return {
     find: (mosqueId, userId) => one.get(mosqueId, userId) ?? null,
@@ -91,13 +94,18 @@ export function createAdminStore(db: Db, clock: Clock): AdminStore {
     listForUser: (userId) => ofUser.all(userId),
     insert(mosqueId, userId, f) {
       insert.run(mosqueId, userId, bit(f.is_owner), bit(f.can_trigger), bit(f.can_manage), now(), now());
+      changed(userId);
       return one.get(mosqueId, userId)!;
     },
     setFlags(mosqueId, userId, f) {
       update.run(bit(f.is_owner), bit(f.can_trigger), bit(f.can_manage), now(), mosqueId, userId);
+      changed(userId);
       return one.get(mosqueId, userId)!;
     },
-    remove: (mosqueId, userId) => void remove.run(mosqueId, userId),
+    remove(mosqueId, userId) {
+      remove.run(mosqueId, userId);
+      changed(userId);
+    },
     ownedBy: (userId) => owned.all(userId).map((r) => r.mosque_id),
   };
 }

@@ -3,6 +3,7 @@ import type { Db } from '../platform/db.ts';
 import type { ActivityLog } from './activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
+import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { MosqueRow } from './mosques.ts';
 
 export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
@@ -64,8 +65,11 @@ export interface MembershipChange {
 /** Told after every committed status change (entitlement reacts to it: a later issue). */
 export type MembershipListener = (change: MembershipChange) => void;
 
-export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; onChange?: MembershipListener }) {
+/** Every write is announced on `changes` (kind `standing`, the member's user id): /me lists memberships. */
+export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; onChange?: MembershipListener; changes?: ChangePublisher }) {
   const { db, activity } = deps;
+  const changes = deps.changes ?? noChanges;
+  const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
   const byId = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE id = ?');
   const byPair = db.prepare<[string, string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? AND user_id = ?');
   const insert = db.prepare(
@@ -113,6 +117,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       }
       return { membership, previousStatus };
     })();
+    changed(userId);
     notify(change);
     return change;
   }
@@ -185,6 +190,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
         setToggles.run({ ...bits, now: now(), id: membership.id });
         activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.notifications_changed', subjectId: membership.id, data: toggles });
       })();
+      changed(membership.user_id);
       return byId.get(membership.id)!;
     },
 
@@ -203,6 +209,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
         noteRemoval.run(membership.mosque_id, membership.user_id, now());
         activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data: { user_id: membership.user_id } });
       })();
+      changed(membership.user_id);
       deps.onChange?.({ membership, previousStatus: membership.status, removed: true });
     },
   };

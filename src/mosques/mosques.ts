@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
+import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
 export interface MosqueRow {
   id: string;
@@ -126,7 +127,8 @@ export interface MosqueStore {
   listForUser(userId: string): MosqueRow[];
 }
 
-export function createMosqueStore(db: Db, clock: Clock): MosqueStore {
+/** A deletion is announced on `changes` (kind `mosque`): its memberships and admin rows went with it. */
+export function createMosqueStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): MosqueStore {
   const byId = db.prepare<[string], MosqueRow>('SELECT * FROM mosques WHERE id = ?');
   const byCode = db.prepare<[string], MosqueRow>('SELECT * FROM mosques WHERE join_code = ?');
   const insert = db.prepare(
@@ -200,7 +202,9 @@ export function createMosqueStore(db: Db, clock: Clock): MosqueStore {
       setCode.run(unusedCode(), now(), id);
       return byId.get(id)!;
     },
-    delete: (id) => void remove.run(id),
+    delete(id) {
+      if (remove.run(id).changes > 0) changes.publish({ kind: 'mosque', id });
+    },
     listAll: () => all.all(),
     listForUser: (userId) => forUser.all(userId, userId),
   };

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { isSyntheticEmail } from '../platform/identifiers.ts';
+import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
 export type Role = 'member' | 'superadmin';
 
@@ -77,9 +78,12 @@ export interface UserStore {
   tokenVersion(id: string): number | undefined;
   /** Re-reads every token version (several processes sharing one database: see src/service.ts). */
   reloadVersions(): void;
+  /** Re-reads one user's token version (another process changed the row: the change feed said so). */
+  reloadVersion(id: string): void;
 }
 
-export function createUserStore(db: Db, clock: Clock): UserStore {
+/** Every write here is announced on `changes` (kind `user`) right after it commits. */
+export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): UserStore {
   const byId = db.prepare<[string], UserRow>('SELECT * FROM users WHERE id = ?');
   const byIdentifier = db.prepare<[string, string], UserRow>(
     'SELECT * FROM users WHERE email_hash = ? UNION ALL SELECT * FROM users WHERE phone_hash = ? LIMIT 1',
@@ -112,9 +116,10 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
   };
   reloadVersions();
   const refreshVersion = (id: string) => {
-    const row = byId.get(id);
+    const row = versionOf.get(id);
     versions.set(id, row ? row.token_version : null);
   };
+  const changed = (id: string) => changes.publish({ kind: 'user', id });
 
   return {
     findById: (id) => byId.get(id) ?? null,
@@ -133,24 +138,29 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
         now: toUnixSeconds(clock()),
       });
       versions.set(id, 0);
+      changed(id);
       return byId.get(id)!;
     },
     // A new password revokes every older token (contract 3).
     setPassword(id, passwordBcrypt) {
       updatePassword.run(passwordBcrypt, toUnixSeconds(clock()), id);
       refreshVersion(id);
+      changed(id);
     },
     revokeTokens(id) {
       bumpVersion.run(toUnixSeconds(clock()), id);
       refreshVersion(id);
+      changed(id);
     },
     delete(id) {
-      const changed = remove.run(id).changes > 0;
+      const removed = remove.run(id).changes > 0;
       versions.set(id, null);
-      return changed;
+      if (removed) changed(id);
+      return removed;
     },
     list: (limit, offset) => page.all(limit, offset),
     reloadVersions,
+    reloadVersion: refreshVersion,
     update(id, f) {
       const row = byId.get(id)!;
       const roleChanged = f.role !== undefined && f.role !== row.role;
@@ -166,6 +176,7 @@ export function createUserStore(db: Db, clock: Clock): UserStore {
         now: toUnixSeconds(clock()),
       });
       refreshVersion(id);
+      changed(id);
       return byId.get(id)!;
     },
     tokenVersion(id) {

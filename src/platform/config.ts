@@ -34,6 +34,8 @@ export interface Config {
   smtpUrl: string | undefined;
   smtpFrom: string | undefined;
   redisUrl: string | undefined;
+  /** With REDIS_URL: how often every cache is read again, the safety net under the change feed. */
+  sharedCacheReloadS: number;
   authRateLimit: number;
   authIdentifierRateLimit: number;
   authMaxWrongGuessesPerHour: number;
@@ -155,6 +157,7 @@ const EnvSchema = v.object({
   SMTP_URL: urlWithScheme(['smtp://', 'smtps://']),
   SMTP_FROM: optionalText,
   REDIS_URL: urlWithScheme(['redis://', 'rediss://']),
+  SHARED_CACHE_RELOAD_S: wholeNumber(1, 3600, 10),
   AUTH_RATE_LIMIT: wholeNumber(1, 1_000_000, 30),
   AUTH_IDENTIFIER_RATE_LIMIT: wholeNumber(1, 1_000_000, 10),
   AUTH_MAX_WRONG_GUESSES_PER_HOUR: wholeNumber(1, 1000, 20),
@@ -294,6 +297,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       smtpUrl: e.SMTP_URL,
       smtpFrom: e.SMTP_FROM,
       redisUrl: e.REDIS_URL,
+      sharedCacheReloadS: e.SHARED_CACHE_RELOAD_S,
       authRateLimit: e.AUTH_RATE_LIMIT,
       authIdentifierRateLimit: e.AUTH_IDENTIFIER_RATE_LIMIT,
       authMaxWrongGuessesPerHour: e.AUTH_MAX_WRONG_GUESSES_PER_HOUR,

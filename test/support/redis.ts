@@ -23,9 +23,10 @@ export function freePort(): Promise<number> {
 /**
  * Starts redis-server and waits for PING; returns its URL, a client and `stop`. Register `t.after(stop)`
  * after starting the service: after-hooks run in the order registered, and the service must close first.
+ * `onPort` starts it again where a stopped one was (a Redis outage and its end).
  */
-export async function startRedis(): Promise<{ url: string; client: Redis; stop: () => void }> {
-  const port = await freePort();
+export async function startRedis(onPort?: number): Promise<{ url: string; client: Redis; stop: () => void }> {
+  const port = onPort ?? (await freePort());
   const child: ChildProcess = spawn(REDIS_SERVER, ['--save', '', '--appendonly', 'no', '--port', String(port), '--bind', '127.0.0.1'], { stdio: 'ignore' });
   const kill = () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -4,6 +4,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { checkpointInBackground, migrate, openDatabase, readMigrations } from '../../src/platform/db.ts';
+import { createLocalChangeFeed, decodeChanges, encodeChanges, type Change } from '../../src/platform/changes.ts';
+import { systemClock } from '../../src/platform/clock.ts';
+import { createUserStore } from '../../src/people/users.ts';
+import { createDeviceStore } from '../../src/devices/devices.ts';
 
 function tempDbPath(t: { after(fn: () => void): void }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-db-'));
@@ -122,4 +126,79 @@ test('closing the checkpointer lets the last close remove the WAL', async (t) =>
   await checkpointer.close();
   db.close();
   assert.equal(fs.existsSync(`${file}-wal`), false);
+});
+
+// ---- the change feed that follows the commits (src/platform/changes.ts, issue 13) ----
+
+test('the in-process change feed tells every listener at once, as local, and a listener that throws is reported without stopping the rest', () => {
+  const reported: unknown[] = [];
+  const feed = createLocalChangeFeed((err) => reported.push(err));
+  const seen: string[] = [];
+  feed.subscribe({ changed: () => { throw new Error('broken listener'); }, resync: () => undefined });
+  feed.subscribe({ changed: (c, origin) => seen.push(`${c.kind}:${c.id}:${origin}`), resync: () => seen.push('resync') });
+  feed.publish({ kind: 'device', id: 'd1' });
+  assert.deepEqual(seen, ['device:d1:local'], 'delivered before publish returned');
+  feed.resync();
+  assert.deepEqual(seen, ['device:d1:local', 'resync']);
+  assert.equal(reported.length, 1);
+  assert.equal(feed.state(), 'ok');
+});
+
+test('a change message from the channel is read only when well formed, and keeps only known kinds with sane ids', () => {
+  const text = encodeChanges({ v: 1, from: 'p1', changes: [{ kind: 'user', id: 'u1' }] });
+  assert.deepEqual(decodeChanges(text), { v: 1, from: 'p1', changes: [{ kind: 'user', id: 'u1' }] });
+  assert.equal(decodeChanges('not json'), null);
+  assert.equal(decodeChanges('null'), null);
+  assert.equal(decodeChanges(JSON.stringify({ v: 2, from: 'p1', changes: [] })), null, 'a newer version is not guessed at');
+  assert.equal(decodeChanges(JSON.stringify({ v: 1, changes: [] })), null, 'no sender');
+  const mixed = decodeChanges(JSON.stringify({ v: 1, from: 'p1', resync: true, changes: [{ kind: 'secret', id: 'x' }, { kind: 'device', id: '' }, { kind: 'device', id: 'x'.repeat(201) }, { kind: 'device', id: 7 }, null, { kind: 'standing', id: 'u2' }] }));
+  assert.deepEqual(mixed, { v: 1, from: 'p1', resync: true, changes: [{ kind: 'standing', id: 'u2' }] });
+});
+
+test('the stores announce each committed write that a cache mirrors, and reads announce nothing', (t) => {
+  const db = openDatabase(tempDbPath(t));
+  t.after(() => db.close());
+  migrate(db);
+  const heard: string[] = [];
+  const changes = { publish: (c: Change) => void heard.push(`${c.kind}:${c.id}`) };
+  const users = createUserStore(db, systemClock, changes);
+  const devices = createDeviceStore(db, systemClock, changes);
+  const user = users.create({ email: 'a@example.com', emailHash: 'h1', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+  users.revokeTokens(user.id);
+  users.setPassword(user.id, 'bcrypt');
+  users.update(user.id, { role: 'superadmin' });
+  const { row } = devices.create({ kind: 'transmitter', name: null, mosqueId: null, ownerUserId: user.id });
+  devices.rotateSecret(row.id);
+  devices.update(row.id, { name: 'minbar' });
+  devices.delete(row.id);
+  users.delete(user.id);
+  assert.deepEqual(heard, [
+    ...Array(4).fill(`user:${user.id}`),
+    ...Array(4).fill(`device:${row.id}`),
+    `user:${user.id}`,
+  ]);
+  heard.length = 0;
+  users.findById(user.id);
+  users.tokenVersion(user.id);
+  devices.verifySecret(row.id, 'x');
+  devices.load(row.id);
+  assert.deepEqual(heard, []);
+});
+
+test('a token version changed through another connection is picked up by reloadVersion, which announces nothing', (t) => {
+  const file = tempDbPath(t);
+  const db = openDatabase(file);
+  t.after(() => db.close());
+  migrate(db);
+  const heard: Change[] = [];
+  const here = createUserStore(db, systemClock, { publish: (c) => void heard.push(c) });
+  const user = here.create({ email: 'b@example.com', emailHash: 'h2', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+  const other = openDatabase(file);
+  t.after(() => other.close());
+  createUserStore(other, systemClock).revokeTokens(user.id);
+  assert.equal(here.tokenVersion(user.id), 0, 'memory still has the old version');
+  heard.length = 0;
+  here.reloadVersion(user.id);
+  assert.equal(here.tokenVersion(user.id), 1);
+  assert.deepEqual(heard, []);
 });
