@@ -50,6 +50,15 @@ export function createScheduleStore(db: Db) {
        readiness = COALESCE(excluded.readiness, readiness), broadcast_id = COALESCE(excluded.broadcast_id, broadcast_id),
        auto_started = MAX(auto_started, excluded.auto_started), updated_at = excluded.updated_at`,
   );
+  // The auto_start claim: one write that only one process can win (several processes share this file under
+  // REDIS_URL, each with its own scheduler, and their timers fire at the same azaan_at).
+  const claimStart = db.prepare(
+    `INSERT INTO schedule_slots (mosque_id, date, prayer, idx, starts_at, azaan_at, iqamah_at, source, status, auto_started, updated_at)
+     VALUES (@mosque_id, @date, @prayer, @idx, @starts_at, @azaan_at, @iqamah_at, @source, 'ready', 1, @now)
+     ON CONFLICT (mosque_id, date, prayer, idx) DO UPDATE SET auto_started = 1, updated_at = excluded.updated_at
+     WHERE schedule_slots.auto_started = 0 AND schedule_slots.broadcast_id IS NULL AND schedule_slots.status NOT IN ('live', 'done', 'missed')`,
+  );
+  const releaseStart = db.prepare('UPDATE schedule_slots SET auto_started = 0 WHERE mosque_id = ? AND date = ? AND prayer = ? AND idx = ? AND broadcast_id IS NULL');
   const alert = db.prepare('INSERT OR IGNORE INTO schedule_alerts (mosque_id, date, prayer, idx, kind, sent_at) VALUES (?, ?, ?, ?, ?, ?)');
   // Which mosques have which months uploaded, kept in memory: the scheduler asks on every planning pass.
   const uploaded = new Map<string, Map<number, Map<number, TimetableDay>>>();
@@ -101,6 +110,21 @@ export function createScheduleStore(db: Db) {
         source: slot.source, status: o.status, reason: o.reason ?? null, readiness: o.readiness ? JSON.stringify(o.readiness) : null,
         broadcast_id: o.broadcastId ?? null, auto_started: o.autoStarted ? 1 : 0, now: seconds(nowMs),
       });
+    },
+
+    /**
+     * True for exactly one caller, in whichever process, while the slot has no broadcast: that caller starts
+     * the azaan. A start that then fails gives the claim back (releaseAutoStart), so the next pass tries again.
+     */
+    claimAutoStart(slot: Slot, nowMs: number): boolean {
+      return claimStart.run({
+        mosque_id: slot.mosqueId, date: slot.date, prayer: slot.prayer, idx: slot.index,
+        starts_at: seconds(slot.startsAt), azaan_at: seconds(slot.azaanAt), iqamah_at: slot.iqamahAt === null ? null : seconds(slot.iqamahAt),
+        source: slot.source, now: seconds(nowMs),
+      }).changes === 1;
+    },
+    releaseAutoStart(slot: Slot): void {
+      releaseStart.run(slot.mosqueId, slot.date, slot.prayer, slot.index);
     },
 
     /** True only the first time for this slot and kind: the caller sends the alert then, never again. */

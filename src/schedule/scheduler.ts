@@ -121,8 +121,12 @@ export function createScheduler(deps: SchedulerDeps) {
     }
     if (kind === 'start') {
       if (served || outcome?.auto_started === 1 || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
+      if (!store.claimAutoStart(slot, now)) return; // another process started it
       const started = deps.startAzaan(row.id, slot.prayer);
-      if (!started.ok) return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
+      if (!started.ok) {
+        store.releaseAutoStart(slot);
+        return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
+      }
       store.record(slot, { status: 'live', broadcastId: started.broadcastId, autoStarted: true }, now);
       return;
     }

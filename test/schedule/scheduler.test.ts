@@ -6,6 +6,9 @@ import { API, createMosque, makeAdmin, member, mosqueActivity, signInSuperadmin 
 import { connectDevice, nowTs, publish, registerTransmitter, statusPayload, waitFor } from '../support/devices.ts';
 import { SimDevice } from '../../simulator/device.ts';
 import { followSchedule } from '../../simulator/follow-schedule.ts';
+import { openDatabase } from '../../src/platform/db.ts';
+import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
+import type { Slot } from '../../src/schedule/slots.ts';
 
 // Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC.
 // Ready check at 11:50 UTC (lead 10 min), missed check at 12:05 UTC (grace 5 min).
@@ -189,4 +192,25 @@ test('the simulator with --miss dhuhr leaves it out, and the service reports it 
   assert.equal(missed.reason, 'not_started');
   assert.equal(alerts(ts, 'azaan_missed').length, 1);
   assert.match(alerts(ts, 'azaan_missed')[0]!.text, /no azaan broadcast was started/);
+});
+
+test('of two processes whose schedulers reach the same auto_start together, exactly one claims the slot; a failed start gives it back', async (t) => {
+  const { ts, mosque } = await world(t, { auto_start: true });
+  // Two connections to the one file, as two service processes sharing it under REDIS_URL have.
+  const [a, b] = [openDatabase(ts.config.databasePath), openDatabase(ts.config.databasePath)];
+  t.after(() => { a.close(); b.close(); });
+  const [storeA, storeB] = [createScheduleStore(a), createScheduleStore(b)];
+  const slot: Slot = {
+    mosqueId: mosque.id, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
+    iqamahAt: null, azaanLocal: '13:00', source: 'calculated',
+  };
+  assert.equal(storeA.claimAutoStart(slot, T('12:00')), true, 'the first claim wins');
+  assert.equal(storeB.claimAutoStart(slot, T('12:00')), false, 'the other process loses and starts nothing');
+  assert.equal(storeA.claimAutoStart(slot, T('12:00')), false, 'nor does the winner claim twice');
+  storeA.releaseAutoStart(slot); // its start failed (say the mosque has no transmitter yet)
+  assert.equal(storeB.claimAutoStart(slot, T('12:01')), true, 'the next pass, in either process, may try again');
+  storeB.record(slot, { status: 'live', broadcastId: 'b1', autoStarted: true }, T('12:01'));
+  storeB.releaseAutoStart(slot); // a late release never reopens a slot that has its broadcast
+  assert.equal(storeA.claimAutoStart(slot, T('12:02')), false);
+  assert.equal(storeA.outcome(slot)?.broadcast_id, 'b1');
 });
