@@ -88,6 +88,35 @@ export function createDevicePlane(deps: {
   };
   let timers: NodeJS.Timeout[] = [];
 
+  /** A player whose lease is missing, stale or half spent gets a fresh config; any other its retained one. */
+  const configureArrival = (id: string) => {
+    const row = devices.findById(id);
+    if (!row) return;
+    if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) service.refreshConfig(id, 'reconnected');
+    else service.ensureConfigPublished(id, row);
+  };
+  /**
+   * The devices that authenticated in this turn, configured after their CONNACKs in one transaction (issue
+   * 13): their lease writes share one commit instead of one each. Still before any of them can subscribe:
+   * a SUBSCRIBE needs the CONNACK's round trip, so it is read in a later turn than this one.
+   */
+  const arrivals: string[] = [];
+  const configureArrivals = () => {
+    const ids = arrivals.splice(0);
+    try {
+      db.transaction(() => ids.forEach(configureArrival))();
+    } catch {
+      // Rolled back: each on its own, so one device the disk refuses leaves the others configured.
+      for (const id of ids) {
+        try {
+          configureArrival(id);
+        } catch (err) {
+          telemetry.writeFailed(id, 'connect', err); // it keeps the retained config it has
+        }
+      }
+    }
+  };
+
   return {
     devices,
     timeline,
@@ -139,12 +168,17 @@ export function createDevicePlane(deps: {
       reconcile(players, change.removed ? 'membership_removed' : `membership_${change.membership.status}`);
     },
 
-    /** A device authenticated: a player whose lease is missing, stale or half spent gets a fresh config. */
+    /** A device authenticated: its config is seen to at the end of this turn, with the others of the turn. */
     deviceConnected(id: string): void {
-      const row = devices.findById(id);
-      if (!row) return;
-      if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) service.refreshConfig(id, 'reconnected');
-      else service.ensureConfigPublished(id);
+      arrivals.push(id);
+      if (arrivals.length > 1) return;
+      setImmediate(() => {
+        try {
+          configureArrivals();
+        } catch (err) {
+          deps.faults.report('device configs after connect', err);
+        }
+      });
     },
   };
 }
