@@ -30,6 +30,8 @@ export interface HookDeps {
   /** Publish budgets per device (DEVICE_*_RATE, DEVICE_*_BURST) and the flood window (DEVICE_FLOOD_WINDOW_S). */
   budgets: Record<'status' | 'heartbeat' | 'ack', Rate>;
   floodWindowMs: number;
+  /** Benchmarks only: no publish budgets and no flap bans (their cost is measured against this). */
+  withoutBudgets?: boolean;
   /** Reconnect flapping (MQTT_FLAP_*). */
   flap: FlapRule;
   /** A transmitter announced its own mosque's broadcast (issue 11: it may serve a scheduled azaan). */
@@ -187,6 +189,7 @@ export function createHooks(deps: HookDeps): Hooks {
 
   /** The budget's answer for one publish: null to go on, else what authorizePublish answers (the packet is dropped). */
   function overBudget(info: DeviceInfo, channel: BudgetChannel, packet: PublishPacket): Error | 'dropped' | null {
+    if (deps.withoutBudgets) return null;
     const verdict = budgets.spend(info.id, channel, deps.clock());
     if (verdict === 'ok' || (verdict === 'over' && channel === 'log')) return null;
     drop(packet, info.id);
@@ -196,6 +199,19 @@ export function createHooks(deps: HookDeps): Hooks {
     }
     deps.telemetry.overBudget(info.id, channel as Exclude<BudgetChannel, 'log'>);
     return 'dropped';
+  }
+
+  /** A device banned, or reconnecting too often: the refusal, else null (and the connect is counted). */
+  function flapRefusal(id: string): AuthenticateError | null {
+    const now = deps.clock();
+    if (flapping.isBanned(id, now)) {
+      deps.telemetry.connectRefused(id);
+      return refuse(3, 'banned for reconnecting or publishing too often; try again later');
+    }
+    if (!flapping.connect(id, now)) return null;
+    deps.telemetry.connectRefused(id);
+    deps.telemetry.banned(id, 'flapping', { connects: deps.flap.maxConnects + 1, ...banNote });
+    return refuse(3, 'reconnecting too often; try again later');
   }
 
   const hooks = {
@@ -214,16 +230,8 @@ export function createHooks(deps: HookDeps): Hooks {
       if (!deps.verifySecret(id, password.toString('utf8'))) return done(refuse(4, 'bad username or password'), false);
       const will = wills.get(client) ?? null;
       if (will !== null && will !== `devices/${id}/status`) return done(refuse(5, 'a will may only target the own status topic'), false);
-      const now = deps.clock();
-      if (flapping.isBanned(id, now)) {
-        deps.telemetry.connectRefused(id);
-        return done(refuse(3, 'banned for reconnecting or publishing too often; try again later'), false);
-      }
-      if (flapping.connect(id, now)) {
-        deps.telemetry.connectRefused(id);
-        deps.telemetry.banned(id, 'flapping', { connects: deps.flap.maxConnects + 1, ...banNote });
-        return done(refuse(3, 'reconnecting too often; try again later'), false);
-      }
+      const banned = deps.withoutBudgets ? null : flapRefusal(id);
+      if (banned) return done(banned, false);
       // The new connection becomes the device's current one now, before aedes closes a taken-over one:
       // that old connection's will and disconnect must not mark the device OFFLINE.
       deps.telemetry.connected(id, client, (client as unknown as { broker: { id: string } }).broker.id);
