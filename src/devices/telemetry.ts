@@ -99,8 +99,9 @@ export interface LoggingState {
 
 /**
  * What devices tell the backend, and whether they are there. Presence is tracked per connection (on a
- * takeover, the old connection's disconnect arrives after the new one is up). Status transitions are
- * written at once; heartbeats and logs live in memory and are flushed in batches, one transaction each.
+ * takeover, the old connection's disconnect arrives after the new one is up). Statuses and connected notes
+ * are written in the turn's group commit (group-commit.ts), other transitions at once after it; heartbeats
+ * and logs live in memory and are flushed in batches, one transaction each.
  */
 export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void }) {
   const { db, devices, timeline } = deps;
