@@ -816,12 +816,12 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
   const parts: string[] = [];
   parts.push(
     `**Reading.** Connects: Minaret accepts ${pct(m.connectsPerS, b.connectsPerS)} of bare aedes's rate at ${ratio(m.connectCpuUs, b.connectCpuUs)} its broker CPU per connect. ` +
-      'On top of aedes, each CONNECT is checked against the in-memory registry (SHA-256 of the password, the will topic), leaves a `connected` timeline row in SQLite, and, ' +
-      'this being the first connect since the service started, has its retained config rebuilt and published; a stream player\'s carries a freshly signed Ed25519 lease.',
+      'On top of aedes, each CONNECT is checked against the in-memory registry (SHA-256 of the password, the will topic) and the socket guard, leaves a `connected` timeline row (in the turn\'s group commit), and, ' +
+      'this being the first connect since the service started, has its retained config rebuilt and published after the CONNACK (the devices of one turn in one transaction); a stream player\'s carries a freshly signed Ed25519 lease.',
   );
   parts.push(
     `Status: Minaret ingests ${pct(m.statusPerS, b.statusPerS)} of the bare broker's PUBACK rate at ${ratio(m.statusCpuUs, b.statusCpuUs)} its CPU per message (${fmt(m.statusCpuUs, 0)} µs against ${fmt(b.statusCpuUs, 0)} µs). ` +
-      'Every status is parsed and schema-checked, then written before its PUBACK goes out: an UPDATE of the device row and, as every status here is a transition, a timeline INSERT, in one SQLite transaction on the broker\'s event loop; ' +
+      'Every status is parsed and schema-checked, then written before its PUBACK goes out: an UPDATE of the device row and, as every status here is a transition, a timeline INSERT, in the group commit of its event-loop turn (one transaction for up to 256 statuses); ' +
       'aedes alone only swaps the retained message in memory.',
   );
   const sc = m.statusCpu;
@@ -830,7 +830,7 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
     parts.push(
       `The Minaret broker was busy only ${fmt(sc.brokerCores, 2)} cores during that burst with ${fmt(spare, 2)} cores to spare: the rest of the time its event loop waited on the disk inside a commit ` +
         `(a write transaction on this machine's disk takes ${fmt(disk.wallUs, 0)} µs wall for ${fmt(disk.cpuUs, 0)} µs CPU: WAL with synchronous=NORMAL does not sync each commit, but its checkpoints do). ` +
-        'Status throughput here is bound by one commit per message more than by CPU; the batched heartbeats below show the difference.',
+        'Status throughput here is bound by the commits more than by CPU.',
     );
   } else if (sc.brokerCores < 0.75) {
     parts.push(`The Minaret broker got only ${fmt(sc.brokerCores, 2)} cores during that burst while other processes took ${sc.bgCores === null ? 'an unknown share' : `${fmt(sc.bgCores, 2)} cores`}, so its rate is CPU-starved here; its CPU per message is the figure to compare.`);
