@@ -4,7 +4,7 @@ import type { DeviceStore } from './devices.ts';
 import type { Faults } from '../platform/faults.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Timeline } from './timeline.ts';
-import { createGroupCommit } from './group-commit.ts';
+import { createGroupCommit, type GroupCommit } from './group-commit.ts';
 import type { HeartbeatReport, LogReport, StatusReport } from './device-config.ts';
 
 // The payload types live beside the statuses they carry; re-exported for the broker edge.
@@ -103,7 +103,7 @@ export interface LoggingState {
  * are written in the turn's group commit (group-commit.ts), other transitions at once after it; heartbeats
  * and logs live in memory and are flushed in batches, one transaction each.
  */
-export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void }) {
+export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void; commits?: GroupCommit }) {
   const { db, devices, timeline } = deps;
   const writeStatus = db.prepare(
     `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = COALESCE(@seen, last_seen_at),
@@ -134,7 +134,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
   const touched = new Set<string>();
   const flushRetry = { backoffMs: 0, at: 0 };
-  const commits = createGroupCommit(db, (err) => deps.faults.report('status group commit', err));
+  const commits = deps.commits ?? createGroupCommit(db, (err) => deps.faults.report('status group commit', err));
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
