@@ -4,7 +4,7 @@
  *
  *   npm run bench                     (the defaults)
  *   npx tsx bench/devices.ts [--devices <n>=2000] [--messages <k>=5] [--concurrency <c>=200] [--samples <s>=200]
- *                            [--quiet-wait <s>=5] [--timeout <s>] [--no-write]
+ *                            [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--budget-cost]
  *
  * Writes its table into bench/RESULTS.md under "## Devices (npm run bench)", one subsection per device
  * count (--no-write: print only). The host is shared: before each phase it waits up to --quiet-wait
@@ -25,6 +25,8 @@
  *              unique reason. Minaret: publish -> the row committed in SQLite, polled read-only from this
  *              process on the same file (WAL). Bare aedes has no record: publish -> delivered to a
  *              subscriber of devices/+/status. Publish -> PUBACK is measured for both.
+ * --budget-cost runs Minaret a second time with its publish budgets and flap bans out of the way
+ * (BENCH_WITHOUT_BUDGETS, bench only) right after the first, and reports what the budgets cost.
  * BENCH_BROKER_NODE_ARGS adds node flags to the broker children (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  * For Minaret the devices are registered over the HTTP API first (a superadmin, an owner, mosques, a few
  * transmitters, mostly stream players) and the ingest is checked against the service's own counters.
@@ -61,12 +63,14 @@ interface Options {
   timeoutS: number;
   /** Before each measured phase, wait up to this many seconds for other processes to leave the CPU (0: don't). */
   quietWaitS: number;
+  /** Also run Minaret without its publish budgets and flap bans, and report their cost. */
+  budgetCost: boolean;
 }
 
-const USAGE = 'usage: npx tsx bench/devices.ts [--devices <n>=2000] [--messages <k>=5] [--concurrency <c>=200] [--samples <s>=200] [--quiet-wait <s>=5] [--timeout <s>] [--no-write]';
+const USAGE = 'usage: npx tsx bench/devices.ts [--devices <n>=2000] [--messages <k>=5] [--concurrency <c>=200] [--samples <s>=200] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--budget-cost]';
 
 function parseArgs(argv: string[]): Options {
-  const opts: Options = { devices: 2000, messages: 5, concurrency: 200, samples: 200, write: true, timeoutS: 0, quietWaitS: 5 };
+  const opts: Options = { devices: 2000, messages: 5, concurrency: 200, samples: 200, write: true, timeoutS: 0, quietWaitS: 5, budgetCost: false };
   const whole = (flag: string, raw: string | undefined, min: number): number => {
     if (raw === undefined || !/^\d+$/.test(raw) || Number(raw) < min) {
       throw new Error(`${flag}: expected a whole number >= ${min} (got ${raw === undefined ? 'nothing' : JSON.stringify(raw)})`);
@@ -86,6 +90,7 @@ function parseArgs(argv: string[]): Options {
       case '--timeout': opts.timeoutS = whole(flag, value(), 10); break;
       case '--quiet-wait': opts.quietWaitS = whole(flag, value(), 0); break;
       case '--no-write': opts.write = false; break;
+      case '--budget-cost': opts.budgetCost = true; break;
       case '--help': case '-h':
         console.log(USAGE);
         process.exit(0);
@@ -788,6 +793,20 @@ function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult
   return lines.join('\n');
 }
 
+/** What the publish budgets and flap bans cost: the same service with them and without them, same run. */
+function budgetReport(m: PhaseResult, u: PhaseResult): string {
+  const lines = ['', '**Hardening budgets** (`--budget-cost`: the same service right after, with its publish budgets and flap bans out of the way; cost = with / without):', '',
+    '| Figure | with budgets | without | with / without |', '|---|---:|---:|---:|'];
+  const row = (name: string, a: number, b: number, digits: number) => lines.push(`| ${name} | ${fmt(a, digits)} | ${fmt(b, digits)} | ${ratio(a, b)} |`);
+  row('Broker CPU per connect (µs)', m.connectCpuUs, u.connectCpuUs, 0);
+  row('Broker CPU per status message (µs)', m.statusCpuUs, u.statusCpuUs, 1);
+  row('Broker CPU per heartbeat (µs)', m.hbCpuUs, u.hbCpuUs, 1);
+  row('Status messages/s', m.statusPerS, u.statusPerS, 0);
+  row('Heartbeats/s', m.hbPerS, u.hbPerS, 0);
+  lines.push('');
+  return lines.join('\n');
+}
+
 function contention(r: PhaseResult): number {
   return Math.max(...[r.connectCpu, r.statusCpu, r.hbCpu, r.latCpu].map((c) => c.bgCores ?? 0));
 }
@@ -797,12 +816,12 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
   const parts: string[] = [];
   parts.push(
     `**Reading.** Connects: Minaret accepts ${pct(m.connectsPerS, b.connectsPerS)} of bare aedes's rate at ${ratio(m.connectCpuUs, b.connectCpuUs)} its broker CPU per connect. ` +
-      'On top of aedes, each CONNECT is checked against the in-memory registry (SHA-256 of the password, the will topic), leaves a `connected` timeline row in SQLite, and, ' +
-      'this being the first connect since the service started, has its retained config rebuilt and published; a stream player\'s carries a freshly signed Ed25519 lease.',
+      'On top of aedes, each CONNECT is checked against the in-memory registry (SHA-256 of the password, the will topic) and the socket guard, leaves a `connected` timeline row (in the turn\'s group commit), and, ' +
+      'this being the first connect since the service started, has its retained config rebuilt and published after the CONNACK (the devices of one turn in one transaction); a stream player\'s carries a freshly signed Ed25519 lease.',
   );
   parts.push(
     `Status: Minaret ingests ${pct(m.statusPerS, b.statusPerS)} of the bare broker's PUBACK rate at ${ratio(m.statusCpuUs, b.statusCpuUs)} its CPU per message (${fmt(m.statusCpuUs, 0)} µs against ${fmt(b.statusCpuUs, 0)} µs). ` +
-      'Every status is parsed and schema-checked, then written before its PUBACK goes out: an UPDATE of the device row and, as every status here is a transition, a timeline INSERT, in one SQLite transaction on the broker\'s event loop; ' +
+      'Every status is parsed and schema-checked, then written before its PUBACK goes out: an UPDATE of the device row and, as every status here is a transition, a timeline INSERT, in the group commit of its event-loop turn (one transaction for up to 256 statuses); ' +
       'aedes alone only swaps the retained message in memory.',
   );
   const sc = m.statusCpu;
@@ -811,7 +830,7 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
     parts.push(
       `The Minaret broker was busy only ${fmt(sc.brokerCores, 2)} cores during that burst with ${fmt(spare, 2)} cores to spare: the rest of the time its event loop waited on the disk inside a commit ` +
         `(a write transaction on this machine's disk takes ${fmt(disk.wallUs, 0)} µs wall for ${fmt(disk.cpuUs, 0)} µs CPU: WAL with synchronous=NORMAL does not sync each commit, but its checkpoints do). ` +
-        'Status throughput here is bound by one commit per message more than by CPU; the batched heartbeats below show the difference.',
+        'Status throughput here is bound by the commits more than by CPU.',
     );
   } else if (sc.brokerCores < 0.75) {
     parts.push(`The Minaret broker got only ${fmt(sc.brokerCores, 2)} cores during that burst while other processes took ${sc.bgCores === null ? 'an unknown share' : `${fmt(sc.bgCores, 2)} cores`}, so its rate is CPU-starved here; its CPU per message is the figure to compare.`);
@@ -916,8 +935,20 @@ async function main(): Promise<void> {
         console.log(`  [minaret] ingest check: counters show ${got.status} statuses and ${got.heartbeats} heartbeats ingested, 0 rejected`);
       },
     );
-    ro.close();
     await server.stop();
+
+    // ---- Phase A': the same service without its budgets (bench only), for what they cost
+    let unbudgeted: PhaseResult | null = null;
+    if (opts.budgetCost) {
+      console.log("Phase A': Minaret without publish budgets and flap bans (BENCH_WITHOUT_BUDGETS)");
+      server = new BrokerChild('minaret', 'device-server.ts', { ...serverEnv, BENCH_WITHOUT_BUDGETS: '1' });
+      ready = await server.next('ready', 60_000);
+      unbudgeted = await runPhases('minaret, no budgets', server, String(ready['mqttUrl']), reg.devices, opts,
+        async () => ({ seen: (id, reason) => until(() => reasonOf.get(id) === reason, 10_000, `status of ${id} in SQLite`), close: async () => undefined }),
+        async () => undefined);
+      await server.stop();
+    }
+    ro.close();
 
     // ---- Phase B: bare aedes
     console.log('Phase B: bare aedes (bench/bare-broker.ts)');
@@ -969,7 +1000,7 @@ async function main(): Promise<void> {
     );
     await bare.stop();
 
-    const sub = report(opts, reg, minaret, bareResult, disk, command, date);
+    const sub = report(opts, reg, minaret, bareResult, disk, command, date) + (unbudgeted ? budgetReport(minaret, unbudgeted) : '');
     console.log('');
     console.log(sub);
     if (opts.write) {

@@ -30,6 +30,8 @@ export interface HookDeps {
   /** Publish budgets per device (DEVICE_*_RATE, DEVICE_*_BURST) and the flood window (DEVICE_FLOOD_WINDOW_S). */
   budgets: Record<'status' | 'heartbeat' | 'ack', Rate>;
   floodWindowMs: number;
+  /** Benchmarks only: no publish budgets and no flap bans (their cost is measured against this). */
+  withoutBudgets?: boolean;
   /** Reconnect flapping (MQTT_FLAP_*). */
   flap: FlapRule;
   /** A transmitter announced its own mosque's broadcast (issue 11: it may serve a scheduled azaan). */
@@ -59,6 +61,15 @@ function drop(packet: PublishPacket, deviceId: string): void {
   packet.payload = Buffer.alloc(0);
 }
 
+/**
+ * What could not be written is not acknowledged either: qos 0 makes aedes send no PUBACK, so a status
+ * (QoS 1) stays in the device's flight window and is sent again; an acknowledged status is a written one.
+ */
+function unwritten(packet: PublishPacket, deviceId: string): void {
+  drop(packet, deviceId);
+  packet.qos = 0;
+}
+
 const payloadOf = (packet: PublishPacket) => (Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
 
 /**
@@ -82,11 +93,13 @@ export function createHooks(deps: HookDeps): Hooks {
   const flapping = createFlapDetector(deps.flap);
   const banNote = { window_s: deps.flap.windowMs / 1000, ban_s: deps.flap.banMs / 1000 };
 
-  function ingest(info: DeviceInfo, channel: string, packet: PublishPacket): void {
+  /** Checks and records one publish, then answers it: a status only once its group commit settled. */
+  function ingest(info: DeviceInfo, channel: string, packet: PublishPacket, done: (err?: Error | null) => void): void {
     const payload = payloadOf(packet);
     if (payload.length > MAX_PAYLOAD_BYTES) {
       deps.telemetry.rejected(info.id, channel, 'too_large');
-      return drop(packet, info.id);
+      drop(packet, info.id);
+      return done(null);
     }
     const parsed =
       channel === 'status' ? parseStatus(info.kind, payload)
@@ -96,16 +109,28 @@ export function createHooks(deps: HookDeps): Hooks {
       : parseAck(payload);
     if (!parsed.ok) {
       deps.telemetry.rejected(info.id, channel, parsed.reason);
-      return drop(packet, info.id);
+      drop(packet, info.id);
+      return done(null);
     }
-    if (channel === 'broadcast') return forwardBroadcast(info, packet, parsed.value as BroadcastEvent);
-    if (channel === 'status') return deps.telemetry.status(info.id, parsed.value as Parameters<Telemetry['status']>[1]);
+    if (channel === 'status') {
+      // aedes sends the PUBACK (and stores the retained status) when `done` is called: after the commit.
+      return deps.telemetry.status(info.id, parsed.value as Parameters<Telemetry['status']>[1], (err) => {
+        if (err) unwritten(packet, info.id);
+        done(null);
+      });
+    }
+    if (channel === 'broadcast') forwardBroadcast(info, packet, parsed.value as BroadcastEvent);
+    else record(info, channel, packet, parsed.value, payload.length);
+    done(null);
+  }
+
+  function record(info: DeviceInfo, channel: string, packet: PublishPacket, value: unknown, bytes: number): void {
     // Only status is retained state; nothing else a device sends may linger on the broker.
     packet.retain = false;
-    if (channel === 'heartbeat') deps.telemetry.heartbeat(info.id, parsed.value as Parameters<Telemetry['heartbeat']>[1]);
+    if (channel === 'heartbeat') deps.telemetry.heartbeat(info.id, value as Parameters<Telemetry['heartbeat']>[1]);
     else if (channel === 'log') {
-      if (!deps.telemetry.log(info.id, parsed.value as Parameters<Telemetry['log']>[1], payload.length)) drop(packet, info.id);
-    } else deps.onAck?.(info.id, parsed.value as AckReport);
+      if (!deps.telemetry.log(info.id, value as Parameters<Telemetry['log']>[1], bytes)) drop(packet, info.id);
+    } else deps.onAck?.(info.id, value as AckReport);
   }
 
   /**
@@ -128,10 +153,10 @@ export function createHooks(deps: HookDeps): Hooks {
    * A publish without a client is the backend's own (configs, commands, broadcast events, clearing a
    * retained status with an empty payload) or a stored will (storedWillOf).
    */
-  function clientless(packet: PublishPacket): void {
+  function clientless(packet: PublishPacket, done: (err?: Error | null) => void): void {
     const parsed = parseDeviceTopic(packet.topic);
-    if (!parsed || parsed.channel !== 'status' || payloadOf(packet).length === 0) return;
-    storedWill(packet, parsed.deviceId, (packet as { brokerId?: string }).brokerId ?? null);
+    if (!parsed || parsed.channel !== 'status' || payloadOf(packet).length === 0) return done(null);
+    storedWill(packet, parsed.deviceId, (packet as { brokerId?: string }).brokerId ?? null, done);
   }
 
   /**
@@ -139,15 +164,19 @@ export function createHooks(deps: HookDeps): Hooks {
    * anywhere: none here, and the row names no other broker process as its holder (a dead process's
    * claim is its own will's broker id, so that one does not count).
    */
-  function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null): void {
+  function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null, done: (err?: Error | null) => void): void {
     const info = (deps.loadDevice ?? deps.device)(deviceId);
     const topic = parseDeviceTopic(packet.topic);
-    if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return drop(packet, deviceId);
+    if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') {
+      drop(packet, deviceId);
+      return done(null);
+    }
     if (deps.telemetry.isConnected(info.id) || deps.telemetry.connectedElsewhere(info.id, brokerId)) {
       deps.logger.debug({ device_id: info.id, will_broker: brokerId }, 'stored will ignored: the device is connected');
-      return drop(packet, info.id);
+      drop(packet, info.id);
+      return done(null);
     }
-    ingest(info, 'status', packet);
+    ingest(info, 'status', packet, done);
   }
 
   /** A device 10x over a budget for the flood window: banned like a flapping one (noted once per ban). */
@@ -160,6 +189,7 @@ export function createHooks(deps: HookDeps): Hooks {
 
   /** The budget's answer for one publish: null to go on, else what authorizePublish answers (the packet is dropped). */
   function overBudget(info: DeviceInfo, channel: BudgetChannel, packet: PublishPacket): Error | 'dropped' | null {
+    if (deps.withoutBudgets) return null;
     const verdict = budgets.spend(info.id, channel, deps.clock());
     if (verdict === 'ok' || (verdict === 'over' && channel === 'log')) return null;
     drop(packet, info.id);
@@ -169,6 +199,19 @@ export function createHooks(deps: HookDeps): Hooks {
     }
     deps.telemetry.overBudget(info.id, channel as Exclude<BudgetChannel, 'log'>);
     return 'dropped';
+  }
+
+  /** A device banned, or reconnecting too often: the refusal, else null (and the connect is counted). */
+  function flapRefusal(id: string): AuthenticateError | null {
+    const now = deps.clock();
+    if (flapping.isBanned(id, now)) {
+      deps.telemetry.connectRefused(id);
+      return refuse(3, 'banned for reconnecting or publishing too often; try again later');
+    }
+    if (!flapping.connect(id, now)) return null;
+    deps.telemetry.connectRefused(id);
+    deps.telemetry.banned(id, 'flapping', { connects: deps.flap.maxConnects + 1, ...banNote });
+    return refuse(3, 'reconnecting too often; try again later');
   }
 
   const hooks = {
@@ -187,16 +230,8 @@ export function createHooks(deps: HookDeps): Hooks {
       if (!deps.verifySecret(id, password.toString('utf8'))) return done(refuse(4, 'bad username or password'), false);
       const will = wills.get(client) ?? null;
       if (will !== null && will !== `devices/${id}/status`) return done(refuse(5, 'a will may only target the own status topic'), false);
-      const now = deps.clock();
-      if (flapping.isBanned(id, now)) {
-        deps.telemetry.connectRefused(id);
-        return done(refuse(3, 'banned for reconnecting or publishing too often; try again later'), false);
-      }
-      if (flapping.connect(id, now)) {
-        deps.telemetry.connectRefused(id);
-        deps.telemetry.banned(id, 'flapping', { connects: deps.flap.maxConnects + 1, ...banNote });
-        return done(refuse(3, 'reconnecting too often; try again later'), false);
-      }
+      const banned = deps.withoutBudgets ? null : flapRefusal(id);
+      if (banned) return done(banned, false);
       // The new connection becomes the device's current one now, before aedes closes a taken-over one:
       // that old connection's will and disconnect must not mark the device OFFLINE.
       deps.telemetry.connected(id, client, (client as unknown as { broker: { id: string } }).broker.id);
@@ -210,18 +245,14 @@ export function createHooks(deps: HookDeps): Hooks {
     },
 
     authorizePublish(client: Client | null, packet: PublishPacket, done: (err?: Error | null) => void) {
-      if (!client) {
-        clientless(packet);
-        return done(null);
-      }
+      if (!client) return clientless(packet, done);
       const stored = storedWillOf(client, packet);
       if (stored) {
         // In memory the stored will is the live client's own will object: it keeps an untouched copy for
         // its real goodbye, as drop() rewrites the packet in place.
         const own = client as unknown as { will?: unknown };
         if (own.will === packet) own.will = { ...packet };
-        storedWill(packet, client.id, stored.brokerId);
-        return done(null);
+        return storedWill(packet, client.id, stored.brokerId, done);
       }
       const info = deps.device(client.id);
       if (!info) return done(new Error('unknown device'));
@@ -239,8 +270,7 @@ export function createHooks(deps: HookDeps): Hooks {
       // A closing connection's will comes once per connection (flapping bounds those): no budget.
       const refused = client.closed ? null : overBudget(info, channel, packet);
       if (refused) return done(refused === 'dropped' ? null : refused);
-      ingest(info, channel, packet);
-      done(null);
+      ingest(info, channel, packet, done);
     },
 
     authorizeSubscribe(client: Client, sub: Subscription, done: (err: Error | null, sub?: Subscription | null) => void) {
@@ -266,7 +296,12 @@ export function createHooks(deps: HookDeps): Hooks {
  */
 function guarded(hooks: Hooks, deps: HookDeps): Hooks {
   const once = <A extends unknown[]>(done: (...args: A) => void) => {
-    const answer = Object.assign((...args: A) => ((answer.answered = true), done(...args)), { answered: false });
+    // A status answers later (after its group commit): a hook that threw after queueing it must not answer twice.
+    const answer = Object.assign((...args: A) => {
+      if (answer.answered) return;
+      answer.answered = true;
+      done(...args);
+    }, { answered: false });
     return answer;
   };
   return {
@@ -301,8 +336,7 @@ function guarded(hooks: Hooks, deps: HookDeps): Hooks {
         if (deviceId) deps.telemetry.writeFailed(deviceId, parsed?.channel ?? 'publish', err);
         else deps.faults.report('mqtt publish hook', err);
         if (answer.answered) return;
-        drop(packet, deviceId ?? 'unknown');
-        packet.qos = 0;
+        unwritten(packet, deviceId ?? 'unknown');
         answer(null);
       }
     },

@@ -3,7 +3,7 @@ import net from 'node:net';
 import type http from 'node:http';
 import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { WebSocketServer, createWebSocketStream } from 'ws';
 import type { Duplex } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
@@ -186,6 +186,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
 async function redisParts(url: string, onError: (what: string, err: Error) => void) {
   const { default: redisPersistence } = await import('aedes-persistence-redis');
   const { default: redisEmitter } = await import('mqemitter-redis');
+  // Loaded only with REDIS_URL: ioredis alone is ~7 MiB of RSS a single-process service never uses (issue 13).
+  const { Redis } = await import('ioredis');
   const conn = new Redis(url, { maxRetriesPerRequest: 3 });
   // ioredis reconnects by itself; without a listener it prints every failed attempt to stderr.
   conn.on('error', (err: Error) => onError('redis connection', err));

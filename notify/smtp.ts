@@ -1,4 +1,4 @@
-import nodemailer from 'nodemailer';
+import type nodemailer from 'nodemailer';
 import type Mail from 'nodemailer/lib/mailer/index.js';
 import { UndeliverableError, type OutgoingMessage, type Transport } from '../src/platform/notify.ts';
 
@@ -14,7 +14,11 @@ const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
 
 /** Mail through nodemailer (SMTP_URL, SMTP_FROM). SMTP carries email only: SMS and WhatsApp need the webhook. */
 export function smtpTransport(url: string, from: string): Transport {
-  const mailer = nodemailer.createTransport(url);
+  // Loaded at the first mail: most services never send one, and nodemailer is ~3 MiB of RSS (issue 13).
+  type Mailer = ReturnType<typeof nodemailer.createTransport>;
+  let mailer: Mailer | null = null;
+  let loading: Promise<Mailer> | null = null;
+  const mailerOf = () => (loading ??= import('nodemailer').then((m) => (mailer = m.default.createTransport(url))));
   return {
     name: 'smtp',
     async deliver(message, signal) {
@@ -22,10 +26,10 @@ export function smtpTransport(url: string, from: string): Transport {
       // nodemailer 10 cancels an SMTP send on `signal` (connect and greeting included); @types/nodemailer
       // does not declare the field yet, hence the widened type.
       const mail: Mail.Options & { signal?: AbortSignal } = { from, to: message.to, subject: SUBJECTS[message.purpose], text: message.text, signal };
-      await mailer.sendMail(mail);
+      await (await mailerOf()).sendMail(mail);
     },
     async close() {
-      mailer.close();
+      mailer?.close();
     },
   };
 }

@@ -2,7 +2,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Db } from '../platform/db.ts';
-import type { Faults } from '../platform/faults.ts';
+import { storageFaultOf, type Faults } from '../platform/faults.ts';
 import type { DeviceLink } from './device-link.ts';
 import { createDeviceService } from './device-service.ts';
 import { createDeviceStore, type DeviceRow } from './devices.ts';
@@ -10,6 +10,7 @@ import type { Logger } from '../platform/log.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import { createTelemetry, type StatusChange } from './telemetry.ts';
 import { createTimeline } from './timeline.ts';
+import { createGroupCommit } from './group-commit.ts';
 import { createEntitlement } from './entitlement.ts';
 import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
@@ -44,7 +45,9 @@ export function createDevicePlane(deps: {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock, deps.changes);
   const timeline = createTimeline(db, clock);
-  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
+  // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
+  const commits = createGroupCommit(db, (err) => deps.faults.report('device group commit', err));
+  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }) });
   let link: DeviceLink | null = null;
@@ -102,6 +105,40 @@ export function createDevicePlane(deps: {
     }
     link?.disconnect(id);
   };
+
+  /** A player whose lease is missing, stale or half spent gets a fresh config; any other its retained one. */
+  const configureArrival = (id: string) => {
+    const row = devices.findById(id);
+    if (!row) return;
+    if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) service.refreshConfig(id, 'reconnected');
+    else service.ensureConfigPublished(id, row);
+  };
+  /**
+   * A device that authenticated is configured after its CONNACK, in the turn's group commit (issue 13):
+   * its lease write shares the commit of its connected note and of the turn's statuses. Still before it can
+   * subscribe: a SUBSCRIBE needs the CONNACK's round trip, so it is read in a later turn than this one.
+   */
+  const configureAfterConnect = (id: string) =>
+    commits.add({
+      write: () => {
+        // In a savepoint: only the disk refusing may fail the turn's batch (and its statuses' PUBACKs with it).
+        try {
+          db.transaction(() => configureArrival(id))();
+        } catch (err) {
+          if (storageFaultOf(err)) throw err;
+          telemetry.writeFailed(id, 'connect', err);
+        }
+      },
+      settle: (err) => {
+        if (!err) return;
+        // Rolled back (the disk refused this batch): on its own, so the others of the batch do not decide.
+        try {
+          configureArrival(id);
+        } catch (again) {
+          telemetry.writeFailed(id, 'connect', again); // it keeps the retained config it has
+        }
+      },
+    });
 
   return {
     devices,
@@ -173,13 +210,8 @@ export function createDevicePlane(deps: {
       for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
     },
 
-    /** A device authenticated: a player whose lease is missing, stale or half spent gets a fresh config. */
-    deviceConnected(id: string): void {
-      const row = devices.findById(id);
-      if (!row) return;
-      if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) service.refreshConfig(id, 'reconnected');
-      else service.ensureConfigPublished(id);
-    },
+    /** A device authenticated: its config is seen to at the end of this turn, with the turn's other writes. */
+    deviceConnected: configureAfterConnect,
   };
 }
 

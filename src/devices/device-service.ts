@@ -61,9 +61,9 @@ export function createDeviceService(deps: {
     pushConfig,
 
     /** Called when a device authenticates: after a restart the broker may have lost the retained config. */
-    ensureConfigPublished(id: string): void {
+    ensureConfigPublished(id: string, known?: DeviceRow): void {
       if (published.has(id)) return;
-      const row = devices.findById(id);
+      const row = known ?? devices.findById(id);
       if (row) pushConfig(row);
     },
 

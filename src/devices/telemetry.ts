@@ -4,6 +4,7 @@ import type { DeviceStore } from './devices.ts';
 import type { Faults } from '../platform/faults.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Timeline } from './timeline.ts';
+import { createGroupCommit, type GroupCommit } from './group-commit.ts';
 import type { HeartbeatReport, LogReport, StatusReport } from './device-config.ts';
 
 // The payload types live beside the statuses they carry; re-exported for the broker edge.
@@ -51,6 +52,8 @@ export interface DeviceCounters {
 interface Live {
   connection: object | null;
   status: string;
+  /** The last status waiting in the open group commit: what the next one transitions from. */
+  pendingStatus: string | null;
   lastSeenMs: number | null;
   pendingHeartbeat: HeartbeatReport | null;
   lastHeartbeat: HeartbeatReport | null;
@@ -72,7 +75,7 @@ function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusR
 }
 
 const newLive = (status: string, lastSeenMs: number | null): Live => ({
-  connection: null, status, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
+  connection: null, status, pendingStatus: null, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
 });
 
 const newCounters = (): DeviceCounters => ({
@@ -96,10 +99,11 @@ export interface LoggingState {
 
 /**
  * What devices tell the backend, and whether they are there. Presence is tracked per connection (on a
- * takeover, the old connection's disconnect arrives after the new one is up). Status transitions are
- * written at once; heartbeats and logs live in memory and are flushed in batches, one transaction each.
+ * takeover, the old connection's disconnect arrives after the new one is up). Statuses and connected notes
+ * are written in the turn's group commit (group-commit.ts), other transitions at once after it; heartbeats
+ * and logs live in memory and are flushed in batches, one transaction each.
  */
-export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void }) {
+export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void; commits?: GroupCommit }) {
   const { db, devices, timeline } = deps;
   const writeStatus = db.prepare(
     `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = COALESCE(@seen, last_seen_at),
@@ -130,6 +134,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
   const touched = new Set<string>();
   const flushRetry = { backoffMs: 0, at: 0 };
+  const commits = deps.commits ?? createGroupCommit(db, (err) => deps.faults.report('status group commit', err));
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
@@ -179,25 +184,37 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     }
   }
 
-  function transition(id: string, report: Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>, source: string): void {
-    const s = stateOf(id);
-    const from = s.status;
+  type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
+
+  /** The row's UPDATE and, for a transition, its timeline entry (inside the caller's transaction). */
+  function writeTransition(id: string, from: string, report: Transition, source: string): void {
     const reason = report.reason ?? null;
     const now = toUnixSeconds(nowMs());
-    db.transaction(() => {
-      writeStatus.run({
-        id, status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), now,
-        // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
-        seen: source === 'backend' ? null : now,
-        fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
-        temp_c: report.temp_c ?? null, uptime_s: report.uptime_s ?? null, config_version: report.config_version ?? null,
-      });
-      if (from !== report.status) {
-        timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
-      }
-    })();
-    s.status = report.status;
-    if (from !== report.status) deps.onStatusChange?.({ deviceId: id, from, to: report.status, reason });
+    writeStatus.run({
+      id, status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), now,
+      // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
+      seen: source === 'backend' ? null : now,
+      fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
+      temp_c: report.temp_c ?? null, uptime_s: report.uptime_s ?? null, config_version: report.config_version ?? null,
+    });
+    if (from !== report.status) {
+      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
+    }
+  }
+
+  /** Memory follows the committed row; listeners hear of a transition only once it is written. */
+  function applied(s: Live, id: string, from: string, to: string, reason: string | null): void {
+    s.status = to;
+    if (from !== to) deps.onStatusChange?.({ deviceId: id, from, to, reason });
+  }
+
+  /** A transition written at once (backend verdicts, a heartbeat's differing status), after the open batch. */
+  function transition(id: string, report: Transition, source: string): void {
+    commits.flush();
+    const s = stateOf(id);
+    const from = s.status;
+    db.transaction(() => writeTransition(id, from, report, source))();
+    applied(s, id, from, report.status, report.reason ?? null);
   }
 
   /** Whether the device's logs are accepted now, and until when (seed "Log": config or a self-expiring command). */
@@ -220,14 +237,18 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       s.counters.connects++;
       touched.add(id);
       if (brokerId !== undefined) brokers.set(connection, brokerId);
-      try {
-        db.transaction(() => {
+      // Into the group commit, not a transaction of its own: the CONNACK does not wait on the disk, and a
+      // reconnect storm costs one commit per turn. The row is a note beside the fact kept in memory.
+      commits.add({
+        write: () => {
+          if (!devices.info(id)) return;
           timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
           if (brokerId !== undefined) devices.claimConnection(id, brokerId);
-        })();
-      } catch (err) {
-        writeFailed(id, 'connected note', err);
-      }
+        },
+        settle: (err) => {
+          if (err) writeFailed(id, 'connected note', err);
+        },
+      });
     },
 
     /**
@@ -244,6 +265,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       const brokerId = brokers.get(connection);
       if (!devices.info(id)) return true;
       try {
+        commits.flush(); // its connected row (and statuses) first
         const owner = brokerId === undefined ? null : devices.connectionOwner(id);
         const takenOver = owner !== null && owner !== brokerId;
         db.transaction(() => {
@@ -272,7 +294,12 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     counters: (id: string): DeviceCounters => ({ ...(live.get(id)?.counters ?? newCounters()) }),
     writeFailed,
 
-    status(id: string, report: StatusReport): void {
+    /**
+     * A device's status, written in the turn's group commit; `settled` runs after that commit (err null: the
+     * row holds it, PUBACK it) or after its rollback (err set: nothing of the batch was written, do not
+     * acknowledge). A device's statuses keep their order: each transitions from the one before it, written or pending.
+     */
+    status(id: string, report: StatusReport, settled: (err: unknown) => void): void {
       const s = stateOf(id);
       s.counters.status_messages++;
       s.lastSeenMs = nowMs();
@@ -280,7 +307,20 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       // put an older rssi, ip, uptime back over what this status just wrote.
       if (s.pendingHeartbeat) s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
       if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
-      transition(id, report, 'status');
+      const from = s.pendingStatus ?? s.status;
+      s.pendingStatus = report.status;
+      commits.add({
+        write: () => {
+          // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
+          if (devices.info(id)) writeTransition(id, from, report, 'status');
+        },
+        settle: (err) => {
+          s.pendingStatus = null; // the whole batch settles together: nothing of this device is pending now
+          if (err) writeFailed(id, 'status', err);
+          else applied(s, id, from, report.status, report.reason ?? null);
+          settled(err);
+        },
+      });
     },
 
     /** A heartbeat repeats the status so a lost retained status recovers (seed). */
@@ -292,7 +332,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
       s.lastHeartbeat = overlay(s.lastHeartbeat, report);
       touched.add(id);
-      if (report.status !== s.status) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, 'heartbeat');
+      if (report.status !== (s.pendingStatus ?? s.status)) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, 'heartbeat');
     },
 
     /**
@@ -385,6 +425,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
      * (the last flush at shutdown) ignores the back-off.
      */
     flush(force = false): boolean {
+      commits.flush(); // a status of this turn is older than the heartbeats gathered: its row first
       if (touched.size === 0 && pendingLogs.length === 0) return true;
       if (!force && nowMs() < flushRetry.at) return false;
       const ids = [...touched];

@@ -24,8 +24,13 @@ type Task = { id: number; op: 'hash' | 'compare'; secret: string; hash?: string;
 type Pending = { task: Task; resolve: (v: string | boolean) => void; reject: (e: Error) => void };
 
 export const DEFAULT_MAX_QUEUE = 64;
+/**
+ * A worker thread is a whole V8 isolate (~10 MiB of RSS each, issue 13): started when a job needs one and
+ * ended after this long without work, so a service nobody signs in to holds none.
+ */
+export const WORKER_IDLE_MS = 60_000;
 
-export async function createPasswordHasher(opts: { cost: number; threads?: number; maxQueue?: number }): Promise<PasswordHasher> {
+export async function createPasswordHasher(opts: { cost: number; threads?: number; maxQueue?: number; idleMs?: number }): Promise<PasswordHasher> {
   const maxQueue = opts.maxQueue ?? DEFAULT_MAX_QUEUE;
   const size = Math.max(1, opts.threads ?? Math.min(2, os.availableParallelism()));
   const workers: Worker[] = [];
@@ -37,9 +42,11 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
   // A moving average of one job's duration, for Retry-After.
   let averageMs = 0;
 
+  const idleTimers = new Map<Worker, NodeJS.Timeout>();
   const dispatch = () => {
-    while (idle.length > 0 && queue.length > 0) {
-      const worker = idle.pop()!;
+    while (queue.length > 0 && (idle.length > 0 || workers.length < size)) {
+      const worker = idle.pop() ?? spawn();
+      clearTimeout(idleTimers.get(worker));
       const job = queue.shift()!;
       running.set(job.task.id, job);
       worker.ref();
@@ -48,13 +55,27 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
     }
   };
 
-  for (let i = 0; i < size; i++) {
+  /** Ends a worker that stayed idle for idleMs; the next job starts another. */
+  const retireLater = (worker: Worker) => {
+    const timer = setTimeout(() => {
+      idleTimers.delete(worker);
+      if (closed || !idle.includes(worker)) return;
+      idle.splice(idle.indexOf(worker), 1);
+      workers.splice(workers.indexOf(worker), 1);
+      void worker.terminate();
+    }, opts.idleMs ?? WORKER_IDLE_MS);
+    timer.unref();
+    idleTimers.set(worker, timer);
+  };
+
+  function spawn(): Worker {
     const worker = new Worker(new URL('./bcrypt-worker.mjs', import.meta.url));
     worker.on('message', (msg: { id: number; result?: string | boolean; error?: string }) => {
       const job = running.get(msg.id);
       running.delete(msg.id);
       worker.unref();
       idle.push(worker);
+      retireLater(worker);
       if (job) {
         const took = performance.now() - (job.task.startedAt ?? performance.now());
         averageMs = averageMs === 0 ? took : averageMs * 0.8 + took * 0.2;
@@ -69,7 +90,7 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
     });
     worker.unref();
     workers.push(worker);
-    idle.push(worker);
+    return worker;
   }
 
   const run = (task: Omit<Task, 'id'>) =>
@@ -82,7 +103,11 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
   /** Seconds until the jobs ahead of a new one are done, at the measured pace. */
   const drainSeconds = () => ((queue.length + running.size) * averageMs) / size / 1000;
 
-  const dummyHash = (await run({ op: 'hash', secret: crypto.randomBytes(32).toString('hex'), cost: opts.cost })) as string;
+  // A well-formed hash of the configured cost with a random salt and digest: comparing against it costs what
+  // a real comparison costs (bcrypt derives from the salt and cost, then compares), and no worker is needed to
+  // make it at start (issue 13: an idle service holds no worker thread).
+  const BCRYPT_BASE64 = './ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  const dummyHash = `$2b$${String(opts.cost).padStart(2, '0')}$${[...crypto.randomBytes(53)].map((b) => BCRYPT_BASE64[b & 63]).join('')}`;
 
   return {
     async hash(secret) {
@@ -96,6 +121,7 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
     },
     close: async () => {
       closed = true;
+      for (const timer of idleTimers.values()) clearTimeout(timer);
       for (const job of queue.splice(0)) job.reject(new Error('password hasher is closed'));
       await Promise.all(workers.map((w) => w.terminate()));
     },
