@@ -5,7 +5,19 @@ import type mqtt from 'mqtt';
 import Database from 'better-sqlite3';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
 import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../simulator/device.ts';
-import { createManualClock, type Clock } from '../../src/platform/clock.ts';
+import { pino } from 'pino';
+import { createManualClock, systemClock, type Clock } from '../../src/platform/clock.ts';
+import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { createActivityLog } from '../../src/mosques/activity.ts';
+import { createMosqueStore } from '../../src/mosques/mosques.ts';
+import { createDeviceStore } from '../../src/devices/devices.ts';
+import { createCommands } from '../../src/devices/commands.ts';
+import { createTimeline } from '../../src/devices/timeline.ts';
+import type { DeviceLink } from '../../src/devices/device-link.ts';
+import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
+import { createFanout } from '../../src/broadcasts/broadcast-fanout.ts';
+import { createPushOutbox } from '../../src/broadcasts/push-outbox.ts';
+import { createPushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
 import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
@@ -227,6 +239,55 @@ test('the 201 carries a pending report, and GET of the broadcast then has the fu
   await waitFor('the push sent', async () => (await report(w, b.id)).push.sent === 1, 3000);
   await waitFor('the report counts the player', async () => (await report(w, b.id)).playing === 1, 3000);
   assert.deepEqual(await report(w, b.id), { playing: 1, unbound: 1, muted: 0, offline: 1, stream_error: 0, other: 0, push: { queued: 0, sent: 1, failed: 0 } });
+});
+
+/**
+ * issue 13: the POST answers before the start's transmitter commands go out (they wait behind the fan-out's
+ * writes), so a stop can come first. Over HTTP in one process the stop always arrives later, so the fan-out
+ * runs here on its own real stores and SQLite file, with the broker port recording what it is handed.
+ */
+test('a stop that comes before the start\'s transmitter commands went out cancels them: broadcast_stop stays the last word', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' }); // only for its temp folder and settings
+  const db = openDatabase(`${ts.dir}/fanout.db`);
+  t.after(() => db.close());
+  migrate(db);
+  const clock = systemClock;
+  const logger = pino({ level: 'silent' });
+  const mosques = createMosqueStore(db, clock);
+  const mosque = mosques.create({ name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
+  const devices = createDeviceStore(db, clock);
+  const tx = devices.create({ kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null }).row;
+  const sent: Array<{ topic: string; name: unknown; action: unknown }> = [];
+  const link: DeviceLink = {
+    publish: async (topic, payload) => void sent.push({ topic, name: (payload as Record<string, unknown>)['name'], action: (payload as Record<string, unknown>)['action'] }),
+    disconnect: () => undefined,
+    forgetSession: () => undefined,
+    isConnected: () => true,
+  };
+  const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
+  const outbox = createPushOutbox({ db, clock, logger, subscriptions: createPushSubscriptions(db, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
+  const fanout = createFanout({ db, clock, logger, devices, mosques, commands, outbox, link: () => link });
+  const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, clock), onStart: (b) => (fanout.publishStart(b), fanout.afterStart(b)) });
+  const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
+  const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
+
+  // Left alone, a start reaches the transmitter once the writes are done.
+  const first = broadcasts.start(mosque.id, { kind: 'azaan', prayer: 'isha', title: null }, null);
+  assert.ok(first.ok);
+  assert.deepEqual(cmds(), []);
+  await afterWrites();
+  assert.deepEqual(cmds(), ['broadcast_start']);
+  fanout.onStop(first.value);
+  db.prepare("UPDATE broadcasts SET status = 'stopped' WHERE id = ?").run(first.value.id);
+  sent.length = 0;
+
+  // Stopped in the same turn: the stop's command is the only one, and stays so.
+  const second = broadcasts.start(mosque.id, { kind: 'announcement', prayer: null, title: null }, null);
+  assert.ok(second.ok);
+  fanout.onStop(second.value);
+  await afterWrites();
+  assert.deepEqual(cmds(), ['broadcast_stop']);
+  assert.deepEqual(sent.filter((s) => s.topic === `mosques/${mosque.id}/broadcast`).map((s) => s.action), ['start', 'stop']);
 });
 
 test('starting and stopping need the trigger flag', async (t) => {
