@@ -125,7 +125,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'enrolMember', method: 'POST', path: `${M}/memberships`, summary: 'Enrol a user (always approved)', gate: 'admin', success: 201, body: Enrol, response: 'Membership', errors: [404] },
   { operationId: 'joinMosque', method: 'POST', path: `${M}/join`, summary: 'Join the mosque', gate: 'any', success: 201, response: 'Membership', errors: [403] },
   { operationId: 'listActivity', method: 'GET', path: `${M}/activity`, summary: 'Activity feed, newest first', gate: 'admin', success: 200, query: ActivityQuery, response: 'ActivityEntry', list: true },
-  { operationId: 'startBroadcast', method: 'POST', path: `${M}/broadcasts`, summary: 'Start a broadcast', gate: 'trigger', success: 201, body: BroadcastStart, response: 'Broadcast', errors: [409] },
+  { operationId: 'startBroadcast', method: 'POST', path: `${M}/broadcasts`, summary: 'Start a broadcast (answers once it is recorded and with the broker; its report is pending: GET the broadcast for it)', gate: 'trigger', success: 201, body: BroadcastStart, response: 'Broadcast', errors: [409] },
   { operationId: 'stopBroadcast', method: 'POST', path: `${M}/broadcasts/:bid/stop`, summary: 'Stop a broadcast', gate: 'trigger', success: 200, response: 'Broadcast' },
   { operationId: 'listBroadcasts', method: 'GET', path: `${M}/broadcasts`, summary: 'Broadcasts with their delivery reports', gate: 'admin', success: 200, query: BroadcastQuery, response: 'Broadcast', list: true },
   { operationId: 'getBroadcast', method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200, response: 'Broadcast' },

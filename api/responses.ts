@@ -145,6 +145,8 @@ export const Broadcast = v.object({
     stream_error: count,
     other: count,
     push: v.object({ queued: count, sent: count, failed: count }),
+    /** Only in the start's 201: the counts are not read yet (all zero); GET of the broadcast has them (issue 13). */
+    pending: v.optional(v.literal(true)),
   }),
 });
 

@@ -8,7 +8,7 @@ import { LOG_MIN_INTERVAL_MS, type Telemetry } from '../src/devices/telemetry.ts
 import { createBudgets, type BudgetChannel, type Rate } from './budgets.ts';
 import { createFlapDetector, type FlapRule } from './flapping.ts';
 import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport, type BroadcastEvent } from './payloads.ts';
-import { mayReceive, maySubscribe, parseDeviceTopic, publishChannel, type DeviceIdentity } from './topics.ts';
+import { createForwardCheck, maySubscribe, parseDeviceTopic, publishChannel, type DeviceIdentity } from './topics.ts';
 
 export interface HookDeps {
   logger: Logger;
@@ -89,6 +89,7 @@ type Hooks = Required<Pick<AedesOptions, 'preConnect' | 'authenticate' | 'author
 export function createHooks(deps: HookDeps): Hooks {
   const wills = new WeakMap<Client, string | null>();
   const entitled = deps.entitled ?? (() => false);
+  const mayForward = createForwardCheck(entitled);
   const budgets = createBudgets({ ...deps.budgets, log: LOG_RATE, broadcast: BROADCAST_RATE }, deps.floodWindowMs);
   const flapping = createFlapDetector(deps.flap);
   const banNote = { window_s: deps.flap.windowMs / 1000, ban_s: deps.flap.banMs / 1000 };
@@ -283,7 +284,7 @@ export function createHooks(deps: HookDeps): Hooks {
     /** Synchronous, from memory, on every delivery: a subscription made while allowed stops delivering once it is not. */
     authorizeForward(client: Client, packet: AedesPublishPacket): AedesPublishPacket | null {
       const info = deps.device(client.id);
-      return info && mayReceive(info, packet.topic, entitled) ? packet : null;
+      return info && mayForward(info, packet.topic) ? packet : null;
     },
   };
   return guarded(hooks, deps);

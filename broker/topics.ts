@@ -59,3 +59,34 @@ export function maySubscribe(device: DeviceIdentity, filter: string, entitled: (
 export function mayReceive(device: DeviceIdentity, topic: string, entitled: (device: DeviceIdentity, mosqueId: string) => boolean): boolean {
   return maySubscribe(device, topic, entitled);
 }
+
+/** What a topic lets a device receive, read once from the topic alone. */
+type Receivable = { own: string } | { mosqueId: string } | null;
+
+function receivable(topic: string): Receivable {
+  if (topic.startsWith('$') || hasWildcard(topic)) return null;
+  const own = parseDeviceTopic(topic);
+  if (own) return SUBSCRIBABLE.has(own.channel) ? { own: own.deviceId } : null;
+  const mosqueId = parseBroadcastTopic(topic);
+  return mosqueId === null ? null : { mosqueId };
+}
+
+/**
+ * `mayReceive` for the broker's per-delivery check, with the topic read once per publish: aedes asks about
+ * every subscriber of a publish in one synchronous walk before it writes to any (issue 13: splitting the
+ * topic twice per subscriber made that walk for 10,000 players about twice bare aedes's). Entitlement is
+ * still asked on every delivery.
+ */
+export function createForwardCheck(entitled: (device: DeviceIdentity, mosqueId: string) => boolean): (device: DeviceIdentity, topic: string) => boolean {
+  let lastTopic: string | null = null;
+  let last: Receivable = null;
+  return (device, topic) => {
+    if (topic !== lastTopic) {
+      last = receivable(topic);
+      lastTopic = topic;
+    }
+    if (last === null) return false;
+    if ('own' in last) return last.own === device.id;
+    return device.kind === 'stream_player' && device.mosqueId === last.mosqueId && entitled(device, last.mosqueId);
+  };
+}

@@ -1,7 +1,6 @@
 import { Hono } from 'hono';
 import * as v from 'valibot';
-import { afterFanoutWrites } from '../../src/broadcasts/broadcast-fanout.ts';
-import { BROADCAST_KINDS, toBroadcast, type BroadcastRow, type Broadcasts, type DeliveryReport } from '../../src/broadcasts/broadcasts.ts';
+import { BROADCAST_KINDS, PENDING_REPORT, toBroadcast, type BroadcastRow, type Broadcasts, type DeliveryReport } from '../../src/broadcasts/broadcasts.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { mosqueGate, type GateDeps } from '../guards.ts';
@@ -28,11 +27,10 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
   app.post('/:id/broadcasts', mosqueGate(deps, 'trigger'), async (c) => {
     const b = await readJson(c, BroadcastStart);
     const row = unwrap(deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
-    // issue 13: the row is committed and the start event is with the broker. The report (one statement over
-    // the mosque's devices) waits until aedes has written the event to the players; it is then the report
-    // as of the start: what is already known (unbound, muted, offline) counts at once.
-    await new Promise<void>((resolve) => afterFanoutWrites(resolve));
-    return c.json(show(row), 201);
+    // issue 13: the row is committed and the start event is with the broker, so the 201 goes now. Any count
+    // (a statement over the timeline, or even a pass over 10,000 devices in memory: 16-26 ms of CPU here) would
+    // run before aedes writes to the first player, so the report is marked pending; GET of the broadcast has it.
+    return c.json({ ...toBroadcast(row), report: PENDING_REPORT }, 201);
   });
 
   app.post('/:id/broadcasts/:bid/stop', mosqueGate(deps, 'trigger'), (c) => {

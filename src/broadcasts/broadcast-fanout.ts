@@ -65,6 +65,10 @@ export function createFanout(deps: {
      FROM devices d WHERE d.mosque_id = ?`,
   );
 
+  // Starts whose transmitter commands and pushes still wait behind the fan-out writes (afterStart). The POST
+  // answers before they run, so a stop can come first: its broadcast_stop must stay the transmitters' last word.
+  const startsPending = new Set<string>();
+
   function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
     const streamUrl = deps.mosques.findById(b.mosque_id)?.stream_url ?? null;
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
@@ -93,7 +97,10 @@ export function createFanout(deps: {
      * subscription.
      */
     afterStart(b: BroadcastRow): void {
+      startsPending.add(b.id);
       afterFanoutWrites(() => {
+        // Stopped meanwhile: a broadcast_start now would leave the transmitters playing, a push would announce nothing.
+        if (!startsPending.delete(b.id)) return;
         commandTransmitters(b, 'start');
         const users = recipientsByKind[b.kind]!.all(b.mosque_id).map((r) => r.user_id);
         const mosque = deps.mosques.findById(b.mosque_id);
@@ -104,6 +111,7 @@ export function createFanout(deps: {
     },
 
     onStop(b: BroadcastRow): void {
+      startsPending.delete(b.id);
       publishEvent(b, 'stop');
       commandTransmitters(b, 'stop');
     },

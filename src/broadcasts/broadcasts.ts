@@ -16,7 +16,14 @@ export interface DeliveryReport {
   stream_error: number;
   other: number;
   push: { queued: number; sent: number; failed: number };
+  /** Only in the start's 201 (issue 13): the counts are not read yet, all zero; GET of the broadcast has them. */
+  pending?: true;
 }
+
+/** What the start's 201 carries instead of counts it would have to read before the players hear the start. */
+export const PENDING_REPORT: Readonly<DeliveryReport> = Object.freeze({
+  playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: Object.freeze({ queued: 0, sent: 0, failed: 0 }), pending: true,
+});
 
 export interface BroadcastRow {
   id: string;

@@ -296,7 +296,7 @@ test('a bad limit or before answers 400; the feed is for admins (member 403, str
 
 const ZERO_REPORT = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: { queued: 0, sent: 0, failed: 0 } };
 
-test('a trigger admin starts a broadcast (201, live) that carries a delivery report with zero counts', async (t) => {
+test('a trigger admin starts a broadcast (201, live) whose report is pending; GET then gives the same record with zero counts', async (t) => {
   const { ts, root, mosque } = await world(t);
   const muezzin = await member(ts, 'muezzin@example.com');
   await makeAdmin(ts, root.token, mosque.id, muezzin, { can_trigger: true });
@@ -311,10 +311,11 @@ test('a trigger admin starts a broadcast (201, live) that carries a delivery rep
   assert.equal(res.body.started_by, muezzin.id);
   assert.match(res.body.started_at, /^\d{4}-\d\d-\d\dT/);
   assert.equal(res.body.stopped_at, null);
-  assert.deepEqual(res.body.report, ZERO_REPORT);
+  // issue 13: the 201 does not wait for the report.
+  assert.deepEqual(res.body.report, { ...ZERO_REPORT, pending: true });
   const read = await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts/${res.body.id}`, muezzin.token);
   assert.equal(read.status, 200);
-  assert.deepEqual(read.body, res.body);
+  assert.deepEqual(read.body, { ...res.body, report: ZERO_REPORT });
 });
 
 test('an unknown broadcast kind or a bad field answers 400 and starts nothing', async (t) => {

@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mayReceive, maySubscribe, parseBroadcastTopic, parseDeviceTopic, publishChannel, type DeviceIdentity } from '../../broker/topics.ts';
+import { createForwardCheck, mayReceive, maySubscribe, parseBroadcastTopic, parseDeviceTopic, publishChannel, type DeviceIdentity } from '../../broker/topics.ts';
 import { filterMatches, fixedPrefix } from '../../broker/retained-index.ts';
 
 // Contract 8 topic rules, as pure functions (broker/topics.ts).
@@ -118,13 +118,27 @@ describe('maySubscribe', () => {
     ['entitled player: broadcast wildcard', player, 'mosques/+/broadcast', always, false],
     ['entitled player: broadcast extra level', player, 'mosques/m1/broadcast/x', always, false],
   ];
+  // One broker-side check for the whole table, as aedes uses it: its memo of the last topic must never
+  // answer for another topic or another device.
+  let current: (d: DeviceIdentity, m: string) => boolean = never;
+  const forward = createForwardCheck((d, m) => current(d, m));
   for (const [name, device, filter, entitled, expected] of rows) {
     test(`${device.kind} ${name}: ${JSON.stringify(filter)} -> ${expected}`, () => {
       assert.equal(maySubscribe(device, filter, entitled), expected);
       // Delivery is re-checked with the same rule.
       assert.equal(mayReceive(device, filter, entitled), expected);
+      current = entitled;
+      assert.equal(forward(device, filter), expected);
     });
   }
+
+  test('the forward check answers each subscriber of one topic for itself', () => {
+    const forward = createForwardCheck((d) => d.id === 'dpl');
+    const other: DeviceIdentity = { ...player, id: 'dpl2' };
+    const topic = 'mosques/m1/broadcast';
+    assert.deepEqual([player, other, tx, player].map((d) => forward(d, topic)), [true, false, false, true]);
+    assert.deepEqual([forward(tx, 'devices/dtx/cmd'), forward(player, 'devices/dtx/cmd'), forward(player, topic)], [true, false, true]);
+  });
 
   test('entitlement is asked about the player and its own mosque only', () => {
     const asked: Array<[string, string]> = [];
@@ -142,6 +156,11 @@ describe('maySubscribe', () => {
     assert.equal(mayReceive(player, 'mosques/m1/broadcast', entitled), true);
     leased = false;
     assert.equal(mayReceive(player, 'mosques/m1/broadcast', entitled), false);
+    leased = true;
+    const forward = createForwardCheck(entitled);
+    assert.equal(forward(player, 'mosques/m1/broadcast'), true);
+    leased = false;
+    assert.equal(forward(player, 'mosques/m1/broadcast'), false);
   });
 });
 
