@@ -143,7 +143,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     finals.push({ name: 'database', close: () => db.close() });
     logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config), ...storageLimit(db, config) }, 'database ready');
     const faults = createFaults({ db, clock, logger });
-    // Closed last of the closers (they close in reverse), so db.close is the last connection and removes the WAL.
+    // Stopped before db.close, so that is the last connection and folds the WAL away (see also the end of start).
     const checkpointer = checkpointInBackground(db, { onError: (err) => faults.report('database checkpoint', err) });
     closers.push({ name: 'database checkpointer', close: () => checkpointer.close() });
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
@@ -312,6 +312,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
     startFeed();
+    // Once started, the checkpointer stops first of all (closers run in reverse): a part that hangs until the
+    // stop's deadline must not keep it running past db.close. What is written meanwhile checkpoints inline.
+    closers.push({ name: 'database checkpointer (first to stop)', close: () => checkpointer.close() });
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
 
