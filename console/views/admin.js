@@ -4,6 +4,7 @@
 import { api, currentUser } from '../api.js';
 import { button, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
+import { openLive } from '../live.js';
 import { flash } from '../nav.js';
 import { allUsers } from './super.js';
 import { badge } from './why.js';
@@ -11,7 +12,6 @@ import { badge } from './why.js';
 const KINDS = ['azaan', 'jummah', 'waaz', 'announcement'];
 const PRAYERS = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
 const LIVE_REPORT_REFRESH_MS = 5_000;
-const RECONNECT_MS = 5_000;
 const ACTIVITY_PAGE = 20;
 const TABS = [['', 'admin.tab_overview'], ['/devices', 'admin.tab_devices'], ['/team', 'admin.tab_team'], ['/activity', 'admin.tab_activity'], ['/schedule', 'schedule.link']];
 
@@ -146,51 +146,4 @@ export function activityText(a, emails) {
   if (a.kind === 'membership.removed' && a.actor_user_id && a.actor_user_id !== d.user_id) key += '_by';
   const text = t(key, vars);
   return text === key ? t('activity.other', vars) : text;
-}
-
-/**
- * One reload at a time: events arriving while one runs ask for a single reload after it (a reconnect storm
- * of a hundred devices costs two reads of the list, not a hundred).
- */
-function coalesced(reload) {
-  let running = false;
-  let again = false;
-  const run = async () => {
-    if (running) { again = true; return; }
-    running = true;
-    try { await reload(); } catch { /* the next event or the reconnect reads again */ }
-    running = false;
-    if (again) { again = false; void run(); }
-  };
-  return () => void run();
-}
-
-/** The mosque's event stream; a dropped stream is reopened with a fresh ticket (a ticket opens one stream). */
-export function openLive(id, status, handlers) {
-  let source = null;
-  let timer = null;
-  let stopped = false;
-  const connect = async () => {
-    try {
-      const { ticket } = await api('POST', `/mosques/${id}/events/ticket`);
-      if (stopped) return;
-      source = new EventSource(`/api/v1/mosques/${encodeURIComponent(id)}/events/stream?ticket=${encodeURIComponent(ticket)}`);
-      source.onopen = () => { status.textContent = t('live.on'); };
-      for (const [type, reload] of Object.entries(handlers)) source.addEventListener(type, coalesced(reload));
-      source.onerror = () => {
-        source.close();
-        status.textContent = t('live.off');
-        if (!stopped) timer = setTimeout(connect, RECONNECT_MS);
-      };
-    } catch {
-      status.textContent = t('live.off');
-      if (!stopped) timer = setTimeout(connect, RECONNECT_MS);
-    }
-  };
-  void connect();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-    source?.close();
-  };
 }

@@ -3,7 +3,8 @@
 import { api } from '../api.js';
 import { button, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
-import { mosqueContext, mosqueHeader, openLive } from './admin.js';
+import { openLive } from '../live.js';
+import { mosqueContext, mosqueHeader } from './admin.js';
 import { badge, durationText, seenText, whyText } from './why.js';
 
 const COMMANDS = ['ping', 'identify', 'play_test', 'diag_bundle'];

@@ -3,8 +3,8 @@
 import { api } from '../api.js';
 import { h, replace } from '../dom.js';
 import { language, t } from '../i18n.js';
+import { openLive } from '../live.js';
 
-const RECONNECT_MS = 5_000;
 /** A card whose day is over is read again, at most this often (a phone whose clock is far off would ask every second). */
 const REREAD_MS = 60_000;
 const REPORT_PARTS = ['playing', 'unbound', 'muted', 'offline', 'stream_error', 'other'];
@@ -171,37 +171,5 @@ export async function scheduleView(page, id) {
       slots));
   await load();
   // A slot's status moves with the ready check, a start, the missed check and a stop: read the day again.
-  return openLive(id, liveState, ['schedule', 'broadcast'], () => load());
-}
-
-/** The mosque's event stream (a ticket opens one stream; a dropped one reopens with a fresh ticket). */
-export function openLive(id, status, types, reload) {
-  let source = null;
-  let timer = null;
-  let stopped = false;
-  const retry = () => {
-    status.textContent = t('live.off');
-    if (!stopped) timer = setTimeout(connect, RECONNECT_MS);
-  };
-  const connect = async () => {
-    try {
-      const { ticket } = await api('POST', `/mosques/${id}/events/ticket`);
-      if (stopped) return;
-      source = new EventSource(`/api/v1/mosques/${encodeURIComponent(id)}/events/stream?ticket=${encodeURIComponent(ticket)}`);
-      source.onopen = () => { status.textContent = t('live.on'); };
-      for (const type of types) source.addEventListener(type, () => void reload().catch(() => {}));
-      source.onerror = () => {
-        source.close();
-        retry();
-      };
-    } catch {
-      retry();
-    }
-  };
-  void connect();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-    source?.close();
-  };
+  return openLive(id, liveState, { schedule: load, broadcast: load });
 }
