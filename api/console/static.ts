@@ -55,7 +55,7 @@ interface Served {
 }
 
 /** PNGs are compressed already; everything else of the console is text. */
-const COMPRESSIBLE = new Set(['.html', '.js', '.css', '.json', '.svg']);
+const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.svg']);
 
 /** Done once at start (under 0.1 s for the whole console on this machine), never per request. */
 function precompress(name: string, raw: Buffer): Served {

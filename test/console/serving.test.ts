@@ -74,7 +74,7 @@ test('console files go out brotli- or gzip-compressed as the client accepts, wit
   const index = await get('/', 'identity');
   const script = /src="(\/c\/[0-9a-f]{12}\/app\.js)"/.exec(index.bytes.toString('utf8'))?.[1];
   assert.ok(script);
-  for (const path of ['/', script, script.replace('app.js', 'i18n/en.json'), script.replace('app.js', 'style.css')]) {
+  for (const path of ['/', script, script.replace('app.js', 'i18n/en.json'), script.replace('app.js', 'style.css'), script.replace('app.js', 'vendor/uqr.mjs')]) {
     // undici's fetch would decode the body itself: read the bytes as they were sent, with node:http.
     const raw = await rawGet(`${ts.url}${path}`, 'identity');
     assert.equal(raw.headers['content-encoding'], undefined, `${path}: identity asked, none sent`);
