@@ -11,7 +11,7 @@ import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks, type HookDeps } from './hooks.ts';
 import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './retained-index.ts';
 import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
-import { GuardedStream, createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
+import { createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
 
 export const WEBSOCKET_PATH = '/mqtt';
 
@@ -80,7 +80,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const guard = createSocketGuard(deps.limits, counters);
   // CONNACK 0: the connection is a device now; it leaves the handshake count and gets the packet cap.
   aedes.on('connackSent', (connack, client) => {
-    if (connack.returnCode === 0 && client.conn instanceof GuardedStream) client.conn.trust();
+    if (connack.returnCode === 0) guard.trust(client.conn);
   });
   const ready = new WeakSet<Client>();
   // A persistence or pub/sub failure (Redis gone, a stored will that could not be published) is reported,

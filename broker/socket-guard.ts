@@ -80,89 +80,60 @@ export function createSocketGuard(limits: MqttLimits, counters: GuardCounters) {
       return ticket;
     },
 
-    /** The byte guard in front of aedes.handle for one admitted connection. */
-    wrap(inner: Duplex, ticket: { trusted(): void }): GuardedStream {
-      return new GuardedStream(inner, limits, counters, ticket);
+    /**
+     * Puts the byte guard in front of aedes for one admitted connection and hands back the same stream:
+     * aedes reads a connection only through `read()` (on 'readable'), so the guard wraps that one method and
+     * scans each fixed header before aedes's parser sees the bytes. A packet announcing more than the cap
+     * (MQTT_MAX_CONNECT_BYTES until CONNACK, MQTT_MAX_PACKET_BYTES after) closes the connection at its header
+     * instead of being buffered past the socket's own high-water mark; so does a connection without CONNACK
+     * within MQTT_CONNECT_TIMEOUT_S. Writes go straight to the socket: no second stream to pass through on
+     * every packet (issue 13: a Duplex in between cost every read and write its own stream machinery).
+     */
+    wrap<S extends Duplex>(inner: S, ticket: { trusted(): void }): S {
+      const scanner = createHeaderScanner();
+      const state: Guarded = { limit: limits.maxConnectBytes, timer: null, ticket };
+      state.timer = setTimeout(() => {
+        counters.closed_connect_timeout++;
+        inner.destroy();
+      }, limits.connectTimeoutS * 1000);
+      inner.once('close', () => {
+        if (state.timer) clearTimeout(state.timer);
+        state.timer = null;
+      });
+      const read = inner.read;
+      inner.read = function guardedRead(this: S, size?: number) {
+        const chunk = read.call(this, size) as Buffer | string | null;
+        if (chunk === null || inner.destroyed) return chunk;
+        const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+        const verdict = scanChunk(scanner, bytes, state.limit);
+        if (verdict === 'ok') return chunk;
+        counters[counterOf[verdict]]++;
+        inner.destroy();
+        return null;
+      };
+      guarded.set(inner, state);
+      return inner;
+    },
+
+    /** CONNACK 0 went out: the connection is a device now and gets the larger cap. */
+    trust(stream: object): void {
+      const state = guarded.get(stream);
+      if (!state) return;
+      if (state.timer) clearTimeout(state.timer);
+      state.timer = null;
+      state.limit = limits.maxPacketBytes;
+      state.ticket.trusted();
     },
   };
 }
 
-export type SocketGuard = ReturnType<typeof createSocketGuard>;
-
-/**
- * A duplex over the connection's stream that reads each fixed header before aedes's parser sees the bytes:
- * a packet announcing more than the cap (MQTT_MAX_CONNECT_BYTES until CONNACK, MQTT_MAX_PACKET_BYTES after)
- * closes the connection at its header instead of being buffered; so does a connection without CONNACK
- * within MQTT_CONNECT_TIMEOUT_S. Writes pass straight through (with cork batching kept by _writev).
- */
-export class GuardedStream extends Duplex {
-  #inner: Duplex;
-  #scanner = createHeaderScanner();
-  #limit: number;
-  #packetLimit: number;
-  #timer: NodeJS.Timeout | null;
-  #ticket: { trusted(): void };
-
-  constructor(inner: Duplex, limits: MqttLimits, counters: GuardCounters, ticket: { trusted(): void }) {
-    super({ allowHalfOpen: false });
-    this.#inner = inner;
-    this.#limit = limits.maxConnectBytes;
-    this.#packetLimit = limits.maxPacketBytes;
-    this.#ticket = ticket;
-    this.#timer = setTimeout(() => {
-      counters.closed_connect_timeout++;
-      this.destroy();
-    }, limits.connectTimeoutS * 1000);
-    inner.on('data', (chunk: Buffer) => {
-      if (this.destroyed) return;
-      const verdict = scanChunk(this.#scanner, chunk, this.#limit);
-      if (verdict !== 'ok') {
-        counters[counterOf[verdict]]++;
-        this.destroy();
-        return;
-      }
-      if (!this.push(chunk)) inner.pause();
-    });
-    inner.once('end', () => this.push(null));
-    inner.once('error', (err) => this.destroy(err));
-    inner.once('close', () => this.destroy());
-  }
-
-  /** CONNACK 0 went out: the connection is a device now and gets the larger cap. */
-  trust(): void {
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
-    this.#limit = this.#packetLimit;
-    this.#ticket.trusted();
-  }
-
-  override _read(): void {
-    this.#inner.resume();
-  }
-
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    if (this.#inner.write(chunk)) cb();
-    else this.#inner.once('drain', () => cb());
-  }
-
-  override _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void {
-    const inner = this.#inner;
-    inner.cork();
-    let flowing = true;
-    for (const { chunk } of chunks) flowing = inner.write(chunk);
-    inner.uncork();
-    if (flowing) cb();
-    else inner.once('drain', () => cb());
-  }
-
-  override _final(cb: (err?: Error | null) => void): void {
-    this.#inner.end(() => cb());
-  }
-
-  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
-    this.#inner.destroy();
-    cb(err);
-  }
+interface Guarded {
+  limit: number;
+  timer: NodeJS.Timeout | null;
+  ticket: { trusted(): void };
 }
+
+/** The guard's state of each connection it wraps, found again from aedes's `client.conn` at CONNACK. */
+const guarded = new WeakMap<object, Guarded>();
+
+export type SocketGuard = ReturnType<typeof createSocketGuard>;
