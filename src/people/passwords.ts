@@ -123,7 +123,9 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
       closed = true;
       for (const timer of idleTimers.values()) clearTimeout(timer);
       for (const job of queue.splice(0)) job.reject(new Error('password hasher is closed'));
-      await Promise.all(workers.map((w) => w.terminate()));
+      // An idle worker is unref'd: ref it while it ends, or a process with nothing else left would drain its
+      // event loop before the exit came (a stop that never finishes; seen as cancelled tests under load).
+      await Promise.all(workers.map((w) => { w.ref(); return w.terminate(); }));
     },
   };
 }
