@@ -418,7 +418,11 @@ export class SimDevice extends EventEmitter {
         } catch (err) {
           this.lastError = errText(err);
         }
-        await new Promise<void>((resolve) => client.end(false, {}, () => resolve()));
+        // A graceful end waits for messages in flight; with the broker gone they never complete, and nothing
+        // else may be keeping the process alive: end it hard after a bound instead of waiting for ever.
+        await withTimeout(new Promise<void>((resolve) => client.end(false, {}, () => resolve())), 5000).catch(() => {
+          client.end(true);
+        });
       } else {
         this.setLocal('OFFLINE', 'shutdown', { reason: 'shutdown' });
         await new Promise<void>((resolve) => client.end(true, {}, () => resolve()));

@@ -87,6 +87,7 @@ test('an admin hears device status changes and broadcast start and stop of their
   await stream.until(() => stream.events.filter((e) => e.event === 'broadcast').length >= 2, 'broadcast start and stop');
   const actions = stream.events.filter((e) => e.event === 'broadcast').map((e) => [e.data.broadcast_id, e.data.action]);
   assert.deepEqual(actions, [[started.body.id, 'start'], [started.body.id, 'stop']]);
+  await sim.stop(); // while the service still runs (the after hooks close the service first)
 });
 
 test('another mosque\'s events never reach the stream', async (t) => {
