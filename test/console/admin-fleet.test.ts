@@ -106,14 +106,15 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await page.getByRole('heading', { name: 'Courtyard' }).waitFor();
   await page.goBack();
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
-  assert.equal(await filter.inputValue(), 'offline');
+  // The page draws its heading before it reads the devices and applies the filter: wait for the cards first.
   await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
+  assert.equal(await filter.inputValue(), 'offline');
   await page.reload();
   await signIn(page);
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
+  await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   assert.equal(await filter.inputValue(), 'offline');
   assert.equal(new URL(page.url()).searchParams.get('state'), 'offline');
-  await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   assert.deepEqual(await shownIds(page), [online!.device.id, stale!.device.id, gone!.device.id].sort());
   assert.deepEqual(problems, []);
 });
