@@ -5,7 +5,7 @@ import type { PeopleAuth } from '../src/people/auth.ts';
 import type { Clock } from '../src/platform/clock.ts';
 import type { TrustProxy } from '../src/platform/net/client-address.ts';
 import { storageFaultOf, type Faults } from '../src/platform/faults.ts';
-import { LazyChild, type Logger } from '../src/platform/log.ts';
+import type { Logger } from '../src/platform/log.ts';
 import type { SuperadminAuth } from '../src/people/superadmin.ts';
 import type { AccessTokens } from '../src/people/tokens.ts';
 import type { UserStore } from '../src/people/users.ts';
@@ -32,11 +32,12 @@ import type { ScheduleStore } from '../src/schedule/schedule-store.ts';
 import { CONSOLE_PATHS, consoleRoutes } from './console/static.ts';
 import { eventRoutes, type MosqueEvents } from './mosques/events.ts';
 import { authRoutes, authSecurityHeaders } from './people/auth.ts';
-import { requestHeader, type AppEnv } from './context.ts';
+import type { AppEnv } from './context.ts';
+import { withRequestContext } from './request-context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
 import { requireUser } from './guards.ts';
 import { meRoutes } from './people/me.ts';
-import { clientAddressOf, type LimiterStore } from './rate-limit.ts';
+import type { LimiterStore } from './rate-limit.ts';
 import type { ChangeFeed } from '../src/platform/changes.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -108,49 +109,24 @@ export interface ApiDeps {
   consoleDir: string | null;
 }
 
-const REQUEST_ID = /^[\w\-=]{1,255}$/;
-
-/**
- * What every request gets, in one middleware rather than three (each level of Hono's chain is an async
- * frame and a promise, issue 13): its request id (hono/request-id's rules: an inbound X-Request-Id of up
- * to 255 word characters, `-` and `=` is kept, else a random UUID; echoed in the response), the client
- * address TRUST_PROXY resolves, a logger bound to the request id, and the request line once it is answered.
- */
-function requestContext(logger: Logger, trust: TrustProxy): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const inbound = requestHeader(c, 'x-request-id');
-    const reqId = inbound && REQUEST_ID.test(inbound) ? inbound : crypto.randomUUID();
-    c.set('requestId', reqId);
-    c.header('X-Request-Id', reqId);
-    const client = clientAddressOf(c, trust);
-    c.set('clientAddress', client);
-    c.set('logger', new LazyChild(logger, { req_id: reqId }));
-    const started = performance.now();
-    await next();
-    // The line a child logger bound to req_id would write, without making one per request.
-    if (logger.isLevelEnabled?.('info') === false) return;
-    logger.info({ req_id: reqId, method: c.req.method, path: c.req.path, client, status: c.res.status, ms: Math.round(performance.now() - started) }, 'request');
-  };
-}
-
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
 export function handlerRoutes(app: { routes: Array<{ method: string; path: string }> }): Array<{ method: string; path: string }> {
   const seen = new Map<string, { method: string; path: string }>();
-  for (const r of app.routes) if (r.method !== 'ALL' && !CONSOLE_PATHS.has(r.path)) seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
+  for (const r of app.routes) if (r.method !== 'ALL' && !r.path.endsWith('*') && !CONSOLE_PATHS.has(r.path)) seen.set(`${r.method} ${r.path}`, { method: r.method, path: r.path });
   return [...seen.values()];
 }
 
-/** The HTTP door: every route, the error table, request ids and the body limit. */
+/** The HTTP door: every route, the error table, request ids and the body limit; `fetch` is node-server's handler. */
 export function createApi(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
-  app.use('*', requestContext(deps.logger, deps.trustProxy));
   // Before the body limit, so an oversized body refused there still gets the auth headers.
   app.use('/api/v1/auth/*', authSecurityHeaders);
   const limitBody = bodyLimit({ maxSize: BODY_LIMIT_BYTES, onError: () => { throw new ApiError('payload_too_large'); } });
-  // @hono/node-server gives GET and HEAD no body, and bodyLimit's look at c.req.raw.body would build the
-  // full WHATWG Request (an AbortController, undici Headers) for every one of them just to find that out.
-  app.use('*', (c, next) => (c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next)));
+  // Only where a body can come: @hono/node-server gives GET and HEAD none, and bodyLimit's look at
+  // c.req.raw.body would build the full WHATWG Request (an AbortController, undici Headers) for every one of
+  // them just to find that out. Registered by method, a GET does not even pass through it (issue 13).
+  app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', limitBody);
 
   app.get('/healthz', (c) => {
     const parts = deps.health();
@@ -193,13 +169,13 @@ export function createApi(deps: ApiDeps) {
     }
     if (err instanceof HTTPException && err.status === 413) return c.json(errorBody('payload_too_large'), 413);
     if (storageFaultOf(err)) {
-      deps.faults.report('http write', err, { req_id: c.var.requestId, method: c.req.method, path: c.req.path });
+      deps.faults.report('http write', err, { req_id: c.env.requestId, method: c.req.method, path: c.req.path });
       return c.json(errorBody('storage_unavailable'), 503);
     }
     // Never a stack trace to the client: the request id is what an operator needs to find it in the log.
-    (c.var.logger ?? deps.logger).error({ err: { message: err.message, stack: err.stack } }, 'unhandled error');
-    return c.json(errorBody('internal_error', `Internal error; request id ${c.var.requestId}`), 500);
+    deps.logger.error({ req_id: c.env.requestId, err: { message: err.message, stack: err.stack } }, 'unhandled error');
+    return c.json(errorBody('internal_error', `Internal error; request id ${c.env.requestId}`), 500);
   });
-  return app;
+  return { routes: app.routes, fetch: withRequestContext(app.fetch, deps.logger, deps.trustProxy) };
 }
 

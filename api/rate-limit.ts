@@ -1,9 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
-import { getConnInfo } from '@hono/node-server/conninfo';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { resolveClientAddress, type TrustProxy } from '../src/platform/net/client-address.ts';
 import { ApiError } from './errors.ts';
-import { requestHeader, type AppContext, type AppEnv } from './context.ts';
+import type { AppEnv } from './context.ts';
 
 /**
  * Where the limits are counted: null in memory (one process); with REDIS_URL, the service's ioredis
@@ -35,25 +33,11 @@ export function createLimiter(pointsPerMinute: number, store: LimiterStore = nul
   };
 }
 
-/** The peer of the socket (the last hop, a proxy or the client itself). */
-export function socketAddress(c: AppContext): string | undefined {
-  try {
-    return getConnInfo(c).remote.address;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The client of this request as TRUST_PROXY decides (whether X-Forwarded-For counts); resolved once per request. */
-export function clientAddressOf(c: AppContext, trust: TrustProxy): string {
-  return resolveClientAddress(socketAddress(c), requestHeader(c, 'x-forwarded-for'), trust);
-}
-
 /** Limits every request under the path per client address. */
 export function perAddressLimit(pointsPerMinute: number, store: LimiterStore = null, name = 'address'): MiddlewareHandler<AppEnv> {
   const consume = createLimiter(pointsPerMinute, store, name);
   return async (c, next) => {
-    await consume(c.get('clientAddress'));
+    await consume(c.env.clientAddress());
     await next();
   };
 }

@@ -25,37 +25,3 @@ export const silentLogger: Logger = {
   },
 };
 
-/**
- * A child logger made on its first use: most requests log nothing but their one request line, and a
- * pino child per request (its bindings serialized) was a measurable share of a bare route (issue 13).
- * A class, not an object of six closures per request (under tsx each closure also passes esbuild's __name
- * helper, which showed in the profile).
- */
-export class LazyChild implements Logger {
-  #made: Logger | undefined;
-  constructor(
-    private readonly parent: Logger,
-    private readonly bindings: Record<string, unknown>,
-  ) {}
-  #child(): Logger {
-    return (this.#made ??= this.parent.child(this.bindings));
-  }
-  debug(obj: object, msg?: string): void {
-    this.#child().debug(obj, msg);
-  }
-  info(obj: object, msg?: string): void {
-    this.#child().info(obj, msg);
-  }
-  warn(obj: object, msg?: string): void {
-    this.#child().warn(obj, msg);
-  }
-  error(obj: object, msg?: string): void {
-    this.#child().error(obj, msg);
-  }
-  child(bindings: Record<string, unknown>): Logger {
-    return this.#child().child(bindings);
-  }
-  isLevelEnabled(level: 'debug' | 'info' | 'warn' | 'error'): boolean {
-    return this.parent.isLevelEnabled?.(level) ?? true;
-  }
-}
