@@ -159,9 +159,11 @@ export function createApi(deps: ApiDeps) {
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.
-  if (deps.consoleDir) app.route('/', consoleRoutes(deps.consoleDir, deps.publicUrl).app);
+  const consolePages = deps.consoleDir ? consoleRoutes(deps.consoleDir, deps.publicUrl) : null;
+  if (consolePages) app.route('/', consolePages.app);
 
-  app.notFound((c) => c.json(errorBody('not_found'), 404));
+  // A console page (its client-side routes) is what a path that names no route may still be.
+  app.notFound((c) => consolePages?.pageFor(c) ?? c.json(errorBody('not_found'), 404));
   app.onError((err, c) => {
     if (err instanceof ApiError) {
       for (const [name, value] of Object.entries(err.headers ?? {})) c.header(name, value);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import zlib from 'node:zlib';
 import { Hono } from 'hono';
-import type { AppEnv } from '../context.ts';
+import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
 
 /**
@@ -117,7 +117,7 @@ const CLIENT_ROUTES = /^\/(?:|signin|signup|superadmin|admin|join\/[A-Za-z0-9_-]
 const VENDORED = { 'vendor/uqr.mjs': 'uqr' };
 
 /** The console's own paths (Hono syntax): pages and files, not API routes (docs/console.md, not OpenAPI). */
-export const CONSOLE_PATHS = new Set(['/c/:build/*', '/sw.js', '/*', '*']);
+export const CONSOLE_PATHS = new Set(['/c/:build/*', '/sw.js']);
 
 /** `publicUrl`: PUBLIC_URL's origin, handed to the page so a printed join link names it, not a LAN address. */
 export function consoleRoutes(dir: string, publicUrl: string | null = null) {
@@ -155,10 +155,15 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   if (worker) {
     app.get('/sw.js', (c) => c.body(new Uint8Array(worker), 200, { ...PAGE_HEADERS, 'Content-Type': TYPES['.js']!, 'Cache-Control': 'no-cache' }));
   }
-  app.get('*', (c, next) => {
-    if (!CLIENT_ROUTES.test(c.req.path)) return next();
+  /**
+   * The page for a console path, or null: called from the API's not-found handler rather than registered as
+   * a `get('*')`, which every GET would match beside its own route and so pass through a compose chain
+   * (issue 13: /healthz answered through a promise because of it).
+   */
+  const pageFor = (c: AppContext): Response | null => {
+    if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || !CLIENT_ROUTES.test(c.req.path)) return null;
     const { body, headers } = encode(index, c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, { ...PAGE_HEADERS, ...headers, 'Content-Type': TYPES['.html']!, 'Cache-Control': 'no-cache' });
-  });
-  return { app, build };
+  };
+  return { app, build, pageFor };
 }
