@@ -136,7 +136,9 @@ class Child {
   private readonly readyP: Promise<ChildMessage>;
 
   constructor(readonly name: string, mode: 'minaret' | 'bare', env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench', 'broadcast-server.ts'), mode], {
+    // BENCH_BROKER_NODE_ARGS: extra node flags for the server children, as in bench/devices.ts (e.g. "--cpu-prof").
+    const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
+    this.proc = spawn(process.execPath, [...extra, '--import', 'tsx', path.join(ROOT, 'bench', 'broadcast-server.ts'), mode], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
