@@ -32,6 +32,8 @@ export interface DeviceRow {
   config: string;
   config_version: number;
   lease_expires_at: number | null;
+  /** The signed lease of lease_expires_at (migration 010), reused on reconnect while not due for renewal. */
+  lease_token: string | null;
   log_level: string | null;
   log_level_until: number | null;
   created_at: number;
