@@ -329,10 +329,11 @@ function guarded(hooks: Hooks, deps: HookDeps): Hooks {
     // The connection stays: MQTT 3.1.1 has no negative acknowledgement, and closing it would not help a full disk.
     authorizePublish(client, packet, done) {
       const answer = once(done);
-      const parsed = parseDeviceTopic(packet.topic);
       try {
         hooks.authorizePublish(client, packet, answer);
       } catch (err) {
+        // The topic is read here, on the rare throw, not before every publish (issue 13: per-packet work).
+        const parsed = parseDeviceTopic(packet.topic);
         const deviceId = client?.id ?? parsed?.deviceId ?? null;
         if (deviceId) deps.telemetry.writeFailed(deviceId, parsed?.channel ?? 'publish', err);
         else deps.faults.report('mqtt publish hook', err);

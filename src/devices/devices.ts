@@ -269,7 +269,8 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
     verifySecret(id: string, password: string): boolean {
       if (!registry.has(id)) refresh(id);
       const info = registry.get(id);
-      const presented = crypto.createHash('sha256').update(password).digest();
+      // One-shot hash (node >= 20.12): the same SHA-256 without a Hash object per CONNECT (issue 13).
+      const presented = crypto.hash('sha256', password, 'buffer');
       const expected = info?.secretHash ?? crypto.randomBytes(32);
       return crypto.timingSafeEqual(presented, expected) && info !== undefined && info.enabled;
     },
