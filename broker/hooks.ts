@@ -34,6 +34,11 @@ export interface HookDeps {
   withoutBudgets?: boolean;
   /** Reconnect flapping (MQTT_FLAP_*). */
   flap: FlapRule;
+  /**
+   * Several processes share the devices (REDIS_URL): each CONNECT names its broker process in the device's
+   * row, for the stored-will check. A single process keeps that in memory only (issue 13: no UPDATE per CONNECT).
+   */
+  claimsConnections?: boolean;
   /** A transmitter announced its own mosque's broadcast (issue 11: it may serve a scheduled azaan). */
   onDeviceBroadcast?: (mosqueId: string, event: { broadcast_id: string; kind: string; action: 'start' | 'stop' }) => void;
 }
@@ -235,7 +240,7 @@ export function createHooks(deps: HookDeps): Hooks {
       if (banned) return done(banned, false);
       // The new connection becomes the device's current one now, before aedes closes a taken-over one:
       // that old connection's will and disconnect must not mark the device OFFLINE.
-      deps.telemetry.connected(id, client, (client as unknown as { broker: { id: string } }).broker.id);
+      deps.telemetry.connected(id, client, deps.claimsConnections ? (client as unknown as { broker: { id: string } }).broker.id : undefined);
       // A config push that could not be written (disk full) must not keep the device out: it has its retained one.
       try {
         deps.onAuthenticated(id);

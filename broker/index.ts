@@ -58,7 +58,7 @@ export interface Broker {
 /** The device door: aedes with the hooks of broker/hooks.ts, on TCP and on WebSocket. */
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const redis = deps.redisUrl ? await redisParts(deps.redisUrl, (what, err) => deps.faults.report(what, err)) : null;
-  const hooks = createHooks(deps);
+  const hooks = createHooks({ ...deps, claimsConnections: redis !== null });
   const counters: BrokerCounters = { ...newGuardCounters(), queued_messages_dropped: 0 };
   const persistence = redis ? redis.persistence : createIndexedMemoryPersistence();
   const sessions = redis

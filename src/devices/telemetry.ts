@@ -64,9 +64,16 @@ interface Live {
 
 const OVERLAY_FIELDS = ['rssi', 'ip', 'uptime_s', 'free_heap', 'volume', 'config_version'] as const;
 
-/** `base` with the fields `report` carries laid over it: the row's COALESCE rule, kept in memory. */
+/**
+ * `base` with the fields `report` carries laid over it: the row's COALESCE rule, kept in memory. `base` is
+ * changed in place (a new object only when there is none): this runs on every heartbeat, twice, and each
+ * device's two merged reports are its own objects, read synchronously by the flush and by GET (issue 13).
+ */
 function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusReport): HeartbeatReport {
-  const merged: HeartbeatReport = { ...(base ?? {}), v: report.v, status: report.status, ts: report.ts };
+  const merged = base ?? ({} as HeartbeatReport);
+  merged.v = report.v;
+  merged.status = report.status;
+  merged.ts = report.ts;
   for (const key of OVERLAY_FIELDS) {
     const value = (report as Partial<Pick<HeartbeatReport, (typeof OVERLAY_FIELDS)[number]>>)[key];
     if (value !== undefined) (merged as unknown as Record<string, unknown>)[key] = value;
@@ -203,6 +210,8 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     }
   }
 
+  const writeTransitionNow = db.transaction(writeTransition);
+
   /** Memory follows the committed row; listeners hear of a transition only once it is written. */
   function applied(s: Live, id: string, from: string, to: string, reason: string | null): void {
     s.status = to;
@@ -244,7 +253,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     commits.flush();
     const s = stateOf(id);
     const from = s.status;
-    db.transaction(() => writeTransition(id, from, report, source))();
+    writeTransitionNow(id, from, report, source);
     applied(s, id, from, report.status, report.reason ?? null);
   }
 
