@@ -4,7 +4,7 @@ import type { DeviceInfo } from '../../src/devices/devices.ts';
 import type { Clock } from '../../src/platform/clock.ts';
 import type { Faults } from '../../src/platform/faults.ts';
 import type { Logger } from '../../src/platform/log.ts';
-import { LOG_MIN_INTERVAL_MS, type Telemetry } from '../../src/devices/telemetry.ts';
+import { LOG_MIN_INTERVAL_MS, type Telemetry } from '../../src/devices/telemetry/telemetry.ts';
 import { createBudgets, type BudgetChannel, type Rate } from '../budgets.ts';
 import { createFlapDetector, type FlapRule } from '../flapping.ts';
 import type { AckReport } from '../payloads.ts';

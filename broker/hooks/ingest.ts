@@ -1,6 +1,6 @@
 import type { Client, PublishPacket } from 'aedes';
 import type { DeviceInfo } from '../../src/devices/devices.ts';
-import type { Telemetry } from '../../src/devices/telemetry.ts';
+import type { Telemetry } from '../../src/devices/telemetry/telemetry.ts';
 import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport, type BroadcastEvent } from '../payloads.ts';
 import { parseDeviceTopic } from '../topics.ts';
 import type { HookDeps } from './hooks.ts';

@@ -8,7 +8,7 @@ import { createDeviceService } from './device-service.ts';
 import { createDeviceStore, type DeviceRow } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
-import { createTelemetry, type StatusChange } from './telemetry.ts';
+import { createTelemetry, type StatusChange } from './telemetry/telemetry.ts';
 import { createTimeline } from './timeline.ts';
 import { createGroupCommit, type GroupWrite } from './group-commit.ts';
 import { createEntitlement } from './entitlement.ts';
