@@ -817,7 +817,7 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
   parts.push(
     `**Reading.** Connects: Minaret accepts ${pct(m.connectsPerS, b.connectsPerS)} of bare aedes's rate at ${ratio(m.connectCpuUs, b.connectCpuUs)} its broker CPU per connect. ` +
       'On top of aedes, each CONNECT is checked against the in-memory registry (SHA-256 of the password, the will topic) and the socket guard, leaves a `connected` timeline row (in the turn\'s group commit), and, ' +
-      'this being the first connect since the service started, has its retained config rebuilt and published after the CONNACK (the devices of one turn in one transaction); a stream player\'s carries a freshly signed Ed25519 lease.',
+      'this being the first connect since the service started, has its retained config rebuilt and published after the CONNACK (the devices of one turn in one transaction); a stream player\'s carries the Ed25519 lease it already holds (kept in its row; signed anew only when missing, stale or past half its life: here each was signed at registration, minutes before).',
   );
   parts.push(
     `Status: Minaret ingests ${pct(m.statusPerS, b.statusPerS)} of the bare broker's PUBACK rate at ${ratio(m.statusCpuUs, b.statusCpuUs)} its CPU per message (${fmt(m.statusCpuUs, 0)} µs against ${fmt(b.statusCpuUs, 0)} µs). ` +

@@ -8,7 +8,7 @@ import { WebSocketServer, createWebSocketStream } from 'ws';
 import type { Duplex } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
-import { createHooks, type HookDeps } from './hooks.ts';
+import { createHooks, type HookDeps } from './hooks/hooks.ts';
 import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './retained-index.ts';
 import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
 import { createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
@@ -55,10 +55,10 @@ export interface Broker {
   close(): Promise<void>;
 }
 
-/** The device door: aedes with the hooks of broker/hooks.ts, on TCP and on WebSocket. */
+/** The device door: aedes with the hooks of broker/hooks/, on TCP and on WebSocket. */
 export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const redis = deps.redisUrl ? await redisParts(deps.redisUrl, (what, err) => deps.faults.report(what, err)) : null;
-  const hooks = createHooks(deps);
+  const hooks = createHooks({ ...deps, claimsConnections: redis !== null });
   const counters: BrokerCounters = { ...newGuardCounters(), queued_messages_dropped: 0 };
   const persistence = redis ? redis.persistence : createIndexedMemoryPersistence();
   const sessions = redis

@@ -1,6 +1,6 @@
 import * as v from 'valibot';
 import { HEARTBEAT, MAX_HEARTBEAT_SECS, STATUSES, type DeviceKind } from '../src/devices/device-config.ts';
-import type { HeartbeatReport, LogReport, StatusReport } from '../src/devices/telemetry.ts';
+import type { HeartbeatReport, LogReport, StatusReport } from '../src/devices/telemetry/telemetry.ts';
 
 /** Device payload schemas (seed "Device status payload", "Heartbeat payload", "Log payload"; contract 8). */
 export const MAX_PAYLOAD_BYTES = 4096;

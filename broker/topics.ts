@@ -13,6 +13,8 @@ export interface DeviceIdentity {
 
 const PUBLISHABLE: ReadonlySet<string> = new Set<PublishChannel>(['status', 'heartbeat', 'log', 'ack']);
 const SUBSCRIBABLE: ReadonlySet<string> = new Set<DeviceChannel>(['config', 'cmd']);
+const OWN_PREFIX = 'devices/';
+const SLASH = 0x2f;
 
 /** `devices/{id}/{channel}` -> its parts; anything else -> null. */
 export function parseDeviceTopic(topic: string): { deviceId: string; channel: string } | null {
@@ -33,11 +35,15 @@ export function parseBroadcastTopic(topic: string): string | null {
  * transmitter) its own mosque's broadcast topic: no other device may publish there (issue 5).
  */
 export function publishChannel(device: DeviceIdentity, topic: string): PublishChannel | null {
+  // Asked on every publish (issue 13): the own prefix is compared in place instead of splitting the topic;
+  // the channel names hold no '/', so `devices/{id}/{channel}` with a publishable channel is exactly three levels.
+  const end = OWN_PREFIX.length + device.id.length;
+  if (topic.startsWith(OWN_PREFIX) && topic.startsWith(device.id, OWN_PREFIX.length) && topic.charCodeAt(end) === SLASH) {
+    const channel = topic.slice(end + 1);
+    return PUBLISHABLE.has(channel) ? (channel as PublishChannel) : null;
+  }
   const mosqueId = parseBroadcastTopic(topic);
-  if (mosqueId !== null) return device.kind === 'transmitter' && device.mosqueId === mosqueId ? 'broadcast' : null;
-  const parsed = parseDeviceTopic(topic);
-  if (!parsed || parsed.deviceId !== device.id || !PUBLISHABLE.has(parsed.channel)) return null;
-  return parsed.channel as PublishChannel;
+  return mosqueId !== null && device.kind === 'transmitter' && device.mosqueId === mosqueId ? 'broadcast' : null;
 }
 
 const hasWildcard = (filter: string) => filter.includes('#') || filter.includes('+');

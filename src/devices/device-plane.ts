@@ -8,9 +8,9 @@ import { createDeviceService } from './device-service.ts';
 import { createDeviceStore, type DeviceRow } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
-import { createTelemetry, type StatusChange } from './telemetry.ts';
+import { createTelemetry, type StatusChange } from './telemetry/telemetry.ts';
 import { createTimeline } from './timeline.ts';
-import { createGroupCommit } from './group-commit.ts';
+import { createGroupCommit, type GroupWrite } from './group-commit.ts';
 import { createEntitlement } from './entitlement.ts';
 import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
@@ -118,27 +118,31 @@ export function createDevicePlane(deps: {
    * its lease write shares the commit of its connected note and of the turn's statuses. Still before it can
    * subscribe: a SUBSCRIBE needs the CONNACK's round trip, so it is read in a later turn than this one.
    */
-  const configureAfterConnect = (id: string) =>
-    commits.add({
-      write: () => {
-        // In a savepoint: only the disk refusing may fail the turn's batch (and its statuses' PUBACKs with it).
-        try {
-          db.transaction(() => configureArrival(id))();
-        } catch (err) {
-          if (storageFaultOf(err)) throw err;
-          telemetry.writeFailed(id, 'connect', err);
-        }
-      },
-      settle: (err) => {
-        if (!err) return;
-        // Rolled back (the disk refused this batch): on its own, so the others of the batch do not decide.
-        try {
-          configureArrival(id);
-        } catch (again) {
-          telemetry.writeFailed(id, 'connect', again); // it keeps the retained config it has
-        }
-      },
-    });
+  // Built once: better-sqlite3 makes a new set of wrapper functions for every db.transaction() call (issue 13).
+  const configureInSavepoint = db.transaction((id: string) => configureArrival(id));
+  /** A class rather than a closure pair per CONNECT (under tsx each such closure also costs a keepNames __name call). */
+  class ArrivalWrite implements GroupWrite {
+    constructor(readonly id: string) {}
+    write(): void {
+      // In a savepoint: only the disk refusing may fail the turn's batch (and its statuses' PUBACKs with it).
+      try {
+        configureInSavepoint(this.id);
+      } catch (err) {
+        if (storageFaultOf(err)) throw err;
+        telemetry.writeFailed(this.id, 'connect', err);
+      }
+    }
+    settle(err: unknown): void {
+      if (!err) return;
+      // Rolled back (the disk refused this batch): on its own, so the others of the batch do not decide.
+      try {
+        configureArrival(this.id);
+      } catch (again) {
+        telemetry.writeFailed(this.id, 'connect', again); // it keeps the retained config it has
+      }
+    }
+  }
+  const configureAfterConnect = (id: string) => commits.add(new ArrivalWrite(id));
 
   return {
     devices,

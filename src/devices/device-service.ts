@@ -4,7 +4,7 @@ import { configPayload, type Binding, type DeviceKind, type DeviceSettings } fro
 import { topics, type DeviceLink } from './device-link.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
-import type { Telemetry } from './telemetry.ts';
+import type { Telemetry } from './telemetry/telemetry.ts';
 import type { Timeline } from './timeline.ts';
 
 export interface Registered {

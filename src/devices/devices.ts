@@ -32,6 +32,8 @@ export interface DeviceRow {
   config: string;
   config_version: number;
   lease_expires_at: number | null;
+  /** The signed lease of lease_expires_at (migration 010), reused on reconnect while not due for renewal. */
+  lease_token: string | null;
   log_level: string | null;
   log_level_until: number | null;
   created_at: number;
@@ -267,7 +269,8 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
     verifySecret(id: string, password: string): boolean {
       if (!registry.has(id)) refresh(id);
       const info = registry.get(id);
-      const presented = crypto.createHash('sha256').update(password).digest();
+      // One-shot hash (node >= 20.12): the same SHA-256 without a Hash object per CONNECT (issue 13).
+      const presented = crypto.hash('sha256', password, 'buffer');
       const expected = info?.secretHash ?? crypto.randomBytes(32);
       return crypto.timingSafeEqual(presented, expected) && info !== undefined && info.enabled;
     },

@@ -30,6 +30,8 @@ export function decide(device: Pick<DeviceRow, 'mosque_id' | 'enabled'>, members
 export interface Lease {
   mosqueId: string;
   expiresAt: number;
+  /** The signed JWT, reused while the lease is not due for renewal (null: none kept, e.g. a row from before migration 010). */
+  token: string | null;
 }
 
 interface Deps {
@@ -53,15 +55,15 @@ interface Deps {
  */
 export function createEntitlement(deps: Deps) {
   const leases = new Map<string, Lease>();
-  const leaseUpdate = deps.db.prepare('UPDATE devices SET lease_expires_at = ? WHERE id = ?');
+  const leaseUpdate = deps.db.prepare('UPDATE devices SET lease_expires_at = ?, lease_token = ? WHERE id = ?');
   const changes = deps.changes ?? noChanges;
-  const saveLease = (expiresAt: number | null, id: string) => {
-    leaseUpdate.run(expiresAt, id);
+  const saveLease = (expiresAt: number | null, token: string | null, id: string) => {
+    leaseUpdate.run(expiresAt, token, id);
     changes.publish({ kind: 'device', id });
   };
-  const leaseOf = deps.db.prepare<[string], { mosque_id: string | null; lease_expires_at: number | null }>('SELECT mosque_id, lease_expires_at FROM devices WHERE id = ?');
-  const leased = deps.db.prepare<[], { id: string; mosque_id: string; lease_expires_at: number }>(
-    "SELECT id, mosque_id, lease_expires_at FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
+  const leaseOf = deps.db.prepare<[string], { mosque_id: string | null; lease_expires_at: number | null; lease_token: string | null }>('SELECT mosque_id, lease_expires_at, lease_token FROM devices WHERE id = ?');
+  const leased = deps.db.prepare<[], { id: string; mosque_id: string; lease_expires_at: number; lease_token: string | null }>(
+    "SELECT id, mosque_id, lease_expires_at, lease_token FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
   );
   const nowSeconds = () => toUnixSeconds(deps.clock());
   const ttlSeconds = deps.ttlHours * 3600;
@@ -77,7 +79,7 @@ export function createEntitlement(deps: Deps) {
     leases.clear();
     for (const row of leased.all()) {
       const device = deps.devices.findById(row.id);
-      if (device && decisionFor(device).entitled && row.lease_expires_at > nowSeconds()) leases.set(row.id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at });
+      if (device && decisionFor(device).entitled && row.lease_expires_at > nowSeconds()) leases.set(row.id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at, token: row.lease_token });
     }
   };
   reloadAll();
@@ -86,13 +88,18 @@ export function createEntitlement(deps: Deps) {
   const reloadOne = (id: string) => {
     const row = leaseOf.get(id);
     const device = row?.mosque_id && row.lease_expires_at !== null ? deps.devices.findById(id) : null;
-    if (row && device && row.lease_expires_at! > nowSeconds() && decisionFor(device).entitled) leases.set(id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at! });
+    if (row && device && row.lease_expires_at! > nowSeconds() && decisionFor(device).entitled) leases.set(id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
     else leases.delete(id);
   };
 
   function revoke(id: string): void {
-    if (leases.delete(id)) saveLease(null, id);
+    if (leases.delete(id)) saveLease(null, null, id);
   }
+
+  /** Not yet half spent (the renewal rule), not longer than the TTL now set, and signed with the key in use. */
+  const reusable = (lease: Lease | undefined, mosqueId: string, now: number): lease is Lease & { token: string } =>
+    lease !== undefined && lease.token !== null && lease.mosqueId === mosqueId && lease.expiresAt > now + ttlSeconds / 2 &&
+    lease.expiresAt <= now + ttlSeconds && deps.signer.isOwn(lease.token);
 
   return {
     reloadAll,
@@ -106,7 +113,11 @@ export function createEntitlement(deps: Deps) {
       return lease !== undefined && lease.mosqueId === mosqueId && lease.expiresAt > nowSeconds();
     },
 
-    /** What a device's config says beyond its own settings; issues a fresh lease to an entitled player. */
+    /**
+     * What a device's config says beyond its own settings. An entitled player gets the lease it holds while
+     * that is not due for renewal (issue 13: no signature and no lease write per reconnect or config change),
+     * else a freshly signed one; an unentitled one loses its lease here.
+     */
     binding(row: DeviceRow): Binding {
       const mosque = row.mosque_id ? deps.mosques.findById(row.mosque_id) : null;
       if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: null, unbound_reason: null };
@@ -116,11 +127,14 @@ export function createEntitlement(deps: Deps) {
         return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
       }
       const issuedAt = nowSeconds();
+      const stream_url = mosque?.stream_url ?? null;
+      const held = leases.get(row.id);
+      if (reusable(held, decision.mosqueId, issuedAt)) return { mosque_id: row.mosque_id, stream_url, lease: { token: held.token, expires_at: held.expiresAt }, unbound_reason: null };
       const expiresAt = issuedAt + ttlSeconds;
-      leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt });
-      saveLease(expiresAt, row.id);
       const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
-      return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
+      leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt, token });
+      saveLease(expiresAt, token, row.id);
+      return { mosque_id: row.mosque_id, stream_url, lease: { token, expires_at: expiresAt }, unbound_reason: null };
     },
 
     /** Whether the player's entitlement differs from the lease it holds (so its config must change now). */

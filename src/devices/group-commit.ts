@@ -25,6 +25,10 @@ export interface GroupWrite {
 export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBatch = MAX_BATCH) {
   let batch: GroupWrite[] = [];
   let scheduled = false;
+  // Built once: better-sqlite3 makes new wrapper functions for every db.transaction() call (issue 13).
+  const writeAll = db.transaction((items: GroupWrite[]) => {
+    for (const item of items) item.write();
+  });
 
   /** Commits what is pending now, then settles it; a settle that throws does not stop the others. */
   function flush(): void {
@@ -34,9 +38,7 @@ export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBa
     batch = [];
     let failure: unknown = null;
     try {
-      db.transaction(() => {
-        for (const item of items) item.write();
-      })();
+      writeAll(items);
     } catch (err) {
       failure = err ?? new Error('group commit failed');
     }

@@ -11,6 +11,8 @@ export interface LeaseSigner {
   kid: string;
   jwks(): { keys: Array<Record<string, unknown>> };
   issue(deviceId: string, mosqueId: string, expiresAt: number, issuedAt: number): string;
+  /** Whether a stored token was signed with this key (its header names this kid): one from a replaced key is not reused. */
+  isOwn(token: string): boolean;
 }
 
 const b64 = (value: object | Buffer) => (Buffer.isBuffer(value) ? value : Buffer.from(JSON.stringify(value))).toString('base64url');
@@ -37,11 +39,13 @@ export function createLeaseSigner(privateKey: crypto.KeyObject): LeaseSigner {
   const publicJwk = crypto.createPublicKey(privateKey).export({ format: 'jwk' }) as Record<string, unknown>;
   // RFC 7638 thumbprint of the public key: stable across restarts, changes with the key.
   const kid = crypto.createHash('sha256').update(JSON.stringify({ crv: publicJwk.crv, kty: publicJwk.kty, x: publicJwk.x })).digest('base64url');
+  const header = `${b64({ alg: 'EdDSA', typ: 'JWT', kid })}.`;
   return {
     kid,
     jwks: () => ({ keys: [{ ...publicJwk, kid, alg: 'EdDSA', use: 'sig' }] }),
+    isOwn: (token) => token.startsWith(header),
     issue(deviceId, mosqueId, expiresAt, issuedAt) {
-      const signingInput = `${b64({ alg: 'EdDSA', typ: 'JWT', kid })}.${b64({ sub: deviceId, mosque_id: mosqueId, iat: issuedAt, exp: expiresAt })}`;
+      const signingInput = `${header}${b64({ sub: deviceId, mosque_id: mosqueId, iat: issuedAt, exp: expiresAt })}`;
       return `${signingInput}.${b64(crypto.sign(null, Buffer.from(signingInput), privateKey))}`;
     },
   };

@@ -1,7 +1,7 @@
 import { toIsoString } from '../platform/clock.ts';
 import type { DeviceStore } from '../devices/devices.ts';
 import type { Entitlement } from '../devices/entitlement.ts';
-import type { Telemetry } from '../devices/telemetry.ts';
+import type { Telemetry } from '../devices/telemetry/telemetry.ts';
 
 const ERROR_STATES = new Set(['STREAM_ERROR', 'CONFIG_ERROR']);
 

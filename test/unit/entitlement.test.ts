@@ -218,3 +218,19 @@ test('a membership an admin removed has lapsed; one that never existed is awaite
   assert.deepEqual(decide(device, 'pending', true), { entitled: false, reason: 'awaiting_approval', decidingField: 'membership.status' });
   assert.deepEqual(decide(device, 'approved', true), { entitled: true, mosqueId: 'm1' });
 });
+
+test('binding reuses the held lease until half its life is spent, and never one signed with a replaced key', (t) => {
+  const s = setup(t, 1);
+  s.memberships.set(`${s.m1.id}/u1`, 'approved');
+  const first = s.entitlement.binding(s.player).lease!;
+  s.clock.advance(29 * 60_000);
+  assert.deepEqual(s.entitlement.binding(s.player).lease, first, 'not yet half spent: the same token');
+  assert.deepEqual(s.make().binding(s.player).lease, first, 'kept in the row across a restart');
+
+  const otherKey = createLeaseSigner(loadOrCreateLeaseKey(tempDir(t)));
+  const rekeyed = createEntitlement({ db: s.db, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
+  const resigned = rekeyed.binding(s.player).lease!;
+  assert.notEqual(resigned.token, first.token);
+  assert.equal(otherKey.isOwn(resigned.token), true);
+  assert.equal(otherKey.isOwn(first.token), false);
+});

@@ -1,101 +1,22 @@
-import type { Db } from '../platform/db.ts';
-import { toUnixSeconds, type Clock } from '../platform/clock.ts';
-import type { DeviceStore } from './devices.ts';
-import type { Faults } from '../platform/faults.ts';
-import type { Logger } from '../platform/log.ts';
-import type { Timeline } from './timeline.ts';
-import { createGroupCommit, type GroupCommit } from './group-commit.ts';
-import type { HeartbeatReport, LogReport, StatusReport } from './device-config.ts';
+import type { Db } from '../../platform/db.ts';
+import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
+import type { DeviceStore } from '../devices.ts';
+import type { Faults } from '../../platform/faults.ts';
+import type { Logger } from '../../platform/log.ts';
+import type { Timeline } from '../timeline.ts';
+import { createGroupCommit, type GroupCommit, type GroupWrite } from '../group-commit.ts';
+import type { HeartbeatReport, LogReport, StatusReport } from '../device-config.ts';
+import {
+  DROPPED_COUNTER, FLUSH_BACKOFF_MS, LOG_MAX_BYTES, LOG_MIN_INTERVAL_MS, MAX_PENDING_LOGS, REJECTION_NOTE_INTERVAL_MS, STALE_AFTER_MISSED,
+  newCounters, newLive, overlay, type BudgetedChannel, type DeviceCounters, type Live, type LoggingState, type PendingLog, type StatusChange,
+} from './live.ts';
+import { createTelemetryRows, type Transition } from './rows.ts';
 
 // The payload types live beside the statuses they carry; re-exported for the broker edge.
 export type { HeartbeatReport, LogReport, StatusReport };
+export { LOG_MAX_BYTES, LOG_MIN_INTERVAL_MS, LOGS_KEPT_PER_DEVICE, MAX_PENDING_LOGS, STALE_AFTER_MISSED } from './live.ts';
+export type { BudgetedChannel, DeviceCounters, LoggingState, StatusChange } from './live.ts';
 
-export const LOG_MAX_BYTES = 512;
-export const LOG_MIN_INTERVAL_MS = 1000;
-export const LOGS_KEPT_PER_DEVICE = 500;
-export const STALE_AFTER_MISSED = 3;
-/** Log lines held for the next flush while the database refuses writes: beyond it the oldest go (counted). */
-export const MAX_PENDING_LOGS = 5000;
-/**
- * After a refused flush the next tries back off (4 s, 8 s, ... 30 s): a write waiting out the busy timeout
- * blocks the event loop for 5 s, and a retry every 2 s would leave the process no time for anything else.
- */
-const FLUSH_BACKOFF_MS = { first: 4000, max: 30_000 };
-/** A device that keeps sending bad payloads, or more than its budget, is noted in its timeline at most this often. */
-const REJECTION_NOTE_INTERVAL_MS = 60_000;
-
-/** The channels with a publish budget (broker/budgets.ts) and the counter of what each dropped. */
-export type BudgetedChannel = 'status' | 'heartbeat' | 'ack' | 'broadcast';
-const DROPPED_COUNTER = {
-  status: 'status_dropped', heartbeat: 'heartbeats_dropped', ack: 'acks_dropped', broadcast: 'broadcasts_dropped',
-} as const satisfies Record<BudgetedChannel, keyof DeviceCounters>;
-
-export interface DeviceCounters {
-  status_messages: number;
-  heartbeats: number;
-  logs_accepted: number;
-  logs_dropped: number;
-  payloads_rejected: number;
-  publishes_refused: number;
-  connects: number;
-  /** Dropped over the device's publish budget (issue 9): never written, never retained. */
-  status_dropped: number;
-  heartbeats_dropped: number;
-  acks_dropped: number;
-  broadcasts_dropped: number;
-  /** CONNECTs refused while banned for flapping or flooding. */
-  connects_refused: number;
-  /** Messages dropped because the database refused the write (disk full, busy). */
-  writes_failed: number;
-}
-
-interface Live {
-  connection: object | null;
-  status: string;
-  /** The last status waiting in the open group commit: what the next one transitions from. */
-  pendingStatus: string | null;
-  lastSeenMs: number | null;
-  pendingHeartbeat: HeartbeatReport | null;
-  lastHeartbeat: HeartbeatReport | null;
-  lastLogMs: number;
-  lastNoteMs: { payload: number; publish: number; budget: number };
-  counters: DeviceCounters;
-}
-
-const OVERLAY_FIELDS = ['rssi', 'ip', 'uptime_s', 'free_heap', 'volume', 'config_version'] as const;
-
-/** `base` with the fields `report` carries laid over it: the row's COALESCE rule, kept in memory. */
-function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusReport): HeartbeatReport {
-  const merged: HeartbeatReport = { ...(base ?? {}), v: report.v, status: report.status, ts: report.ts };
-  for (const key of OVERLAY_FIELDS) {
-    const value = (report as Partial<Pick<HeartbeatReport, (typeof OVERLAY_FIELDS)[number]>>)[key];
-    if (value !== undefined) (merged as unknown as Record<string, unknown>)[key] = value;
-  }
-  return merged;
-}
-
-const newLive = (status: string, lastSeenMs: number | null): Live => ({
-  connection: null, status, pendingStatus: null, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
-});
-
-const newCounters = (): DeviceCounters => ({
-  status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0,
-  status_dropped: 0, heartbeats_dropped: 0, acks_dropped: 0, broadcasts_dropped: 0, connects_refused: 0, writes_failed: 0,
-});
-
-export interface StatusChange {
-  deviceId: string;
-  from: string;
-  to: string;
-  reason: string | null;
-}
-
-export interface LoggingState {
-  enabled: boolean;
-  /** Unix seconds when a player's set_log_level escalation ends; null for a transmitter's config switch. */
-  until: number | null;
-  source: 'log_enabled' | 'set_log_level' | null;
-}
 
 /**
  * What devices tell the backend, and whether they are there. Presence is tracked per connection (on a
@@ -105,25 +26,6 @@ export interface LoggingState {
  */
 export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void; commits?: GroupCommit }) {
   const { db, devices, timeline } = deps;
-  const writeStatus = db.prepare(
-    `UPDATE devices SET status = @status, status_reason = @reason, status_detail = @detail, status_at = @now, last_seen_at = COALESCE(@seen, last_seen_at),
-       fw = COALESCE(@fw, fw), mac = COALESCE(@mac, mac), ssid = COALESCE(@ssid, ssid), ip = COALESCE(@ip, ip),
-       rssi = COALESCE(@rssi, rssi), temp_c = COALESCE(@temp_c, temp_c), uptime_s = COALESCE(@uptime_s, uptime_s),
-       reported_config_version = COALESCE(@config_version, reported_config_version) WHERE id = @id`,
-  );
-  const writeHeartbeat = db.prepare(
-    `UPDATE devices SET last_seen_at = @last_seen, rssi = COALESCE(@rssi, rssi), ip = COALESCE(@ip, ip), uptime_s = COALESCE(@uptime_s, uptime_s),
-       free_heap = COALESCE(@free_heap, free_heap), volume = COALESCE(@volume, volume),
-       reported_config_version = COALESCE(@config_version, reported_config_version) WHERE id = @id`,
-  );
-  const touchOnly = db.prepare('UPDATE devices SET last_seen_at = ? WHERE id = ?');
-  const insertLog = db.prepare('INSERT INTO device_logs (device_id, at, ts, level, msg) VALUES (?, ?, ?, ?, ?)');
-  const trimLogs = db.prepare(
-    `DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
-  );
-  const readLogs = db.prepare<[string, number], { at: number; ts: number | null; level: string; msg: string }>(
-    'SELECT at, ts, level, msg FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT ?',
-  );
 
   const live = new Map<string, Live>();
   for (const row of devices.listAll()) {
@@ -131,10 +33,11 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   }
   /** The broker process each connection claimed the device row for: its disconnect releases only that claim. */
   const brokers = new WeakMap<object, string>();
-  const pendingLogs: Array<{ deviceId: string; at: number; report: LogReport }> = [];
+  const pendingLogs: PendingLog[] = [];
   const touched = new Set<string>();
   const flushRetry = { backoffMs: 0, at: 0 };
   const commits = deps.commits ?? createGroupCommit(db, (err) => deps.faults.report('status group commit', err));
+  const { writeBatch, writeTransition, writeTransitionNow, readLogs } = createTelemetryRows({ db, clock: deps.clock, devices, timeline, live });
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
@@ -154,26 +57,6 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     deps.faults.report(`device ${channel}`, err, { device_id: id });
   }
 
-  /** One transaction for the whole batch; a device deleted since is skipped. */
-  function writeBatch(ids: string[], logs: typeof pendingLogs): void {
-    db.transaction(() => {
-      for (const id of ids) {
-        const s = live.get(id);
-        if (!s || !devices.info(id)) continue;
-        const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
-        const hb = s.pendingHeartbeat;
-        if (hb) writeHeartbeat.run({ id, last_seen: seen, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime_s: hb.uptime_s ?? null, free_heap: hb.free_heap ?? null, volume: hb.volume ?? null, config_version: hb.config_version ?? null });
-        else touchOnly.run(seen, id);
-      }
-      const logged = new Set<string>();
-      for (const l of logs) {
-        if (!devices.info(l.deviceId)) continue;
-        insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
-        logged.add(l.deviceId);
-      }
-      for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
-    })();
-  }
 
   /** A timeline note beside a fact held in memory (connected, rejected): losing the note must not lose the fact. */
   function note(id: string, entry: Parameters<Timeline['record']>[0]): void {
@@ -184,28 +67,40 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     }
   }
 
-  type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
-
-  /** The row's UPDATE and, for a transition, its timeline entry (inside the caller's transaction). */
-  function writeTransition(id: string, from: string, report: Transition, source: string): void {
-    const reason = report.reason ?? null;
-    const now = toUnixSeconds(nowMs());
-    writeStatus.run({
-      id, status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), now,
-      // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
-      seen: source === 'backend' ? null : now,
-      fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
-      temp_c: report.temp_c ?? null, uptime_s: report.uptime_s ?? null, config_version: report.config_version ?? null,
-    });
-    if (from !== report.status) {
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
-    }
-  }
-
   /** Memory follows the committed row; listeners hear of a transition only once it is written. */
   function applied(s: Live, id: string, from: string, to: string, reason: string | null): void {
     s.status = to;
     if (from !== to) deps.onStatusChange?.({ deviceId: id, from, to, reason });
+  }
+
+  /**
+   * A status and a connected note in the group commit, as instances of classes rather than a pair of fresh
+   * closures per message (issue 13: under tsx every such closure also costs a keepNames __name call).
+   */
+  class StatusWrite implements GroupWrite {
+    constructor(readonly id: string, readonly s: Live, readonly from: string, readonly report: StatusReport, readonly settled: (err: unknown) => void) {}
+    write(): void {
+      // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
+      if (devices.info(this.id)) writeTransition(this.id, this.from, this.report, 'status');
+    }
+    settle(err: unknown): void {
+      const { id, s, from, report } = this;
+      s.pendingStatus = null; // the whole batch settles together: nothing of this device is pending now
+      if (err) writeFailed(id, 'status', err);
+      else applied(s, id, from, report.status, report.reason ?? null);
+      this.settled(err);
+    }
+  }
+  class ConnectedNote implements GroupWrite {
+    constructor(readonly id: string, readonly brokerId: string | undefined) {}
+    write(): void {
+      if (!devices.info(this.id)) return;
+      timeline.record({ deviceId: this.id, mosqueId: mosqueOf(this.id), kind: 'connected' });
+      if (this.brokerId !== undefined) devices.claimConnection(this.id, this.brokerId);
+    }
+    settle(err: unknown): void {
+      if (err) writeFailed(this.id, 'connected note', err);
+    }
   }
 
   /** A transition written at once (backend verdicts, a heartbeat's differing status), after the open batch. */
@@ -213,7 +108,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     commits.flush();
     const s = stateOf(id);
     const from = s.status;
-    db.transaction(() => writeTransition(id, from, report, source))();
+    writeTransitionNow(id, from, report, source);
     applied(s, id, from, report.status, report.reason ?? null);
   }
 
@@ -239,16 +134,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       if (brokerId !== undefined) brokers.set(connection, brokerId);
       // Into the group commit, not a transaction of its own: the CONNACK does not wait on the disk, and a
       // reconnect storm costs one commit per turn. The row is a note beside the fact kept in memory.
-      commits.add({
-        write: () => {
-          if (!devices.info(id)) return;
-          timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected' });
-          if (brokerId !== undefined) devices.claimConnection(id, brokerId);
-        },
-        settle: (err) => {
-          if (err) writeFailed(id, 'connected note', err);
-        },
-      });
+      commits.add(new ConnectedNote(id, brokerId));
     },
 
     /**
@@ -309,18 +195,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
       const from = s.pendingStatus ?? s.status;
       s.pendingStatus = report.status;
-      commits.add({
-        write: () => {
-          // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
-          if (devices.info(id)) writeTransition(id, from, report, 'status');
-        },
-        settle: (err) => {
-          s.pendingStatus = null; // the whole batch settles together: nothing of this device is pending now
-          if (err) writeFailed(id, 'status', err);
-          else applied(s, id, from, report.status, report.reason ?? null);
-          settled(err);
-        },
-      });
+      commits.add(new StatusWrite(id, s, from, report, settled));
     },
 
     /** A heartbeat repeats the status so a lost retained status recovers (seed). */

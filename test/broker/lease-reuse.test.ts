@@ -1,0 +1,136 @@
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { openDatabase } from '../../src/platform/db.ts';
+import { createManualClock, type Clock } from '../../src/platform/clock.ts';
+import { API, joinMosque, member, setStatus } from '../support/people.ts';
+import { startTestService, type TestService } from '../support/service.ts';
+import { closed, connectDevice, mosqueWithOwner, registerPlayer, settle, subscribeCode, waitFor, type Registered } from '../support/devices.ts';
+
+// Issue 13: a player that reconnects while its lease is not yet half spent gets the same signed lease (no
+// signature, no lease write per CONNECT), after a restart of the service too; past half its life it gets a
+// new one, and a player no longer entitled gets none, whatever lease it held.
+
+const STREAM = 'https://radio.example/noor/live';
+const nowS = (clock: Clock) => Math.floor(clock() / 1000);
+
+/** A service on a database that outlives it: `restart` closes the running one and starts another on the same files. */
+async function restartable(t: TestContext, clock: Clock) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-lease-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const env = { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, LEASE_TTL_HOURS: '1' };
+  let ts = await startTestService(t, { env, clock, logLevel: 'warn' });
+  return {
+    env,
+    current: () => ts,
+    async restart(): Promise<TestService> {
+      await ts.service.close();
+      ts = await startTestService(t, { env, clock, logLevel: 'warn' });
+      return ts;
+    },
+  };
+}
+
+/** Connects the player, waits for its retained config and hangs up: the config it was given. */
+async function configOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Record<string, any>> {
+  const client = await connectDevice(t, reg.credentials, { url: ts.service.mqttUrl });
+  const topic = `devices/${reg.device.id}/config`;
+  const configs: Array<Record<string, any>> = [];
+  client.on('message', (tp, payload) => {
+    if (tp === topic && payload.length > 0) configs.push(JSON.parse(payload.toString('utf8')));
+  });
+  assert.equal(await subscribeCode(client, topic), 1);
+  await waitFor('the config', () => configs.length > 0);
+  await settle(200); // a second, fresher config would come now
+  client.end(true);
+  await closed(client).catch(() => undefined);
+  return configs.at(-1)!;
+}
+
+const storedLease = (dbPath: string, id: string) => {
+  const db = openDatabase(dbPath);
+  try {
+    return db.prepare<[string], { lease_token: string | null; lease_expires_at: number | null }>('SELECT lease_token, lease_expires_at FROM devices WHERE id = ?').get(id)!;
+  } finally {
+    db.close();
+  }
+};
+
+async function approvedPlayer(ts: TestService) {
+  const { owner, mosque } = await mosqueWithOwner(ts, { stream_url: STREAM });
+  const person = await member(ts, 'imran@example.com');
+  const membership = await joinMosque(ts, person, mosque.id);
+  await setStatus(ts, owner.token, membership.id, 'approved');
+  return { owner, mosque, membership, player: await registerPlayer(ts, person, mosque.id) };
+}
+
+test('a player reconnecting within the first half of its lease, after a restart too, gets the same lease bytes', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { player } = await approvedPlayer(svc.current());
+  const first = await configOnConnect(t, svc.current(), player);
+  assert.ok(first.lease, JSON.stringify(first));
+  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: first.lease.token, lease_expires_at: first.lease.expires_at });
+
+  clock.advance(10 * 60_000);
+  const ts = await svc.restart();
+  clock.advance(10 * 60_000); // 20 minutes into a one-hour lease: a fresh signature would carry a later iat
+  const again = await configOnConnect(t, svc.current(), player);
+  assert.deepEqual(again.lease, first.lease, 'the very token, not a re-signed one');
+  assert.equal(again.stream_url, STREAM);
+  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: first.lease.token, lease_expires_at: first.lease.expires_at });
+  // It still opens the broadcast topic, and verifies against the published keys.
+  const keys = createLocalJWKSet((await ts.http.get(`${API}/devices/lease-keys`)).body);
+  const { payload } = await jwtVerify(again.lease.token, keys, { algorithms: ['EdDSA'], currentDate: new Date(clock()) });
+  assert.equal(payload.exp, first.lease.expires_at);
+});
+
+test('after a restart, a player back past half its lease gets a newly signed one on reconnect', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { player } = await approvedPlayer(svc.current());
+  const first = await configOnConnect(t, svc.current(), player);
+  await svc.restart();
+  clock.advance(31 * 60_000);
+  const renewed = await configOnConnect(t, svc.current(), player);
+  assert.notEqual(renewed.lease.token, first.lease.token);
+  assert.equal(renewed.lease.expires_at, nowS(clock) + 3600);
+  assert.ok(renewed.config_version > first.config_version, 'a new config, not the old one again');
+  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: renewed.lease.token, lease_expires_at: renewed.lease.expires_at });
+});
+
+test('a player whose membership was banned while it was offline gets no lease on reconnect, though its old one has not run out', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { owner, membership, player } = await approvedPlayer(svc.current());
+  const first = await configOnConnect(t, svc.current(), player);
+  assert.ok(first.lease);
+  await setStatus(svc.current(), owner.token, membership.id, 'banned');
+  await svc.restart();
+  clock.advance(5 * 60_000);
+  const after = await configOnConnect(t, svc.current(), player);
+  assert.equal(after.lease, undefined, JSON.stringify(after));
+  assert.equal(after.stream_url, undefined);
+  assert.equal(after.unbound_reason, 'membership_lapsed');
+  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: null, lease_expires_at: null });
+});
+
+test('a membership banned in the database while the service was down: the stored lease is not handed out again', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { membership, player } = await approvedPlayer(svc.current());
+  const first = await configOnConnect(t, svc.current(), player);
+  assert.ok(first.lease);
+  await svc.current().service.close();
+  const db = openDatabase(svc.env.DATABASE_PATH);
+  db.prepare("UPDATE memberships SET status = 'banned' WHERE id = ?").run(membership.id);
+  db.close();
+  await svc.restart();
+  const after = await configOnConnect(t, svc.current(), player);
+  assert.equal(after.lease, undefined, JSON.stringify(after));
+  assert.equal(after.unbound_reason, 'membership_lapsed');
+  assert.equal(await subscribeCode(await connectDevice(t, player.credentials, { url: svc.current().service.mqttUrl }), `mosques/${first.mosque_id}/broadcast`), 128);
+});
