@@ -2,7 +2,6 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { Hono } from 'hono';
 import type { AppEnv } from '../context.ts';
@@ -15,10 +14,10 @@ import { ApiError } from '../errors.ts';
  * `/c/<hash>/...` with a year of immutable caching (relative imports inherit the prefix, so one hash covers
  * the module graph), and index.html, which names the hash, is never cached. The console's client routes
  * (`/join/<code>`, `/mosques/<id>`, ...) answer index.html so they survive a reload; other paths keep the 404.
- * Text files are compressed once, on their first request (brotli and gzip, on libuv's thread pool, off the event
- * loop), and chosen by Accept-Encoding with `Vary`: on a phone's slow link the bytes are the first-load cost
- * (bench/RESULTS.md, "Console first load"). Not at start: brotli's working memory (~3 MiB that glibc keeps after
- * it is freed) is then paid only by a service whose console is used (issue 13 goal 2).
+ * Text files are compressed once, on their first request (brotli and gzip), and chosen by Accept-Encoding with
+ * `Vary`: on a phone's slow link the bytes are the first-load cost (bench/RESULTS.md, "Console first load").
+ * Not at start: brotli's working memory (~3 MiB that glibc keeps after it is freed) is then paid only by a
+ * service whose console is used (issue 13 goal 2).
  */
 export const CONSOLE_CSP = [
   "default-src 'none'",
@@ -60,26 +59,22 @@ interface Encoded {
 /** PNGs are compressed already; everything else of the console is text. */
 const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.svg']);
 
-const brotli = promisify(zlib.brotliCompress);
-const gzip = promisify(zlib.gzip);
-
-async function compress(raw: Buffer): Promise<Encoded> {
-  const [br, gz] = await Promise.all([
-    brotli(raw, {
-      params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: raw.length },
-    }),
-    gzip(raw, { level: 9 }),
-  ]);
-  return { raw, br: br.length < raw.length ? br : null, gzip: gz.length < raw.length ? gz : null };
+/**
+ * Synchronously, on the event loop, once per file: 1-30 ms for a file of the console here. On libuv's thread
+ * pool instead, each of its threads kept its own malloc arena of brotli's freed memory: +17 MiB of RSS after the
+ * console's first load, against +3 MiB here (bench/RESULTS.md, "Idle memory").
+ */
+function compress(raw: Buffer): Encoded {
+  const br = zlib.brotliCompressSync(raw, {
+    params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: raw.length },
+  });
+  const gzip = zlib.gzipSync(raw, { level: 9 });
+  return { raw, br: br.length < raw.length ? br : null, gzip: gzip.length < raw.length ? gzip : null };
 }
 
-/** A file's encoded forms, made by its first request; concurrent first requests share the one compression. */
-function lazilyEncoded(name: string, raw: Buffer): () => Promise<Encoded> {
-  if (!COMPRESSIBLE.has(path.extname(name))) {
-    const plain = Promise.resolve({ raw, br: null, gzip: null });
-    return () => plain;
-  }
-  let encoded: Promise<Encoded> | null = null;
+/** A file's encoded forms, made by its first request and kept. */
+function lazilyEncoded(name: string, raw: Buffer): () => Encoded {
+  let encoded: Encoded | null = COMPRESSIBLE.has(path.extname(name)) ? null : { raw, br: null, gzip: null };
   return () => (encoded ??= compress(raw));
 }
 
@@ -151,13 +146,13 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   const index = lazilyEncoded('index.html', Buffer.from(page));
   const served = new Map([...files].map(([name, body]) => [name, lazilyEncoded(name, body)]));
 
-  app.get('/c/:build/*', async (c) => {
+  app.get('/c/:build/*', (c) => {
     const name = c.req.path.slice(`/c/${c.req.param('build')}/`.length);
     const file = served.get(name);
     if (!file || name === 'index.html') throw new ApiError('not_found');
     // An old hash still serves today's file (a tab open across an upgrade) but is not cached for long.
     const current = c.req.param('build') === build;
-    const { body, headers } = encode(await file(), c.req.header('accept-encoding'));
+    const { body, headers } = encode(file(), c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, {
       ...PAGE_HEADERS,
       ...headers,
@@ -171,9 +166,9 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   if (worker) {
     app.get('/sw.js', (c) => c.body(new Uint8Array(worker), 200, { ...PAGE_HEADERS, 'Content-Type': TYPES['.js']!, 'Cache-Control': 'no-cache' }));
   }
-  app.get('*', async (c, next) => {
+  app.get('*', (c, next) => {
     if (!CLIENT_ROUTES.test(c.req.path)) return next();
-    const { body, headers } = encode(await index(), c.req.header('accept-encoding'));
+    const { body, headers } = encode(index(), c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, { ...PAGE_HEADERS, ...headers, 'Content-Type': TYPES['.html']!, 'Cache-Control': 'no-cache' });
   });
   return { app, build };
