@@ -1,7 +1,8 @@
 /**
  * Idle memory of the service process (issue 13, goal 2: idle RSS ≤ 120 MiB), part by part.
  *
- *   npm run bench:memory -- [--devices <n>=2000] [--runs <r>=3] [--settle <s>=3]
+ *   npm run bench:memory -- [--devices <n>=2000] [--runs <r>=3] [--settle <s>=3] [--only <i,...>] [--spaces]
+ *                           [--node-args "<flags>"] [--env K=V ...] [--seed-only <dir>]
  *
  * Each figure is a fresh child process (`node --expose-gc --import tsx`, as bench/devices.ts starts the broker)
  * measured after `--settle` seconds and two full GCs, nothing connected: rss, V8 heap total / used, external,
@@ -227,6 +228,13 @@ function arg(name: string, fallback: number): number {
 
 async function parent(): Promise<void> {
   const devices = arg('--devices', 2000);
+  // `--seed-only <dir>`: leave a seeded database there (for a heap snapshot of the service on it) and stop.
+  const seedOnly = process.argv.indexOf('--seed-only');
+  if (seedOnly > 0) {
+    const dir = path.resolve(String(process.argv[seedOnly + 1]));
+    fs.mkdirSync(dir, { recursive: true });
+    return seed(dir, devices);
+  }
   const runs = arg('--runs', 3);
   const settleS = arg('--settle', 3);
   // `--node-args "--max-semi-space-size=2"`: flags for every child, to price a V8 or node setting.
