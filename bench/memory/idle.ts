@@ -13,7 +13,8 @@
  *   empty database      startService on a fresh database
  *   <n> devices         startService on a database holding n devices, registered over HTTP as bench/devices.ts does
  *   ... console served  the same after one request for every console file (brotli, then gzip)
- * and, to price one part, `<n> devices, CONSOLE_DIR=off`. The parent seeds the database in-process first.
+ * and, to price one part each, `<n> devices, CONSOLE_DIR=off` and `<n> devices` without MALLOC_ARENA_MAX=2 (which the
+ * service stages get, as npm start sets it). The parent seeds the database in-process first.
  */
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -44,7 +45,7 @@ function serviceEnv(dir: string, extra: Record<string, string> = {}): Record<str
   return {
     NODE_ENV: 'test', HOST: '127.0.0.1', HTTP_PORT: '0', MQTT_PORT: '0', DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir,
     JWT_SECRET, BCRYPT_COST: '4', LOG_LEVEL: 'warn', AUTH_RATE_LIMIT: '1000000', AUTH_IDENTIFIER_RATE_LIMIT: '1000000',
-    NOTIFY_TRANSPORT: 'console', MAX_PLAYERS_PER_USER: '100000', ...extra,
+    NOTIFY_TRANSPORT: 'console', MAX_PLAYERS_PER_USER: '100000', MALLOC_ARENA_MAX: '2', ...extra,
   };
 }
 
@@ -192,7 +193,7 @@ async function seed(dir: string, n: number): Promise<void> {
 function measure(stage: Stage, env: Record<string, string>, settleS: number, nodeArgs: string[]): Promise<Figures> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), '--child', stage, String(settleS * 1000)], {
-      cwd: ROOT, env: { PATH: process.env['PATH'] ?? '', ...extraEnv(), ...env }, stdio: ['ignore', 'pipe', 'inherit'],
+      cwd: ROOT, env: Object.fromEntries(Object.entries({ PATH: process.env['PATH'] ?? '', ...extraEnv(), ...env }).filter(([, v]) => v !== '')), stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
     proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -253,6 +254,7 @@ async function parent(): Promise<void> {
       [`service, ${devices} devices`, 'service', serviceEnv(full)],
       [`service, ${devices} devices, console served once`, 'console', serviceEnv(full)],
       [`service, ${devices} devices, CONSOLE_DIR=off`, 'service', serviceEnv(full, { CONSOLE_DIR: 'off' })],
+      [`service, ${devices} devices, glibc's default arenas`, 'service', serviceEnv(full, { MALLOC_ARENA_MAX: '' })],
     ];
     console.log('| Stage | RSS (MiB) | heap total / used | external / array buffers | anonymous | threads |');
     console.log('|---|---:|---:|---:|---:|---:|');
