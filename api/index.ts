@@ -91,8 +91,8 @@ export interface ApiDeps {
   /** What changed, in this process and (REDIS_URL) the others: the /me cache listens (src/platform/changes.ts). */
   changes: Pick<ChangeFeed, 'subscribe'>;
   trustProxy: TrustProxy;
-  /** The AsyncAPI document of the device topics, built by broker/ and handed in by the composition root. */
-  asyncApi: Record<string, unknown>;
+  /** Builds the AsyncAPI document of the device topics (broker/, handed in by the composition root); called on its first request. */
+  asyncApi: () => Record<string, unknown>;
   /** PUBLIC_URL: the origin devices and apps reach this service at; null derives it from each request. */
   publicUrl: string | null;
   /** The health of each part, for GET /healthz: 'ok', or what is wrong with it (db: 'full', say). */
@@ -142,9 +142,11 @@ export function createApi(deps: ApiDeps) {
   // names no route answers 404 with or without a token (contract 2), so it skips the check.
   let isRoute: (path: string) => boolean = () => true;
   v1.use('*', async (c, next) => (isPublic(c.req.path) || !isRoute(c.req.path) ? next() : signedIn(c, next)));
-  const openapi = buildOpenApi();
-  v1.get('/openapi.json', (c) => c.json(openapi));
-  v1.get('/asyncapi.json', (c) => c.json(deps.asyncApi));
+  // Built on their first request, not at start (issue 13 goal 2: ~0.7 MiB of heap most services never serve).
+  let openapi: Record<string, unknown> | null = null;
+  let asyncapi: Record<string, unknown> | null = null;
+  v1.get('/openapi.json', (c) => c.json((openapi ??= buildOpenApi())));
+  v1.get('/asyncapi.json', (c) => c.json((asyncapi ??= deps.asyncApi())));
   // Public: a browser needs it to subscribe (applicationServerKey) before it can register the subscription.
   v1.get('/push/vapid-public-key', (c) => c.json({ public_key: deps.vapidPublicKey }));
   v1.route('/me', meRoutes(deps));

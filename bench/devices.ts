@@ -901,6 +901,8 @@ async function main(): Promise<void> {
       MQTT_MAX_HANDSHAKES_PER_ADDRESS: String(Math.max(50, opts.concurrency + 10)),
       // A few members own all the players here (each one's players share its lease work).
       MAX_PLAYERS_PER_USER: '100000',
+      // As `npm start`, the Dockerfile and the systemd unit run the service (issue 13 goal 2); bare aedes runs without.
+      MALLOC_ARENA_MAX: '2',
     };
     let server = new BrokerChild('minaret', 'device-server.ts', serverEnv);
     let ready = await server.next('ready', 60_000);

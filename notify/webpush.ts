@@ -1,9 +1,10 @@
+import crypto from 'node:crypto';
 import dns from 'node:dns';
 import fs from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
-import webpush from 'web-push';
+import type WebPush from 'web-push';
 import { checkPushEndpoint, isPublicAddress } from '../src/broadcasts/push-endpoint.ts';
 import type { PushSender } from '../src/broadcasts/push-outbox.ts';
 
@@ -16,7 +17,7 @@ export function loadOrCreateVapidKeys(dataDir: string): { publicKey: string; pri
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   fs.mkdirSync(dataDir, { recursive: true });
-  const keys = webpush.generateVAPIDKeys();
+  const keys = generateVapidKeys();
   try {
     fs.writeFileSync(file, JSON.stringify(keys), { mode: 0o600, flag: 'wx' });
     return keys;
@@ -25,6 +26,24 @@ export function loadOrCreateVapidKeys(dataDir: string): { publicKey: string; pri
     return JSON.parse(fs.readFileSync(file, 'utf8')) as { publicKey: string; privateKey: string };
   }
 }
+
+/**
+ * A P-256 key pair as web-push's generateVAPIDKeys makes it (the raw uncompressed public point and the raw
+ * private scalar, padded to 65 and 32 bytes, base64url), without loading web-push at start.
+ */
+export function generateVapidKeys(): { publicKey: string; privateKey: string } {
+  const curve = crypto.createECDH('prime256v1');
+  curve.generateKeys();
+  const pad = (b: Buffer, size: number) => (b.length < size ? Buffer.concat([Buffer.alloc(size - b.length), b]) : b);
+  return { publicKey: pad(curve.getPublicKey(), 65).toString('base64url'), privateKey: pad(curve.getPrivateKey(), 32).toString('base64url') };
+}
+
+/**
+ * web-push (with its JWT and HTTP dependencies, ~4 MiB of RSS) loads with the first push, not at start
+ * (issue 13 goal 2: many services never send one).
+ */
+let webPushModule: Promise<typeof WebPush> | null = null;
+const loadWebPush = () => (webPushModule ??= import('web-push').then((m) => m.default));
 
 /**
  * How the sender reaches push services. Every field defaults to the production behaviour; tests point a
@@ -62,6 +81,7 @@ export function webPushSender(keys: { publicKey: string; privateKey: string }, s
       // Stored before the URL rule existed, or by hand: it can never be sent, so it goes like a 410.
       if (!target.ok) return { ok: false, gone: true, error: `endpoint refused: ${target.reason}` };
       if (net.isIP(target.host) !== 0 && !allowed(target.host)) return { ok: false, gone: true, error: 'endpoint refused: not a public address' };
+      const webpush = await loadWebPush();
       const request = webpush.generateRequestDetails({ endpoint: sub.endpoint, keys: { p256dh: sub.p256dh, auth: sub.auth } }, payload, {
         vapidDetails: { subject, publicKey: keys.publicKey, privateKey: keys.privateKey },
         TTL: 300,

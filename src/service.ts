@@ -282,7 +282,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const api = createApi({
       ...people, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
-      asyncApi: buildAsyncApi(), publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
+      asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
       trustProxy: config.trustProxy,

@@ -14,8 +14,10 @@ import { ApiError } from '../errors.ts';
  * `/c/<hash>/...` with a year of immutable caching (relative imports inherit the prefix, so one hash covers
  * the module graph), and index.html, which names the hash, is never cached. The console's client routes
  * (`/join/<code>`, `/mosques/<id>`, ...) answer index.html so they survive a reload; other paths keep the 404.
- * Text files are compressed once at start (brotli and gzip) and chosen by Accept-Encoding with `Vary`: on a
- * phone's slow link the bytes are the first-load cost (bench/RESULTS.md, "Console first load").
+ * Text files are compressed once, on their first request (brotli and gzip), and chosen by Accept-Encoding with
+ * `Vary`: on a phone's slow link the bytes are the first-load cost (bench/RESULTS.md, "Console first load").
+ * Not at start: brotli's working memory (~3 MiB that glibc keeps after it is freed) is then paid only by a
+ * service whose console is used (issue 13 goal 2).
  */
 export const CONSOLE_CSP = [
   "default-src 'none'",
@@ -48,7 +50,7 @@ const PAGE_HEADERS = {
 };
 
 /** One file as sent: the raw bytes and, where they are smaller, its brotli and gzip forms. */
-interface Served {
+interface Encoded {
   raw: Buffer;
   br: Buffer | null;
   gzip: Buffer | null;
@@ -57,14 +59,23 @@ interface Served {
 /** PNGs are compressed already; everything else of the console is text. */
 const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.svg']);
 
-/** Done once at start (under 0.1 s for the whole console on this machine), never per request. */
-function precompress(name: string, raw: Buffer): Served {
-  if (!COMPRESSIBLE.has(path.extname(name))) return { raw, br: null, gzip: null };
+/**
+ * Synchronously, on the event loop, once per file: 1-30 ms for a file of the console here. On libuv's thread
+ * pool instead, each of its threads kept its own malloc arena of brotli's freed memory: +17 MiB of RSS after the
+ * console's first load, against +3 MiB here (bench/RESULTS.md, "Idle memory").
+ */
+function compress(raw: Buffer): Encoded {
   const br = zlib.brotliCompressSync(raw, {
     params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: raw.length },
   });
   const gzip = zlib.gzipSync(raw, { level: 9 });
   return { raw, br: br.length < raw.length ? br : null, gzip: gzip.length < raw.length ? gzip : null };
+}
+
+/** A file's encoded forms, made by its first request and kept. */
+function lazilyEncoded(name: string, raw: Buffer): () => Encoded {
+  let encoded: Encoded | null = COMPRESSIBLE.has(path.extname(name)) ? null : { raw, br: null, gzip: null };
+  return () => (encoded ??= compress(raw));
 }
 
 /** The codings the client accepts (RFC 9110 12.5.3): a name with `q=0` is refused, `*` stands for any other. */
@@ -81,7 +92,7 @@ export function acceptedCodings(header: string | undefined): { br: boolean; gzip
 }
 
 /** The body and headers for one file: brotli, else gzip, else the raw bytes; `Vary` whenever a choice exists. */
-function encode(file: Served, acceptEncoding: string | undefined): { body: Buffer; headers: Record<string, string> } {
+function encode(file: Encoded, acceptEncoding: string | undefined): { body: Buffer; headers: Record<string, string> } {
   if (!file.br && !file.gzip) return { body: file.raw, headers: {} };
   const accepts = acceptedCodings(acceptEncoding);
   const vary = { Vary: 'Accept-Encoding' };
@@ -132,8 +143,8 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   if (!indexSource) throw new Error(`console: ${dir}/index.html is missing`);
   const page = indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`)
     .replace('__PUBLIC_URL__', (publicUrl ?? '').replace(/[&"<>]/g, (ch) => `&#${ch.charCodeAt(0)};`));
-  const index = precompress('index.html', Buffer.from(page));
-  const served = new Map([...files].map(([name, body]) => [name, precompress(name, body)]));
+  const index = lazilyEncoded('index.html', Buffer.from(page));
+  const served = new Map([...files].map(([name, body]) => [name, lazilyEncoded(name, body)]));
 
   app.get('/c/:build/*', (c) => {
     const name = c.req.path.slice(`/c/${c.req.param('build')}/`.length);
@@ -141,7 +152,7 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
     if (!file || name === 'index.html') throw new ApiError('not_found');
     // An old hash still serves today's file (a tab open across an upgrade) but is not cached for long.
     const current = c.req.param('build') === build;
-    const { body, headers } = encode(file, c.req.header('accept-encoding'));
+    const { body, headers } = encode(file(), c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, {
       ...PAGE_HEADERS,
       ...headers,
@@ -162,7 +173,7 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
    */
   const pageFor = (c: AppContext): Response | null => {
     if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || !CLIENT_ROUTES.test(c.req.path)) return null;
-    const { body, headers } = encode(index, c.req.header('accept-encoding'));
+    const { body, headers } = encode(index(), c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, { ...PAGE_HEADERS, ...headers, 'Content-Type': TYPES['.html']!, 'Cache-Control': 'no-cache' });
   };
   return { app, build, pageFor };

@@ -33,6 +33,14 @@ export function openDatabase(file: string, opts: { maxBytes?: number | undefined
 /** How often the background checkpointer runs, and the WAL size past which commits checkpoint inline again. */
 export const CHECKPOINT_INTERVAL_MS = 100;
 export const WAL_INLINE_CHECKPOINT_BYTES = 64 * 1024 * 1024;
+/**
+ * The worker starts once the WAL file has grown past this (SQLite's own inline checkpoint comes at 1000 pages,
+ * ~4 MiB), looked at this often, and ends after this long without a new frame (issue 13: an idle service
+ * holds no worker thread, ~10 MiB of RSS each).
+ */
+export const CHECKPOINT_START_WAL_BYTES = 1024 * 1024;
+export const CHECKPOINT_POLL_MS = 1000;
+export const CHECKPOINT_IDLE_MS = 60_000;
 
 // The worker's whole program. A string (not a file) so it needs no TypeScript loader; it loads better-sqlite3
 // from the path the main thread resolved, whatever the working directory.
@@ -43,6 +51,15 @@ const db = new Database(workerData.file, { fileMustExist: true });
 const frameBytes = db.pragma('page_size', { simple: true }) + 24;
 let over = false;
 let timer;
+let lastLog = -1;
+let quietSince = Date.now();
+const stop = () => { clearTimeout(timer); db.close(); parentPort.close(); };
+// After an idle spell the WAL is truncated to nothing (so the main thread sees it grow again from 0) and the
+// worker ends. TRUNCATE takes the write lock; without a busy handler it gives up at once when a writer holds it.
+const truncated = () => {
+  try { return db.pragma('wal_checkpoint(TRUNCATE)')[0].busy === 0; }
+  catch (err) { if (/BUSY|LOCKED/.test(String(err && err.code))) return false; throw err; }
+};
 const tick = () => {
   let behind = false;
   try {
@@ -52,61 +69,111 @@ const tick = () => {
     if ((size > workerData.limit) !== over) { over = !over; parentPort.postMessage({ over, size }); }
     // Frames written during this pass: chase them at once, so the WAL can start over in the next quiet moment.
     behind = checkpointed >= 0 && checkpointed < log;
+    if (log !== lastLog) { lastLog = log; quietSince = Date.now(); }
+    else if (!behind && Date.now() - quietSince >= workerData.idleMs && truncated()) {
+      parentPort.postMessage({ idle: true });
+      return stop();
+    }
   } catch (err) { parentPort.postMessage({ error: String(err && err.message) }); }
   timer = setTimeout(tick, behind ? 1 : workerData.intervalMs);
 };
 timer = setTimeout(tick, workerData.intervalMs);
-parentPort.on('message', () => { clearTimeout(timer); db.close(); parentPort.close(); });
+parentPort.on('message', stop);
 `;
 
 export interface Checkpointer {
+  /** Whether the worker thread runs now (tests, the idle-memory bench). */
+  running(): boolean;
   /** Stops the worker and closes its connection, so the last close of the main connection can remove the WAL. */
   close(): Promise<void>;
 }
 
+export interface CheckpointerOptions {
+  onError(err: Error): void;
+  intervalMs?: number;
+  walLimitBytes?: number;
+  /** Tests shorten these: the WAL size that starts the worker, how often it is looked at, the idle spell that ends it. */
+  startWalBytes?: number;
+  pollMs?: number;
+  idleMs?: number;
+}
+
 /**
  * Moves WAL checkpoints off the event loop (issue 13: a commit that carried SQLite's automatic checkpoint stalled
- * the loop 40-171 ms, copying pages and syncing the file). The main connection stops checkpointing; a worker
- * thread with its own connection runs PASSIVE checkpoints, which never wait on or block the writer. Under a write
- * load the worker cannot catch up with, the WAL would grow without bound: past WAL_INLINE_CHECKPOINT_BYTES the main
- * connection checkpoints inline again (the old behaviour, stalls and all) until the WAL is back under the limit.
+ * the loop 40-171 ms, copying pages and syncing the file). While the worker runs, the main connection does not
+ * checkpoint; the worker's own connection runs PASSIVE checkpoints, which never wait on or block the writer. Under
+ * a write load the worker cannot catch up with, the WAL would grow without bound: past WAL_INLINE_CHECKPOINT_BYTES
+ * the main connection checkpoints inline again (the old behaviour, stalls and all) until the WAL is back under it.
+ * The worker starts only once the WAL file grows past startWalBytes and ends after idleMs without a write; with
+ * no worker the main connection checkpoints inline (SQLite's default), so a trickle of writes never piles up.
  * A worker that fails hands checkpointing back to the main connection for good, so the file never stops shrinking.
  */
-export function checkpointInBackground(db: Db, opts: { onError(err: Error): void; intervalMs?: number; walLimitBytes?: number }): Checkpointer {
+export function checkpointInBackground(db: Db, opts: CheckpointerOptions): Checkpointer {
   const inline = () => db.pragma('wal_autocheckpoint = 1000');
-  if (db.memory) return { close: async () => {} };
+  if (db.memory) return { running: () => false, close: async () => {} };
   const limit = opts.walLimitBytes ?? WAL_INLINE_CHECKPOINT_BYTES;
-  db.pragma('wal_autocheckpoint = 0');
+  const file = path.resolve(db.name);
   // A WAL that once grew past the limit is cut back to it when it starts over, not kept at its high-water mark.
   db.pragma(`journal_size_limit = ${limit}`);
-  const worker = new Worker(CHECKPOINT_WORKER, {
-    eval: true,
-    workerData: {
-      file: path.resolve(db.name),
-      driver: createRequire(import.meta.url).resolve('better-sqlite3'),
-      intervalMs: opts.intervalMs ?? CHECKPOINT_INTERVAL_MS,
-      limit,
-    },
-  });
-  worker.unref();
+  inline();
+  let worker: Worker | null = null;
   let closing = false;
-  worker.on('message', (m: { over?: boolean; size?: number; error?: string }) => {
-    if (m.error !== undefined) return opts.onError(new Error(`background checkpoint: ${m.error}`));
-    db.pragma(`wal_autocheckpoint = ${m.over ? 1000 : 0}`);
-  });
-  worker.on('error', (err) => { inline(); opts.onError(err); });
-  worker.on('exit', (code) => {
-    if (closing || !db.open) return;
-    inline();
-    opts.onError(new Error(`background checkpointer exited (code ${code}); checkpoints run inline again`));
-  });
+  let failed = false;
+  const start = () => {
+    const w = new Worker(CHECKPOINT_WORKER, {
+      eval: true,
+      workerData: {
+        file, driver: createRequire(import.meta.url).resolve('better-sqlite3'),
+        intervalMs: opts.intervalMs ?? CHECKPOINT_INTERVAL_MS, idleMs: opts.idleMs ?? CHECKPOINT_IDLE_MS, limit,
+      },
+    });
+    w.unref();
+    worker = w;
+    db.pragma('wal_autocheckpoint = 0');
+    let ending = false;
+    w.on('message', (m: { over?: boolean; size?: number; idle?: boolean; error?: string }) => {
+      if (m.error !== undefined) return opts.onError(new Error(`background checkpoint: ${m.error}`));
+      if (m.idle) {
+        ending = true;
+        if (db.open) inline();
+        return;
+      }
+      if (db.open) db.pragma(`wal_autocheckpoint = ${m.over ? 1000 : 0}`);
+    });
+    w.on('error', (err) => {
+      failed = true;
+      if (db.open) inline();
+      opts.onError(err);
+    });
+    w.on('exit', (code) => {
+      if (worker === w) worker = null;
+      if (closing || ending || failed || !db.open) return;
+      failed = true;
+      inline();
+      opts.onError(new Error(`background checkpointer exited (code ${code}); checkpoints run inline again`));
+    });
+  };
+  const walBytes = () => fs.statSync(`${file}-wal`, { throwIfNoEntry: false })?.size ?? 0;
+  const poll = setInterval(() => {
+    if (worker || failed || closing || !db.open) return;
+    try {
+      if (walBytes() > (opts.startWalBytes ?? CHECKPOINT_START_WAL_BYTES)) start();
+    } catch (err) {
+      opts.onError(err as Error);
+    }
+  }, opts.pollMs ?? CHECKPOINT_POLL_MS);
+  poll.unref();
   return {
+    running: () => worker !== null,
     close: () => {
       if (closing) return Promise.resolve();
       closing = true;
-      const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-      worker.ref(); // waiting for its exit keeps the process alive that long
-      worker.postMessage('stop');
+      clearInterval(poll);
+      const w = worker;
+      if (!w) return Promise.resolve();
+      const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+      w.ref(); // waiting for its exit keeps the process alive that long
+      w.postMessage('stop');
       // A worker stuck in a checkpoint is not waited on for ever; db.close then just leaves the WAL behind.
       return Promise.race([exited, new Promise<void>((r) => setTimeout(r, 2000).unref())]).then(() => {
         if (db.open) inline();

@@ -91,6 +91,22 @@ test('console files go out brotli- or gzip-compressed as the client accepts, wit
   }
 });
 
+test('a console file is compressed on its first request, not at start: concurrent first requests all get the same compressed bytes', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const page = await rawGet(`${ts.url}/signin`, 'br');
+  assert.equal(page.headers['content-encoding'], 'br', 'the very first request of the page');
+  const script = /src="(\/c\/[0-9a-f]{12}\/app\.js)"/.exec(zlib.brotliDecompressSync(page.body).toString('utf8'))?.[1];
+  assert.ok(script);
+  const css = script.replace('app.js', 'style.css');
+  const answers = await Promise.all([...Array(6)].map((_, i) => rawGet(`${ts.url}${css}`, i % 2 ? 'br' : 'gzip')));
+  const plain = await rawGet(`${ts.url}${css}`, 'identity');
+  for (const [i, a] of answers.entries()) {
+    assert.equal(a.headers['content-encoding'], i % 2 ? 'br' : 'gzip');
+    assert.deepEqual(i % 2 ? zlib.brotliDecompressSync(a.body) : zlib.gunzipSync(a.body), plain.body);
+    assert.deepEqual(a.body, answers[i % 2]!.body, 'every request of a coding gets the same bytes');
+  }
+});
+
 function rawGet(url: string, acceptEncoding: string): Promise<{ headers: http.IncomingHttpHeaders; body: Buffer }> {
   return new Promise((resolve, reject) => {
     http.get(url, { headers: { 'accept-encoding': acceptEncoding } }, (res) => {

@@ -1,5 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import type mqtt from 'mqtt';
 import Database from 'better-sqlite3';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify } from 'jose';
@@ -102,7 +104,27 @@ async function nextSecond() {
 const nextCmd = (client: mqtt.MqttClient, id: string, name: string, timeoutMs = 1500) =>
   nextMessage(client, `devices/${id}/cmd`, timeoutMs, (m) => m.name === name).then((m) => m.body as Record<string, any>);
 
+/** Whether this process has loaded the web-push package (a CommonJS module: it sits in require's cache). */
+const webPushLoaded = () => Object.keys(createRequire(import.meta.url).cache).some((file) => file.includes(`${path.sep}node_modules${path.sep}web-push${path.sep}`));
+
 // ---- tests ----
+
+// First in the file: no test before it may have sent a push in this process.
+test('web-push loads with the first push, not at start, and that first push still goes out signed with the key the service generated', async (t) => {
+  const push = await startPushService(t);
+  const w = await world(t, undefined, push);
+  const vapid = (await w.ts.http.get(`${API}/push/vapid-public-key`)).body.public_key as string;
+  assert.equal(Buffer.from(vapid, 'base64url').length, 65, 'an uncompressed P-256 point');
+  const approved = (await memberAs(w, 'first-push@example.com', 'approved')).person;
+  const browser = await subscribe(w.ts, approved, `${push.origin}/push/first`);
+  assert.equal(webPushLoaded(), false, 'a service that has sent no push has not loaded web-push');
+  const b = await startBroadcast(w, { kind: 'azaan', prayer: 'isha' });
+  await waitFor('the first push', () => push.received.length >= 1, 5000);
+  assert.equal(webPushLoaded(), true);
+  assert.match(String(push.received[0]!.headers.authorization), new RegExp(`^vapid t=[\\w-]+\\.[\\w-]+\\.[\\w-]+, k=${vapid}$`));
+  assert.equal((decryptPush(push.received[0]!.body, browser) as Record<string, unknown>).broadcast_id, b.id);
+});
+
 
 test('a broadcast start reaches the transmitter (broadcast_start), leased players (retained start event) and no unleased player', async (t) => {
   const w = await world(t);

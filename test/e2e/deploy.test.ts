@@ -42,6 +42,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     assert.equal(children.length, 1, JSON.stringify(children));
     assert.match(children[0]!.args, /^node --import tsx src\/main\.ts$/);
     const service = children[0]!.pid;
+    // issue 13 goal 2: glibc's malloc arenas capped at 2 (bench/RESULTS.md, "Idle memory").
+    assert.ok(fs.readFileSync(`/proc/${service}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=2'), 'npm start sets MALLOC_ARENA_MAX=2');
 
     run.child.kill(signal);
     const exit = await withTimeout(run.exited, 5000, `npm start to exit after ${signal}`);
@@ -100,7 +102,9 @@ test('the Dockerfile runs node as a non-root user on a /data volume, and the con
   assert.match(runtime, /DATABASE_PATH=\/data\/minaret\.db/);
   const cmd = JSON.parse(runtime.split('\n').find((l) => l.startsWith('CMD '))!.slice(4)) as string[];
   const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts['start']!;
-  assert.equal(`exec ${cmd.join(' ')}`, start, 'the image starts the service exactly as npm start does');
+  // npm start sets MALLOC_ARENA_MAX (unless the caller did) before it execs node; the image sets it in ENV.
+  assert.equal(`MALLOC_ARENA_MAX=\${MALLOC_ARENA_MAX:-2} exec ${cmd.join(' ')}`, start, 'the image starts the service exactly as npm start does');
+  assert.match(runtime, /\bMALLOC_ARENA_MAX=2\b/);
 
   const ignored = read('.dockerignore').split('\n').filter((l) => l && !l.startsWith('#'));
   for (const needed of ['src', 'api', 'broker', 'notify', 'cli', 'bin', 'package.json', 'package-lock.json']) {
@@ -118,6 +122,7 @@ test('the systemd unit passes systemd-analyze verify and carries the hardening a
     assert.ok(unit.split('\n').includes(line), `has ${line}`);
   }
   assert.match(unit, /^Environment=.*DATABASE_PATH=\/var\/lib\/minaret\/minaret\.db/m, 'the database is inside the writable folder');
+  assert.match(unit, /^Environment=.*\bMALLOC_ARENA_MAX=2\b/m, 'glibc\'s malloc arenas capped as npm start caps them');
   // verify checks that ExecStart's binary exists: point it at this node, wherever it is installed here.
   const dir = tempDir(t);
   fs.writeFileSync(path.join(dir, 'minaret.service'), unit.replace('ExecStart=/usr/bin/node', `ExecStart=${process.execPath}`));

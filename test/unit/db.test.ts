@@ -79,26 +79,69 @@ const until = async (what: string, check: () => boolean, ms = 10_000) => {
   }
 };
 
-test('WAL checkpoints run in a worker thread: the writer never checkpoints, yet the rows reach the main file', async (t) => {
+test('WAL checkpoints run in a worker thread once the WAL grows: the writer stops checkpointing, yet the rows reach the main file', async (t) => {
   const file = tempDbPath(t);
   const db = openDatabase(file);
   const errors: Error[] = [];
-  const checkpointer = checkpointInBackground(db, { onError: (e) => errors.push(e), intervalMs: 50 });
+  const checkpointer = checkpointInBackground(db, { onError: (e) => errors.push(e), intervalMs: 50, pollMs: 50, startWalBytes: 64 * 1024 });
   t.after(async () => { await checkpointer.close(); db.close(); });
-  assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 0, 'the event loop\'s connection does not checkpoint');
   db.exec('CREATE TABLE t (v TEXT)');
   const mainFileBefore = fs.statSync(file).size;
   const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
-  for (let i = 0; i < 2000; i++) insert.run('x'.repeat(500));
+  for (let i = 0; i < 200; i++) insert.run('x'.repeat(500));
+  await until('the worker to start', () => checkpointer.running());
+  assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 0, 'the event loop\'s connection does not checkpoint');
+  for (let i = 0; i < 1800; i++) insert.run('x'.repeat(500));
   // Only a checkpoint copies pages from the WAL into the main file; this connection was told not to.
   await until('the worker to checkpoint the WAL into the main file', () => fs.statSync(file).size > mainFileBefore + 500_000);
+  assert.deepEqual(errors, []);
+});
+
+test('no checkpoint worker runs until the WAL grows past its threshold; meanwhile the writer checkpoints inline', async (t) => {
+  const file = tempDbPath(t);
+  const db = openDatabase(file);
+  const checkpointer = checkpointInBackground(db, { onError: () => {}, pollMs: 20, startWalBytes: 1024 * 1024 });
+  t.after(async () => { await checkpointer.close(); db.close(); });
+  db.exec('CREATE TABLE t (v TEXT); INSERT INTO t VALUES (1)');
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(checkpointer.running(), false, 'a WAL of a few pages starts no thread');
+  assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 1000, 'SQLite\'s own inline checkpoint');
+});
+
+test('the checkpoint worker ends after an idle spell with the WAL truncated, starts again when it grows, and the WAL is folded away on stop', async (t) => {
+  const file = tempDbPath(t);
+  const db = openDatabase(file);
+  const errors: Error[] = [];
+  const checkpointer = checkpointInBackground(db, { onError: (e) => errors.push(e), intervalMs: 20, pollMs: 20, idleMs: 300, startWalBytes: 64 * 1024 });
+  let closed = false;
+  t.after(async () => { if (!closed) { await checkpointer.close(); db.close(); } });
+  db.exec('CREATE TABLE t (v TEXT)');
+  const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+  const write = (n: number) => { for (let i = 0; i < n; i++) insert.run('w'.repeat(1000)); };
+  write(200);
+  await until('the worker to start', () => checkpointer.running());
+  await until('the worker to end after the idle spell', () => !checkpointer.running());
+  assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 1000, 'the writer checkpoints inline again');
+  assert.equal(fs.statSync(`${file}-wal`).size, 0, 'the WAL was truncated before the worker ended');
+  write(200);
+  await until('the worker to start again once the WAL grows', () => checkpointer.running());
+  await until('the worker to end again', () => !checkpointer.running());
+  insert.run('after the worker ended');
+  assert.ok(fs.statSync(`${file}-wal`).size > 0, 'that write is in the WAL');
+  await checkpointer.close();
+  db.close();
+  closed = true;
+  assert.equal(fs.existsSync(`${file}-wal`), false, 'the last close folded the WAL into the file and removed it');
+  const check = openDatabase(file);
+  t.after(() => check.close());
+  assert.equal((check.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 401);
   assert.deepEqual(errors, []);
 });
 
 test('a WAL the worker cannot keep under its limit makes the writer checkpoint inline until it is back under', async (t) => {
   const file = tempDbPath(t);
   const db = openDatabase(file);
-  const checkpointer = checkpointInBackground(db, { onError: () => {}, intervalMs: 20, walLimitBytes: 64 * 1024 });
+  const checkpointer = checkpointInBackground(db, { onError: () => {}, intervalMs: 20, pollMs: 20, startWalBytes: 16 * 1024, walLimitBytes: 64 * 1024 });
   t.after(async () => { await checkpointer.close(); db.close(); });
   db.exec('CREATE TABLE t (v TEXT)');
   // A read transaction held open pins the WAL: no checkpoint can catch up, so the WAL only grows.
