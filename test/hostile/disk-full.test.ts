@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { API, member } from '../support/people.ts';
-import { assertError } from '../support/api.ts';
+import { databaseBytes, fillUntilRefused } from '../support/database.ts';
 import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, getDevice, type Credentials } from '../support/devices.ts';
-import { sha256, startTestService, type TestService } from '../support/service.ts';
+import { sha256, startTestService } from '../support/service.ts';
 
 // Issue 9, item 5: a full database (DATABASE_MAX_BYTES reached, against a real SQLite file) refuses writes
 // with 503 storage_unavailable, keeps reads, tells /healthz, keeps its devices, and recovers once space is freed.
@@ -19,16 +19,6 @@ function sharedDir(t: TestContext): { dir: string; env: Record<string, string> }
   return { dir, env: { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } };
 }
 
-/** The database file's size now (a closed database has no WAL left: the file is all of it). */
-function databaseBytes(file: string): number {
-  const db = openDatabase(file);
-  try {
-    return (db.pragma('page_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
-  } finally {
-    db.close();
-  }
-}
-
 /** A device client that reconnects by itself (as firmware does) and so sends again what was not acknowledged. */
 async function firmwareClient(t: TestContext, url: string, creds: Credentials): Promise<mqtt.MqttClient> {
   const client = mqtt.connect(url, { clientId: creds.client_id, username: creds.username, password: creds.password, protocolVersion: 4, reconnectPeriod: 200, connectTimeout: 3000 });
@@ -36,24 +26,6 @@ async function firmwareClient(t: TestContext, url: string, creds: Credentials): 
   await new Promise<void>((resolve, reject) => client.once('connect', () => resolve()).once('error', reject));
   client.on('error', () => undefined);
   return client;
-}
-
-/**
- * Signs up throw-away accounts until the database refuses `streak` in a row (b-tree pages keep some slack
- * after splits, so a write may still fit after the first refusal). Every refusal must be 503 storage_unavailable.
- */
-async function fillUntilRefused(http: TestService['http'], streak = 8): Promise<number> {
-  let refusedInARow = 0;
-  for (let i = 0; i < 5000; i++) {
-    const res = await http.post(`${API}/auth/signup`, { email: `filler-${i}-${'x'.repeat(40)}@example.com` });
-    if (res.status === 201) {
-      refusedInARow = 0;
-      continue;
-    }
-    assertError(res, 503, 'storage_unavailable');
-    if (++refusedInARow === streak) return i;
-  }
-  assert.fail('the database never filled up');
 }
 
 /** A status whose row cannot fit in any page's slack: the detail alone spills onto a new (overflow) page. */
