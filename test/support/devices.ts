@@ -22,9 +22,9 @@ export interface Registered {
 }
 
 /** A superadmin, a mosque owner (manager of the mosque) and the mosque. */
-export async function mosqueWithOwner(ts: TestService, extra: Record<string, unknown> = {}) {
+export async function mosqueWithOwner(ts: TestService, extra: Record<string, unknown> = {}, ownerEmail = 'owner@example.com') {
   const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'owner@example.com');
+  const owner = await member(ts, ownerEmail);
   const mosque = await createMosque(ts, root.token, owner, extra);
   return { root, owner, mosque };
 }
