@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { encode } from 'uqr';
 import { API, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, mosqueMemberships, setStatus, signInSuperadmin } from '../support/people.ts';
-import { mosqueWithOwner } from '../support/devices.ts';
+import { mosqueWithOwner, registerTransmitter } from '../support/devices.ts';
 import { startTestService } from '../support/service.ts';
 import { createSuperadmin } from '../support/superadmin.ts';
 import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
@@ -157,6 +157,7 @@ test('the activity feed names who approved whom, newest first, and loads older p
   for (let i = 0; i < 24; i += 1) {
     assert.equal((await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${helper.id}`, { can_trigger: i % 2 === 0 }, owner.token)).status, 200);
   }
+  await registerTransmitter(ts, owner.token, mosque.id, 'Minbar');
 
   const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}` });
   await page.getByRole('button', { name: 'Approve: ali@activity.test' }).click();
@@ -166,6 +167,7 @@ test('the activity feed names who approved whom, newest first, and loads older p
   await rows.first().filter({ hasText: 'imam@activity.test approved ali@activity.test' }).waitFor();
   assert.equal(await rows.count(), 20, 'one page of 20');
   await rows.filter({ hasText: 'imam@activity.test changed what helper@activity.test may do' }).first().waitFor();
+  await rows.filter({ hasText: 'imam@activity.test registered the device Minbar' }).waitFor();
   await shot(page, 'admin-activity');
   await assertAccessible(page, 'activity page');
 
