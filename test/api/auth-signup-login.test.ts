@@ -247,6 +247,23 @@ test('a token expires seven days after it was issued', async (t) => {
   assertError(await ts.http.get('/api/v1/me', signed.access_token), 401, 'unauthorized');
 });
 
+test('ACCESS_TOKEN_EXPIRE_DAYS=2 gives tokens of two days: expires_in, exp, and a refusal once they are spent', async (t) => {
+  const TWO_DAYS_SECONDS = 2 * 24 * 3600;
+  const clock = createManualClock();
+  const ts = await startTestService(t, { clock, env: { ACCESS_TOKEN_EXPIRE_DAYS: '2' } });
+  const signup = await ts.http.post(`${AUTH}/signup`, { email: 'hana@example.com', password_hash: sha256(PASSWORD) });
+  const login = await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('hana@example.com'), password_hash: sha256(PASSWORD) });
+  for (const res of [signup, login]) {
+    assert.equal(res.body.expires_in, TWO_DAYS_SECONDS);
+    const claims = decodeJwt(res.body.access_token);
+    assert.equal(claims.exp! - claims.iat!, TWO_DAYS_SECONDS);
+  }
+  clock.advance((TWO_DAYS_SECONDS - 1) * 1000);
+  assert.equal((await ts.http.get('/api/v1/me', login.body.access_token)).status, 200);
+  clock.advance(2000);
+  assertError(await ts.http.get('/api/v1/me', login.body.access_token), 401, 'unauthorized');
+});
+
 test('a forged token whose exp has passed is refused even with the right secret', async (t) => {
   const ts = await startTestService(t);
   const signed = await signupMember(ts.http, 'hana@example.com');
