@@ -128,6 +128,18 @@ test('login by the identifier_hash of the phone answers 200 with the token respo
   assertTokenResponse(res, 200, { email: signed.body.user.email, role: 'member', id: signed.body.user.id });
 });
 
+test('password hashing runs off the event loop: /healthz answers while a costly login is still being checked', async (t) => {
+  // BCRYPT_COST=13: about a second per check here, far longer than the waits below.
+  const ts = await startTestService(t, { env: { BCRYPT_COST: '13' } });
+  assert.equal((await ts.http.post(`${AUTH}/signup`, { email: 'slow@example.com', password_hash: sha256(PASSWORD) })).status, 201);
+  let loginDone = false;
+  const login = ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('slow@example.com'), password_hash: sha256(PASSWORD) }).then((r) => ((loginDone = true), r));
+  await new Promise((r) => setTimeout(r, 150)); // the login is with the hasher by now
+  for (let i = 0; i < 3; i++) assert.equal((await ts.http.get('/healthz')).status, 200);
+  assert.equal(loginDone, false, 'the health checks were answered while the password was still being checked');
+  assert.equal((await login).status, 200);
+});
+
 test('login accepts an upper-case hex password_hash as the same digest', async (t) => {
   const ts = await startTestService(t);
   await signupMember(ts.http, 'dawud@example.com', PASSWORD);
