@@ -8,7 +8,7 @@ import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createGroupCommit } from '../../src/devices/group-commit.ts';
 import { API } from '../support/people.ts';
-import { databaseBytes, fillUntilRefused } from '../support/database.ts';
+import { databaseSize, fillUntilRefused } from '../support/database.ts';
 import { connectPacket, rawTcp, varint } from '../support/hostile.ts';
 import { connectDevice, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
 import { startTestService } from '../support/service.ts';
@@ -140,7 +140,7 @@ test('a full disk during a batch acknowledges none of its statuses, and the devi
   const devices: Registered[] = [];
   for (let i = 0; i < 6; i++) devices.push(await registerTransmitter(first, owner.token, mosque.id, `tx ${i}`));
   await first.service.close();
-  const size = databaseBytes(env.DATABASE_PATH);
+  const size = databaseSize(env.DATABASE_PATH);
 
   const ts = await startTestService(t, { env: { ...env, DATABASE_MAX_BYTES: String(size + 64 * 1024) }, logLevel: 'error' });
   // Firmware-like clients: they reconnect by themselves and then send again what was not acknowledged.

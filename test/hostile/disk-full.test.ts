@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { API, member } from '../support/people.ts';
-import { databaseBytes, fillUntilRefused } from '../support/database.ts';
+import { databaseSize, fillUntilRefused } from '../support/database.ts';
 import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, getDevice, type Credentials } from '../support/devices.ts';
 import { sha256, startTestService } from '../support/service.ts';
 
@@ -46,7 +46,7 @@ test('a full database: writes answer 503 storage_unavailable, reads work, health
 
   // Second run on the same file (new ports: devices connect to ts.service.mqttUrl), capped at its size now
   // plus 64 KiB: room for some signups, whose deletion later frees whole pages.
-  const cap = databaseBytes(dbFile) + 64 * 1024;
+  const cap = databaseSize(dbFile) + 64 * 1024;
   const ts = await startTestService(t, { env: { ...env, DATABASE_MAX_BYTES: String(cap) } });
   assert.deepEqual((await ts.http.get('/healthz')).body, { status: 'ok', db: 'ok', broker: 'ok' });
   const device = await firmwareClient(t, ts.service.mqttUrl, tx.credentials);

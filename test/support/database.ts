@@ -7,7 +7,7 @@ import type { TestService } from './service.ts';
 /** Helpers of the tests that fill a real database file up to DATABASE_MAX_BYTES (not a test file itself). */
 
 /** The database file's size now (a closed database has no WAL left: the file is all of it). */
-export function databaseBytes(file: string): number {
+export function databaseSize(file: string): number {
   const db = openDatabase(file);
   try {
     return (db.pragma('page_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
