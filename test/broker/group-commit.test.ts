@@ -10,7 +10,7 @@ import { createGroupCommit } from '../../src/devices/group-commit.ts';
 import { API } from '../support/people.ts';
 import { databaseSize, fillUntilRefused } from '../support/database.ts';
 import { connectPacket, rawTcp, varint } from '../support/hostile.ts';
-import { connectDevice, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
+import { connectDevice, firmwareClient, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
 import { startTestService } from '../support/service.ts';
 import { baseEnv, listening, startProcess, tempDir } from '../support/process.ts';
 import { httpClient, sha256 } from '../support/service.ts';
@@ -144,13 +144,7 @@ test('a full disk during a batch acknowledges none of its statuses, and the devi
 
   const ts = await startTestService(t, { env: { ...env, DATABASE_MAX_BYTES: String(size + 64 * 1024) }, logLevel: 'error' });
   // Firmware-like clients: they reconnect by themselves and then send again what was not acknowledged.
-  const clients = await Promise.all(devices.map(async (d) => {
-    const c = mqtt.connect(ts.service.mqttUrl, { clientId: d.credentials.client_id, username: d.credentials.username, password: d.credentials.password, protocolVersion: 4, reconnectPeriod: 200 });
-    t.after(() => new Promise<void>((resolve) => c.end(true, {}, () => resolve())));
-    await new Promise<void>((resolve, reject) => c.once('connect', () => resolve()).once('error', reject));
-    c.on('error', () => undefined);
-    return c;
-  }));
+  const clients = await Promise.all(devices.map((d) => firmwareClient(t, ts.service.mqttUrl, d.credentials)));
   await Promise.all(clients.map((c, i) => publish(c, `devices/${devices[i]!.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true })));
   await fillUntilRefused(ts.http);
 

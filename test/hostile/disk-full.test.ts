@@ -3,11 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { API, member } from '../support/people.ts';
 import { databaseSize, fillUntilRefused } from '../support/database.ts';
-import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, getDevice, type Credentials } from '../support/devices.ts';
+import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, firmwareClient, getDevice } from '../support/devices.ts';
 import { sha256, startTestService } from '../support/service.ts';
 
 // Issue 9, item 5: a full database (DATABASE_MAX_BYTES reached, against a real SQLite file) refuses writes
@@ -17,15 +16,6 @@ function sharedDir(t: TestContext): { dir: string; env: Record<string, string> }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-full-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   return { dir, env: { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } };
-}
-
-/** A device client that reconnects by itself (as firmware does) and so sends again what was not acknowledged. */
-async function firmwareClient(t: TestContext, url: string, creds: Credentials): Promise<mqtt.MqttClient> {
-  const client = mqtt.connect(url, { clientId: creds.client_id, username: creds.username, password: creds.password, protocolVersion: 4, reconnectPeriod: 200, connectTimeout: 3000 });
-  t.after(() => new Promise<void>((resolve) => client.end(true, {}, () => resolve())));
-  await new Promise<void>((resolve, reject) => client.once('connect', () => resolve()).once('error', reject));
-  client.on('error', () => undefined);
-  return client;
 }
 
 /** A status whose row cannot fit in any page's slack: the detail alone spills onto a new (overflow) page. */

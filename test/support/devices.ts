@@ -79,6 +79,18 @@ export async function connectDevice(t: TestContext, creds: Credentials, opts: mq
   return client;
 }
 
+/**
+ * A device client that reconnects by itself (as firmware does) and so sends again what was not acknowledged;
+ * ended when the test ends even while it is reconnecting (connectDevice's end would leave that one running).
+ */
+export async function firmwareClient(t: TestContext, url: string, creds: Credentials): Promise<mqtt.MqttClient> {
+  const client = mqtt.connect(url, { clientId: creds.client_id, username: creds.username, password: creds.password, protocolVersion: 4, reconnectPeriod: 200, connectTimeout: 3000 });
+  t.after(() => new Promise<void>((resolve) => client.end(true, {}, () => resolve())));
+  await new Promise<void>((resolve, reject) => client.once('connect', () => resolve()).once('error', reject));
+  client.on('error', () => undefined);
+  return client;
+}
+
 /** A will on the device's own status topic, the way firmware sets it. */
 export const statusWill = (deviceId: string, reason = 'lwt'): mqtt.IClientOptions['will'] => ({
   topic: `devices/${deviceId}/status`,
