@@ -39,13 +39,9 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import bcrypt from 'bcryptjs';
 import mqtt from 'mqtt';
-import { systemClock } from '../src/platform/clock.ts';
-import { migrate, openDatabase } from '../src/platform/db.ts';
-import { sha256Hex } from '../src/platform/identifiers.ts';
-import { createUserStore } from '../src/people/users.ts';
 import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
+import { api, registerWorld, seedSuperadmin, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
 const HOST = '127.0.0.1';
@@ -253,16 +249,6 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const median = (values: number[]) => percentile(values, 50);
 
-async function api<T = any>(base: string, method: string, p: string, body?: unknown, token?: string): Promise<{ status: number; body: T }> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (token) headers['authorization'] = `Bearer ${token}`;
-  const res = await fetch(`${base}${p}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await res.text();
-  if (res.status < 200 || res.status > 299) throw new Error(`${method} ${p}: HTTP ${res.status} ${text.slice(0, 300)}`);
-  return { status: res.status, body: (text ? JSON.parse(text) : null) as T };
-}
-
 // ---------------------------------------------------------------------------------------------------
 // The notifier's webhook peer: the superadmin's OTP arrives here
 
@@ -332,65 +318,16 @@ interface World {
   setupS: number;
 }
 
-const ROOT_EMAIL = 'root@bench.example.org';
-const ROOT_PASSWORD = 'bench superadmin password';
-const MEMBER_PASSWORD_HASH = sha256Hex('bench member password');
-
-/** The superadmin row, written straight into the SQLite file before the service starts. */
-function seedSuperadmin(dbPath: string): void {
-  const db = openDatabase(dbPath);
-  try {
-    migrate(db);
-    createUserStore(db, systemClock).create({
-      email: ROOT_EMAIL,
-      emailHash: sha256Hex(ROOT_EMAIL),
-      phone: null,
-      phoneHash: null,
-      passwordBcrypt: bcrypt.hashSync(sha256Hex(ROOT_PASSWORD), 4),
-      role: 'superadmin',
-    });
-  } finally {
-    db.close();
-  }
-}
-
-async function superadminLogin(base: string, webhook: Webhook): Promise<string> {
-  const start = await api<{ session_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa', {
-    identifier_hash: sha256Hex(ROOT_EMAIL),
-    password_hash: sha256Hex(ROOT_PASSWORD),
-  });
-  const otp = await webhook.nextCode('superadmin_otp', 30_000);
-  const timestamp = Math.floor(Date.now() / 1000);
-  const session = start.body.session_token;
-  const hmac = crypto.createHmac('sha256', session).update(`${otp}|${timestamp}`).digest('hex');
-  const verified = await api<{ access_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa/verify', { session_token: session, timestamp, hmac });
-  return verified.body.access_token;
-}
-
+/** The world of bench/world/registration.ts: one mosque with a stream_url, one member (approved by the owner) per player. */
 async function buildWorld(base: string, webhook: Webhook, opts: Options): Promise<World> {
   const t0 = performance.now();
-  const root = await superadminLogin(base, webhook);
-  const owner = await api<{ access_token: string; user: { id: string } }>(base, 'POST', '/api/v1/auth/signup', { email: 'owner@bench.example.org', password_hash: MEMBER_PASSWORD_HASH });
-  const mosque = await api<{ id: string }>(base, 'POST', '/api/v1/mosques', { name: 'Bench Masjid', owner_user_id: owner.body.user.id, stream_url: STREAM_URL }, root);
-  const ownerToken = owner.body.access_token;
-  const mosqueId = mosque.body.id;
-  const players: Registered[] = new Array(opts.players);
-  let done = 0;
-  const progress = setInterval(() => console.log(`  setup: ${done}/${opts.players} members with a player`), 10_000);
-  try {
-    await pool(opts.players, opts.httpConcurrency, async (i) => {
-      const member = await api<{ access_token: string }>(base, 'POST', '/api/v1/auth/signup', { email: `member${i}@bench.example.org`, password_hash: MEMBER_PASSWORD_HASH });
-      const token = member.body.access_token;
-      const joined = await api<{ id: string; status: string }>(base, 'POST', `/api/v1/mosques/${mosqueId}/join`, undefined, token);
-      await api(base, 'PATCH', `/api/v1/memberships/${joined.body.id}`, { status: 'approved' }, ownerToken);
-      const dev = await api<{ credentials: { client_id: string; password: string } }>(base, 'POST', '/api/v1/devices', { kind: 'stream_player', mosque_id: mosqueId }, token);
-      players[i] = { id: dev.body.credentials.client_id, password: dev.body.credentials.password, membershipId: joined.body.id };
-      done++;
-    });
-  } finally {
-    clearInterval(progress);
-  }
-  return { base, ownerToken, mosqueId, players, setupS: (performance.now() - t0) / 1000 };
+  const root = await superadminToken(base, () => webhook.nextCode('superadmin_otp', 30_000));
+  const world = await registerWorld(base, root, {
+    mosques: [{ name: 'Bench Masjid', stream_url: STREAM_URL }],
+    members: opts.players, devices: opts.players, concurrency: opts.httpConcurrency, progress: (line) => console.log(`  ${line}`),
+  });
+  const players = world.devices.map((d) => ({ id: d.id, password: d.password, membershipId: d.membershipId! }));
+  return { base, ownerToken: world.ownerToken, mosqueId: world.mosqueIds[0]!, players, setupS: (performance.now() - t0) / 1000 };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -636,18 +573,18 @@ async function minaretFanout(fleet: Fleet, world: World, child: Child): Promise<
   const triggerMs = performance.now() - t0;
   await watch.all(FANOUT_TIMEOUT_MS);
   const cpu = close();
-  const start = summarize(watch, t0, res.body.id);
+  const start = summarize(watch, t0, res.id);
   // Stop it, and wait for every player to have the stop before the next run.
   const stopWatch = new Watch(n, 'stop', null);
   fleet.watch = stopWatch;
   const s0 = performance.now();
-  await api(base, 'POST', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.body.id}/stop`, undefined, world.ownerToken);
+  await api(base, 'POST', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.id}/stop`, undefined, world.ownerToken);
   await stopWatch.all(FANOUT_TIMEOUT_MS);
-  const stop = summarize(stopWatch, s0, res.body.id);
+  const stop = summarize(stopWatch, s0, res.id);
   fleet.watch = null;
   // The delivery report alone: GET of the broadcast builds it (one statement over the mosque's devices).
   const g0 = performance.now();
-  await api(base, 'GET', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.body.id}`, undefined, world.ownerToken);
+  await api(base, 'GET', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.id}`, undefined, world.ownerToken);
   const reportMs = performance.now() - g0;
   return { ...start, expected: n, triggerMs, doorMs, cpu, stopP50: stop.p50, stopP99: stop.p99, stopReceived: stop.received, reportMs };
 }
@@ -737,7 +674,7 @@ async function bans(fleet: Fleet, world: World, b: number): Promise<BanResult> {
     else afterReached++;
   }
   fleet.watch = null;
-  await api(world.base, 'POST', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.body.id}/stop`, undefined, world.ownerToken);
+  await api(world.base, 'POST', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.id}/stop`, undefined, world.ownerToken);
   return { latencies, patchMs, missing, afterReached, afterExpected: entitled.size, afterBannedReached };
 }
 

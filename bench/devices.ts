@@ -37,14 +37,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import bcrypt from 'bcryptjs';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
-import { systemClock } from '../src/platform/clock.ts';
-import { openDatabase } from '../src/platform/db.ts';
-import { identifierHash, sha256Hex } from '../src/platform/identifiers.ts';
-import { createUserStore } from '../src/people/users.ts';
 import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
+import { api, registerWorld, seedSuperadmin, superadminToken, type DeviceKind as Kind } from './world/registration.ts';
 
 const SECTION = '## Devices (npm run bench)';
 const HOST = '127.0.0.1';
@@ -245,17 +241,6 @@ function cleanupSync(): void {
 // ---------------------------------------------------------------------------------------------------
 // HTTP (Minaret's setup)
 
-async function api<T = any>(base: string, method: string, p: string, body?: unknown, token?: string): Promise<T> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (token) headers['authorization'] = `Bearer ${token}`;
-  const res = await fetch(`${base}${p}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await res.text();
-  if (res.status < 200 || res.status > 299) throw new Error(`${method} ${p}: HTTP ${res.status} ${text.slice(0, 300)}`);
-  return (text ? JSON.parse(text) : null) as T;
-}
-
-type Kind = 'transmitter' | 'stream_player';
 interface Device {
   id: string;
   kind: Kind;
@@ -271,58 +256,21 @@ interface Registration {
   members: number;
 }
 
-/** A superadmin (row written straight into SQLite, then the real two-step login), an owner, mosques and N devices. */
+/** A superadmin, an owner, mosques and N devices (bench/world/registration.ts), over HTTP. */
 async function registerDevices(child: BrokerChild, base: string, dbPath: string, n: number): Promise<Registration> {
-  const rootEmail = 'root@bench.example';
-  const rootPassword = 'bench root password';
-  const db = openDatabase(dbPath);
-  try {
-    createUserStore(db, systemClock).create({
-      email: rootEmail, emailHash: identifierHash(rootEmail), phone: null, phoneHash: null,
-      passwordBcrypt: bcrypt.hashSync(sha256Hex(rootPassword), 4), role: 'superadmin',
-    });
-  } finally {
-    db.close();
-  }
-  const otp = child.next('otp', 30_000);
-  const step1 = await api<{ session_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa', { identifier_hash: identifierHash(rootEmail), password_hash: sha256Hex(rootPassword) });
-  const code = String((await otp)['code']);
-  const timestamp = Math.floor(Date.now() / 1000);
-  const hmac = crypto.createHmac('sha256', step1.session_token).update(`${code}|${timestamp}`).digest('hex');
-  const root = await api<{ access_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa/verify', { session_token: step1.session_token, timestamp, hmac });
-
-  const signup = (email: string) =>
-    api<{ access_token: string; user: { id: string } }>(base, 'POST', '/api/v1/auth/signup', { email, password_hash: sha256Hex(`pw ${email}`) });
-  const owner = await signup('owner@bench.example');
-  const mosqueCount = Math.max(1, Math.ceil(n / 1000));
-  const memberCount = Math.max(1, Math.ceil(n / 500));
-  const mosques: string[] = [];
-  for (let i = 0; i < mosqueCount; i++) {
-    const m = await api<{ id: string }>(base, 'POST', '/api/v1/mosques', { name: `Bench Masjid ${i + 1}`, owner_user_id: owner.user.id, auto_approve_members: true }, root.access_token);
-    mosques.push(m.id);
-  }
+  seedSuperadmin(dbPath);
+  const rootToken = await superadminToken(base, async () => String((await child.next('otp', 30_000))['code']));
+  const mosques = Math.max(1, Math.ceil(n / 1000));
   // Approved members of every mosque: their players are entitled, so each one's config carries a signed lease.
-  const members: string[] = [];
-  for (let i = 0; i < memberCount; i++) {
-    const token = (await signup(`member${i + 1}@bench.example`)).access_token;
-    for (const id of mosques) await api(base, 'POST', `/api/v1/mosques/${id}/join`, {}, token);
-    members.push(token);
-  }
-
+  const members = Math.max(1, Math.ceil(n / 500));
   // About 1 in 100 devices is a mosque's transmitter; the rest are members' stream players.
-  const transmitters = Math.max(1, Math.round(n / 100));
-  const devices: Device[] = new Array(n);
-  const t0 = performance.now();
-  await pool(n, 20, async (i) => {
-    const mosqueId = mosques[i % mosqueCount]!;
-    const isTx = i % Math.ceil(n / transmitters) === 0;
-    const r = isTx
-      ? await api<{ credentials: { client_id: string; password: string } }>(base, 'POST', `/api/v1/mosques/${mosqueId}/devices`, { kind: 'transmitter', name: `tx ${i}` }, owner.access_token)
-      : await api<{ credentials: { client_id: string; password: string } }>(base, 'POST', '/api/v1/devices', { kind: 'stream_player', mosque_id: mosqueId, name: `player ${i}` }, members[i % memberCount]);
-    devices[i] = { id: r.credentials.client_id, kind: isTx ? 'transmitter' : 'stream_player', password: r.credentials.password };
+  const every = Math.ceil(n / Math.max(1, Math.round(n / 100)));
+  const world = await registerWorld(base, rootToken, {
+    mosques: Array.from({ length: mosques }, (_, i) => ({ name: `Bench Masjid ${i + 1}`, auto_approve_members: true })),
+    members, devices: n, isTransmitter: (i) => i % every === 0, concurrency: 20,
   });
-  const seconds = (performance.now() - t0) / 1000;
-  return { devices, rootToken: root.access_token, seconds, transmitters: devices.filter((d) => d.kind === 'transmitter').length, mosques: mosqueCount, members: memberCount };
+  const devices = world.devices.map((d) => ({ id: d.id, kind: d.kind, password: d.password }));
+  return { devices, rootToken, seconds: world.deviceSeconds, transmitters: devices.filter((d) => d.kind === 'transmitter').length, mosques, members };
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -23,16 +23,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
-import bcrypt from 'bcryptjs';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
 import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
-import { systemClock } from '../src/platform/clock.ts';
-import { openDatabase } from '../src/platform/db.ts';
 import { identifierHash, sha256Hex } from '../src/platform/identifiers.ts';
-import { createUserStore } from '../src/people/users.ts';
 import { ROOT, machine, percentile, writeSubsection } from './support.ts';
+import { seedSuperadmin, signup, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Hostile (npm run bench:hostile)';
 const HOST = '127.0.0.1';
@@ -161,8 +158,6 @@ async function startWorld(): Promise<World> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-hostile-'));
   tempDirs.add(dir);
   const dbPath = path.join(dir, 'minaret.db');
-  const rootEmail = 'root@bench.example';
-  const rootPassword = 'bench root password';
   const child = new ServiceChild({
     NODE_ENV: 'test', HOST, HTTP_PORT: '0', MQTT_PORT: '0', DATABASE_PATH: dbPath, DATA_DIR: dir,
     JWT_SECRET: crypto.randomBytes(32).toString('hex'), BCRYPT_COST: '4', LOG_LEVEL: 'warn',
@@ -174,25 +169,11 @@ async function startWorld(): Promise<World> {
   const ready = await child.next('ready', 60_000);
   const base = String(ready['httpUrl']);
   const mqttPort = Number(new URL(String(ready['mqttUrl'])).port);
-  // The superadmin row goes straight into SQLite (the service has migrated it by now), as the operator CLI does.
-  const db = openDatabase(dbPath);
-  try {
-    createUserStore(db, systemClock).create({
-      email: rootEmail, emailHash: identifierHash(rootEmail), phone: null, phoneHash: null,
-      passwordBcrypt: bcrypt.hashSync(sha256Hex(rootPassword), 4), role: 'superadmin',
-    });
-  } finally {
-    db.close();
-  }
-
-  const otp = child.next('otp');
-  const step1 = await ok<{ session_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa', { identifier_hash: identifierHash(rootEmail), password_hash: sha256Hex(rootPassword) });
-  const code = String((await otp)['code']);
-  const timestamp = Math.floor(Date.now() / 1000);
-  const hmac = crypto.createHmac('sha256', step1.session_token).update(`${code}|${timestamp}`).digest('hex');
-  const root = await ok<{ access_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa/verify', { session_token: step1.session_token, timestamp, hmac });
-  const owner = await ok<{ access_token: string; user: { id: string } }>(base, 'POST', '/api/v1/auth/signup', { email: 'owner@bench.example', password_hash: sha256Hex('owner pw') });
-  const mosque = await ok<{ id: string }>(base, 'POST', '/api/v1/mosques', { name: 'Bench Masjid', owner_user_id: owner.user.id }, root.access_token);
+  // The superadmin row goes straight into SQLite, as the operator CLI does; then the real two-step login.
+  seedSuperadmin(dbPath);
+  const rootToken = await superadminToken(base, async () => String((await child.next('otp'))['code']));
+  const owner = await signup(base, 'owner@bench.example');
+  const mosque = await ok<{ id: string }>(base, 'POST', '/api/v1/mosques', { name: 'Bench Masjid', owner_user_id: owner.user.id }, rootToken);
   const transmitter = async (name: string): Promise<Device> => {
     const r = await ok<{ device: { id: string }; credentials: { password: string } }>(base, 'POST', `/api/v1/mosques/${mosque.id}/devices`, { kind: 'transmitter', name }, owner.access_token);
     return { id: r.device.id, password: r.credentials.password };

@@ -194,7 +194,7 @@ export function deviceRoutes(deps: Deps) {
   });
 
   app.delete('/devices/:id', (c) => {
-    plane.service.delete(load(c, 'write').row);
+    plane.service.delete(load(c, 'write').row, c.var.user.id);
     return c.body(null, 204);
   });
 

@@ -21,7 +21,8 @@ import mqtt from 'mqtt';
 import { CONTENDED_CORES, machine, openFilesLimit, percentile, writeSubsection } from '../support.ts';
 import { Child, HOST, cpuWindow, fmt, killAll, range, startRedisServer, type RedisServer, type Spent } from './processes.ts';
 import { SECTION, SECTION_INTRO, subsectionOrder } from './sections.ts';
-import { Watch, api, buildWorld, burst, connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type World } from './world.ts';
+import { api } from '../world/registration.ts';
+import { Watch, buildWorld, burst, connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type World } from './world.ts';
 
 const args = process.argv.slice(2);
 const flag = (name: string, dflt: number) => {

@@ -3,15 +3,10 @@
  * members are approved at once, N stream players owned by a few members (so each config carries a lease),
  * and one plain mqtt.js client per player, given a port by the caller (the devices split across processes).
  */
-import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import bcrypt from 'bcryptjs';
 import mqtt from 'mqtt';
-import { systemClock } from '../../src/platform/clock.ts';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
-import { identifierHash, sha256Hex } from '../../src/platform/identifiers.ts';
-import { createUserStore } from '../../src/people/users.ts';
 import { percentile, pool } from '../support.ts';
+import { registerWorld, seedSuperadmin, superadminToken } from '../world/registration.ts';
 import type { Child } from './processes.ts';
 
 export interface Player {
@@ -25,52 +20,15 @@ export interface World {
   players: Player[];
 }
 
-export async function api<T = any>(base: string, method: string, p: string, body?: unknown, token?: string): Promise<T> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (token) headers['authorization'] = `Bearer ${token}`;
-  const res = await fetch(`${base}${p}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await res.text();
-  if (res.status < 200 || res.status > 299) throw new Error(`${method} ${p}: HTTP ${res.status} ${text.slice(0, 300)}`);
-  return (text ? JSON.parse(text) : null) as T;
-}
-
-/** Registers the world through the HTTP API of a running service (the superadmin row goes into SQLite first). */
+/** bench/world/registration.ts's world: one auto-approving mosque with a stream_url, a member per 2,000 players. */
 export async function buildWorld(child: Child, base: string, dbPath: string, n: number): Promise<World> {
-  const email = 'root@bench.example';
-  const password = 'bench root password';
-  const db = openDatabase(dbPath);
-  try {
-    migrate(db);
-    createUserStore(db, systemClock).create({
-      email, emailHash: identifierHash(email), phone: null, phoneHash: null, passwordBcrypt: bcrypt.hashSync(sha256Hex(password), 4), role: 'superadmin',
-    });
-  } finally {
-    db.close();
-  }
-  const otp = child.next('otp', 30_000);
-  const step1 = await api<{ session_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa', { identifier_hash: identifierHash(email), password_hash: sha256Hex(password) });
-  const code = String((await otp)['code']);
-  const timestamp = Math.floor(Date.now() / 1000);
-  const hmac = crypto.createHmac('sha256', step1.session_token).update(`${code}|${timestamp}`).digest('hex');
-  const root = await api<{ access_token: string }>(base, 'POST', '/api/v1/auth/superadmin-2fa/verify', { session_token: step1.session_token, timestamp, hmac });
-  const signup = (e: string) => api<{ access_token: string; user: { id: string } }>(base, 'POST', '/api/v1/auth/signup', { email: e, password_hash: sha256Hex(`pw ${e}`) });
-  const owner = await signup('owner@bench.example');
-  const mosque = await api<{ id: string }>(base, 'POST', '/api/v1/mosques', {
-    name: 'Bench Masjid', owner_user_id: owner.user.id, auto_approve_members: true, stream_url: 'https://radio.example.org/bench-noor',
-  }, root.access_token);
-  const members: string[] = [];
-  for (let i = 0; i < Math.max(1, Math.ceil(n / 2000)); i++) {
-    const token = (await signup(`member${i + 1}@bench.example`)).access_token;
-    await api(base, 'POST', `/api/v1/mosques/${mosque.id}/join`, {}, token);
-    members.push(token);
-  }
-  const players: Player[] = new Array(n);
-  await pool(n, 20, async (i) => {
-    const r = await api<{ credentials: { client_id: string; password: string } }>(base, 'POST', '/api/v1/devices', { kind: 'stream_player', name: `player ${i}`, mosque_id: mosque.id }, members[i % members.length]);
-    players[i] = { id: r.credentials.client_id, password: r.credentials.password };
+  seedSuperadmin(dbPath);
+  const rootToken = await superadminToken(base, async () => String((await child.next('otp', 30_000))['code']));
+  const world = await registerWorld(base, rootToken, {
+    mosques: [{ name: 'Bench Masjid', auto_approve_members: true, stream_url: 'https://radio.example.org/bench-noor' }],
+    members: Math.max(1, Math.ceil(n / 2000)), devices: n, concurrency: 20,
   });
-  return { ownerToken: owner.access_token, mosqueId: mosque.id, players };
+  return { ownerToken: world.ownerToken, mosqueId: world.mosqueIds[0]!, players: world.devices.map((d) => ({ id: d.id, password: d.password })) };
 }
 
 /** Receipt times of one broadcast action, per player. */

@@ -140,6 +140,7 @@ export function activityText(a, emails) {
   const vars = {
     actor: who(a.actor_user_id), subject: who(subjectUser), status: t(`status.${d.to}`), channel: t(`invites.by_${d.channel}`),
     kind: t(`broadcast.kind_${d.kind}`), prayer: t(`prayer.${d.prayer}`), time: d.azaan_local ?? '', reason: d.reason ?? '', code: a.kind,
+    device: d.name ?? a.subject_id ?? '',
   };
   let key = `activity.${a.kind.replace('.', '_')}`;
   if (a.kind === 'membership.status_changed' || a.kind === 'membership.joined') key += `_${d.to}`;

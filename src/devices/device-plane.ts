@@ -52,7 +52,7 @@ export function createDevicePlane(deps: {
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }) });
   let link: DeviceLink | null = null;
   const service = createDeviceService({
-    db, devices, timeline, telemetry, logger,
+    db, devices, timeline, telemetry, logger, activity: deps.activity,
     resolveBinding: entitlement.binding,
     onDeleted: (id) => {
       entitlement.forget(id);
@@ -169,7 +169,7 @@ export function createDevicePlane(deps: {
     /** A mosque is going away: its transmitters go with it; its players become unbound (config pushed). */
     beforeMosqueDelete(mosqueId: string): () => void {
       const rows = devices.listForMosque(mosqueId);
-      for (const row of rows) if (row.kind === 'transmitter') service.delete(row);
+      for (const row of rows) if (row.kind === 'transmitter') service.delete(row, null);
       const players = rows.filter((r) => r.kind === 'stream_player').map((r) => r.id);
       return () => players.forEach((id) => service.refreshConfig(id, 'mosque_deleted'));
     },

@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db.ts';
+import type { ActivityLog } from '../mosques/activity.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { configPayload, type Binding, type DeviceKind, type DeviceSettings } from './device-config.ts';
 import { topics, type DeviceLink } from './device-link.ts';
@@ -12,6 +13,8 @@ export interface Registered {
   password: string;
 }
 
+const FIELD_NAMES = { name: 'name', mosqueId: 'mosque_id', settings: 'config' } as const;
+
 /** How the config of a device is completed beyond its own row: mosque, stream and lease (src/devices/entitlement.ts). */
 export type BindingResolver = (row: DeviceRow) => Binding;
 
@@ -23,6 +26,8 @@ export function createDeviceService(deps: {
   db: Db;
   devices: DeviceStore;
   timeline: Timeline;
+  /** The mosque's activity feed (contract 5: it carries device events beside membership, admin and broadcast ones). */
+  activity: ActivityLog;
   telemetry: Telemetry;
   link: () => DeviceLink;
   logger: Logger;
@@ -34,6 +39,10 @@ export function createDeviceService(deps: {
   const { devices, timeline } = deps;
   const published = new Set<string>();
 
+  /** A person's change to a device of a mosque, in that mosque's feed (a device bound to none has no feed). */
+  function note(mosqueId: string | null, actorId: string, kind: string, deviceId: string, data: Record<string, unknown> = {}): void {
+    if (mosqueId !== null) deps.activity.record({ mosqueId, actorUserId: actorId, kind, subjectId: deviceId, data });
+  }
 
   function configOf(row: DeviceRow): Record<string, unknown> {
     return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, deps.resolveBinding(row));
@@ -71,6 +80,7 @@ export function createDeviceService(deps: {
       const registered = deps.db.transaction(() => {
         const r = devices.create({ kind, name, mosqueId, ownerUserId });
         timeline.record({ deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: actorId, detail: { kind, name } });
+        note(mosqueId, actorId, 'device.registered', r.row.id, { kind, name });
         return r;
       })();
       pushConfig(registered.row);
@@ -88,6 +98,7 @@ export function createDeviceService(deps: {
         }
         const r = devices.create({ kind: 'stream_player', name, mosqueId, ownerUserId: owner.id });
         timeline.record({ deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: owner.id, detail: { kind: 'stream_player', name } });
+        note(mosqueId, owner.id, 'device.registered', r.row.id, { kind: 'stream_player', name });
         return ok(r);
       }).immediate();
       if (registered.ok) pushConfig(registered.value.row);
@@ -100,6 +111,9 @@ export function createDeviceService(deps: {
         if (u.config_version !== row.config_version) {
           timeline.record({ deviceId: row.id, mosqueId: u.mosque_id, kind: 'config_changed', actorUserId: actorId, detail: { config_version: u.config_version, ...(change.mosqueId !== undefined && { mosque_id: change.mosqueId }) } });
         }
+        // Named as the API names them. Both mosques hear of a move: the one it left and the one it joined.
+        const fields = (Object.keys(change) as Array<keyof typeof change>).map((k) => FIELD_NAMES[k]);
+        if (fields.length > 0) for (const mosqueId of new Set([row.mosque_id, u.mosque_id])) note(mosqueId, actorId, 'device.updated', row.id, { fields, mosque_id: u.mosque_id });
         return u;
       })();
       if (updated.config_version !== row.config_version) pushConfig(updated);
@@ -116,16 +130,24 @@ export function createDeviceService(deps: {
     },
 
     rotateCredentials(row: DeviceRow, actorId: string): string {
-      const password = devices.rotateSecret(row.id);
-      timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
+      // The rows first: the rotation also updates memory, which a rolled-back transaction would not undo.
+      const password = deps.db.transaction(() => {
+        timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
+        note(row.mosque_id, actorId, 'device.credentials_rotated', row.id);
+        return devices.rotateSecret(row.id);
+      })();
       deps.link().disconnect(row.id);
       deps.link().forgetSession(row.id);
       return password;
     },
 
-    delete(row: DeviceRow): void {
+    /** `actorId` null: the mosque itself is going away, and its feed with it. */
+    delete(row: DeviceRow, actorId: string | null): void {
       deps.onDeleted?.(row.id);
-      devices.delete(row.id);
+      deps.db.transaction(() => {
+        if (actorId !== null) note(row.mosque_id, actorId, 'device.deleted', row.id, { kind: row.kind, name: row.name });
+        devices.delete(row.id); // last: it also forgets the device in memory
+      })();
       deps.telemetry.forget(row.id);
       published.delete(row.id);
       deps.link().disconnect(row.id);

@@ -128,6 +128,18 @@ test('login by the identifier_hash of the phone answers 200 with the token respo
   assertTokenResponse(res, 200, { email: signed.body.user.email, role: 'member', id: signed.body.user.id });
 });
 
+test('password hashing runs off the event loop: /healthz answers while a costly login is still being checked', async (t) => {
+  // BCRYPT_COST=13: about a second per check here, far longer than the waits below.
+  const ts = await startTestService(t, { env: { BCRYPT_COST: '13' } });
+  assert.equal((await ts.http.post(`${AUTH}/signup`, { email: 'slow@example.com', password_hash: sha256(PASSWORD) })).status, 201);
+  let loginDone = false;
+  const login = ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('slow@example.com'), password_hash: sha256(PASSWORD) }).then((r) => ((loginDone = true), r));
+  await new Promise((r) => setTimeout(r, 150)); // the login is with the hasher by now
+  for (let i = 0; i < 3; i++) assert.equal((await ts.http.get('/healthz')).status, 200);
+  assert.equal(loginDone, false, 'the health checks were answered while the password was still being checked');
+  assert.equal((await login).status, 200);
+});
+
 test('login accepts an upper-case hex password_hash as the same digest', async (t) => {
   const ts = await startTestService(t);
   await signupMember(ts.http, 'dawud@example.com', PASSWORD);
@@ -245,6 +257,23 @@ test('a token expires seven days after it was issued', async (t) => {
   assert.equal((await ts.http.get('/api/v1/me', signed.access_token)).status, 200);
   clock.advance(2000);
   assertError(await ts.http.get('/api/v1/me', signed.access_token), 401, 'unauthorized');
+});
+
+test('ACCESS_TOKEN_EXPIRE_DAYS=2 gives tokens of two days: expires_in, exp, and a refusal once they are spent', async (t) => {
+  const TWO_DAYS_SECONDS = 2 * 24 * 3600;
+  const clock = createManualClock();
+  const ts = await startTestService(t, { clock, env: { ACCESS_TOKEN_EXPIRE_DAYS: '2' } });
+  const signup = await ts.http.post(`${AUTH}/signup`, { email: 'hana@example.com', password_hash: sha256(PASSWORD) });
+  const login = await ts.http.post(`${AUTH}/login`, { identifier_hash: emailId('hana@example.com'), password_hash: sha256(PASSWORD) });
+  for (const res of [signup, login]) {
+    assert.equal(res.body.expires_in, TWO_DAYS_SECONDS);
+    const claims = decodeJwt(res.body.access_token);
+    assert.equal(claims.exp! - claims.iat!, TWO_DAYS_SECONDS);
+  }
+  clock.advance((TWO_DAYS_SECONDS - 1) * 1000);
+  assert.equal((await ts.http.get('/api/v1/me', login.body.access_token)).status, 200);
+  clock.advance(2000);
+  assertError(await ts.http.get('/api/v1/me', login.body.access_token), 401, 'unauthorized');
 });
 
 test('a forged token whose exp has passed is refused even with the right secret', async (t) => {

@@ -375,12 +375,10 @@ test('the member forgot-password flow sends nothing to a superadmin', async (t) 
 
 // ---- what the database keeps ----
 
-test('the database never holds a session token, an OTP, a login code or a reset token in plain text', async (t) => {
-  const ts = await startTestService(t);
+/** A superadmin and a member with one of each secret outstanding at once. */
+async function oneOfEachSecret(ts: TestService) {
   await createSuperadmin(ts, ROOT, PASSWORD);
   await signupMember(ts.http, 'member@example.com', 'member password');
-
-  // One of each secret, all outstanding at once.
   const superadminToken = await resetToken(ts);
   const login = await startLogin(ts);
   const reset = await startReset(ts);
@@ -388,6 +386,12 @@ test('the database never holds a session token, an OTP, a login code or a reset 
   const loginCode = (await lastSent(ts, 'login_code')).code!;
   await ts.http.post(`${AUTH}/forgot-password`, { identifier_hash: emailId('member@example.com') });
   const memberToken = (await lastSent(ts, 'password_reset')).token!;
+  return { superadminToken, login, reset, loginCode, memberToken };
+}
+
+test('the database never holds a session token, an OTP, a login code or a reset token in plain text', async (t) => {
+  const ts = await startTestService(t);
+  const { superadminToken, login, reset, loginCode, memberToken } = await oneOfEachSecret(ts);
   const secrets = [login.session, login.otp, reset.session, reset.otp, loginCode, memberToken, superadminToken];
 
   const sessions = readRows(ts, 'superadmin_sessions');
@@ -415,6 +419,20 @@ test('the database never holds a session token, an OTP, a login code or a reset 
   // Everything kept is still usable: the checks above looked at live secrets.
   assert.equal((await verifyLogin(ts, login.session, login.otp)).status, 200);
   assert.equal((await ts.http.post(`${AUTH}/login-code/verify`, { identifier_hash: emailId('member@example.com'), code: loginCode })).status, 200);
+});
+
+test('codes, OTPs and reset tokens are kept as keyed hashes: no column holds the plain SHA-256 of one', async (t) => {
+  const ts = await startTestService(t);
+  const { superadminToken, login, reset, loginCode, memberToken } = await oneOfEachSecret(ts);
+  // A 6-digit code's plain SHA-256 falls to a million guesses; a keyed hash needs the server's key too.
+  const digests = [login.otp, reset.otp, loginCode, memberToken, superadminToken].map((s) => sha256(s));
+  const rows = [...readRows(ts, 'superadmin_sessions'), ...readRows(ts, 'login_codes'), ...readRows(ts, 'reset_tokens')];
+  assert.equal(rows.length, 5);
+  for (const row of rows) {
+    for (const [column, value] of Object.entries(row)) {
+      for (const d of digests) assert.ok(!String(value).toLowerCase().includes(d), `column ${column} holds an unkeyed SHA-256`);
+    }
+  }
 });
 
 test('no log line carries a password hash, a code, an OTP, a session token or a reset token', async (t) => {

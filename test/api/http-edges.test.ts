@@ -1,8 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import Database from 'better-sqlite3';
 import { sha256, signupMember, startTestService, type HttpResult } from '../support/service.ts';
 import { AUTH, assertError, emailId } from '../support/api.ts';
+import { createMosque, signInSuperadmin } from '../support/people.ts';
 
 const SECURITY_HEADERS = {
   'strict-transport-security': 'max-age=31536000; includeSubDomains',
@@ -294,6 +296,28 @@ test('an unknown route answers 404 not_found, with a token, without one, or with
   // A path that names a route still needs the token: the 404 is for paths only.
   assertError(await ts.http.get('/api/v1/mosques/m1'), 401, 'unauthorized');
   assertError(await ts.http.get('/api/v1/me/'), 401, 'unauthorized');
+});
+
+test('an error no route expects answers 500 internal_error whose message carries the request id only; the log has the cause', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'error' });
+  const root = await signInSuperadmin(ts);
+  const mosque = await createMosque(ts, root.token, null);
+  // A damaged schema (a table dropped with sqlite3 behind the service's back) is no storage fault: a bug to report.
+  const db = new Database(ts.config.databasePath);
+  db.exec('DROP TABLE activity');
+  db.close();
+
+  const res = await ts.http.get(`/api/v1/mosques/${mosque.id}/activity`, root.token);
+  assertErrorShape(res);
+  assert.equal(res.status, 500);
+  const requestId = res.headers.get('x-request-id');
+  assert.ok(requestId);
+  assert.deepEqual(res.body, { error: { code: 'internal_error', message: `Internal error; request id ${requestId}` } });
+  const logged = ts.logs.map((l) => JSON.parse(l) as Record<string, any>).find((l) => l.msg === 'unhandled error');
+  assert.equal(logged?.req_id, requestId, 'the operator finds the cause under the id the client was given');
+  assert.match(String(logged?.err?.message), /activity/);
+  // The service goes on.
+  assert.equal((await ts.http.get(`/api/v1/mosques/${mosque.id}`, root.token)).status, 200);
 });
 
 test('GET /healthz answers 200 {"status":"ok","db":"ok","broker":"ok"}', async (t) => {

@@ -258,6 +258,40 @@ test('every membership, admin, invite and broadcast change appears in the activi
   assert.deepEqual(admitted.data, { user_id: chen.id, from: null, to: 'approved' });
 });
 
+test('every device change of a mosque appears in its activity feed: registered, updated, credentials rotated, moved away and deleted', async (t) => {
+  const { ts, root, owner, mosque } = await world(t);
+  const other = await createMosque(ts, root.token, null, { name: 'Masjid Other' });
+  const amina = await member(ts, 'amina@example.com');
+  const start = (await mosqueActivity(ts, root.token, mosque.id)).length;
+  const otherStart = (await mosqueActivity(ts, root.token, other.id)).length;
+
+  const tx = (await ts.http.post(`${API}/mosques/${mosque.id}/devices`, { kind: 'transmitter', name: 'Minbar' }, owner.token)).body.device;
+  assert.equal((await ts.http.patch(`${API}/devices/${tx.id}`, { name: 'Roof', config: { volume: 70 } }, owner.token)).status, 200);
+  assert.equal((await ts.http.post(`${API}/devices/${tx.id}/credentials`, {}, owner.token)).status, 200);
+  const player = (await ts.http.post(`${API}/devices`, { kind: 'stream_player', name: 'Kitchen', mosque_id: mosque.id }, amina.token)).body.device;
+  const loose = await ts.http.post(`${API}/devices`, { kind: 'stream_player', name: 'Unbound' }, amina.token);
+  assert.equal(loose.status, 201);
+  assert.equal((await ts.http.patch(`${API}/devices/${player.id}`, { mosque_id: other.id }, amina.token)).status, 200);
+  assert.equal((await ts.http.delete(`${API}/devices/${tx.id}`, owner.token)).status, 204);
+
+  const feed = await mosqueActivity(ts, owner.token, mosque.id);
+  const fresh = feed.slice(0, feed.length - start);
+  assert.deepEqual(fresh.map((e) => [e.actor_user_id, e.kind, e.subject_id]), [
+    [owner.id, 'device.deleted', tx.id],
+    [amina.id, 'device.updated', player.id],
+    [amina.id, 'device.registered', player.id],
+    [owner.id, 'device.credentials_rotated', tx.id],
+    [owner.id, 'device.updated', tx.id],
+    [owner.id, 'device.registered', tx.id],
+  ], 'a player bound to no mosque is in no feed');
+  assert.deepEqual(fresh.at(-1)!.data, { kind: 'transmitter', name: 'Minbar' });
+  assert.deepEqual(fresh.at(-2)!.data, { fields: ['name', 'config'], mosque_id: mosque.id });
+  assert.deepEqual(fresh[0]!.data, { kind: 'transmitter', name: 'Roof' });
+  // The mosque the player moved to hears of it too.
+  const otherFeed = (await mosqueActivity(ts, root.token, other.id)).slice(0, -otherStart || undefined);
+  assert.deepEqual(otherFeed.map((e) => [e.actor_user_id, e.kind, e.subject_id, e.data]), [[amina.id, 'device.updated', player.id, { fields: ['mosque_id'], mosque_id: other.id }]]);
+});
+
 test('the activity feed pages with limit and before (the id of the last entry) without overlap', async (t) => {
   const { ts, root, owner, mosque } = await world(t);
   for (const name of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) await joinMosque(ts, await member(ts, `${name}@example.com`), mosque.id);

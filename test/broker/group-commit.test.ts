@@ -8,10 +8,10 @@ import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createGroupCommit } from '../../src/devices/group-commit.ts';
 import { API } from '../support/people.ts';
-import { assertError } from '../support/api.ts';
+import { databaseSize, fillUntilRefused } from '../support/database.ts';
 import { connectPacket, rawTcp, varint } from '../support/hostile.ts';
-import { connectDevice, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
-import { startTestService, type TestService } from '../support/service.ts';
+import { connectDevice, firmwareClient, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
+import { startTestService } from '../support/service.ts';
 import { baseEnv, listening, startProcess, tempDir } from '../support/process.ts';
 import { httpClient, sha256 } from '../support/service.ts';
 
@@ -131,21 +131,6 @@ test('a batch whose commit fails keeps none of its writes and settles every one 
   assert.equal((db.prepare('SELECT count(*) AS c FROM w').get() as { c: number }).c, 1);
 });
 
-/** Signs up throw-away accounts until the database refuses several in a row (as test/hostile/disk-full.test.ts). */
-async function fillUntilRefused(http: TestService['http'], streak = 8): Promise<void> {
-  let refusedInARow = 0;
-  for (let i = 0; i < 5000; i++) {
-    const res = await http.post(`${API}/auth/signup`, { email: `filler-${i}-${'x'.repeat(40)}@example.com` });
-    if (res.status === 201) {
-      refusedInARow = 0;
-      continue;
-    }
-    assertError(res, 503, 'storage_unavailable');
-    if (++refusedInARow === streak) return;
-  }
-  assert.fail('the database never filled up');
-}
-
 test('a full disk during a batch acknowledges none of its statuses, and the devices resend them after space returns', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-gc-full-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -155,24 +140,11 @@ test('a full disk during a batch acknowledges none of its statuses, and the devi
   const devices: Registered[] = [];
   for (let i = 0; i < 6; i++) devices.push(await registerTransmitter(first, owner.token, mosque.id, `tx ${i}`));
   await first.service.close();
-  const size = (() => {
-    const db = openDatabase(env.DATABASE_PATH);
-    try {
-      return (db.pragma('page_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
-    } finally {
-      db.close();
-    }
-  })();
+  const size = databaseSize(env.DATABASE_PATH);
 
   const ts = await startTestService(t, { env: { ...env, DATABASE_MAX_BYTES: String(size + 64 * 1024) }, logLevel: 'error' });
   // Firmware-like clients: they reconnect by themselves and then send again what was not acknowledged.
-  const clients = await Promise.all(devices.map(async (d) => {
-    const c = mqtt.connect(ts.service.mqttUrl, { clientId: d.credentials.client_id, username: d.credentials.username, password: d.credentials.password, protocolVersion: 4, reconnectPeriod: 200 });
-    t.after(() => new Promise<void>((resolve) => c.end(true, {}, () => resolve())));
-    await new Promise<void>((resolve, reject) => c.once('connect', () => resolve()).once('error', reject));
-    c.on('error', () => undefined);
-    return c;
-  }));
+  const clients = await Promise.all(devices.map((d) => firmwareClient(t, ts.service.mqttUrl, d.credentials)));
   await Promise.all(clients.map((c, i) => publish(c, `devices/${devices[i]!.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true })));
   await fillUntilRefused(ts.http);
 

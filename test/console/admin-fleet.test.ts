@@ -5,19 +5,9 @@ import { SimDevice } from '../../simulator/device.ts';
 import { API } from '../support/people.ts';
 import { createManualClock, startTestService, type TestService } from '../support/service.ts';
 import { connectDevice, endClient, mosqueWithOwner, publish, registerPlayer, registerTransmitter, statusPayload, waitForStatus } from '../support/devices.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+import { WAIT_MS, assertAccessible, shot, signIn, signedInAdminPage } from './browser.ts';
 
-const OWNER = 'owner@example.com'; // support/devices.ts mosqueWithOwner
-const PASSWORD = 'correct horse battery staple'; // support/service.ts signupMember's default
 const OFFLINE_FOR_MS = (3 * 3600 + 12 * 60) * 1000;
-
-/** Signs in on the page the browser was sent to; the console brings it back to the page it asked for. */
-async function signIn(page: Page, email = OWNER) {
-  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
-  await passwordForm.getByLabel('Email').fill(email);
-  await passwordForm.getByLabel('Password').fill(PASSWORD);
-  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
-}
 
 const shownIds = (page: Page) => page.locator('li[data-device]').evaluateAll((els) => els.map((e) => e.getAttribute('data-device')!).sort());
 
@@ -51,10 +41,7 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await waitForStatus(ts, owner.token, online!.device.id, 'ONLINE', WAIT_MS);
   await waitForStatus(ts, owner.token, broken!.device.id, 'CONFIG_ERROR', WAIT_MS);
 
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await page.goto(`${ts.url}/mosques/${mosque.id}/devices`);
-  await signIn(page);
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}/devices` });
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
   await page.getByText('Live updates on.').waitFor();
   const filter = page.getByLabel('Show');
@@ -110,7 +97,7 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   assert.equal(await filter.inputValue(), 'offline');
   await page.reload();
-  await signIn(page);
+  await signIn(page, owner.email);
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
   await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   assert.equal(await filter.inputValue(), 'offline');
@@ -127,12 +114,9 @@ test('a stream player\'s log level is set from its page, and a ttl over an hour 
   await sim.start();
   t.after(() => sim.stop().catch(() => {}));
 
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  const commands: string[] = [];
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/devices/${reg.device.id}` });
+  const commands: string[] = []; // only the form's buttons post to /commands
   page.on('request', (r) => { if (r.url().endsWith('/commands')) commands.push(r.postData() ?? ''); });
-  await page.goto(`${ts.url}/devices/${reg.device.id}`);
-  await signIn(page);
   await page.getByRole('heading', { name: 'Kitchen speaker' }).waitFor();
   const logForm = page.locator('form', { has: page.getByRole('heading', { name: 'Send log lines for a while' }) });
 
@@ -166,10 +150,7 @@ test('a live broadcast\'s report on the page shows the transmitter playing as th
   t.after(() => sim.stop().catch(() => {}));
   await waitForStatus(ts, owner.token, reg.device.id, 'ONLINE', WAIT_MS);
 
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await page.goto(`${ts.url}/mosques/${mosque.id}`);
-  await signIn(page);
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}` });
   await page.getByLabel('What').selectOption('azaan');
   await page.getByRole('button', { name: 'Start broadcast' }).click();
   const live = page.locator('li[data-broadcast]').filter({ has: page.locator('.badge', { hasText: 'Live' }) });

@@ -2,20 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { encode } from 'uqr';
-import { API, createMosque, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, mosqueMemberships, setStatus, signInSuperadmin } from '../support/people.ts';
+import { API, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, mosqueMemberships, setStatus, signInSuperadmin } from '../support/people.ts';
+import { mosqueWithOwner, registerTransmitter } from '../support/devices.ts';
 import { startTestService } from '../support/service.ts';
 import { createSuperadmin } from '../support/superadmin.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
 
-const PASSWORD = 'correct horse battery staple'; // support/service.ts signupMember's default
 const QR_OPTIONS = { ecc: 'M', border: 0 } as const; // console/qr.js
-
-async function signIn(page: Page, email: string) {
-  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
-  await passwordForm.getByLabel('Email').fill(email);
-  await passwordForm.getByLabel('Password').fill(PASSWORD);
-  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
-}
 
 /** The dark modules the page drew (one `M x y h1v1h-1z` per module) as uqr's boolean matrix. */
 async function drawnMatrix(page: Page): Promise<boolean[][]> {
@@ -27,19 +20,14 @@ async function drawnMatrix(page: Page): Promise<boolean[][]> {
 
 test('a manager adds an admin by email, changes and removes them, invites by email and WhatsApp, rotates the join code and prints the notice', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'imam@people.test');
-  const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid At-Taqwa' });
+  const { root, owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid At-Taqwa' }, 'imam@people.test');
   const amina = await member(ts, 'amina@people.test');
   await joinMosque(ts, amina, mosque.id);
   const banned = await member(ts, 'banned@people.test');
   await setStatus(ts, owner.token, (await joinMosque(ts, banned, mosque.id)).id, 'banned');
   const someone = await member(ts, 'someone@people.test');
 
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await page.goto(`${ts.url}/mosques/${mosque.id}/team`);
-  await signIn(page, owner.email);
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}/team` });
   await page.getByRole('heading', { name: 'Admins', exact: true }).waitFor();
   const ownerRow = page.locator('li[data-admin="imam@people.test"]');
   await ownerRow.locator('.badge', { hasText: 'Owner' }).waitFor();
@@ -122,18 +110,13 @@ test('a manager adds an admin by email, changes and removes them, invites by ema
 
 test('an admin who may not manage sees no manager controls, the API refuses them, and a refusal shows in plain words', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn', env: { PUBLIC_URL: 'https://minaret.example.org' } });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'owner@people.test');
-  const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid As-Salam' });
+  const { root, owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid As-Salam' }, 'owner@people.test');
   const helper = await member(ts, 'helper@people.test');
   await makeAdmin(ts, root.token, mosque.id, helper, { can_trigger: true });
   const deputy = await member(ts, 'deputy@people.test');
   await makeAdmin(ts, root.token, mosque.id, deputy, { can_manage: true });
 
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await page.goto(`${ts.url}/mosques/${mosque.id}/team`);
-  await signIn(page, helper.email);
+  const { browser, page, problems } = await signedInAdminPage(t, ts, helper, { path: `/mosques/${mosque.id}/team` });
   await page.getByText('Only admins who may manage can add, change or remove admins.').waitFor();
   await page.locator('li[data-admin="deputy@people.test"]').getByText('May manage admins and devices').waitFor();
   assert.equal(await page.getByRole('button', { name: 'New join code' }).count(), 0);
@@ -166,9 +149,7 @@ test('an admin who may not manage sees no manager controls, the API refuses them
 
 test('the activity feed names who approved whom, newest first, and loads older pages', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'imam@activity.test');
-  const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid Al-Amin' });
+  const { root, owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid Al-Amin' }, 'imam@activity.test');
   const ali = await member(ts, 'ali@activity.test');
   await joinMosque(ts, ali, mosque.id);
   const helper = await member(ts, 'helper@activity.test');
@@ -176,11 +157,9 @@ test('the activity feed names who approved whom, newest first, and loads older p
   for (let i = 0; i < 24; i += 1) {
     assert.equal((await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${helper.id}`, { can_trigger: i % 2 === 0 }, owner.token)).status, 200);
   }
+  await registerTransmitter(ts, owner.token, mosque.id, 'Minbar');
 
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await page.goto(`${ts.url}/mosques/${mosque.id}`);
-  await signIn(page, owner.email);
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}` });
   await page.getByRole('button', { name: 'Approve: ali@activity.test' }).click();
   await page.getByText('Nobody is waiting.').waitFor();
   await page.getByRole('link', { name: 'Activity' }).click();
@@ -188,6 +167,7 @@ test('the activity feed names who approved whom, newest first, and loads older p
   await rows.first().filter({ hasText: 'imam@activity.test approved ali@activity.test' }).waitFor();
   assert.equal(await rows.count(), 20, 'one page of 20');
   await rows.filter({ hasText: 'imam@activity.test changed what helper@activity.test may do' }).first().waitFor();
+  await rows.filter({ hasText: 'imam@activity.test registered the device Minbar' }).waitFor();
   await shot(page, 'admin-activity');
   await assertAccessible(page, 'activity page');
 

@@ -1,15 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SimDevice } from '../../simulator/device.ts';
-import { createMosque, joinMosque, member, mosqueMemberships, signInSuperadmin } from '../support/people.ts';
+import { joinMosque, member, mosqueMemberships } from '../support/people.ts';
+import { mosqueWithOwner } from '../support/devices.ts';
 import { startTestService } from '../support/service.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
 
 test('a mosque admin approves a member, watches a transmitter go offline live, and starts and stops a broadcast', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'imam@admin.test'); // password: support's default
-  const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid Al-Huda', stream_url: 'http://127.0.0.1:8000/live' });
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid Al-Huda', stream_url: 'http://127.0.0.1:8000/live' }, 'imam@admin.test');
   const joiner = await member(ts, 'yusuf@admin.test');
   await joinMosque(ts, joiner, mosque.id);
   const reg = await ts.http.post(`/api/v1/mosques/${mosque.id}/devices`, { kind: 'transmitter', name: 'Minbar transmitter' }, owner.token);
@@ -25,8 +24,7 @@ test('a mosque admin approves a member, watches a transmitter go offline live, a
   await passwordForm.getByLabel('Password').fill('wrong password');
   await passwordForm.getByRole('button', { name: 'Sign in' }).click();
   await passwordForm.getByRole('alert').filter({ hasText: 'The email or password is not right.' }).waitFor();
-  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
-  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  await signIn(page, 'imam@admin.test');
   await page.getByRole('heading', { name: 'Mosques you run' }).waitFor();
   await page.getByRole('link', { name: 'Masjid Al-Huda' }).click();
   await page.getByRole('heading', { name: 'Masjid Al-Huda' }).waitFor();
@@ -80,20 +78,12 @@ test('a mosque admin approves a member, watches a transmitter go offline live, a
 
 test('a command to a connected device shows its answer on the device page', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'tech@admin.test');
-  const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid Ar-Rahma' });
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid Ar-Rahma' }, 'tech@admin.test');
   const reg = await ts.http.post(`/api/v1/mosques/${mosque.id}/devices`, { kind: 'transmitter', name: 'Roof' }, owner.token);
   const sim = new SimDevice({ kind: 'transmitter', id: reg.body.device.id, password: reg.body.credentials.password, mqttUrl: ts.service.mqttUrl, startTimeoutMs: 15_000 });
   await sim.start();
   t.after(() => sim.stop().catch(() => {}));
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await page.goto(`${ts.url}/`);
-  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
-  await passwordForm.getByLabel('Email').fill('tech@admin.test');
-  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
-  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  const { page, problems } = await signedInAdminPage(t, ts, owner);
   await page.getByRole('link', { name: 'Masjid Ar-Rahma' }).click();
   await page.getByRole('link', { name: 'Devices' }).click();
   await page.getByRole('link', { name: 'Roof' }).click();

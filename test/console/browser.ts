@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { TestService } from '../support/service.ts';
 
 /** Debian's chromium (the Playwright download cannot be reached here); .ci/run installs it. */
 export const chromiumPath = () => process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -36,6 +37,33 @@ export async function phonePage(browser: Browser, t: TestContext, opts: { locale
     if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(`console: ${m.text()}`);
   });
   return { page, context, problems };
+}
+
+/** The password of every person test/support/service.ts signupMember makes. */
+export const PASSWORD = 'correct horse battery staple';
+
+/** Fills the password form on the page shown and waits until the console has left the sign-in page. */
+export async function signIn(page: Page, email: string, password = PASSWORD): Promise<void> {
+  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
+  await passwordForm.getByLabel('Email').fill(email);
+  await passwordForm.getByLabel('Password').fill(password);
+  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  await passwordForm.waitFor({ state: 'detached' });
+}
+
+/**
+ * A phone page in a browser of its own, sent to `path` and signed in as `admin` (the console asks a
+ * signed-out visitor to sign in, then shows the page asked for). The test builds its service, mosque and
+ * devices first (test/support/devices.ts mosqueWithOwner), so the page reads what the test set up.
+ * `clockAt` installs the page's clock at that time before it opens (a phone agrees with the service).
+ */
+export async function signedInAdminPage(t: TestContext, ts: TestService, admin: { email: string }, opts: { path?: string; clockAt?: number } = {}) {
+  const browser = await launchBrowser(t);
+  const { page, context, problems } = await phonePage(browser, t);
+  if (opts.clockAt !== undefined) await page.clock.install({ time: opts.clockAt });
+  await page.goto(`${ts.url}${opts.path ?? '/'}`);
+  await signIn(page, admin.email);
+  return { browser, context, page, problems };
 }
 
 export async function shot(page: Page, name: string): Promise<void> {

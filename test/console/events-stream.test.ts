@@ -4,6 +4,7 @@ import { MAX_STREAMS_PER_USER } from '../../api/mosques/events.ts';
 import { SimDevice } from '../../simulator/device.ts';
 import { AUTH, emailId, sent } from '../support/api.ts';
 import { createMosque, makeAdmin, member, signInSuperadmin, type Person } from '../support/people.ts';
+import { mosqueWithOwner } from '../support/devices.ts';
 import { createManualClock, sha256, startTestService, type TestService } from '../support/service.ts';
 
 const V1 = '/api/v1';
@@ -59,10 +60,7 @@ async function ticketFor(ts: TestService, mosqueId: string, person: { token: str
 
 async function world(t: TestContext) {
   const ts = await startTestService(t, { logLevel: 'warn' });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'owner@stream.test');
-  const mosque = await createMosque(ts, root.token, owner);
-  return { ts, root, owner, mosque };
+  return { ts, ...(await mosqueWithOwner(ts, {}, 'owner@stream.test')) };
 }
 
 test('an admin hears device status changes and broadcast start and stop of their mosque over the stream', async (t) => {

@@ -6,7 +6,7 @@ import { API, member } from '../support/people.ts';
 import { waitFor } from '../support/devices.ts';
 import { browserKeys, decryptPush, deliveringTo, startPushService } from '../support/push-service.ts';
 import { startTestService } from '../support/service.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn } from './browser.ts';
 
 interface ShownNotification { title: string; body: string; tag: string; url: string | null }
 interface Registration { scope: string; active: { state: string; scriptURL: string } | null; getNotifications(): Promise<Array<{ title: string; body: string; tag: string; data: unknown }>> }
@@ -31,10 +31,7 @@ test('a member enables notifications: the service worker is active at /, a push 
   await context.grantPermissions(['notifications'], { origin: ts.url });
 
   await page.goto(`${ts.url}/`);
-  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
-  await passwordForm.getByLabel('Email').fill('amina@push.test');
-  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
-  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  await signIn(page, amina.email);
   const section = page.getByRole('region', { name: 'Notifications on this device' });
   await section.getByText('Notifications are off on this device.').waitFor();
 

@@ -1,11 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Page } from 'playwright-core';
 import { createManualClock } from '../../src/platform/clock.ts';
 import { createMosque, joinMosque, member, signInSuperadmin } from '../support/people.ts';
-import { registerTransmitter } from '../support/devices.ts';
+import { mosqueWithOwner, registerTransmitter } from '../support/devices.ts';
 import { startTestService } from '../support/service.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
 
 // Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC, Asr computed
 // (about 17:20 local). The ready check of Dhuhr runs at 11:50 UTC (lead 10 minutes).
@@ -14,15 +13,6 @@ const SCHEDULE = {
   timezone: 'Europe/London', latitude: 51.5072, longitude: -0.1276,
   prayer_times: { method: 'muslim_world_league', madhab: 'shafi' }, azaan: { dhuhr: { fixed: '13:00' } }, iqamah: { dhuhr: { after_minutes: 15 } },
 };
-
-async function signIn(page: Page, url: string, email: string) {
-  await page.goto(`${url}/`);
-  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
-  await passwordForm.getByLabel('Email').fill(email);
-  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
-  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('heading', { name: 'Your Minaret' }).waitFor();
-}
 
 test("a member sees today's prayer times of each mosque in its own zone, with a countdown that ticks and moves on to the next azaan", async (t) => {
   const clock = createManualClock(T('11:40'));
@@ -38,7 +28,9 @@ test("a member sees today's prayer times of each mosque in its own zone, with a 
   const { page, problems } = await phonePage(browser, t);
   // The browser's clock agrees with the service's (a phone's clock is set by the network); it keeps running.
   await page.clock.install({ time: T('11:40') });
-  await signIn(page, ts.url, 'amina@times.test');
+  await page.goto(`${ts.url}/`);
+  await signIn(page, 'amina@times.test');
+  await page.getByRole('heading', { name: 'Your Minaret' }).waitFor();
 
   const times = page.getByRole('region', { name: "Today's prayer times" });
   const card = times.locator(`[data-prayer-card="${withTimes.id}"]`);
@@ -74,15 +66,11 @@ test("a member sees today's prayer times of each mosque in its own zone, with a 
 test('a mosque admin opens the schedule from the mosque page, sees each slot with its status, and the ready check arrives live', async (t) => {
   const clock = createManualClock(T('11:40'));
   const ts = await startTestService(t, { logLevel: 'warn', clock });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'imam@times.test');
-  const mosque = await createMosque(ts, root.token, owner, { name: 'East London Mosque', ...SCHEDULE });
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'East London Mosque', ...SCHEDULE }, 'imam@times.test');
   await registerTransmitter(ts, owner.token, mosque.id, 'Minbar transmitter'); // registered, never connected
 
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await page.clock.install({ time: T('11:40') });
-  await signIn(page, ts.url, 'imam@times.test');
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { clockAt: T('11:40') });
+  await page.getByRole('heading', { name: 'Your Minaret' }).waitFor();
   await page.getByRole('link', { name: 'East London Mosque' }).click();
   await page.getByRole('link', { name: 'Azaan schedule' }).click();
   await page.getByRole('heading', { name: 'Azaan schedule: East London Mosque' }).waitFor();
@@ -119,18 +107,12 @@ test('a mosque admin opens the schedule from the mosque page, sees each slot wit
 
 test('a mosque without prayer times says so on its schedule page', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
-  const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'imam@notimes.test');
-  const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid Without Times' });
-  const browser = await launchBrowser(t);
-  const { page, problems } = await phonePage(browser, t);
-  await signIn(page, ts.url, 'imam@notimes.test');
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid Without Times' }, 'imam@notimes.test');
+  const { page, problems } = await signedInAdminPage(t, ts, owner);
+  await page.getByRole('heading', { name: 'Your Minaret' }).waitFor();
   await page.goto(`${ts.url}/mosques/${mosque.id}/schedule`); // a reload asks to sign in again (the token lives in memory)
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
-  const passwordForm = page.locator('form', { has: page.getByRole('heading', { name: 'With your password' }) });
-  await passwordForm.getByLabel('Email').fill('imam@notimes.test');
-  await passwordForm.getByLabel('Password').fill('correct horse battery staple');
-  await passwordForm.getByRole('button', { name: 'Sign in' }).click();
+  await signIn(page, owner.email);
   await page.getByRole('heading', { name: 'Azaan schedule: Masjid Without Times' }).waitFor();
   await page.getByText("No prayer times for this day: a manager must set the mosque's location and calculation method, or upload its timetable.").waitFor();
   assert.deepEqual(problems, []);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { httpClient } from '../support/service.ts';
-import { baseEnv, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
+import { ROOT, baseEnv, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
 
 // The real process (src/main.ts) as an operator runs it: settings from the environment, one stderr line
 // on a bad start, JSON logs on stdout, a graceful stop on SIGTERM and SIGINT.
@@ -165,6 +165,20 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     assert.equal(run.stderr(), '', 'nothing on stderr');
   });
 }
+
+test('DATABASE_PATH=:memory: runs a throwaway service: it signs people up and writes no database file', async (t) => {
+  const dir = tempDir(t);
+  const run = startProcess(t, baseEnv(dir, { DATABASE_PATH: ':memory:' }));
+  const { http_port } = await listening(run);
+  const api = httpClient(`http://127.0.0.1:${http_port}`);
+  assert.deepEqual((await api.get('/healthz')).body, { status: 'ok', db: 'ok', broker: 'ok' });
+  const signup = await api.post('/api/v1/auth/signup', { email: 'passing@example.com' });
+  assert.equal(signup.status, 201);
+  assert.equal((await api.get('/api/v1/me', signup.body.access_token)).status, 200);
+  assert.equal((await stopWith(run, 'SIGTERM')).code, 0);
+  assert.deepEqual(fs.readdirSync(dir).filter((f) => /\.db|memory/.test(f)), [], 'nothing in the data folder');
+  assert.equal(fs.existsSync(path.join(ROOT, ':memory:')), false, 'no file named :memory: where the process ran');
+});
 
 test('GET /healthz over the real process: 200 with db and broker ok', async (t) => {
   const run = startProcess(t, baseEnv(tempDir(t)));

@@ -3,12 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { API, member } from '../support/people.ts';
-import { assertError } from '../support/api.ts';
-import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, getDevice, type Credentials } from '../support/devices.ts';
-import { sha256, startTestService, type TestService } from '../support/service.ts';
+import { databaseSize, fillUntilRefused } from '../support/database.ts';
+import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, firmwareClient, getDevice } from '../support/devices.ts';
+import { sha256, startTestService } from '../support/service.ts';
 
 // Issue 9, item 5: a full database (DATABASE_MAX_BYTES reached, against a real SQLite file) refuses writes
 // with 503 storage_unavailable, keeps reads, tells /healthz, keeps its devices, and recovers once space is freed.
@@ -17,43 +16,6 @@ function sharedDir(t: TestContext): { dir: string; env: Record<string, string> }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-full-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   return { dir, env: { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } };
-}
-
-/** The database file's size now (a closed database has no WAL left: the file is all of it). */
-function databaseBytes(file: string): number {
-  const db = openDatabase(file);
-  try {
-    return (db.pragma('page_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
-  } finally {
-    db.close();
-  }
-}
-
-/** A device client that reconnects by itself (as firmware does) and so sends again what was not acknowledged. */
-async function firmwareClient(t: TestContext, url: string, creds: Credentials): Promise<mqtt.MqttClient> {
-  const client = mqtt.connect(url, { clientId: creds.client_id, username: creds.username, password: creds.password, protocolVersion: 4, reconnectPeriod: 200, connectTimeout: 3000 });
-  t.after(() => new Promise<void>((resolve) => client.end(true, {}, () => resolve())));
-  await new Promise<void>((resolve, reject) => client.once('connect', () => resolve()).once('error', reject));
-  client.on('error', () => undefined);
-  return client;
-}
-
-/**
- * Signs up throw-away accounts until the database refuses `streak` in a row (b-tree pages keep some slack
- * after splits, so a write may still fit after the first refusal). Every refusal must be 503 storage_unavailable.
- */
-async function fillUntilRefused(http: TestService['http'], streak = 8): Promise<number> {
-  let refusedInARow = 0;
-  for (let i = 0; i < 5000; i++) {
-    const res = await http.post(`${API}/auth/signup`, { email: `filler-${i}-${'x'.repeat(40)}@example.com` });
-    if (res.status === 201) {
-      refusedInARow = 0;
-      continue;
-    }
-    assertError(res, 503, 'storage_unavailable');
-    if (++refusedInARow === streak) return i;
-  }
-  assert.fail('the database never filled up');
 }
 
 /** A status whose row cannot fit in any page's slack: the detail alone spills onto a new (overflow) page. */
@@ -74,7 +36,7 @@ test('a full database: writes answer 503 storage_unavailable, reads work, health
 
   // Second run on the same file (new ports: devices connect to ts.service.mqttUrl), capped at its size now
   // plus 64 KiB: room for some signups, whose deletion later frees whole pages.
-  const cap = databaseBytes(dbFile) + 64 * 1024;
+  const cap = databaseSize(dbFile) + 64 * 1024;
   const ts = await startTestService(t, { env: { ...env, DATABASE_MAX_BYTES: String(cap) } });
   assert.deepEqual((await ts.http.get('/healthz')).body, { status: 'ok', db: 'ok', broker: 'ok' });
   const device = await firmwareClient(t, ts.service.mqttUrl, tx.credentials);

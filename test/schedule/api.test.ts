@@ -40,6 +40,36 @@ test('PATCH refuses method "other" without both angles, a bad HH:MM and an unkno
   assert.deepEqual(got.prayer_times, OSLO.prayer_times);
 });
 
+test('every calculation method and high-latitude rule of the contract is taken, and each gives a day of slots', async (t) => {
+  const { ts, owner, mosque } = await world(t);
+  const setTimes = async (prayerTimes: Record<string, unknown>) => {
+    const res = await ts.http.patch(`${API}/mosques/${mosque.id}`, { prayer_times: prayerTimes }, owner.token);
+    assert.equal(res.status, 200, `${JSON.stringify(prayerTimes)}: ${JSON.stringify(res.body)}`);
+  };
+  const fajrOn = async (date: string) => {
+    const day = await ts.http.get(`${API}/mosques/${mosque.id}/schedule?date=${date}&days=1`, owner.token);
+    assert.equal(day.status, 200);
+    assert.deepEqual(day.body.map((s: { prayer: string }) => s.prayer), ['fajr', 'dhuhr', 'asr', 'maghrib', 'isha']);
+    return Date.parse(day.body[0].starts_at);
+  };
+  const methods = ['muslim_world_league', 'egyptian', 'karachi', 'umm_al_qura', 'dubai', 'qatar', 'kuwait', 'moonsighting_committee', 'singapore', 'turkey', 'tehran', 'north_america'];
+  const fajr: Record<string, number> = {};
+  for (const method of methods) {
+    await setTimes({ method, madhab: 'hanafi' });
+    fajr[method] = await fajrOn('2026-01-15');
+  }
+  // A smaller Fajr angle is a later Fajr: North America's 15 degrees against the Muslim World League's 18.
+  assert.ok(fajr.north_america! > fajr.muslim_world_league!, JSON.stringify(fajr));
+
+  // Oslo in June: the sun never sinks 18 degrees, so each rule places Fajr its own way.
+  const byRule = new Set<number>();
+  for (const rule of ['middle_of_the_night', 'seventh_of_the_night', 'twilight_angle']) {
+    await setTimes({ method: 'muslim_world_league', madhab: 'shafi', high_latitude_rule: rule });
+    byRule.add(await fajrOn('2026-06-15'));
+  }
+  assert.equal(byRule.size, 3, 'three rules, three Fajr times');
+});
+
 test('an admin without can_manage may rename the mosque but not set its times', async (t) => {
   const { ts, root, mosque } = await world(t);
   const admin = await member(ts, 'plain@api-schedule.test');

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { createManualClock, startTestService, type TestService } from '../support/service.ts';
 import { API, createMosque, makeAdmin, member, mosqueActivity, signInSuperadmin } from '../support/people.ts';
-import { connectDevice, nowTs, publish, registerTransmitter, statusPayload, waitFor } from '../support/devices.ts';
+import { connectDevice, nowTs, publish, registerTransmitter, settle, statusPayload, waitFor } from '../support/devices.ts';
+import { browserKeys, decryptPush, deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
 import { SimDevice } from '../../simulator/device.ts';
 import { followSchedule } from '../../simulator/follow-schedule.ts';
 import { openDatabase } from '../../src/platform/db.ts';
@@ -18,9 +19,9 @@ const SCHEDULE = {
   prayer_times: { method: 'muslim_world_league', madhab: 'shafi' }, azaan: { dhuhr: { fixed: '13:00' } },
 };
 
-async function world(t: TestContext, extra: Record<string, unknown> = {}, env: Record<string, string> = {}) {
+async function world(t: TestContext, extra: Record<string, unknown> = {}, env: Record<string, string> = {}, push?: PushService) {
   const clock = createManualClock(T('11:40'));
-  const ts = await startTestService(t, { clock, logLevel: 'warn', env });
+  const ts = await startTestService(t, { clock, logLevel: 'warn', env, ...(push && { pushNetwork: deliveringTo(push) }) });
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@schedule.test');
   const plain = await member(ts, 'plain-admin@schedule.test');
@@ -64,6 +65,34 @@ test('with the transmitter offline the trigger admins hear "not ready" at the le
   assert.equal(alerts(ts, 'azaan_not_ready').length, 1);
   const feed = await mosqueActivity(ts, owner.token, mosque.id);
   assert.ok(feed.some((e: any) => e.kind === 'schedule.azaan_missed' && e.data.prayer === 'dhuhr' && e.data.reason === 'transmitter_offline'));
+});
+
+test('the alerts also go by Web Push to the trigger admins\' subscriptions, once per slot and kind, and to nobody else', async (t) => {
+  const push = await startPushService(t);
+  const { ts, clock, owner, plain, mosque } = await world(t, {}, {}, push);
+  const ownerBrowser = browserKeys();
+  for (const [person, name, browser] of [[owner, 'owner', ownerBrowser], [plain, 'plain', browserKeys()]] as const) {
+    const res = await ts.http.post(`${API}/me/push-subscriptions`, { endpoint: `${push.origin}/push/${name}`, keys: browser.keys }, person.token);
+    assert.equal(res.status, 201);
+  }
+
+  clock.set(T('11:50'));
+  ts.service.schedule.runDue();
+  ts.service.schedule.runDue();
+  await waitFor('the not-ready push', () => push.to('/push/owner').length === 1, 5000);
+  clock.set(T('12:05'));
+  ts.service.schedule.runDue();
+  ts.service.schedule.runDue();
+  await waitFor('the missed push', () => push.to('/push/owner').length === 2, 5000);
+  await settle(1500); // the outbox drains every second: give a duplicate its chance
+
+  assert.equal(push.to('/push/owner').length, 2);
+  assert.deepEqual(push.to('/push/plain'), [], 'an admin without can_trigger is never alerted');
+  const payloads = push.to('/push/owner').map((r) => decryptPush(r.body, ownerBrowser) as Record<string, unknown>);
+  assert.deepEqual(payloads.map((p) => [p.kind, p.prayer, p.mosque_id, p.date]), [
+    ['azaan_not_ready', 'dhuhr', mosque.id, '2026-06-10'],
+    ['azaan_missed', 'dhuhr', mosque.id, '2026-06-10'],
+  ]);
 });
 
 test('an azaan started over HTTP inside the window serves the slot: live, then done with its broadcast and report', async (t) => {

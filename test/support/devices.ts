@@ -22,9 +22,9 @@ export interface Registered {
 }
 
 /** A superadmin, a mosque owner (manager of the mosque) and the mosque. */
-export async function mosqueWithOwner(ts: TestService, extra: Record<string, unknown> = {}) {
+export async function mosqueWithOwner(ts: TestService, extra: Record<string, unknown> = {}, ownerEmail = 'owner@example.com') {
   const root = await signInSuperadmin(ts);
-  const owner = await member(ts, 'owner@example.com');
+  const owner = await member(ts, ownerEmail);
   const mosque = await createMosque(ts, root.token, owner, extra);
   return { root, owner, mosque };
 }
@@ -76,6 +76,18 @@ export async function connectDevice(t: TestContext, creds: Credentials, opts: mq
   });
   client.on('error', () => undefined); // later protocol errors are asserted through 'close'
   client.once('close', () => closedClients.add(client));
+  return client;
+}
+
+/**
+ * A device client that reconnects by itself (as firmware does) and so sends again what was not acknowledged;
+ * ended when the test ends even while it is reconnecting (connectDevice's end would leave that one running).
+ */
+export async function firmwareClient(t: TestContext, url: string, creds: Credentials): Promise<mqtt.MqttClient> {
+  const client = mqtt.connect(url, { clientId: creds.client_id, username: creds.username, password: creds.password, protocolVersion: 4, reconnectPeriod: 200, connectTimeout: 3000 });
+  t.after(() => new Promise<void>((resolve) => client.end(true, {}, () => resolve())));
+  await new Promise<void>((resolve, reject) => client.once('connect', () => resolve()).once('error', reject));
+  client.on('error', () => undefined);
   return client;
 }
 
