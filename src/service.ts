@@ -167,6 +167,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       membershipRemoved: people.memberships.wasRemoved,
       changes,
     });
+    if (!config.redisUrl) plane.devices.releaseAllConnections();
     people.membershipListeners.push(plane.membershipChanged);
     const scheduleStore = createScheduleStore(db);
     const scheduler: Scheduler = createScheduler({

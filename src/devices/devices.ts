@@ -158,6 +158,7 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
   const claim = db.prepare('UPDATE devices SET connected_broker = ? WHERE id = ?');
   const release = db.prepare('UPDATE devices SET connected_broker = NULL WHERE id = ? AND connected_broker = ?');
   const owner = db.prepare<[string], { connected_broker: string | null }>('SELECT connected_broker FROM devices WHERE id = ?');
+  const releaseAll = db.prepare('UPDATE devices SET connected_broker = NULL WHERE connected_broker IS NOT NULL');
 
   const registry = new Map<string, DeviceInfo>();
   const reloadAll = () => {
@@ -264,6 +265,11 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
     /** Only the process's own claim: another process may hold the device by now. */
     releaseConnection: (id: string, brokerId: string) => void release.run(id, brokerId),
     connectionOwner: (id: string) => owner.get(id)?.connected_broker ?? null,
+    /**
+     * A single process claims nothing (issue 13: no write per CONNECT), so a claim left from a run with
+     * REDIS_URL would name a process that no longer exists and hide a device's own will: it goes at start.
+     */
+    releaseAllConnections: () => void releaseAll.run(),
 
     /** Constant-time check of a presented password against the stored SHA-256, from memory. */
     verifySecret(id: string, password: string): boolean {

@@ -8,6 +8,7 @@ import { Aedes } from 'aedes';
 import redisPersistence from 'aedes-persistence-redis';
 import redisEmitter from 'mqemitter-redis';
 import { Redis } from 'ioredis';
+import { openDatabase } from '../../src/platform/db.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { redisInstalled, startRedis, REDIS_SERVER } from '../support/redis.ts';
 import {
@@ -95,4 +96,32 @@ test('with REDIS_URL, a dead process\'s stored will is ignored while the device 
     assert.deepEqual(offlineEvents, [], what);
   }
   assert.equal(here.connected && elsewhere.connected, true);
+});
+
+test('a single process releases, at start, the connection claims a run with REDIS_URL left in the rows (they would name a process that is gone)', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-claims-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const env = { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir };
+  const first = await startTestService(t, { env, logLevel: 'warn' });
+  const { owner, mosque } = await mosqueWithOwner(first);
+  const tx = await registerTransmitter(first, owner.token, mosque.id, 'claimed by a dead process');
+  await first.service.close();
+  const db = openDatabase(env.DATABASE_PATH);
+  db.prepare('UPDATE devices SET connected_broker = ? WHERE id = ?').run('dead-process', tx.device.id);
+  db.close();
+
+  const second = await startTestService(t, { env, logLevel: 'warn' });
+  const claim = () => {
+    const reader = openDatabase(env.DATABASE_PATH);
+    try {
+      return reader.prepare<[string], { connected_broker: string | null }>('SELECT connected_broker FROM devices WHERE id = ?').get(tx.device.id)!.connected_broker;
+    } finally {
+      reader.close();
+    }
+  };
+  assert.equal(claim(), null);
+  // A single process claims nothing on CONNECT either (issue 13: no write per CONNECT).
+  const client = await connectDevice(t, { ...tx.credentials, mqtt_url: second.service.mqttUrl });
+  await publish(client, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { retain: true });
+  assert.equal(claim(), null);
 });
