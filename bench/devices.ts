@@ -151,6 +151,8 @@ class BrokerChild {
   readonly proc: ChildProcess;
   exited = false;
   exitCode: number | null = null;
+  /** When the child said it was listening (performance.now()). */
+  readyAt = 0;
   private readonly inbox: ChildMessage[] = [];
   private readonly waiters: Array<{ type: string; resolve: (m: ChildMessage) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }> = [];
   private readonly exitedP: Promise<void>;
@@ -184,6 +186,7 @@ class BrokerChild {
   }
 
   private deliver(m: ChildMessage): void {
+    if (m.type === 'ready') this.readyAt = performance.now();
     const i = this.waiters.findIndex((w) => w.type === m.type);
     if (i >= 0) {
       const [w] = this.waiters.splice(i, 1);
@@ -558,6 +561,9 @@ interface LatencyProbe {
 const cpuNote = (c: CpuSpent) =>
   `broker ${fmt(c.brokerCores, 2)} cores, generator ${fmt(c.genCores, 2)} cores, other processes ${c.bgCores === null ? 'n/a' : `${fmt(c.bgCores, 2)} cores`}`;
 
+/** How long after its start a broker's idle memory is measured (see runPhases). */
+const IDLE_SETTLE_MS = 15_000;
+
 async function runPhases(
   label: string,
   child: BrokerChild,
@@ -578,6 +584,10 @@ async function runPhases(
 
   // ---- connect
   await quiet('connects');
+  // Idle means idle: start-up grows V8's young generation to ~30 MiB, which V8's memory reducer gives back ~8 s
+  // after the last full GC once allocation is low. Measured sooner, Minaret's idle RSS swung 107-161 MiB by
+  // timing alone (bench/RESULTS.md, "Idle memory"). Both brokers wait the same.
+  await new Promise((r) => setTimeout(r, Math.max(0, child.readyAt + IDLE_SETTLE_MS - performance.now())));
   const idle = await child.mem();
   if (!idle.gc) say('warning: the broker process has no global.gc; memory figures include garbage');
   // In two halves, memory measured after each: the second half's growth is the marginal cost of a
