@@ -792,7 +792,7 @@ function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult
   lines.push(
     `\\* Minaret: from the publish to the device row carrying that status committed in SQLite, polled read-only by the load generator on the same file (WAL), ${opts.samples} sequential publishes of a status transition after ${WARMUP_SAMPLES} warm-up ones. ` +
       'The bare broker keeps no record, so its figure is publish → delivery to a subscriber of `devices/+/status` on the same broker: the nearest equivalent, not the same thing. ' +
-      'Throughput ratios below 1 and cost ratios above 1 are what Minaret pays over plain aedes. RSS is `process.memoryUsage().rss` of the broker process after a full GC, idle, after half the connects and after all of them; the marginal figure (growth over the second half) leaves out the one-off growth the first connections bring. ' +
+      'Throughput ratios below 1 and cost ratios above 1 are what Minaret pays over plain aedes. RSS is `process.memoryUsage().rss` of the broker process after a full GC, idle (15 s after its start, once V8 has given back the young generation start-up grew), after half the connects and after all of them; the marginal figure (growth over the second half) leaves out the one-off growth the first connections bring. ' +
       'Broker CPU is the broker process\'s own user + system time (/proc/<pid>/stat) divided by the connects or messages of the phase, so it does not depend on how much CPU the broker got.',
   );
   lines.push('');
