@@ -147,6 +147,8 @@ class BrokerChild {
   readonly proc: ChildProcess;
   exited = false;
   exitCode: number | null = null;
+  /** When the child said it was listening (performance.now()). */
+  readyAt = 0;
   private readonly inbox: ChildMessage[] = [];
   private readonly waiters: Array<{ type: string; resolve: (m: ChildMessage) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }> = [];
   private readonly exitedP: Promise<void>;
@@ -180,6 +182,7 @@ class BrokerChild {
   }
 
   private deliver(m: ChildMessage): void {
+    if (m.type === 'ready') this.readyAt = performance.now();
     const i = this.waiters.findIndex((w) => w.type === m.type);
     if (i >= 0) {
       const [w] = this.waiters.splice(i, 1);
@@ -506,6 +509,9 @@ interface LatencyProbe {
 const cpuNote = (c: CpuSpent) =>
   `broker ${fmt(c.brokerCores, 2)} cores, generator ${fmt(c.genCores, 2)} cores, other processes ${c.bgCores === null ? 'n/a' : `${fmt(c.bgCores, 2)} cores`}`;
 
+/** How long after its start a broker's idle memory is measured (see runPhases). */
+const IDLE_SETTLE_MS = 15_000;
+
 async function runPhases(
   label: string,
   child: BrokerChild,
@@ -526,6 +532,10 @@ async function runPhases(
 
   // ---- connect
   await quiet('connects');
+  // Idle means idle: start-up grows V8's young generation to ~30 MiB, which V8's memory reducer gives back ~8 s
+  // after the last full GC once allocation is low. Measured sooner, Minaret's idle RSS swung 107-161 MiB by
+  // timing alone (bench/RESULTS.md, "Idle memory"). Both brokers wait the same.
+  await new Promise((r) => setTimeout(r, Math.max(0, child.readyAt + IDLE_SETTLE_MS - performance.now())));
   const idle = await child.mem();
   if (!idle.gc) say('warning: the broker process has no global.gc; memory figures include garbage');
   // In two halves, memory measured after each: the second half's growth is the marginal cost of a
@@ -730,7 +740,7 @@ function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult
   lines.push(
     `\\* Minaret: from the publish to the device row carrying that status committed in SQLite, polled read-only by the load generator on the same file (WAL), ${opts.samples} sequential publishes of a status transition after ${WARMUP_SAMPLES} warm-up ones. ` +
       'The bare broker keeps no record, so its figure is publish → delivery to a subscriber of `devices/+/status` on the same broker: the nearest equivalent, not the same thing. ' +
-      'Throughput ratios below 1 and cost ratios above 1 are what Minaret pays over plain aedes. RSS is `process.memoryUsage().rss` of the broker process after a full GC, idle, after half the connects and after all of them; the marginal figure (growth over the second half) leaves out the one-off growth the first connections bring. ' +
+      'Throughput ratios below 1 and cost ratios above 1 are what Minaret pays over plain aedes. RSS is `process.memoryUsage().rss` of the broker process after a full GC, idle (15 s after its start, once V8 has given back the young generation start-up grew), after half the connects and after all of them; the marginal figure (growth over the second half) leaves out the one-off growth the first connections bring. ' +
       'Broker CPU is the broker process\'s own user + system time (/proc/<pid>/stat) divided by the connects or messages of the phase, so it does not depend on how much CPU the broker got.',
   );
   lines.push('');

@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
 import { createMosqueEvents } from '../api/mosques/events.ts';
@@ -362,7 +362,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 async function openChangeFeed(config: Config, logger: Logger, faults: { report(what: string, err: unknown): unknown }): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
   const onError = (what: string, err: unknown) => void faults.report(what, err);
   if (!config.redisUrl) return { changes: createLocalChangeFeed((err) => onError('change listener', err)), redis: null, startFeed: () => undefined };
-  const redis = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  // Loaded only with REDIS_URL (issue 13 goal 2: ~40 modules a single process never needs).
+  const { Redis: RedisClient } = await import('ioredis');
+  const redis = new RedisClient(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   redis.on('error', (err: Error) => onError('redis connection', err));
   const feed = await createRedisChangeFeed({ conn: redis, logger, onError });
   return { changes: feed, redis, startFeed: () => feed.start() };

@@ -129,3 +129,19 @@ test('no folder holds more than 12 files', () => {
   }
   assert.deepEqual(crowded, []);
 });
+
+// issue 13 goal 2: what only some services use loads when first used, not with the process (idle memory).
+const LOADED_WHEN_USED = /^(ioredis|web-push|nodemailer)(\/.*)?$/;
+
+test('ioredis, web-push and nodemailer are never imported at start: only as types or with import() when first used', () => {
+  const eager: string[] = [];
+  for (const folder of ['src', 'api', 'broker', 'notify']) {
+    for (const file of sourceFiles(folder)) {
+      const text = fs.readFileSync(path.join(ROOT, file), 'utf8');
+      for (const m of text.matchAll(/(?:^|\n)\s*import\s+(?!type\s)[^;]*?from\s+['"]([^'"]+)['"]/g)) {
+        if (LOADED_WHEN_USED.test(m[1]!)) eager.push(`${file} imports ${m[1]}`);
+      }
+    }
+  }
+  assert.deepEqual(eager, []);
+});

@@ -86,7 +86,12 @@ async function child(stage: Stage, settleMs: number): Promise<void> {
   if (!loaded.ok) throw new Error(`config: ${loaded.error}`);
   const { createLogger } = await import('../../src/service.ts');
   const service = await startService(loaded.config, { logger: createLogger(loaded.config), transport: { name: 'bench', deliver: async () => {} } });
-  if (stage === 'console') await fetchConsole(service.httpUrl);
+  if (stage === 'console') {
+    // The parent fetches (a client here would count its own memory): it writes a line to stdin when done.
+    process.stdout.write(`url ${service.httpUrl}\n`);
+    await new Promise((resolve) => process.stdin.once('data', resolve));
+    process.stdin.pause();
+  }
   await sleep(settleMs);
   const f = figures();
   await service.close();
@@ -193,10 +198,17 @@ async function seed(dir: string, n: number): Promise<void> {
 function measure(stage: Stage, env: Record<string, string>, settleS: number, nodeArgs: string[]): Promise<Figures> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), '--child', stage, String(settleS * 1000)], {
-      cwd: ROOT, env: Object.fromEntries(Object.entries({ PATH: process.env['PATH'] ?? '', ...extraEnv(), ...env }).filter(([, v]) => v !== '')), stdio: ['ignore', 'pipe', 'inherit'],
+      cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] as const, env: Object.fromEntries(Object.entries({ PATH: process.env['PATH'] ?? '', ...extraEnv(), ...env }).filter(([, v]) => v !== '')),
     });
     let out = '';
-    proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    let fetched = false;
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const url = /^url (\S+)$/m.exec(out)?.[1];
+      if (!url || fetched) return;
+      fetched = true;
+      fetchConsole(url).then(() => proc.stdin.end('done\n'), reject);
+    });
     proc.on('error', reject);
     proc.on('exit', (code) => {
       const line = out.split('\n').find((l) => l.startsWith('{'));
