@@ -14,10 +14,9 @@ import { ApiError } from '../errors.ts';
  * `/c/<hash>/...` with a year of immutable caching (relative imports inherit the prefix, so one hash covers
  * the module graph), and index.html, which names the hash, is never cached. The console's client routes
  * (`/join/<code>`, `/mosques/<id>`, ...) answer index.html so they survive a reload; other paths keep the 404.
- * Text files are compressed once, on their first request (brotli and gzip), and chosen by Accept-Encoding with
- * `Vary`: on a phone's slow link the bytes are the first-load cost (bench/RESULTS.md, "Console first load").
- * Not at start: brotli's working memory (~3 MiB that glibc keeps after it is freed) is then paid only by a
- * service whose console is used (issue 13 goal 2).
+ * Text files are compressed once, all of them at start (brotli and gzip), and chosen by
+ * Accept-Encoding with `Vary`: on a phone's slow link the bytes are the first-load cost (bench/RESULTS.md,
+ * "Console first load").
  */
 export const CONSOLE_CSP = [
   "default-src 'none'",
@@ -59,12 +58,9 @@ interface Encoded {
 /** PNGs are compressed already; everything else of the console is text. */
 const COMPRESSIBLE = new Set(['.html', '.js', '.mjs', '.css', '.json', '.svg']);
 
-/**
- * Synchronously, on the event loop, once per file: 1-30 ms for a file of the console here. On libuv's thread
- * pool instead, each of its threads kept its own malloc arena of brotli's freed memory: +17 MiB of RSS after the
- * console's first load, against +3 MiB here (bench/RESULTS.md, "Idle memory").
- */
-function compress(raw: Buffer): Encoded {
+/** Once per file, at start: 0.1-0.2 s for the whole console, before the service listens. */
+function compress(name: string, raw: Buffer): Encoded {
+  if (!COMPRESSIBLE.has(path.extname(name))) return { raw, br: null, gzip: null };
   const br = zlib.brotliCompressSync(raw, {
     params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: raw.length },
   });
@@ -72,10 +68,15 @@ function compress(raw: Buffer): Encoded {
   return { raw, br: br.length < raw.length ? br : null, gzip: gzip.length < raw.length ? gzip : null };
 }
 
-/** A file's encoded forms, made by its first request and kept. */
-function lazilyEncoded(name: string, raw: Buffer): () => Encoded {
-  let encoded: Encoded | null = COMPRESSIBLE.has(path.extname(name)) ? null : { raw, br: null, gzip: null };
-  return () => (encoded ??= compress(raw));
+/**
+ * Every file's encoded forms, made at start and kept. Made on the console's first request instead, the
+ * service idled ~3 MiB lighter (glibc keeps brotli's freed working memory), but that request would stall the
+ * event loop, devices' packets included, for 0.1-0.2 s: a stall on a live service costs more than 3 MiB, and
+ * the idle goal holds without it (bench/RESULTS.md, "Idle memory"). Not on libuv's thread pool either: each
+ * pool thread kept a malloc arena of brotli's freed memory, 11-17 MiB more.
+ */
+function encodeAll(files: Map<string, Buffer>): Map<string, Encoded> {
+  return new Map([...files].map(([name, raw]) => [name, compress(name, raw)]));
 }
 
 /** The codings the client accepts (RFC 9110 12.5.3): a name with `q=0` is refused, `*` stands for any other. */
@@ -143,16 +144,17 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   if (!indexSource) throw new Error(`console: ${dir}/index.html is missing`);
   const page = indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`)
     .replace('__PUBLIC_URL__', (publicUrl ?? '').replace(/[&"<>]/g, (ch) => `&#${ch.charCodeAt(0)};`));
-  const index = lazilyEncoded('index.html', Buffer.from(page));
-  const served = new Map([...files].map(([name, body]) => [name, lazilyEncoded(name, body)]));
+  // index.html's own entry is the page as sent (the hash and PUBLIC_URL filled in); only `*` serves it.
+  const encoded = encodeAll(new Map([...files, ['index.html', Buffer.from(page)]]));
+  const served = () => encoded;
 
   app.get('/c/:build/*', (c) => {
     const name = c.req.path.slice(`/c/${c.req.param('build')}/`.length);
-    const file = served.get(name);
-    if (!file || name === 'index.html') throw new ApiError('not_found');
+    if (!files.has(name) || name === 'index.html') throw new ApiError('not_found');
+    const file = served().get(name)!;
     // An old hash still serves today's file (a tab open across an upgrade) but is not cached for long.
     const current = c.req.param('build') === build;
-    const { body, headers } = encode(file(), c.req.header('accept-encoding'));
+    const { body, headers } = encode(file, c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, {
       ...PAGE_HEADERS,
       ...headers,
@@ -173,7 +175,7 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
    */
   const pageFor = (c: AppContext): Response | null => {
     if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || !CLIENT_ROUTES.test(c.req.path)) return null;
-    const { body, headers } = encode(index(), c.req.header('accept-encoding'));
+    const { body, headers } = encode(served().get('index.html')!, c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, { ...PAGE_HEADERS, ...headers, 'Content-Type': TYPES['.html']!, 'Cache-Control': 'no-cache' });
   };
   return { app, build, pageFor };

@@ -91,7 +91,7 @@ test('console files go out brotli- or gzip-compressed as the client accepts, wit
   }
 });
 
-test('a console file is compressed on its first request, not at start: concurrent first requests all get the same compressed bytes', async (t) => {
+test('the console is compressed before its first request: concurrent first requests all get the same compressed bytes', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
   const page = await rawGet(`${ts.url}/signin`, 'br');
   assert.equal(page.headers['content-encoding'], 'br', 'the very first request of the page');
