@@ -23,6 +23,12 @@ function coalesced(reload) {
 
 /** The mosque's event stream; a dropped stream is reopened with a fresh ticket (a ticket opens one stream). */
 export function openLive(id, status, handlers) {
+  // One coalesced reload per handler function: the schedule page gives the same one for two event types.
+  const byFunction = new Map();
+  const reloads = Object.fromEntries(Object.entries(handlers).map(([type, reload]) => {
+    if (!byFunction.has(reload)) byFunction.set(reload, coalesced(reload));
+    return [type, byFunction.get(reload)];
+  }));
   let source = null;
   let timer = null;
   let stopped = false;
@@ -31,8 +37,14 @@ export function openLive(id, status, handlers) {
       const { ticket } = await api('POST', `/mosques/${id}/events/ticket`);
       if (stopped) return;
       source = new EventSource(`/api/v1/mosques/${encodeURIComponent(id)}/events/stream?ticket=${encodeURIComponent(ticket)}`);
-      source.onopen = () => { status.textContent = t('live.on'); };
-      for (const [type, reload] of Object.entries(handlers)) source.addEventListener(type, coalesced(reload));
+      // What changed before the stream opened (between the page's first read and now, or while a dropped
+      // stream was away) sent no event this page heard: read once more on every open. Without it, a device
+      // that came online while the fleet page was opening stayed "offline" there until the next event.
+      source.onopen = () => {
+        status.textContent = t('live.on');
+        for (const reload of new Set(Object.values(reloads))) reload();
+      };
+      for (const [type, reload] of Object.entries(reloads)) source.addEventListener(type, reload);
       source.onerror = () => {
         source.close();
         status.textContent = t('live.off');

@@ -106,6 +106,33 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   assert.deepEqual(problems, []);
 });
 
+test('a device that comes online while the fleet page is opening its live stream is shown online once the stream opens (nothing it missed stays stale)', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid An-Nur' });
+  const tx = await registerTransmitter(ts, owner.token, mosque.id, 'Minbar');
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}` });
+  await page.getByText('Live updates on.').waitFor();
+  // The fleet page's stream ticket is held until the device's change is committed: the page has read the
+  // list (device never seen) and its stream is not open yet, so no event of that change can reach it.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  await page.route('**/events/ticket', async (route) => {
+    await held;
+    await route.continue();
+  });
+  await page.getByRole('link', { name: 'Devices' }).click();
+  const card = page.locator(`li[data-device="${tx.device.id}"]`);
+  await card.waitFor();
+  assert.equal(await card.locator('.badge', { hasText: 'Online' }).count(), 0, 'read before the device connected');
+  const client = await connectDevice(t, tx.credentials);
+  await publish(client, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { retain: true });
+  await waitForStatus(ts, owner.token, tx.device.id, 'ONLINE', WAIT_MS);
+  release();
+  await page.getByText('Live updates on.').waitFor();
+  await card.locator('.badge', { hasText: 'Online' }).waitFor({ timeout: WAIT_MS });
+  assert.deepEqual(problems, []);
+});
+
 test('a stream player\'s log level is set from its page, and a ttl over an hour is refused by the page and by the API', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
   const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid Al-Iman' });
