@@ -11,7 +11,7 @@ import { API } from '../support/people.ts';
 import { databaseSize, fillUntilRefused } from '../support/database.ts';
 import { connectPacket, rawTcp, varint } from '../support/hostile.ts';
 import { connectDevice, firmwareClient, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
-import { startTestService } from '../support/service.ts';
+import { durableFiles, startTestService } from '../support/service.ts';
 import { baseEnv, listening, startProcess, tempDir } from '../support/process.ts';
 import { httpClient, sha256 } from '../support/service.ts';
 
@@ -132,9 +132,7 @@ test('a batch whose commit fails keeps none of its writes and settles every one 
 });
 
 test('a full disk during a batch acknowledges none of its statuses, and the devices resend them after space returns', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-gc-full-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const env = { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir };
+  const { dir, env } = durableFiles(t, 'gc-full');
   const first = await startTestService(t, { env, logLevel: 'warn' });
   const { owner, mosque } = await mosqueWithOwner(first);
   const devices: Registered[] = [];

@@ -1,13 +1,10 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, joinMosque, member, setStatus } from '../support/people.ts';
-import { startTestService, type TestService } from '../support/service.ts';
+import { durableFiles, startTestService, type TestService } from '../support/service.ts';
 import { closed, connectDevice, mosqueWithOwner, registerPlayer, settle, subscribeCode, waitFor, type Registered } from '../support/devices.ts';
 
 // Issue 13: a player that reconnects while its lease is not yet half spent gets the same signed lease (no
@@ -19,9 +16,7 @@ const nowS = (clock: Clock) => Math.floor(clock() / 1000);
 
 /** A service on a database that outlives it: `restart` closes the running one and starts another on the same files. */
 async function restartable(t: TestContext, clock: Clock) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-lease-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const env = { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, LEASE_TTL_HOURS: '1' };
+  const env = { ...durableFiles(t, 'lease').env, LEASE_TTL_HOURS: '1' };
   let ts = await startTestService(t, { env, clock, logLevel: 'warn' });
   return {
     env,

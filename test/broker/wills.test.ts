@@ -9,7 +9,7 @@ import redisPersistence from 'aedes-persistence-redis';
 import redisEmitter from 'mqemitter-redis';
 import { Redis } from 'ioredis';
 import { openDatabase } from '../../src/platform/db.ts';
-import { startTestService, type TestService } from '../support/service.ts';
+import { durableFiles, startTestService, type TestService } from '../support/service.ts';
 import { redisInstalled, startRedis, REDIS_SERVER } from '../support/redis.ts';
 import {
   connectDevice, deviceEvents, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, statusWill, waitFor, waitForStatus,
@@ -99,9 +99,7 @@ test('with REDIS_URL, a dead process\'s stored will is ignored while the device 
 });
 
 test('a single process releases, at start, the connection claims a run with REDIS_URL left in the rows (they would name a process that is gone)', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-claims-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const env = { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir };
+  const { env } = durableFiles(t, 'claims');
   const first = await startTestService(t, { env, logLevel: 'warn' });
   const { owner, mosque } = await mosqueWithOwner(first);
   const tx = await registerTransmitter(first, owner.token, mosque.id, 'claimed by a dead process');

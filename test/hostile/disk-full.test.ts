@@ -1,28 +1,21 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
 import { API, member } from '../support/people.ts';
 import { databaseSize, fillUntilRefused } from '../support/database.ts';
 import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, firmwareClient, getDevice } from '../support/devices.ts';
-import { sha256, startTestService } from '../support/service.ts';
+import { durableFiles, sha256, startTestService } from '../support/service.ts';
 
 // Issue 9, item 5: a full database (DATABASE_MAX_BYTES reached, against a real SQLite file) refuses writes
 // with 503 storage_unavailable, keeps reads, tells /healthz, keeps its devices, and recovers once space is freed.
-
-function sharedDir(t: TestContext): { dir: string; env: Record<string, string> } {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-full-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return { dir, env: { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } };
-}
 
 /** A status whose row cannot fit in any page's slack: the detail alone spills onto a new (overflow) page. */
 const bigStatus = (status: string) => statusPayload(status, { detail: { note: 'n'.repeat(3800) } });
 
 test('a full database: writes answer 503 storage_unavailable, reads work, healthz names db, devices stay, and it all recovers once space is freed', async (t) => {
-  const { dir, env } = sharedDir(t);
+  const { dir, env } = durableFiles(t, 'full');
   const dbFile = env.DATABASE_PATH!;
 
   // First run, no limit: the people, the mosque and a transmitter the rest of the test needs.

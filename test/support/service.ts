@@ -26,6 +26,16 @@ export interface TestService {
   http: HttpClient;
 }
 
+/**
+ * A database and data folder that outlive one service, for a test that restarts it on the same files (or
+ * opens the file itself): removed when the test ends.
+ */
+export function durableFiles(t: TestContext, prefix: string): { dir: string; env: { DATABASE_PATH: string; DATA_DIR: string } } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `minaret-${prefix}-`));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return { dir, env: { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } };
+}
+
 /** A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. */
 export async function startTestService(
   t: TestContext,

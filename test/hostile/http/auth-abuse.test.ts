@@ -1,10 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { createManualClock, sha256, signupMember, startTestService, type HttpResult, type TestService } from '../../support/service.ts';
+import { createManualClock, durableFiles, sha256, signupMember, startTestService, type HttpResult, type TestService } from '../../support/service.ts';
 import { createSuperadmin } from '../../support/superadmin.ts';
 import { AUTH, assertError, assertTokenResponse, digest, emailId, lastSent, nowSeconds } from '../../support/api.ts';
 import { createPasswordHasher } from '../../../src/people/passwords.ts';
@@ -54,9 +51,7 @@ test('30 wrong guesses over 6 fresh codes: the 21st is refused, the 7th code\'s 
 });
 
 test('the wrong-guess count survives a restart of the service on the same database file', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-guess-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const env = { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, AUTH_MAX_WRONG_GUESSES_PER_HOUR: '6' };
+  const env = { ...durableFiles(t, 'guess').env, AUTH_MAX_WRONG_GUESSES_PER_HOUR: '6' };
   const first = await startTestService(t, { env });
   await signupMember(first.http, EMAIL, PASSWORD);
   assert.deepEqual([...(await guessWrong(first, await requestCode(first), 5)), ...(await guessWrong(first, await requestCode(first), 1))], [401, 401, 401, 401, 401, 401]);
