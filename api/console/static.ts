@@ -144,14 +144,13 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   if (!indexSource) throw new Error(`console: ${dir}/index.html is missing`);
   const page = indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`)
     .replace('__PUBLIC_URL__', (publicUrl ?? '').replace(/[&"<>]/g, (ch) => `&#${ch.charCodeAt(0)};`));
-  // index.html's own entry is the page as sent (the hash and PUBLIC_URL filled in); only `*` serves it.
-  const encoded = encodeAll(new Map([...files, ['index.html', Buffer.from(page)]]));
-  const served = () => encoded;
+  // index.html's own entry is the page as sent (the hash and PUBLIC_URL filled in); only pageFor serves it.
+  const served = encodeAll(new Map([...files, ['index.html', Buffer.from(page)]]));
 
   app.get('/c/:build/*', (c) => {
     const name = c.req.path.slice(`/c/${c.req.param('build')}/`.length);
-    if (!files.has(name) || name === 'index.html') throw new ApiError('not_found');
-    const file = served().get(name)!;
+    const file = served.get(name);
+    if (!file || name === 'index.html') throw new ApiError('not_found');
     // An old hash still serves today's file (a tab open across an upgrade) but is not cached for long.
     const current = c.req.param('build') === build;
     const { body, headers } = encode(file, c.req.header('accept-encoding'));
@@ -175,7 +174,7 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
    */
   const pageFor = (c: AppContext): Response | null => {
     if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || !CLIENT_ROUTES.test(c.req.path)) return null;
-    const { body, headers } = encode(served().get('index.html')!, c.req.header('accept-encoding'));
+    const { body, headers } = encode(served.get('index.html')!, c.req.header('accept-encoding'));
     return c.body(new Uint8Array(body), 200, { ...PAGE_HEADERS, ...headers, 'Content-Type': TYPES['.html']!, 'Cache-Control': 'no-cache' });
   };
   return { app, build, pageFor };
