@@ -89,9 +89,23 @@ export function createDevicePlane(deps: {
     timer.unref();
     return timer;
   };
+  /** One pass at a time: a pass runs in slices between the devices' packets, and may outlast the next tick. */
+  let pruning: Promise<void> | null = null;
+  let started = false;
   const prune = () => {
-    const removed = timeline.prune(deps.config.deviceEventsRetentionDays, deps.config.deviceEventsMaxPerDevice);
-    if (removed > 0) logger.info({ removed }, 'device timeline pruned');
+    pruning ??= timeline
+      .prune(deps.config.deviceEventsRetentionDays, deps.config.deviceEventsMaxPerDevice, { stopped: () => !started || !db.open })
+      .then(
+        (removed) => {
+          if (removed > 0) logger.info({ removed }, 'device timeline pruned');
+        },
+        (err: unknown) => {
+          deps.faults.report('timeline prune', err);
+        },
+      )
+      .finally(() => {
+        pruning = null;
+      });
   };
   let timers: NodeJS.Timeout[] = [];
 
@@ -156,10 +170,12 @@ export function createDevicePlane(deps: {
       link = deviceLink;
     },
     start(): void {
+      started = true;
       prune();
       timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
     },
     stop(): void {
+      started = false;
       commands.close();
       for (const t of timers) clearInterval(t);
       timers = [];

@@ -41,6 +41,14 @@ export interface TimelineEvent {
   detail?: Record<string, unknown>;
 }
 
+/**
+ * How long one slice of the timeline's upkeep may hold the event loop before it yields (issue 13: the hourly
+ * per-device cap was one GROUP BY over the whole table, ~0.9 s on 850,000 rows, every device's packets waiting).
+ */
+export const PRUNE_SLICE_MS = 5;
+/** Rows one DELETE removes by age; a slice runs as many as fit in PRUNE_SLICE_MS. */
+const AGE_CHUNK = 500;
+
 /** The seed's mosque_device_events timeline, with retention so a Raspberry Pi's card does not fill up. */
 export function createTimeline(db: Db, clock: Clock) {
   const insert = db.prepare(
@@ -50,32 +58,93 @@ export function createTimeline(db: Db, clock: Clock) {
   const page = db.prepare<[string, number, number], TimelineRow>(
     'SELECT * FROM mosque_device_events WHERE device_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
   );
-  const olderThan = db.prepare('DELETE FROM mosque_device_events WHERE at < ?');
-  const overCap = db.prepare<[number], { device_id: string }>(
-    'SELECT device_id FROM mosque_device_events GROUP BY device_id HAVING count(*) > ?',
+  const bounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(id) AS lo, max(id) AS hi FROM mosque_device_events');
+  const firstFrom = db.prepare<[number], { id: number; at: number }>('SELECT id, at FROM mosque_device_events WHERE id >= ? ORDER BY id LIMIT 1');
+  const olderChunk = db.prepare(
+    'DELETE FROM mosque_device_events WHERE id IN (SELECT id FROM mosque_device_events WHERE id < ? ORDER BY id LIMIT ?)',
   );
-  const trim = db.prepare(
+  const allDevices = db.prepare<[], string>('SELECT id FROM devices').pluck();
+  const capOf = db.prepare(
     `DELETE FROM mosque_device_events WHERE device_id = ? AND id <= (
        SELECT id FROM mosque_device_events WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
   );
+  /** Devices with rows written since their cap was last checked; null until the first pass has checked all. */
+  let touched: Set<string> | null = null;
+
+  /**
+   * The first id whose row is not older than `cutoff`. Ids grow in insertion order and `at` is the clock at
+   * insertion, so the rows are in time order: a binary search over the ids (each probe one rowid seek) finds
+   * the cut without an index on `at`. A clock stepped back moves the cut by that step at most.
+   */
+  function firstKept(cutoff: number): number {
+    const { lo: min, hi: max } = bounds.get()!;
+    if (min === null || max === null) return 0;
+    let lo = min;
+    let hi = max + 1; // every id below lo is older than cutoff; hi is a possible answer
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      const row = firstFrom.get(mid);
+      if (!row || row.id >= hi) hi = mid;
+      else if (row.at < cutoff) lo = row.id + 1;
+      else hi = row.id;
+    }
+    return lo;
+  }
+
+  /** Runs `step` until it says it is done, at most PRUNE_SLICE_MS at a time, yielding to the event loop between slices. */
+  function sliced(step: () => boolean, sliceMs: number, stopped: () => boolean): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const slice = () => {
+        try {
+          if (stopped()) return resolve(); // the service is closing: the next start's pass finishes the job
+          const end = performance.now() + sliceMs;
+          let more: boolean;
+          do more = step();
+          while (more && performance.now() < end);
+          if (more) setImmediate(slice);
+          else resolve();
+        } catch (err) {
+          reject(err);
+        }
+      };
+      slice();
+    });
+  }
 
   return {
     record(e: TimelineEvent): void {
       insert.run(e.deviceId, e.mosqueId, toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}));
+      touched?.add(e.deviceId);
     },
     /** Newest first; `before` is the id of the last entry of the previous page. */
     list(deviceId: string, limit: number, before: number | null) {
       return page.all(deviceId, before ?? Number.MAX_SAFE_INTEGER, limit).map(toTimelineEntry);
     },
-    /** Deletes events older than the retention and, per device, all but the newest `cap`. Returns how many went. */
-    prune(retentionDays: number, cap: number): number {
-      return db.transaction(() => {
-        let removed = olderThan.run(toUnixSeconds(clock()) - retentionDays * 86_400).changes;
-        for (const { device_id } of overCap.all(cap)) removed += trim.run(device_id, device_id, cap).changes;
-        return removed;
-      })();
+    /**
+     * Deletes events older than the retention and, per device, all but the newest `cap`, in slices that yield
+     * to the event loop (devices' packets are served between them). Only devices written to since the last
+     * pass can be over their cap, so after the first pass only those are looked at. Resolves to how many went.
+     */
+    async prune(retentionDays: number, cap: number, opts: { sliceMs?: number; stopped?: () => boolean } = {}): Promise<number> {
+      const sliceMs = opts.sliceMs ?? PRUNE_SLICE_MS;
+      const stopped = opts.stopped ?? (() => false);
+      let removed = 0;
+      const cut = firstKept(toUnixSeconds(clock()) - retentionDays * 86_400);
+      await sliced(() => {
+        const gone = olderChunk.run(cut, AGE_CHUNK).changes;
+        removed += gone;
+        return gone === AGE_CHUNK;
+      }, sliceMs, stopped);
+      const due = touched === null ? allDevices.all() : [...touched];
+      touched = new Set();
+      let i = 0;
+      await sliced(() => {
+        const id = due[i++];
+        if (id !== undefined) removed += capOf.run(id, id, cap).changes;
+        return i < due.length;
+      }, sliceMs, stopped);
+      return removed;
     },
   };
 }
-
 export type Timeline = ReturnType<typeof createTimeline>;

@@ -1,0 +1,94 @@
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createManualClock } from '../../src/platform/clock.ts';
+import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { createDeviceStore } from '../../src/devices/devices.ts';
+import { createTimeline } from '../../src/devices/timeline.ts';
+
+// DEVICE_EVENTS_RETENTION_DAYS and DEVICE_EVENTS_MAX_PER_DEVICE (README settings), on the real SQLite file.
+
+const DAY_MS = 86_400_000;
+
+function world(t: TestContext, devices: number) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-timeline-'));
+  const db = openDatabase(path.join(dir, 'minaret.db'));
+  t.after(() => {
+    db.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  migrate(db);
+  const clock = createManualClock(Date.UTC(2026, 0, 1));
+  const store = createDeviceStore(db, clock);
+  const ids = Array.from({ length: devices }, (_, i) => store.create({ kind: 'transmitter', name: `tx ${i}`, mosqueId: null, ownerUserId: null }).row.id);
+  const timeline = createTimeline(db, clock);
+  const count = db.prepare<[string], number>('SELECT count(*) FROM mosque_device_events WHERE device_id = ?').pluck();
+  const oldest = db.prepare<[], number>('SELECT min(at) FROM mosque_device_events').pluck();
+  return { db, clock, ids, timeline, count: (id: string) => count.get(id)!, oldestAt: () => oldest.get()! };
+}
+
+test('events older than the retention are deleted and newer ones kept, found without an index on at', async (t) => {
+  const w = world(t, 2);
+  for (let day = 0; day < 40; day++) {
+    for (const id of w.ids) w.timeline.record({ deviceId: id, mosqueId: null, kind: 'status', from: 'ONLINE', to: 'PLAYING', reason: `day ${day}` });
+    w.clock.advance(DAY_MS);
+  }
+  // Now is day 40: with 30 days kept, days 0-9 go (day 10 is exactly 30 days old and stays).
+  const removed = await w.timeline.prune(30, 1000);
+  assert.equal(removed, 2 * 10);
+  for (const id of w.ids) assert.equal(w.count(id), 30);
+  assert.equal(w.oldestAt(), Math.floor((Date.UTC(2026, 0, 1) + 10 * DAY_MS) / 1000));
+  const indexes = w.db.prepare<[], string>("SELECT name FROM pragma_index_list('mosque_device_events')").pluck().all();
+  assert.ok(!indexes.includes('mosque_device_events_at'), `indexes: ${indexes.join(', ')}`);
+  // A second pass finds nothing more to do.
+  assert.equal(await w.timeline.prune(30, 1000), 0);
+});
+
+test('each device keeps only its newest events past the cap, the others untouched, and a later pass checks only devices written to', async (t) => {
+  const w = world(t, 3);
+  const [a, b, c] = w.ids as [string, string, string];
+  for (let i = 0; i < 25; i++) w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${i}` });
+  for (let i = 0; i < 5; i++) w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${i}` });
+  assert.equal(await w.timeline.prune(30, 10), 15);
+  assert.equal(w.count(a), 10);
+  assert.equal(w.count(b), 5);
+  assert.deepEqual(w.timeline.list(a, 1, null).map((e) => e.reason), ['a24']);
+  assert.deepEqual(w.timeline.list(a, 100, null).at(-1)?.reason, 'a15');
+
+  // Rows written behind the timeline's back (as another process sharing the file would) are not seen until
+  // that device is written to here: the cap pass after the first looks only at devices written to since.
+  const raw = w.db.prepare("INSERT INTO mosque_device_events (device_id, at, kind, detail) VALUES (?, 0, 'status', '{}')");
+  for (let i = 0; i < 20; i++) raw.run(c);
+  w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b5' });
+  assert.equal(await w.timeline.prune(100_000, 10), 0, 'device b is within its cap; device c was not written through the timeline');
+  w.timeline.record({ deviceId: c, mosqueId: null, kind: 'status', reason: 'c' });
+  assert.equal(await w.timeline.prune(100_000, 10), 11);
+  assert.equal(w.count(c), 10);
+});
+
+test('a long pass yields to the event loop between slices and stops when asked', async (t) => {
+  const w = world(t, 200);
+  w.db.transaction(() => {
+    for (const id of w.ids) for (let i = 0; i < 30; i++) w.timeline.record({ deviceId: id, mosqueId: null, kind: 'status' });
+  })();
+  // Another task that runs once per event-loop turn (as each slice does): it gets a turn between the slices.
+  let turns = 0;
+  let passing = true;
+  const tick = () => {
+    turns++;
+    if (passing) setImmediate(tick);
+  };
+  setImmediate(tick);
+  // Slices of 0 ms do one step each: 200 devices to cap take 200 slices.
+  const removed = await w.timeline.prune(30, 20, { sliceMs: 0 });
+  passing = false;
+  assert.equal(removed, 200 * 10);
+  assert.ok(turns >= 150, `the other task ran ${turns} times during the pass`);
+
+  for (const id of w.ids) w.timeline.record({ deviceId: id, mosqueId: null, kind: 'status' });
+  let steps = 0;
+  const partial = await w.timeline.prune(30, 20, { sliceMs: 0, stopped: () => ++steps > 50 });
+  assert.ok(partial > 0 && partial < 200, `a pass stopped part-way removed ${partial} of 200`);
+});
