@@ -142,7 +142,51 @@ export function createDevicePlane(deps: {
       }
     }
   }
-  const configureAfterConnect = (id: string) => commits.add(new ArrivalWrite(id));
+  /**
+   * Set once the start pass retained every device's config (memory mode). From then on the broker holds each
+   * device's current config, as every change that alters one republishes it whether the device is connected or
+   * not (reconcile, refreshConfig, update), so a CONNECT asks memory only: a lease past half its life, or a
+   * config whose publish failed, is still seen to after the CONNACK as before.
+   */
+  let retainedAtStart = false;
+  const configureAfterConnect = (id: string) => {
+    if (retainedAtStart && service.isPublished(id) && !entitlement.isDue(id)) return;
+    commits.add(new ArrivalWrite(id));
+  };
+
+  /**
+   * Every device's retained config, once, before the broker listens (issue 13): after a restart the
+   * in-memory broker holds none, and rebuilding each on its first CONNECT put that work (and any lease
+   * signing) in the middle of the reconnect storm the restart causes. The rules are configureArrival's: a
+   * player whose lease is missing, stale or half spent gets a new config (version and timeline note, reason
+   * `service_start`) with a newly signed lease; any other device its config with the lease it holds. The
+   * writes go in one transaction and nothing is published before it committed; should the disk refuse it,
+   * memory is read back from the rows and each device is configured on its CONNECT as before.
+   */
+  const buildAll = db.transaction(() => {
+    const built: Array<{ id: string; payload: Record<string, unknown> }> = [];
+    let renewed = 0;
+    for (const row of devices.listAll()) {
+      const fresh = row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(row.id));
+      if (fresh) renewed++;
+      built.push(service.buildConfig(row, fresh ? 'service_start' : null));
+    }
+    return { built, renewed };
+  });
+  async function retainAllConfigs(): Promise<{ devices: number; renewed: number }> {
+    let pass: { built: Array<{ id: string; payload: Record<string, unknown> }>; renewed: number };
+    try {
+      pass = buildAll();
+    } catch (err) {
+      if (!storageFaultOf(err)) throw err;
+      entitlement.reloadAll(); // the leases of the rolled-back writes leave memory too
+      deps.faults.report('device configs at start', err);
+      return { devices: 0, renewed: 0 };
+    }
+    await Promise.all(pass.built.map((c) => service.publishConfig(c.id, c.payload)));
+    retainedAtStart = true;
+    return { devices: pass.built.length, renewed: pass.renewed };
+  }
 
   return {
     devices,
@@ -155,6 +199,7 @@ export function createDevicePlane(deps: {
     attach(deviceLink: DeviceLink): void {
       link = deviceLink;
     },
+    retainAllConfigs,
     start(): void {
       prune();
       timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
@@ -214,7 +259,7 @@ export function createDevicePlane(deps: {
       for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
     },
 
-    /** A device authenticated: its config is seen to at the end of this turn, with the turn's other writes. */
+    /** A device authenticated: its config, when memory says it needs one, at the end of this turn with the turn's other writes. */
     deviceConnected: configureAfterConnect,
   };
 }
