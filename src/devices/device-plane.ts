@@ -44,9 +44,9 @@ export function createDevicePlane(deps: {
 }) {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock, deps.changes);
-  const timeline = createTimeline(db, clock);
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
   const commits = createGroupCommit(db, (err) => deps.faults.report('device group commit', err));
+  const timeline = createTimeline(db, clock, commits.flush);
   const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }) });

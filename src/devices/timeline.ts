@@ -39,10 +39,16 @@ export interface TimelineEvent {
   reason?: string | null;
   actorUserId?: string | null;
   detail?: Record<string, unknown>;
+  /** Unix seconds; now by default (a note written later than it happened carries its own time). */
+  at?: number;
 }
 
 /** The seed's mosque_device_events timeline, with retention so a Raspberry Pi's card does not fill up. */
-export function createTimeline(db: Db, clock: Clock) {
+/**
+ * `pendingFirst`: commits notes still waiting in the device group commit, so that a note written directly
+ * (outside a transaction) and a page read come after them, in the order things happened.
+ */
+export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = () => undefined) {
   const insert = db.prepare(
     `INSERT INTO mosque_device_events (device_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -61,10 +67,12 @@ export function createTimeline(db: Db, clock: Clock) {
 
   return {
     record(e: TimelineEvent): void {
-      insert.run(e.deviceId, e.mosqueId, toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}));
+      if (!db.inTransaction) pendingFirst();
+      insert.run(e.deviceId, e.mosqueId, e.at ?? toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}));
     },
     /** Newest first; `before` is the id of the last entry of the previous page. */
     list(deviceId: string, limit: number, before: number | null) {
+      pendingFirst();
       return page.all(deviceId, before ?? Number.MAX_SAFE_INTEGER, limit).map(toTimelineEntry);
     },
     /** Deletes events older than the retention and, per device, all but the newest `cap`. Returns how many went. */
