@@ -22,6 +22,8 @@ export const SWEEP_INTERVAL_MS = 1000;
 export const FLUSH_INTERVAL_MS = 2000;
 export const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
 export const LEASE_CHECK_INTERVAL_MS = 30_000;
+/** Rows read per query by the start pass over every device. */
+const START_PAGE = 256;
 
 /**
  * The device plane's core: registry, telemetry (presence, heartbeats, logs), timeline and the device
@@ -163,18 +165,22 @@ export function createDevicePlane(deps: {
    * writes go in one transaction and nothing is published before it committed; should the disk refuse it,
    * memory is read back from the rows and each device is configured on its CONNECT as before.
    */
+  // A page of rows at a time, each config kept only as its bytes: objects that all survive the pass made V8
+  // grow its young generation to the maximum, and idle RSS stayed ~30 MiB higher when that was not given back.
   const buildAll = db.transaction(() => {
-    const built: Array<{ id: string; payload: Record<string, unknown> }> = [];
+    const built: Array<{ id: string; payload: Buffer }> = [];
     let renewed = 0;
-    for (const row of devices.listAll()) {
-      const fresh = row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(row.id));
-      if (fresh) renewed++;
-      built.push(service.buildConfig(row, fresh ? 'service_start' : null));
+    for (let rows = devices.listPage('', START_PAGE); rows.length > 0; rows = devices.listPage(rows.at(-1)!.id, START_PAGE)) {
+      for (const row of rows) {
+        const fresh = row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(row.id));
+        if (fresh) renewed++;
+        built.push(service.buildConfig(row, fresh ? 'service_start' : null));
+      }
     }
     return { built, renewed };
   });
   async function retainAllConfigs(): Promise<{ devices: number; renewed: number }> {
-    let pass: { built: Array<{ id: string; payload: Record<string, unknown> }>; renewed: number };
+    let pass: { built: Array<{ id: string; payload: Buffer }>; renewed: number };
     try {
       pass = buildAll();
     } catch (err) {
@@ -183,7 +189,10 @@ export function createDevicePlane(deps: {
       deps.faults.report('device configs at start', err);
       return { devices: 0, renewed: 0 };
     }
-    await Promise.all(pass.built.map((c) => service.publishConfig(c.id, c.payload)));
+    // A page at a time too: the broker's objects for a publish in flight are short-lived only if few are in flight.
+    for (let i = 0; i < pass.built.length; i += START_PAGE) {
+      await Promise.all(pass.built.slice(i, i + START_PAGE).map((c) => service.publishConfig(c.id, c.payload)));
+    }
     retainedAtStart = true;
     return { devices: pass.built.length, renewed: pass.renewed };
   }

@@ -49,7 +49,7 @@ export function createDeviceService(deps: {
   }
 
   /** Publishes a config as the device's retained one; a failure is logged, the device gets it on its next connect. */
-  function publishConfig(id: string, payload: Record<string, unknown>): Promise<void> {
+  function publishConfig(id: string, payload: Record<string, unknown> | Buffer): Promise<void> {
     published.add(id);
     return deps.link().publish(topics.config(id), payload, { qos: 1, retain: true }).catch((err: Error) => {
       published.delete(id);
@@ -87,9 +87,10 @@ export function createDeviceService(deps: {
      * The config a device is to hold now, built without publishing it (the start pass publishes only once
      * its writes committed); `reason` set: a new config_version too, as refreshConfig gives.
      */
-    buildConfig(row: DeviceRow, reason: string | null): { id: string; payload: Record<string, unknown> } {
+    buildConfig(row: DeviceRow, reason: string | null): { id: string; payload: Buffer } {
       const current = reason === null ? row : bumpFor(row.id, reason);
-      return { id: row.id, payload: configOf(current) };
+      // Serialized at once: the bytes are what the broker retains, and no object per device outlives the pass.
+      return { id: row.id, payload: Buffer.from(JSON.stringify(configOf(current))) };
     },
 
     /** Called when a device authenticates: after a restart the broker may have lost the retained config. */
