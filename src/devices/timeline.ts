@@ -43,9 +43,9 @@ export interface TimelineEvent {
   at?: number;
 }
 
-/** The seed's mosque_device_events timeline, with retention so a Raspberry Pi's card does not fill up. */
 /**
- * `pendingFirst`: commits notes still waiting in the device group commit, so that a note written directly
+ * The seed's mosque_device_events timeline, with retention so a Raspberry Pi's card does not fill up.
+ * `pendingFirst` commits notes still waiting in the device group commit, so that a note written directly
  * (outside a transaction) and a page read come after them, in the order things happened.
  */
 export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = () => undefined) {
