@@ -774,8 +774,8 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
   const parts: string[] = [];
   parts.push(
     `**Reading.** Connects: Minaret accepts ${pct(m.connectsPerS, b.connectsPerS)} of bare aedes's rate at ${ratio(m.connectCpuUs, b.connectCpuUs)} its broker CPU per connect. ` +
-      'On top of aedes, each CONNECT is checked against the in-memory registry (SHA-256 of the password, the will topic) and the socket guard, leaves a `connected` timeline row (in the turn\'s group commit), and, ' +
-      'this being the first connect since the service started, has its retained config rebuilt and published after the CONNACK (the devices of one turn in one transaction); a stream player\'s carries the Ed25519 lease it already holds (kept in its row; signed anew only when missing, stale or past half its life: here each was signed at registration, minutes before).',
+      'On top of aedes, each CONNECT is checked against the in-memory registry (SHA-256 of the password, the will topic, the flap count) and the socket guard, and leaves a `connected` timeline row (in the next group commit, with the notes of other connects). ' +
+      'Its retained config is already there: the service rebuilt every device\'s config at start, before the broker listened (a stream player\'s with the Ed25519 lease it already holds, kept in its row; signed anew only when missing, stale or past half its life: here each was signed at registration, minutes before), so a CONNECT only asks memory whether a player\'s lease is past half its life.',
   );
   parts.push(
     `Status: Minaret ingests ${pct(m.statusPerS, b.statusPerS)} of the bare broker's PUBACK rate at ${ratio(m.statusCpuUs, b.statusCpuUs)} its CPU per message (${fmt(m.statusCpuUs, 0)} µs against ${fmt(b.statusCpuUs, 0)} µs). ` +
@@ -806,7 +806,7 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
   );
   parts.push(
     `Memory: ${opts.devices.toLocaleString('en-US')} connections add ${mib(m.rssConnected - m.rssIdle)} to Minaret's RSS over an idle ${mib(m.rssIdle)}, ${kib(m.rssPerConnAvg)} each, against ${mib(b.rssConnected - b.rssIdle)} over ${mib(b.rssIdle)} for bare aedes, ${kib(b.rssPerConnAvg)} each (${ratio(m.rssPerConnAvg, b.rssPerConnAvg)}). ` +
-      `Past the first half, each further connection adds ${kib(m.heapPerConn)} of JS heap in Minaret against ${kib(b.heapPerConn)} (${ratio(m.heapPerConn, b.heapPerConn)}), most likely the retained config Minaret publishes as each device connects (a player's carries its signed lease); ` +
+      `Past the first half, each further connection adds ${kib(m.heapPerConn)} of JS heap in Minaret against ${kib(b.heapPerConn)} (${ratio(m.heapPerConn, b.heapPerConn)}), most likely the per-connection state Minaret keeps beside aedes's (presence, counters, the flap and budget entries); ` +
       'RSS follows the heap in allocator-sized steps and lags it when the heap has room (Minaret idles with a larger one), so the marginal RSS figures are coarse and the heap ratio is the steadier per-connection comparison.',
   );
   const worst = Math.max(contention(m), contention(b));

@@ -128,7 +128,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const link: DeviceLink = {
     publish: (topic, payload, opts) =>
       new Promise((resolve, reject) => {
-        const body = payload === '' ? Buffer.alloc(0) : Buffer.from(JSON.stringify(payload));
+        const body = payload === '' ? Buffer.alloc(0) : Buffer.isBuffer(payload) ? payload : Buffer.from(JSON.stringify(payload));
         aedes.publish({ cmd: 'publish', topic, payload: body, qos: opts.qos, retain: opts.retain, dup: false }, (err) => (err ? reject(err) : resolve()));
       }),
     disconnect: (deviceId) => (aedes as unknown as { clients: Record<string, Client | undefined> }).clients[deviceId]?.close(),

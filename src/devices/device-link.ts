@@ -3,8 +3,8 @@
  * broker/ implements it; src/service.ts hands it in.
  */
 export interface DeviceLink {
-  /** Publishes from the backend (client-less, so no device hook refuses it). */
-  publish(topic: string, payload: Record<string, unknown> | '', opts: { qos: 0 | 1; retain: boolean }): Promise<void>;
+  /** Publishes from the backend (client-less, so no device hook refuses it); a Buffer is sent as it is (JSON already). */
+  publish(topic: string, payload: Record<string, unknown> | '' | Buffer, opts: { qos: 0 | 1; retain: boolean }): Promise<void>;
   /** Closes the device's live connection, if any (credentials rotated, device deleted or disabled). */
   disconnect(deviceId: string): void;
   /**

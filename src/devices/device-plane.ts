@@ -22,6 +22,8 @@ export const SWEEP_INTERVAL_MS = 1000;
 export const FLUSH_INTERVAL_MS = 2000;
 export const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
 export const LEASE_CHECK_INTERVAL_MS = 30_000;
+/** Rows read per query by the start pass over every device. */
+const START_PAGE = 256;
 
 /**
  * The device plane's core: registry, telemetry (presence, heartbeats, logs), timeline and the device
@@ -44,9 +46,9 @@ export function createDevicePlane(deps: {
 }) {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock, deps.changes);
-  const timeline = createTimeline(db, clock);
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
   const commits = createGroupCommit(db, (err) => deps.faults.report('device group commit', err));
+  const timeline = createTimeline(db, clock, commits.flush);
   const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }) });
@@ -156,7 +158,58 @@ export function createDevicePlane(deps: {
       }
     }
   }
-  const configureAfterConnect = (id: string) => commits.add(new ArrivalWrite(id));
+  /**
+   * Set once the start pass retained every device's config (memory mode). From then on the broker holds each
+   * device's current config, as every change that alters one republishes it whether the device is connected or
+   * not (reconcile, refreshConfig, update), so a CONNECT asks memory only: a lease past half its life, or a
+   * config whose publish failed, is still seen to after the CONNACK as before.
+   */
+  let retainedAtStart = false;
+  const configureAfterConnect = (id: string) => {
+    if (retainedAtStart && service.isPublished(id) && !entitlement.isDue(id)) return;
+    commits.add(new ArrivalWrite(id));
+  };
+
+  /**
+   * Every device's retained config, once, before the broker listens (issue 13): after a restart the
+   * in-memory broker holds none, and rebuilding each on its first CONNECT put that work (and any lease
+   * signing) in the middle of the reconnect storm the restart causes. The rules are configureArrival's: a
+   * player whose lease is missing, stale or half spent gets a new config (version and timeline note, reason
+   * `service_start`) with a newly signed lease; any other device its config with the lease it holds. The
+   * writes go in one transaction and nothing is published before it committed; should the disk refuse it,
+   * memory is read back from the rows and each device is configured on its CONNECT as before.
+   */
+  // A page of rows at a time, each config kept only as its bytes: objects that all survive the pass made V8
+  // grow its young generation to the maximum, and idle RSS stayed ~30 MiB higher when that was not given back.
+  const buildAll = db.transaction(() => {
+    const built: Array<{ id: string; payload: Buffer }> = [];
+    let renewed = 0;
+    for (let rows = devices.listPage('', START_PAGE); rows.length > 0; rows = devices.listPage(rows.at(-1)!.id, START_PAGE)) {
+      for (const row of rows) {
+        const fresh = row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(row.id));
+        if (fresh) renewed++;
+        built.push(service.buildConfig(row, fresh ? 'service_start' : null));
+      }
+    }
+    return { built, renewed };
+  });
+  async function retainAllConfigs(): Promise<{ devices: number; renewed: number }> {
+    let pass: { built: Array<{ id: string; payload: Buffer }>; renewed: number };
+    try {
+      pass = buildAll();
+    } catch (err) {
+      if (!storageFaultOf(err)) throw err;
+      entitlement.reloadAll(); // the leases of the rolled-back writes leave memory too
+      deps.faults.report('device configs at start', err);
+      return { devices: 0, renewed: 0 };
+    }
+    // A page at a time too: the broker's objects for a publish in flight are short-lived only if few are in flight.
+    for (let i = 0; i < pass.built.length; i += START_PAGE) {
+      await Promise.all(pass.built.slice(i, i + START_PAGE).map((c) => service.publishConfig(c.id, c.payload)));
+    }
+    retainedAtStart = true;
+    return { devices: pass.built.length, renewed: pass.renewed };
+  }
 
   return {
     devices,
@@ -169,6 +222,7 @@ export function createDevicePlane(deps: {
     attach(deviceLink: DeviceLink): void {
       link = deviceLink;
     },
+    retainAllConfigs,
     start(): void {
       started = true;
       prune();
@@ -230,7 +284,7 @@ export function createDevicePlane(deps: {
       for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
     },
 
-    /** A device authenticated: its config is seen to at the end of this turn, with the turn's other writes. */
+    /** A device authenticated: its config, when memory says it needs one, at the end of this turn with the turn's other writes. */
     deviceConnected: configureAfterConnect,
   };
 }

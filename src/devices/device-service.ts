@@ -48,13 +48,24 @@ export function createDeviceService(deps: {
     return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, deps.resolveBinding(row));
   }
 
-  /** Publishes the retained config; a failure is logged, the device gets it on its next connect. */
-  function pushConfig(row: DeviceRow): void {
-    published.add(row.id);
-    deps.link().publish(topics.config(row.id), configOf(row), { qos: 1, retain: true }).catch((err: Error) => {
-      published.delete(row.id);
-      deps.logger.warn({ device_id: row.id, err: err.message }, 'config publish failed; it goes out on the next connect');
+  /** Publishes a config as the device's retained one; a failure is logged, the device gets it on its next connect. */
+  function publishConfig(id: string, payload: Record<string, unknown> | Buffer): Promise<void> {
+    published.add(id);
+    return deps.link().publish(topics.config(id), payload, { qos: 1, retain: true }).catch((err: Error) => {
+      published.delete(id);
+      deps.logger.warn({ device_id: id, err: err.message }, 'config publish failed; it goes out on the next connect');
     });
+  }
+
+  function pushConfig(row: DeviceRow): Promise<void> {
+    return publishConfig(row.id, configOf(row));
+  }
+
+  /** Something outside the row changed what the config says: a new config_version, noted in the timeline. */
+  function bumpFor(id: string, reason: string): DeviceRow {
+    const bumped = devices.bumpConfigVersion(id);
+    timeline.record({ deviceId: id, mosqueId: bumped.mosque_id, kind: 'config_changed', reason, detail: { config_version: bumped.config_version } });
+    return bumped;
   }
 
   /** Clears what the broker retains for a device that no longer exists. */
@@ -68,12 +79,25 @@ export function createDeviceService(deps: {
     link: () => deps.link(),
     configOf,
     pushConfig,
+    publishConfig,
+    /** Whether this process published the device's retained config (and the broker took it). */
+    isPublished: (id: string) => published.has(id),
+
+    /**
+     * The config a device is to hold now, built without publishing it (the start pass publishes only once
+     * its writes committed); `reason` set: a new config_version too, as refreshConfig gives.
+     */
+    buildConfig(row: DeviceRow, reason: string | null): { id: string; payload: Buffer } {
+      const current = reason === null ? row : bumpFor(row.id, reason);
+      // Serialized at once: the bytes are what the broker retains, and no object per device outlives the pass.
+      return { id: row.id, payload: Buffer.from(JSON.stringify(configOf(current))) };
+    },
 
     /** Called when a device authenticates: after a restart the broker may have lost the retained config. */
     ensureConfigPublished(id: string, known?: DeviceRow): void {
       if (published.has(id)) return;
       const row = known ?? devices.findById(id);
-      if (row) pushConfig(row);
+      if (row) void pushConfig(row);
     },
 
     register(kind: DeviceKind, name: string | null, mosqueId: string | null, ownerUserId: string | null, actorId: string): Registered {
@@ -83,7 +107,7 @@ export function createDeviceService(deps: {
         note(mosqueId, actorId, 'device.registered', r.row.id, { kind, name });
         return r;
       })();
-      pushConfig(registered.row);
+      void pushConfig(registered.row);
       return registered;
     },
 
@@ -101,7 +125,7 @@ export function createDeviceService(deps: {
         note(mosqueId, owner.id, 'device.registered', r.row.id, { kind: 'stream_player', name });
         return ok(r);
       }).immediate();
-      if (registered.ok) pushConfig(registered.value.row);
+      if (registered.ok) void pushConfig(registered.value.row);
       return registered;
     },
 
@@ -116,17 +140,14 @@ export function createDeviceService(deps: {
         if (fields.length > 0) for (const mosqueId of new Set([row.mosque_id, u.mosque_id])) note(mosqueId, actorId, 'device.updated', row.id, { fields, mosque_id: u.mosque_id });
         return u;
       })();
-      if (updated.config_version !== row.config_version) pushConfig(updated);
+      if (updated.config_version !== row.config_version) void pushConfig(updated);
       return updated;
     },
 
     /** Something outside the row changed what the config says (mosque stream, entitlement). */
     refreshConfig(id: string, reason: string): void {
-      const row = devices.findById(id);
-      if (!row) return;
-      const bumped = devices.bumpConfigVersion(id);
-      timeline.record({ deviceId: id, mosqueId: bumped.mosque_id, kind: 'config_changed', reason, detail: { config_version: bumped.config_version } });
-      pushConfig(bumped);
+      if (!devices.findById(id)) return;
+      void pushConfig(bumpFor(id, reason));
     },
 
     rotateCredentials(row: DeviceRow, actorId: string): string {

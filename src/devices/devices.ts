@@ -154,6 +154,7 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
   const transmittersOf = db.prepare<[string], DeviceRow>("SELECT * FROM devices WHERE mosque_id = ? AND kind = 'transmitter' ORDER BY created_at, id");
   const ofOwner = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE owner_user_id = ? ORDER BY created_at, id');
   const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
+  const after = db.prepare<[string, number], DeviceRow>('SELECT * FROM devices WHERE id > ? ORDER BY id LIMIT ?');
   const playersOf = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM devices WHERE owner_user_id = ? AND kind = 'stream_player'");
   const claim = db.prepare('UPDATE devices SET connected_broker = ? WHERE id = ?');
   const release = db.prepare('UPDATE devices SET connected_broker = NULL WHERE id = ? AND connected_broker = ?');
@@ -201,6 +202,8 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
     /** A mosque's transmitters only (a broadcast must not load every player row to find them). */
     listTransmitters: (mosqueId: string) => transmittersOf.all(mosqueId),
     listAll: () => all.all(),
+    /** The next `limit` rows in id order after `afterId` ('' to begin): a pass over every device a page at a time. */
+    listPage: (afterId: string, limit: number) => after.all(afterId, limit),
 
     /** The password is returned once, here; only its SHA-256 is kept. */
     create(d: NewDevice): { row: DeviceRow; password: string } {

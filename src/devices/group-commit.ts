@@ -13,6 +13,12 @@ import type { Db } from '../platform/db.ts';
  * of SQLite work here: 256 of them ~6 ms).
  */
 export const MAX_BATCH = 256;
+/**
+ * How long a write that need not commit in its own turn (addLater: a `connected` note) may wait for a batch
+ * to ride in. In a reconnect storm the CONNECTs of a turn had a commit of their own, ~60-130 µs each when a
+ * turn held only a few of them (issue 13); now they join the next statuses' batch, or commit together.
+ */
+export const LATER_MS = 50;
 
 export interface GroupWrite {
   /** Runs inside the batch's transaction; throws to fail the whole batch (nothing of it is kept). */
@@ -22,9 +28,10 @@ export interface GroupWrite {
 }
 
 /** `onFault`: where a throw from a batch committed at the end of a turn goes (no caller is there to catch it). */
-export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBatch = MAX_BATCH) {
+export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBatch = MAX_BATCH, laterMs = LATER_MS) {
   let batch: GroupWrite[] = [];
   let scheduled = false;
+  let later: NodeJS.Timeout | null = null;
   // Built once: better-sqlite3 makes new wrapper functions for every db.transaction() call (issue 13).
   const writeAll = db.transaction((items: GroupWrite[]) => {
     for (const item of items) item.write();
@@ -33,6 +40,8 @@ export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBa
   /** Commits what is pending now, then settles it; a settle that throws does not stop the others. */
   function flush(): void {
     scheduled = false;
+    if (later) clearTimeout(later);
+    later = null;
     if (batch.length === 0) return;
     const items = batch;
     batch = [];
@@ -53,19 +62,32 @@ export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBa
     if (thrown !== null) throw thrown; // a bug in a settle: the caller's fault handler reports it
   }
 
+  const flushReporting = () => {
+    try {
+      flush();
+    } catch (err) {
+      onFault(err);
+    }
+  };
+
   return {
     add(item: GroupWrite): void {
       batch.push(item);
       if (batch.length >= maxBatch) return flush();
       if (scheduled) return;
       scheduled = true;
-      setImmediate(() => {
-        try {
-          flush();
-        } catch (err) {
-          onFault(err);
-        }
-      });
+      setImmediate(flushReporting);
+    },
+    /**
+     * A write nothing waits on (no acknowledgement, no reader in this turn): it rides in the next batch, in
+     * the order added, and commits on its own only when none comes within `laterMs`.
+     */
+    addLater(item: GroupWrite): void {
+      batch.push(item);
+      if (batch.length >= maxBatch) return flush();
+      if (scheduled || later) return;
+      later = setTimeout(flushReporting, laterMs);
+      later.unref(); // the last flush at shutdown (device plane stop) commits what waits
     },
     /**
      * Commits the open batch at once: every write outside the batch (a backend verdict, a disconnect)

@@ -39,6 +39,8 @@ export interface TimelineEvent {
   reason?: string | null;
   actorUserId?: string | null;
   detail?: Record<string, unknown>;
+  /** Unix seconds; now by default (a note written later than it happened carries its own time). */
+  at?: number;
 }
 
 /**
@@ -49,8 +51,12 @@ export const PRUNE_SLICE_MS = 5;
 /** Rows one DELETE removes by age; a slice runs as many as fit in PRUNE_SLICE_MS. */
 const AGE_CHUNK = 500;
 
-/** The seed's mosque_device_events timeline, with retention so a Raspberry Pi's card does not fill up. */
-export function createTimeline(db: Db, clock: Clock) {
+/**
+ * The seed's mosque_device_events timeline, with retention so a Raspberry Pi's card does not fill up.
+ * `pendingFirst` commits notes still waiting in the device group commit, so that a note written directly
+ * (outside a transaction) and a page read come after them, in the order things happened.
+ */
+export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = () => undefined) {
   const insert = db.prepare(
     `INSERT INTO mosque_device_events (device_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -113,11 +119,13 @@ export function createTimeline(db: Db, clock: Clock) {
 
   return {
     record(e: TimelineEvent): void {
-      insert.run(e.deviceId, e.mosqueId, toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}));
+      if (!db.inTransaction) pendingFirst();
+      insert.run(e.deviceId, e.mosqueId, e.at ?? toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}));
       touched?.add(e.deviceId);
     },
     /** Newest first; `before` is the id of the last entry of the previous page. */
     list(deviceId: string, limit: number, before: number | null) {
+      pendingFirst();
       return page.all(deviceId, before ?? Number.MAX_SAFE_INTEGER, limit).map(toTimelineEntry);
     },
     /**

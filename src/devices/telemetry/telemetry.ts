@@ -92,10 +92,10 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     }
   }
   class ConnectedNote implements GroupWrite {
-    constructor(readonly id: string, readonly brokerId: string | undefined) {}
+    constructor(readonly id: string, readonly brokerId: string | undefined, readonly at: number) {}
     write(): void {
       if (!devices.info(this.id)) return;
-      timeline.record({ deviceId: this.id, mosqueId: mosqueOf(this.id), kind: 'connected' });
+      timeline.record({ deviceId: this.id, mosqueId: mosqueOf(this.id), kind: 'connected', at: this.at });
       if (this.brokerId !== undefined) devices.claimConnection(this.id, this.brokerId);
     }
     settle(err: unknown): void {
@@ -132,9 +132,13 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       s.counters.connects++;
       touched.add(id);
       if (brokerId !== undefined) brokers.set(connection, brokerId);
-      // Into the group commit, not a transaction of its own: the CONNACK does not wait on the disk, and a
-      // reconnect storm costs one commit per turn. The row is a note beside the fact kept in memory.
-      commits.add(new ConnectedNote(id, brokerId));
+      // Into the group commit, not a transaction of its own: the CONNACK does not wait on the disk. Nothing
+      // waits on this row (a note beside the fact kept in memory), so it rides in the next batch and a
+      // reconnect storm costs no commit of its own. With REDIS_URL the claim is read by the other processes
+      // on a takeover: it commits in this turn.
+      const note = new ConnectedNote(id, brokerId, toUnixSeconds(s.lastSeenMs));
+      if (brokerId === undefined) commits.addLater(note);
+      else commits.add(note);
     },
 
     /**

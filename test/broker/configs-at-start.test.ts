@@ -1,0 +1,180 @@
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { openDatabase } from '../../src/platform/db.ts';
+import { createManualClock, type Clock } from '../../src/platform/clock.ts';
+import { joinMosque, member, setStatus } from '../support/people.ts';
+import { durableFiles, startTestService, type TestService } from '../support/service.ts';
+import {
+  closed, connectDevice, deviceEvents, mosqueWithOwner, publish, registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
+  type Registered,
+} from '../support/devices.ts';
+
+// Issue 13, goal 2: without REDIS_URL every device's retained config is rebuilt once at start, before the
+// broker listens (any lease that must be signed anew is signed there), so a CONNECT in the reconnect storm a
+// restart causes answers from memory. The lease rules stay those of docs/firmware.md section 5.
+
+const STREAM = 'https://radio.example/noor/live';
+const nowS = (clock: Clock) => Math.floor(clock() / 1000);
+
+async function restartable(t: TestContext, clock: Clock) {
+  const env = { ...durableFiles(t, 'configs').env, LEASE_TTL_HOURS: '1' };
+  let ts = await startTestService(t, { env, clock, logLevel: 'info' });
+  return {
+    env,
+    current: () => ts,
+    async stop(): Promise<void> {
+      await ts.service.close();
+    },
+    async start(): Promise<TestService> {
+      ts = await startTestService(t, { env, clock, logLevel: 'info' });
+      return ts;
+    },
+  };
+}
+
+/** Connects the device, subscribes to its config and hangs up: every config it was given in that time. */
+async function configsOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Array<Record<string, any>>> {
+  const client = await connectDevice(t, reg.credentials, { url: ts.service.mqttUrl });
+  const topic = `devices/${reg.device.id}/config`;
+  const configs: Array<Record<string, any>> = [];
+  client.on('message', (tp, payload) => {
+    if (tp === topic && payload.length > 0) configs.push(JSON.parse(payload.toString('utf8')));
+  });
+  assert.equal(await subscribeCode(client, topic), 1);
+  await waitFor('the config', () => configs.length > 0);
+  await settle(200); // a second, fresher config would come now
+  client.end(true);
+  await closed(client).catch(() => undefined);
+  return configs;
+}
+
+const storedLease = (dbPath: string, id: string) => {
+  const db = openDatabase(dbPath);
+  try {
+    return db.prepare<[string], { lease_token: string | null; lease_expires_at: number | null; config_version: number }>('SELECT lease_token, lease_expires_at, config_version FROM devices WHERE id = ?').get(id)!;
+  } finally {
+    db.close();
+  }
+};
+
+const retainedLine = (ts: TestService) => ts.logs.map((l) => JSON.parse(l) as Record<string, any>).find((l) => l.msg === 'device configs retained');
+
+async function approvedPlayer(ts: TestService) {
+  const { owner, mosque } = await mosqueWithOwner(ts, { stream_url: STREAM });
+  const person = await member(ts, 'imran@example.com');
+  const membership = await joinMosque(ts, person, mosque.id);
+  await setStatus(ts, owner.token, membership.id, 'approved');
+  return { owner, mosque, membership, person, player: await registerPlayer(ts, person, mosque.id) };
+}
+
+test('after a restart every device\'s config is retained before any device connects, and connecting rebuilds none', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { owner, mosque, player } = await approvedPlayer(svc.current());
+  const tx = await registerTransmitter(svc.current(), owner.token, mosque.id);
+  const before = storedLease(svc.env.DATABASE_PATH, player.device.id);
+  await svc.stop();
+  clock.advance(5 * 60_000);
+  const ts = await svc.start();
+  assert.deepEqual(retainedLine(ts)?.devices, 2, 'both configs were retained at start');
+  assert.equal(retainedLine(ts)?.leases_renewed, 0);
+
+  const [playerConfig, ...more] = await configsOnConnect(t, ts, player);
+  assert.equal(more.length, 0, 'one retained config, no fresher one built at connect');
+  assert.equal(playerConfig!.stream_url, STREAM);
+  assert.deepEqual(playerConfig!.lease, { token: before.lease_token, expires_at: before.lease_expires_at });
+  assert.equal(playerConfig!.config_version, before.config_version);
+  const [txConfig] = await configsOnConnect(t, ts, tx);
+  assert.equal(txConfig!.stream_url, STREAM);
+  assert.equal(txConfig!.lease, undefined);
+  for (const id of [player.device.id, tx.device.id]) {
+    const changes = (await deviceEvents(ts, owner.token, id)).filter((e) => e.kind === 'config_changed');
+    assert.deepEqual(changes, [], `no config change for ${id}`);
+  }
+});
+
+test('a lease past half its life when the service starts is signed anew at start, before the player connects', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { owner, player } = await approvedPlayer(svc.current());
+  const before = storedLease(svc.env.DATABASE_PATH, player.device.id);
+  assert.ok(before.lease_token);
+  await svc.stop();
+  clock.advance(31 * 60_000); // of a one-hour lease
+  const ts = await svc.start();
+
+  // Nothing has connected yet: the new lease is already signed and written.
+  const atStart = storedLease(svc.env.DATABASE_PATH, player.device.id);
+  assert.notEqual(atStart.lease_token, before.lease_token);
+  assert.equal(atStart.lease_expires_at, nowS(clock) + 3600);
+  assert.equal(atStart.config_version, before.config_version + 1);
+  assert.equal(retainedLine(ts)?.leases_renewed, 1);
+  const noted = (await deviceEvents(ts, owner.token, player.device.id)).filter((e) => e.kind === 'config_changed');
+  assert.deepEqual(noted.map((e) => e.reason), ['service_start']);
+
+  const configs = await configsOnConnect(t, ts, player);
+  assert.equal(configs.length, 1, JSON.stringify(configs));
+  assert.deepEqual(configs[0]!.lease, { token: atStart.lease_token, expires_at: atStart.lease_expires_at });
+  assert.equal(configs[0]!.config_version, atStart.config_version);
+  assert.equal((await deviceEvents(ts, owner.token, player.device.id)).filter((e) => e.kind === 'config_changed').length, 1, 'none more at connect');
+});
+
+test('a membership approved in the database while the service was down: the player\'s config carries a lease from the start', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { owner, mosque } = await mosqueWithOwner(svc.current(), { stream_url: STREAM });
+  const person = await member(svc.current(), 'imran@example.com');
+  const membership = await joinMosque(svc.current(), person, mosque.id);
+  const player = await registerPlayer(svc.current(), person, mosque.id);
+  assert.equal(storedLease(svc.env.DATABASE_PATH, player.device.id).lease_token, null, 'pending: no lease');
+  await svc.stop();
+  const db = openDatabase(svc.env.DATABASE_PATH);
+  db.prepare("UPDATE memberships SET status = 'approved' WHERE id = ?").run(membership.id);
+  db.close();
+  const ts = await svc.start();
+  assert.ok(storedLease(svc.env.DATABASE_PATH, player.device.id).lease_token, 'signed at start');
+  const [config] = await configsOnConnect(t, ts, player);
+  assert.equal(config!.stream_url, STREAM);
+  assert.equal(config!.lease.expires_at, nowS(clock) + 3600);
+  assert.equal(config!.unbound_reason, undefined);
+  // And the broker's own check agrees: the broadcast topic opens to it.
+  const client = await connectDevice(t, player.credentials, { url: ts.service.mqttUrl });
+  assert.equal(await subscribeCode(client, `mosques/${mosque.id}/broadcast`), 1);
+  void owner;
+});
+
+test('a player banned while offline and a deleted player: after a restart the one has a config without a lease, the other none', async (t) => {
+  const clock = createManualClock(Date.now());
+  const svc = await restartable(t, clock);
+  const { owner, mosque, membership, person, player } = await approvedPlayer(svc.current());
+  const spare = await registerPlayer(svc.current(), person, mosque.id, 'spare');
+  await setStatus(svc.current(), owner.token, membership.id, 'banned');
+  assert.equal((await svc.current().http.delete(`/api/v1/devices/${spare.device.id}`, owner.token)).status, 204);
+  await svc.stop();
+  const ts = await svc.start();
+  assert.equal(retainedLine(ts)?.devices, 1, 'only the devices that exist');
+  const [config, ...more] = await configsOnConnect(t, ts, player);
+  assert.equal(more.length, 0);
+  assert.equal(config!.lease, undefined, JSON.stringify(config));
+  assert.equal(config!.stream_url, undefined);
+  assert.equal(config!.unbound_reason, 'membership_lapsed');
+  assert.equal(storedLease(svc.env.DATABASE_PATH, player.device.id).lease_token, null);
+});
+
+test('a connected note is listed right after the CONNACK and comes before the status the device sends next', async (t) => {
+  const ts = await startTestService(t);
+  const { owner, mosque } = await mosqueWithOwner(ts);
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  const client = await connectDevice(t, tx.credentials);
+  const listed = await deviceEvents(ts, owner.token, tx.device.id);
+  assert.ok(listed.some((e) => e.kind === 'connected'), JSON.stringify(listed));
+  await publish(client, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { retain: true });
+  await publish(client, `devices/${tx.device.id}/log`, 'not json'); // a rejected payload: a note written at once
+  await settle(100);
+  client.end(true);
+  await closed(client);
+  const kinds = (await deviceEvents(ts, owner.token, tx.device.id)).map((e) => e.kind).reverse();
+  const at = (kind: string) => kinds.indexOf(kind);
+  assert.ok(at('connected') < at('status') && at('status') < at('disconnected'), kinds.join(','));
+  assert.ok(at('connected') < at('payload_rejected'), kinds.join(','));
+});
