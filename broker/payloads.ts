@@ -175,11 +175,19 @@ export function parsePayload(name: PayloadName, payload: Buffer, compiledCheck =
   return parse(PAYLOAD_SCHEMAS[name] as v.GenericSchema, check, payload);
 }
 
-const STATUS_PAYLOAD = { transmitter: 'transmitterStatus', stream_player: 'playerStatus' } as const satisfies Record<DeviceKind, PayloadName>;
-const HEARTBEAT_PAYLOAD = { transmitter: 'transmitterHeartbeat', stream_player: 'playerHeartbeat' } as const satisfies Record<DeviceKind, PayloadName>;
+/** Bound once per device kind: the hot parsers look nothing up per packet. */
+function byKind<T>(schemas: Record<DeviceKind, v.GenericSchema>, names: Record<DeviceKind, keyof typeof compiled>) {
+  const bind = (kind: DeviceKind) => {
+    const schema = schemas[kind] as v.GenericSchema<unknown, T>;
+    const check = compiled[names[kind]];
+    return (p: Buffer) => parse<T>(schema, check, p);
+  };
+  const parsers = { transmitter: bind('transmitter'), stream_player: bind('stream_player') };
+  return (kind: DeviceKind, p: Buffer) => parsers[kind](p);
+}
 
-export const parseStatus = (kind: DeviceKind, p: Buffer) => parse<StatusReport>(statusSchemas[kind] as v.GenericSchema<unknown, StatusReport>, compiled[STATUS_PAYLOAD[kind]], p);
-export const parseHeartbeat = (kind: DeviceKind, p: Buffer) => parse<HeartbeatReport>(heartbeatSchemas[kind] as v.GenericSchema<unknown, HeartbeatReport>, compiled[HEARTBEAT_PAYLOAD[kind]], p);
+export const parseStatus = byKind<StatusReport>(statusSchemas, { transmitter: 'transmitterStatus', stream_player: 'playerStatus' });
+export const parseHeartbeat = byKind<HeartbeatReport>(heartbeatSchemas, { transmitter: 'transmitterHeartbeat', stream_player: 'playerHeartbeat' });
 export const parseLog = (p: Buffer) => parse<LogReport>(logSchema as v.GenericSchema<unknown, LogReport>, compiled.log, p);
 export const parseAck = (p: Buffer) => parse<AckReport>(ackSchema, compiled.ack, p);
 export const parseBroadcast = (p: Buffer) => parse<BroadcastEvent>(broadcastSchema, null, p);

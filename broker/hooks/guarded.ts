@@ -45,7 +45,13 @@ export function guarded(hooks: Hooks, deps: HookDeps): Hooks {
     // (QoS 1) stays in the device's flight window and is sent again; an acknowledged status is a written one.
     // The connection stays: MQTT 3.1.1 has no negative acknowledgement, and closing it would not help a full disk.
     authorizePublish(client, packet, done) {
-      const answer = once(done);
+      // On every publish (issue 13): one closure with a flag, not once()'s rest arguments and Object.assign.
+      let answered = false;
+      const answer = (err?: Error | null) => {
+        if (answered) return;
+        answered = true;
+        done(err);
+      };
       try {
         hooks.authorizePublish(client, packet, answer);
       } catch (err) {
@@ -54,7 +60,7 @@ export function guarded(hooks: Hooks, deps: HookDeps): Hooks {
         const deviceId = client?.id ?? parsed?.deviceId ?? null;
         if (deviceId) deps.telemetry.writeFailed(deviceId, parsed?.channel ?? 'publish', err);
         else deps.faults.report('mqtt publish hook', err);
-        if (answer.answered) return;
+        if (answered) return;
         unwritten(packet, deviceId ?? 'unknown');
         answer(null);
       }
