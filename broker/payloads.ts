@@ -175,7 +175,7 @@ export function parsePayload(name: PayloadName, payload: Buffer, compiledCheck =
   return parse(PAYLOAD_SCHEMAS[name] as v.GenericSchema, check, payload);
 }
 
-/** Bound once per device kind: the hot parsers look nothing up per packet. */
+/** Schema and compiled check bound once per device kind, not looked up by name on every packet. */
 function byKind<T>(schemas: Record<DeviceKind, v.GenericSchema>, names: Record<DeviceKind, keyof typeof compiled>) {
   const bind = (kind: DeviceKind) => {
     const schema = schemas[kind] as v.GenericSchema<unknown, T>;
