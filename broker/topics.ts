@@ -11,7 +11,7 @@ export interface DeviceIdentity {
   mosqueId: string | null;
 }
 
-const PUBLISHABLE: ReadonlySet<string> = new Set<PublishChannel>(['status', 'heartbeat', 'log', 'ack']);
+const OWN_CHANNELS: readonly PublishChannel[] = ['heartbeat', 'status', 'log', 'ack'];
 const SUBSCRIBABLE: ReadonlySet<string> = new Set<DeviceChannel>(['config', 'cmd']);
 const OWN_PREFIX = 'devices/';
 const SLASH = 0x2f;
@@ -39,8 +39,10 @@ export function publishChannel(device: DeviceIdentity, topic: string): PublishCh
   // the channel names hold no '/', so `devices/{id}/{channel}` with a publishable channel is exactly three levels.
   const end = OWN_PREFIX.length + device.id.length;
   if (topic.startsWith(OWN_PREFIX) && topic.startsWith(device.id, OWN_PREFIX.length) && topic.charCodeAt(end) === SLASH) {
-    const channel = topic.slice(end + 1);
-    return PUBLISHABLE.has(channel) ? (channel as PublishChannel) : null;
+    // The channel is matched in place by its length and ending: no substring per publish.
+    const length = topic.length - end - 1;
+    for (const channel of OWN_CHANNELS) if (channel.length === length && topic.endsWith(channel)) return channel;
+    return null;
   }
   const mosqueId = parseBroadcastTopic(topic);
   return mosqueId !== null && device.kind === 'transmitter' && device.mosqueId === mosqueId ? 'broadcast' : null;

@@ -1,13 +1,15 @@
 /**
  * `npm run docs`: writes the machine-readable contract into docs/ from the code that enforces it, so a
- * clone carries it. test/api/openapi.test.ts and test/broker/asyncapi.test.ts fail when the committed files
- * differ from what the code generates.
+ * clone carries it, and the compiled payload checks into broker/payload-checks.ts (scripts/payload-checks.ts).
+ * test/api/openapi.test.ts, test/broker/asyncapi.test.ts and test/broker/payload-checks.test.ts fail when the
+ * committed files differ from what the code generates.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { buildOpenApi } from '../api/openapi.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
+import { PAYLOAD_CHECKS_FILE, generatedPayloadChecks } from './payload-checks.ts';
 
 export const DOCS_DIR = fileURLToPath(new URL('../docs', import.meta.url));
 
@@ -22,4 +24,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     fs.writeFileSync(path.join(DOCS_DIR, name), content);
     console.log(`wrote docs/${name} (${content.length} bytes)`);
   }
+  const checks = generatedPayloadChecks();
+  fs.writeFileSync(PAYLOAD_CHECKS_FILE, checks);
+  console.log(`wrote broker/payload-checks.ts (${checks.length} bytes)`);
 }

@@ -161,7 +161,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const mosqueEvents = createMosqueEvents();
     const at = () => new Date(clock()).toISOString();
     const plane = createDevicePlane({
-      onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, { type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() }),
+      // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens (issue 13).
+      onStatusChange: (c) => mosqueEvents.streams.size > 0 && mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, { type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() }),
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,

@@ -45,18 +45,25 @@ export function guarded(hooks: Hooks, deps: HookDeps): Hooks {
     // (QoS 1) stays in the device's flight window and is sent again; an acknowledged status is a written one.
     // The connection stays: MQTT 3.1.1 has no negative acknowledgement, and closing it would not help a full disk.
     authorizePublish(client, packet, done) {
-      const answer = once(done);
+      // On every publish (issue 13): one unnamed closure with a flag, not once()'s rest arguments and Object.assign
+      // (and not a named one: under tsx each named closure also costs a keepNames __name call, ~2 % here).
+      let answered = false;
       try {
-        hooks.authorizePublish(client, packet, answer);
+        hooks.authorizePublish(client, packet, (err) => {
+          if (answered) return;
+          answered = true;
+          done(err);
+        });
       } catch (err) {
         // The topic is read here, on the rare throw, not before every publish (issue 13: per-packet work).
         const parsed = parseDeviceTopic(packet.topic);
         const deviceId = client?.id ?? parsed?.deviceId ?? null;
         if (deviceId) deps.telemetry.writeFailed(deviceId, parsed?.channel ?? 'publish', err);
         else deps.faults.report('mqtt publish hook', err);
-        if (answer.answered) return;
+        if (answered) return;
+        answered = true;
         unwritten(packet, deviceId ?? 'unknown');
-        answer(null);
+        done(null);
       }
     },
     authorizeSubscribe(client, sub, done) {

@@ -214,13 +214,15 @@ test('a heartbeat updates rssi and last_seen_at at once (in-memory overlay), and
   assert.equal((await getDevice(ts, owner.token, id)).last_seen_at, '2026-01-01T12:00:00.000Z');
 
   clock.advance(30_000);
-  await publish(client, `devices/${id}/heartbeat`, heartbeatPayload('ONLINE', { rssi: -42, ip: '10.0.0.9', uptime_s: 99, free_heap: 12345, config_version: 1 }), { qos: 0 });
+  await publish(client, `devices/${id}/heartbeat`, heartbeatPayload('ONLINE', { rssi: -42, ip: '10.0.0.9', uptime_s: 99, free_heap: 12345, volume: 55, config_version: 1 }), { qos: 0 });
   const seen = await waitFor('heartbeat rssi', async () => {
     const d = await getDevice(ts, owner.token, id);
     return d.rssi === -42 ? d : null;
   });
   assert.equal(seen.ip, '10.0.0.9');
   assert.equal(seen.uptime_s, 99);
+  // Every field the merge carries (live.ts overlay), not only rssi.
+  assert.deepEqual([seen.free_heap, seen.volume, seen.reported_config_version], [12345, 55, 1]);
   assert.equal(seen.last_seen_at, '2026-01-01T12:00:30.000Z');
   assert.equal(seen.status, 'ONLINE');
   assert.equal(seen.counters.heartbeats, 1);
@@ -244,6 +246,7 @@ test('a heartbeat updates rssi and last_seen_at at once (in-memory overlay), and
   assert.equal(flushed.rssi, -30);
   assert.equal(flushed.ip, '10.0.0.9');
   assert.equal(flushed.uptime_s, 99);
+  assert.deepEqual([flushed.free_heap, flushed.volume, flushed.reported_config_version], [12345, 55, 1]);
   assert.equal(flushed.last_seen_at, '2026-01-01T12:00:30.000Z');
 });
 

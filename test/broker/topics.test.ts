@@ -71,6 +71,12 @@ describe('publishChannel', () => {
     ['empty', tx, '', null],
     ['prefix of the own id', tx, 'devices/dt/status', null],
     ['own id as prefix', tx, 'devices/dtxx/status', null],
+    // The channel is matched by length and ending (issue 13): tails that share one or the other are refused.
+    ['a channel ending a longer tail', tx, 'devices/dtx/x/status', null],
+    ['a channel ending a longer word', tx, 'devices/dtx/catalog', null],
+    ['a tail as long as a channel', tx, 'devices/dtx/statux', null],
+    ['a channel name in another case', tx, 'devices/dtx/Log', null],
+    ['two channels in a row', tx, 'devices/dtx/acklog', null],
     // Issue 5: a transmitter announces its own mosque's broadcast; nobody else may publish there.
     ['transmitter: own mosque broadcast', tx, 'mosques/m1/broadcast', 'broadcast'],
     ['transmitter: another mosque broadcast', tx, 'mosques/m2/broadcast', null],

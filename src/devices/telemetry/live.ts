@@ -60,16 +60,21 @@ export const OVERLAY_FIELDS = ['rssi', 'ip', 'uptime_s', 'free_heap', 'volume', 
  * `base` with the fields `report` carries laid over it: the row's COALESCE rule, kept in memory. `base` is
  * changed in place (a new object only when there is none): this runs on every heartbeat, twice, and each
  * device's two merged reports are its own objects, read synchronously by the flush and by GET (issue 13).
+ * The OVERLAY_FIELDS are written out rather than looped over by key: a keyed loop cost ~2 % of the broker's
+ * time per heartbeat in a profile.
  */
 export function overlay(base: HeartbeatReport | null, report: HeartbeatReport | StatusReport): HeartbeatReport {
   const merged = base ?? ({} as HeartbeatReport);
+  const r = report as Partial<HeartbeatReport>;
   merged.v = report.v;
   merged.status = report.status;
   merged.ts = report.ts;
-  for (const key of OVERLAY_FIELDS) {
-    const value = (report as Partial<Pick<HeartbeatReport, (typeof OVERLAY_FIELDS)[number]>>)[key];
-    if (value !== undefined) (merged as unknown as Record<string, unknown>)[key] = value;
-  }
+  if (r.rssi !== undefined) merged.rssi = r.rssi;
+  if (r.ip !== undefined) merged.ip = r.ip;
+  if (r.uptime_s !== undefined) merged.uptime_s = r.uptime_s;
+  if (r.free_heap !== undefined) merged.free_heap = r.free_heap;
+  if (r.volume !== undefined) merged.volume = r.volume;
+  if (r.config_version !== undefined) merged.config_version = r.config_version;
   return merged;
 }
 

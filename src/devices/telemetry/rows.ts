@@ -17,10 +17,11 @@ export function createTelemetryRows(deps: { db: Db; clock: Clock; devices: Devic
        rssi = COALESCE(?, rssi), temp_c = COALESCE(?, temp_c), uptime_s = COALESCE(?, uptime_s),
        reported_config_version = COALESCE(?, reported_config_version) WHERE id = ?`,
   );
+  // Positional too: run for every device that sent a heartbeat, at each flush.
   const writeHeartbeat = db.prepare(
-    `UPDATE devices SET last_seen_at = @last_seen, rssi = COALESCE(@rssi, rssi), ip = COALESCE(@ip, ip), uptime_s = COALESCE(@uptime_s, uptime_s),
-       free_heap = COALESCE(@free_heap, free_heap), volume = COALESCE(@volume, volume),
-       reported_config_version = COALESCE(@config_version, reported_config_version) WHERE id = @id`,
+    `UPDATE devices SET last_seen_at = ?, rssi = COALESCE(?, rssi), ip = COALESCE(?, ip), uptime_s = COALESCE(?, uptime_s),
+       free_heap = COALESCE(?, free_heap), volume = COALESCE(?, volume),
+       reported_config_version = COALESCE(?, reported_config_version) WHERE id = ?`,
   );
   const touchOnly = db.prepare('UPDATE devices SET last_seen_at = ? WHERE id = ?');
   const insertLog = db.prepare('INSERT INTO device_logs (device_id, at, ts, level, msg) VALUES (?, ?, ?, ?, ?)');
@@ -41,7 +42,7 @@ export function createTelemetryRows(deps: { db: Db; clock: Clock; devices: Devic
         if (!s || !devices.info(id)) continue;
         const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
         const hb = s.pendingHeartbeat;
-        if (hb) writeHeartbeat.run({ id, last_seen: seen, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime_s: hb.uptime_s ?? null, free_heap: hb.free_heap ?? null, volume: hb.volume ?? null, config_version: hb.config_version ?? null });
+        if (hb) writeHeartbeat.run(seen, hb.rssi ?? null, hb.ip ?? null, hb.uptime_s ?? null, hb.free_heap ?? null, hb.volume ?? null, hb.config_version ?? null, id);
         else touchOnly.run(seen, id);
       }
       const logged = new Set<string>();
