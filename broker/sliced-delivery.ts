@@ -5,14 +5,16 @@
  * to before the walk has passed all of them: for 10,000 players of one mosque the walk alone took 37-100 ms
  * on the bench host (bench/RESULTS.md, "Broadcasts"), in bare aedes too.
  *
- * Here the walk is cut into slices: the first FIRST_SLICE deliveries of a publish run in the walk as before,
- * the rest wait in a queue of their topic and run in slices of doubling size, each in a setImmediate queued
- * behind the writes of the slice before it. The emitter still calls one function per subscription in its
- * walk, but past the first slice that function only queues the delivery (3-5 ms per 10,000 on the bench
- * host, against 37-100 ms for aedes's deliveries). The first players are written to after FIRST_SLICE
- * deliveries instead of all of them, and a publish to N subscribers takes about log2(N / FIRST_SLICE) more
- * turns of the event loop; the work per delivery is aedes's, unchanged. In Redis mode the walk is the one
- * each process makes when the message comes back from Redis, so it is sliced the same way.
+ * Here the walk is cut in two: the first FIRST_SLICE deliveries of a publish run in the walk as before, the
+ * rest wait in a queue of their topic and are made together in a setImmediate queued behind the writes of
+ * the first ones. The emitter still calls one function per subscription in its walk, but past the first
+ * slice that function only queues the delivery (3-5 ms per 10,000 on the bench host, against 37-100 ms for
+ * aedes's deliveries). So the first players are written to after FIRST_SLICE deliveries instead of all of
+ * them, and the others one turn of the event loop later than before. Slices of doubling size (64, 128, 256,
+ * ...) were tried: between slices the broker read the PUBACKs of the players already served, and the later
+ * players heard the start later (p50 over 10,000: 357-847 ms against 216-746 ms without slicing, on the same
+ * shared host), so the rest goes in one piece. In Redis mode the walk is the one each process makes when the
+ * message comes back from Redis, so it is cut the same way.
  *
  * What stays as it was:
  * - Who receives: the emitter still matches the subscriptions when the publish comes, so a subscription made
@@ -51,10 +53,7 @@ interface Waiting {
 /** A topic's waiting deliveries, oldest publish first. */
 interface TopicQueue {
   publishes: Waiting[];
-  /** The next delivery: publishes[0].notifies[next]. */
-  next: number;
-  slice: number;
-  /** What runs once the queue is empty and the last slice's writes are done (afterDeliveries). */
+  /** What runs once the queue is empty and the writes of its deliveries are done (afterDeliveries). */
   after: Array<() => void>;
 }
 
@@ -63,7 +62,7 @@ export interface SlicedDelivery<E> {
   emitter: E;
   /**
    * Runs `fn` once every delivery on `topic` made or waiting now has been made, and the socket writes
-   * aedes queued for them have run: after a fan-out's last slice, or (nothing waiting) after the writes
+   * aedes queued for them have run: after a fan-out's second slice, or (nothing waiting) after the writes
    * already queued. A publish reaches this emitter after a few promise steps of aedes (the retained store),
    * so call this from a later turn than the publish, e.g. a setImmediate.
    */
@@ -82,24 +81,15 @@ export function sliceDeliveries<E extends SubscriptionEmitter>(emitter: E, first
   let walked = 0;
 
   function drain(topic: string, queue: TopicQueue): void {
-    let budget = queue.slice;
-    while (budget > 0 && queue.publishes.length > 0) {
-      const w = queue.publishes[0]!;
-      const end = Math.min(w.notifies.length, queue.next + budget);
-      budget -= end - queue.next;
-      while (queue.next < end) w.notifies[queue.next++]!.call(w.self, w.message, w.done);
-      if (queue.next < w.notifies.length) break;
-      queue.publishes.shift();
-      queue.next = 0;
+    // A publish on this topic that comes while these are made (none does: aedes's deliveries only queue
+    // writes) would still go behind them.
+    for (let i = 0; i < queue.publishes.length; i++) {
+      const w = queue.publishes[i]!;
+      for (const notify of w.notifies) notify.call(w.self, w.message, w.done);
     }
-    if (queue.publishes.length === 0) {
-      queues.delete(topic);
-      // Queued behind the writes of the last slice.
-      for (const fn of queue.after) setImmediate(fn);
-      return;
-    }
-    queue.slice *= 2;
-    setImmediate(drain, topic, queue);
+    queues.delete(topic);
+    // Queued behind the writes of the deliveries just made.
+    for (const fn of queue.after) setImmediate(fn);
   }
 
   /** Adds one delivery behind the topic's waiting ones (one entry per publish, one function per subscriber). */
@@ -119,7 +109,7 @@ export function sliceDeliveries<E extends SubscriptionEmitter>(emitter: E, first
         walked = 0;
       }
       if (++walked <= firstSlice) return notify.call(this, message, done);
-      const queue: TopicQueue = { publishes: [], next: 0, slice: firstSlice * 2, after: [] };
+      const queue: TopicQueue = { publishes: [], after: [] };
       wait(queue, notify, this, message, done);
       queues.set(topic, queue);
       // Queued after the setImmediate writes of the deliveries made so far: those reach their sockets first.

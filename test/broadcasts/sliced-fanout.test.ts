@@ -11,7 +11,7 @@ import { connectDevice, mosqueWithOwner, nextMessage, registerPlayer, registerTr
 // contract 8 says, with authorizeForward asked for each player in whichever slice it falls.
 
 const STREAM = 'https://radio.example/noor/live';
-const PLAYERS = FIRST_SLICE * 2 + 8; // three slices
+const PLAYERS = FIRST_SLICE * 2 + 8; // more in the second slice than in the first
 
 interface Player {
   id: string;

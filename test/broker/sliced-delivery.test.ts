@@ -12,7 +12,7 @@ import { nextMessage, settle, subscribeCode, waitFor } from '../support/devices.
 // that emitter alone (no Minaret hooks) over real sockets, and note in the broker, in order, each delivery
 // aedes asks about (authorizeForward, called in the walk) and each PUBLISH written to a socket.
 
-const SUBSCRIBERS = FIRST_SLICE * 2 + 10; // three slices: FIRST_SLICE, 2 x FIRST_SLICE, the rest
+const SUBSCRIBERS = FIRST_SLICE * 2 + 10; // the first slice, and more than as many again in the second
 
 interface Broker {
   aedes: Aedes;
@@ -106,8 +106,9 @@ test('a publish to more subscribers than one slice is written to the first of th
   const firstWrite = b.log.indexOf(writes[0]!);
   const lastWalk = b.log.lastIndexOf(walks.at(-1)!);
   assert.ok(firstWrite < lastWalk, `the first write came after the whole walk: ${b.log.slice(0, 3).join(', ')} ...`);
-  // The first slice is walked before its first write; the rest comes slice by slice.
+  // The first slice is walked before its first write; the rest is walked after those writes.
   assert.equal(firstWrite, FIRST_SLICE, 'the first write did not follow the first slice');
+  assert.ok(b.log.indexOf(writes[FIRST_SLICE - 1]!) < b.log.indexOf(walks[FIRST_SLICE]!), 'the second slice was walked before the first was written');
   assert.deepEqual([...received.values()].map((r) => r.join()), Array(SUBSCRIBERS).fill('start'));
 });
 
