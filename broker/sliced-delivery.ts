@@ -73,8 +73,9 @@ export interface SlicedDelivery<E> {
 export function sliceDeliveries<E extends SubscriptionEmitter>(emitter: E, firstSlice = FIRST_SLICE): SlicedDelivery<E> {
   const on = emitter.on.bind(emitter);
   const removeListener = emitter.removeListener.bind(emitter);
-  // aedes removes a subscription with the function it registered: find the wrapper given for it.
-  const wrappers = new WeakMap<Notify, Map<string, Notify>>();
+  // aedes removes a subscription with the function it registered: find the wrapper given for it. One
+  // wrapper per function serves every topic it is registered on (it reads the topic from the message).
+  const wrappers = new WeakMap<Notify, Notify>();
   const queues = new Map<string, TopicQueue>();
   // The walk in progress: mqemitter calls a publish's listeners one after the other, synchronously.
   let walking: object | null = null;
@@ -118,18 +119,11 @@ export function sliceDeliveries<E extends SubscriptionEmitter>(emitter: E, first
   }
 
   emitter.on = (topic, notify, done) => {
-    let byTopic = wrappers.get(notify);
-    if (!byTopic) wrappers.set(notify, (byTopic = new Map()));
-    const wrapped = byTopic.get(topic) ?? wrap(notify);
-    byTopic.set(topic, wrapped);
+    let wrapped = wrappers.get(notify);
+    if (!wrapped) wrappers.set(notify, (wrapped = wrap(notify)));
     return on(topic, wrapped, done);
   };
-  emitter.removeListener = (topic, notify, done) => {
-    const byTopic = wrappers.get(notify);
-    const wrapped = byTopic?.get(topic);
-    byTopic?.delete(topic);
-    return removeListener(topic, wrapped ?? notify, done);
-  };
+  emitter.removeListener = (topic, notify, done) => removeListener(topic, wrappers.get(notify) ?? notify, done);
   return {
     emitter,
     afterDeliveries(topic, fn) {
