@@ -67,7 +67,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     ? createRedisSessions(persistence, redis.conn, deps.limits.maxQueuedMessages, counters)
     : createMemorySessions(persistence, deps.limits.maxQueuedMessages, counters);
   // aedes's own emitter, as it makes it (concurrency 100, [MQTT-4.7.1-3] empty levels), with its walk cut
-  // into slices so that a broadcast's first players are written to before the last ones are walked.
+  // in two so that a broadcast's first players are written to before the others are walked (issue 13).
   const sliced = sliceDeliveries((redis?.mq ?? mqemitter({ concurrency: 100, matchEmptyLevels: true })) as SubscriptionEmitter);
   const options: AedesOptions = {
     persistence: persistence as AedesOptions['persistence'],

@@ -11,7 +11,7 @@ import type { PushOutbox } from './push-outbox.ts';
 /**
  * Runs `fn` once the broker has written the start event to its subscribers. aedes stores the retained copy
  * through a promise and then walks the subscribers, so the walk has begun by the first setImmediate after
- * the publish; from there the broker says when its last slice of writes is done (`afterDeliveries`). A link
+ * the publish; from there the broker says when the writes of its last slice are done (`afterDeliveries`). A link
  * without it gets two hops: aedes queues each subscriber's write in a setImmediate of its own, behind any the
  * caller queued in the same turn, so one hop would run `fn` before the first player hears anything.
  */
