@@ -807,9 +807,11 @@ function interpret(o: Outcome): string {
   parts.push(
     `The first player hears the start ${ms(first)} ms after the POST began (bare aedes: first subscriber ${ms(med(b, (r) => r.first))} ms after its publish); ` +
       `the fan-out itself (first → last player) takes ${ms(spread)} ms against ${ms(bSpread)} ms for bare aedes (${ratio(spread, bSpread)}), though every Minaret delivery passes \`authorizeForward\`, an in-memory lease check per player. ` +
-      'aedes writes to no subscriber before it has walked all of them: for each it copies the packet, asks authorizeForward and queues the write in a setImmediate of its own, ' +
-      'so in both brokers the first copy leaves only after a walk that grows with N. Minaret\'s first player also waits for the HTTP request itself (the client\'s fetch, ' +
-      `the request pipeline, the token and can_trigger checks: a GET through the same door just before took ${ms(med(m, (r) => r.doorMs))} ms; then the commit of the broadcast row) and for its check per subscriber in the walk. ` +
+      'Bare aedes writes to no subscriber before it has walked all of them (for each it copies the packet, asks authorizeForward and queues the write in a setImmediate of its own), ' +
+      'so its first copy leaves only after a walk that grows with N. Minaret\'s broker makes only the first 64 deliveries in that walk and the rest one event-loop turn later, ' +
+      'behind the first 64 writes (broker/sliced-delivery.ts, issue 13 goal 3), so its first player waits for the HTTP request itself (the client\'s fetch, ' +
+      `the request pipeline, the token and can_trigger checks: a GET through the same door just before took ${ms(med(m, (r) => r.doorMs))} ms; then the commit of the broadcast row and the start's bookkeeping), ` +
+      'the 64 deliveries and a pass over the other subscriptions that only queues them. ' +
       'Since issue 13 the request hands the start event to the broker right after the commit and answers at once with its report marked pending ' +
       `(${ms(post)} ms, seen from this load generator: the 201 leaves in the same event-loop turn as the walk, just before the first player's copy); ` +
       `the report (alone, as GET of the broadcast, ${ms(reportMs)} ms), the transmitters' commands and the pushes come after the fan-out's writes.`,

@@ -4,12 +4,14 @@ import type http from 'node:http';
 import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import type { Redis } from 'ioredis';
+import mqemitter from 'mqemitter';
 import { WebSocketServer, createWebSocketStream } from 'ws';
 import type { Duplex } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks, type HookDeps } from './hooks/hooks.ts';
 import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './retained-index.ts';
+import { sliceDeliveries, type SubscriptionEmitter } from './sliced-delivery.ts';
 import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
 import { createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
 
@@ -64,9 +66,12 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
   const sessions = redis
     ? createRedisSessions(persistence, redis.conn, deps.limits.maxQueuedMessages, counters)
     : createMemorySessions(persistence, deps.limits.maxQueuedMessages, counters);
+  // aedes's own emitter, as it makes it (concurrency 100, [MQTT-4.7.1-3] empty levels), with its walk cut
+  // in two so that a broadcast's first players are written to before the others are walked (issue 13).
+  const sliced = sliceDeliveries((redis?.mq ?? mqemitter({ concurrency: 100, matchEmptyLevels: true })) as SubscriptionEmitter);
   const options: AedesOptions = {
     persistence: persistence as AedesOptions['persistence'],
-    ...(redis && { mq: redis.mq }),
+    mq: sliced.emitter,
     // The socket guard closes a silent socket at the same moment; this covers a stream handed to aedes.handle without it.
     connectTimeout: deps.limits.connectTimeoutS * 1000,
     preConnect: hooks.preConnect,
@@ -136,6 +141,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       sessions.forget(deviceId).catch((err: Error) => deps.logger.error({ device_id: deviceId, err: err.message }, 'could not clear the device session'));
     },
     isConnected: (deviceId) => deps.telemetry.isConnected(deviceId),
+    afterDeliveries: (topic, fn) => sliced.afterDeliveries(topic, fn),
   };
 
   return {

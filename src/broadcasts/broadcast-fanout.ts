@@ -10,12 +10,13 @@ import type { PushOutbox } from './push-outbox.ts';
 
 /**
  * Runs `fn` once the broker has written the start event to its subscribers. aedes stores the retained copy
- * through a promise, then writes each subscriber's copy in a setImmediate of its own; those are queued after
- * any setImmediate the caller queued in the same turn, so one hop would run `fn` before the first player
- * hears anything (measured: first player no earlier than the 201). Two hops put it behind those writes.
+ * through a promise and then walks the subscribers, so the walk has begun by the first setImmediate after
+ * the publish; from there the broker says when the writes of its last slice are done (`afterDeliveries`). A link
+ * without it gets two hops: aedes queues each subscriber's write in a setImmediate of its own, behind any the
+ * caller queued in the same turn, so one hop would run `fn` before the first player hears anything.
  */
-export function afterFanoutWrites(fn: () => void): void {
-  setImmediate(() => setImmediate(fn));
+export function afterFanoutWrites(link: DeviceLink, topic: string, fn: () => void): void {
+  setImmediate(() => (link.afterDeliveries ? link.afterDeliveries(topic, fn) : setImmediate(fn)));
 }
 
 /** How long after the start a device's new status still counts for the report. */
@@ -98,7 +99,7 @@ export function createFanout(deps: {
      */
     afterStart(b: BroadcastRow): void {
       startsPending.add(b.id);
-      afterFanoutWrites(() => {
+      afterFanoutWrites(deps.link(), topics.broadcast(b.mosque_id), () => {
         // Stopped meanwhile: a broadcast_start now would leave the transmitters playing, a push would announce nothing.
         if (!startsPending.delete(b.id)) return;
         commandTransmitters(b, 'start');

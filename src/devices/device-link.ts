@@ -13,6 +13,12 @@ export interface DeviceLink {
    */
   forgetSession(deviceId: string): void;
   isConnected(deviceId: string): boolean;
+  /**
+   * Runs `fn` once the broker has written to every subscriber the publishes on `topic` it has begun to deliver
+   * (a fan-out to many players goes out in two slices, the second a turn of the event loop after the first).
+   * Called a turn after the publish; without it (a test double), the caller waits two turns.
+   */
+  afterDeliveries?(topic: string, fn: () => void): void;
 }
 
 export const topics = {
