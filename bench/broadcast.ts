@@ -809,7 +809,7 @@ function interpret(o: Outcome): string {
       `the fan-out itself (first → last player) takes ${ms(spread)} ms against ${ms(bSpread)} ms for bare aedes (${ratio(spread, bSpread)}), though every Minaret delivery passes \`authorizeForward\`, an in-memory lease check per player. ` +
       'Bare aedes writes to no subscriber before it has walked all of them (for each it copies the packet, asks authorizeForward and queues the write in a setImmediate of its own), ' +
       'so its first copy leaves only after a walk that grows with N. Minaret\'s broker makes only the first 64 deliveries in that walk and the rest one event-loop turn later, ' +
-      'behind the first 64 writes (broker/sliced-delivery.ts, issue 13 goal 3), so its first player waits for the HTTP request itself (the client\'s fetch, ' +
+      'behind the first 64 writes (broker/delivery/sliced-delivery.ts, issue 13 goal 3), so its first player waits for the HTTP request itself (the client\'s fetch, ' +
       `the request pipeline, the token and can_trigger checks: a GET through the same door just before took ${ms(med(m, (r) => r.doorMs))} ms; then the commit of the broadcast row and the start's bookkeeping), ` +
       'the 64 deliveries and a pass over the other subscriptions that only queues them. ' +
       'Since issue 13 the request hands the start event to the broker right after the commit and answers at once with its report marked pending ' +
@@ -823,7 +823,7 @@ function interpret(o: Outcome): string {
   parts.push(
     `Getting the ${num(opts.players)} players ready (connect, SUBSCRIBE to the config, the leased config, SUBSCRIBE to the broadcast topic) took ${fmt(o.minaretFleet.connectS, 1)} s ` +
       `(${fmt(opts.players / o.minaretFleet.connectS, 0)}/s, ${fmt(o.minaretFleet.connectCpu?.brokerCpuS ?? Number.NaN, 1)} s of broker CPU) against ${fmt(o.bareFleet.connectS, 1)} s for the bare broker's plain subscribers. Besides the per-connect work (credentials, a timeline row, a signed lease), ` +
-      'each SUBSCRIBE to an exact topic is answered from a topic index of the retained messages (broker/retained-index.ts; aedes\'s in-memory persistence alone tests every retained message ' +
+      'each SUBSCRIBE to an exact topic is answered from a topic index of the retained messages (broker/delivery/retained-index.ts; aedes\'s in-memory persistence alone tests every retained message ' +
       'against each filter, and Minaret retains one config per device, which made getting N players ready grow with N squared: 145-266 s for 10,000 before the index).',
   );
   const worst = Math.max(...[...m, ...b].map((r) => r.cpu.bgCores ?? 0));

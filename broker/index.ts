@@ -10,8 +10,8 @@ import type { Duplex } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks, type HookDeps } from './hooks/hooks.ts';
-import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './retained-index.ts';
-import { sliceDeliveries, type SubscriptionEmitter } from './sliced-delivery.ts';
+import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './delivery/retained-index.ts';
+import { sliceDeliveries, type SubscriptionEmitter } from './delivery/sliced-delivery.ts';
 import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
 import { createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
 

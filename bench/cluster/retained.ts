@@ -1,7 +1,7 @@
 /**
  * Retained lookups in Redis mode (part of `npm run bench:cluster`): the time and Redis CPU of one SUBSCRIBE
  * with no unrelated retained messages and with 10,000 (other devices' statuses), through aedes on the
- * library's Redis persistence (the baseline) and on the same persistence with broker/retained-index.ts,
+ * library's Redis persistence (the baseline) and on the same persistence with broker/delivery/retained-index.ts,
  * in the same run against the same redis-server; and what the index costs each retained store.
  *
  *   npx tsx bench/cluster/retained.ts [--unrelated <n>=10000] [--subscribes <r>=40] [--runs <k>=2] [--no-write]
@@ -15,7 +15,7 @@ import { Aedes } from 'aedes';
 import redisPersistence from 'aedes-persistence-redis';
 import { Redis } from 'ioredis';
 import mqtt from 'mqtt';
-import { createIndexedRedisPersistence } from '../../broker/retained-index.ts';
+import { createIndexedRedisPersistence } from '../../broker/delivery/retained-index.ts';
 import { machine, percentile, pool, writeSubsection } from '../support.ts';
 import { CONTENDED_CORES } from '../support.ts';
 import { HOST, cpuWindow, fmt, killAll, range, startRedisServer, type RedisServer } from './processes.ts';
@@ -155,7 +155,7 @@ function report(runs: Run[], date: string, command: string): string {
     `- Date: ${date}`,
     `- Command: \`${command}\``,
     ...machine(),
-    `- Two aedes brokers in the bench process on one redis-server (${RUNS} runs, a fresh redis-server each): the library's persistence (aedes-persistence-redis, the baseline) and the same with broker/retained-index.ts. ${SUBSCRIBES} SUBSCRIBE → last retained message → UNSUBSCRIBE per cell, one after the other; the unrelated messages are ${n} retained statuses \`devices/o{i}/status\`. Redis CPU is redis-server's used_cpu_user + used_cpu_sys (INFO cpu) over the cell.`,
+    `- Two aedes brokers in the bench process on one redis-server (${RUNS} runs, a fresh redis-server each): the library's persistence (aedes-persistence-redis, the baseline) and the same with broker/delivery/retained-index.ts. ${SUBSCRIBES} SUBSCRIBE → last retained message → UNSUBSCRIBE per cell, one after the other; the unrelated messages are ${n} retained statuses \`devices/o{i}/status\`. Redis CPU is redis-server's used_cpu_user + used_cpu_sys (INFO cpu) over the cell.`,
     '',
     '| Filter | library: p50 ms at 0 → at ' + n + ' (growth) | indexed: p50 ms at 0 → at ' + n + ' (growth) | Redis CPU per SUBSCRIBE at ' + n + ': library / indexed (µs) |',
     '|---|---:|---:|---:|',

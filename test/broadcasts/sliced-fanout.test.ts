@@ -1,12 +1,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type mqtt from 'mqtt';
-import { FIRST_SLICE } from '../../broker/sliced-delivery.ts';
+import { FIRST_SLICE } from '../../broker/delivery/sliced-delivery.ts';
 import { API, joinMosque, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { connectDevice, mosqueWithOwner, nextMessage, registerPlayer, registerTransmitter, settle, subscribeCode, waitFor } from '../support/devices.ts';
 
-// issue 13, goal 3: the broker delivers a publish to many subscribers in slices (broker/sliced-delivery.ts).
+// issue 13, goal 3: the broker delivers a publish to many subscribers in slices (broker/delivery/sliced-delivery.ts).
 // A mosque with more leased players than one slice holds: who hears a broadcast, and in what order, is as
 // contract 8 says, with authorizeForward asked for each player in whichever slice it falls.
 

@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { Aedes } from 'aedes';
 import redisPersistence from 'aedes-persistence-redis';
 import mqtt from 'mqtt';
-import { createIndexedRedisPersistence } from '../../broker/retained-index.ts';
+import { createIndexedRedisPersistence } from '../../broker/delivery/retained-index.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import {
   connectDevice, getDevice, heartbeatPayload, mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode, waitFor,

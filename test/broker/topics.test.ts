@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createForwardCheck, mayReceive, maySubscribe, parseBroadcastTopic, parseDeviceTopic, publishChannel, type DeviceIdentity } from '../../broker/topics.ts';
-import { filterMatches, fixedPrefix } from '../../broker/retained-index.ts';
+import { filterMatches, fixedPrefix } from '../../broker/delivery/retained-index.ts';
 
 // Contract 8 topic rules, as pure functions (broker/topics.ts).
 
@@ -170,7 +170,7 @@ describe('maySubscribe', () => {
   });
 });
 
-// The retained index's reading of a filter (broker/retained-index.ts): which range of topics to read, and
+// The retained index's reading of a filter (broker/delivery/retained-index.ts): which range of topics to read, and
 // which of them the filter matches [MQTT-4.7.1].
 describe('a retained lookup in Redis mode', () => {
   const prefixes: Array<[string, string]> = [
