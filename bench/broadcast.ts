@@ -40,7 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
 import { api, registerWorld, seedSuperadmin, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
@@ -134,7 +134,9 @@ class Child {
   constructor(readonly name: string, mode: 'minaret' | 'bare', env: Record<string, string>) {
     // BENCH_BROKER_NODE_ARGS: extra node flags for the server children, as in bench/devices.ts (e.g. "--cpu-prof").
     const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
-    this.proc = spawn(process.execPath, [...extra, '--import', 'tsx', path.join(ROOT, 'bench', 'broadcast-server.ts'), mode], {
+    // The service runs with the node flags npm start gives it; bare aedes without.
+    const flags = mode === 'minaret' ? SERVICE_NODE_FLAGS : [];
+    this.proc = spawn(process.execPath, [...flags, ...extra, '--import', 'tsx', path.join(ROOT, 'bench', 'broadcast-server.ts'), mode], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

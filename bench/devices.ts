@@ -39,7 +39,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
 import { api, registerWorld, seedSuperadmin, superadminToken, type DeviceKind as Kind } from './world/registration.ts';
 
 const SECTION = '## Devices (npm run bench)';
@@ -153,10 +153,10 @@ class BrokerChild {
   private readonly waiters: Array<{ type: string; resolve: (m: ChildMessage) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }> = [];
   private readonly exitedP: Promise<void>;
 
-  constructor(readonly name: string, script: string, env: Record<string, string>) {
+  constructor(readonly name: string, script: string, env: Record<string, string>, nodeFlags: string[] = []) {
     // BENCH_BROKER_NODE_ARGS: extra node flags for the broker children, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
     const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
-    this.proc = spawn(process.execPath, ['--expose-gc', ...extra, '--import', 'tsx', path.join(ROOT, 'bench', script)], {
+    this.proc = spawn(process.execPath, ['--expose-gc', ...nodeFlags, ...extra, '--import', 'tsx', path.join(ROOT, 'bench', script)], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -859,10 +859,11 @@ async function main(): Promise<void> {
       MQTT_MAX_HANDSHAKES_PER_ADDRESS: String(Math.max(50, opts.concurrency + 10)),
       // A few members own all the players here (each one's players share its lease work).
       MAX_PLAYERS_PER_USER: '100000',
-      // As `npm start`, the Dockerfile and the systemd unit run the service (issue 13 goal 2); bare aedes runs without.
+      // As `npm start`, the Dockerfile and the systemd unit run the service (issue 13 goal 2), as with the node
+      // flags (SERVICE_NODE_FLAGS); bare aedes runs without either.
       MALLOC_ARENA_MAX: '2',
     };
-    let server = new BrokerChild('minaret', 'device-server.ts', serverEnv);
+    let server = new BrokerChild('minaret', 'device-server.ts', serverEnv, SERVICE_NODE_FLAGS);
     let ready = await server.next('ready', 60_000);
     const reg = await registerDevices(server, String(ready['httpUrl']), dbPath, opts.devices);
     console.log(`  [minaret] registered ${opts.devices} devices (${reg.transmitters} transmitters, ${reg.mosques} mosque(s), ${reg.members} members) over HTTP in ${fmt(reg.seconds, 1)} s`);
@@ -870,7 +871,7 @@ async function main(): Promise<void> {
     // registry loaded, nothing else), not inflated by the registration's garbage; and every device then
     // connects as after a restart. The bare broker is a fresh process too.
     await server.stop();
-    server = new BrokerChild('minaret', 'device-server.ts', serverEnv);
+    server = new BrokerChild('minaret', 'device-server.ts', serverEnv, SERVICE_NODE_FLAGS);
     ready = await server.next('ready', 60_000);
     const httpUrl = String(ready['httpUrl']);
     const minaretMqtt = String(ready['mqttUrl']);
@@ -901,7 +902,7 @@ async function main(): Promise<void> {
     let unbudgeted: PhaseResult | null = null;
     if (opts.budgetCost) {
       console.log("Phase A': Minaret without publish budgets and flap bans (BENCH_WITHOUT_BUDGETS)");
-      server = new BrokerChild('minaret', 'device-server.ts', { ...serverEnv, BENCH_WITHOUT_BUDGETS: '1' });
+      server = new BrokerChild('minaret', 'device-server.ts', { ...serverEnv, BENCH_WITHOUT_BUDGETS: '1' }, SERVICE_NODE_FLAGS);
       ready = await server.next('ready', 60_000);
       unbudgeted = await runPhases('minaret, no budgets', server, String(ready['mqttUrl']), reg.devices, opts,
         async () => ({ seen: (id, reason) => until(() => reasonOf.get(id) === reason, 10_000, `status of ${id} in SQLite`), close: async () => undefined }),

@@ -28,7 +28,7 @@ import mqtt from 'mqtt';
 import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
 import { identifierHash, sha256Hex } from '../src/platform/identifiers.ts';
-import { ROOT, machine, percentile, writeSubsection } from './support.ts';
+import { ROOT, SERVICE_NODE_FLAGS, machine, percentile, writeSubsection } from './support.ts';
 import { seedSuperadmin, signup, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Hostile (npm run bench:hostile)';
@@ -51,7 +51,7 @@ class ServiceChild {
   readonly exitedP: Promise<void>;
 
   constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'bench', 'device-server.ts')], {
+    this.proc = spawn(process.execPath, ['--expose-gc', ...SERVICE_NODE_FLAGS, '--import', 'tsx', path.join(ROOT, 'bench', 'device-server.ts')], {
       cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });
     // JSON log lines: only error and fatal ones are counted (and shown); the rest is noise here.

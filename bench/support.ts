@@ -65,6 +65,15 @@ export async function pool(count: number, limit: number, task: (i: number) => Pr
   if (failed !== null) throw failed;
 }
 
+/**
+ * The V8 flags `npm start` gives the service (package.json, between `node` and `--import`): a bench's service
+ * child runs with them, as the Dockerfile and the systemd unit run it.
+ */
+export const SERVICE_NODE_FLAGS: string[] = (() => {
+  const start = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'] ?? '';
+  return / exec node (.*?) ?--import /.exec(start)?.[1]?.split(' ').filter(Boolean) ?? [];
+})();
+
 export function packageVersion(name: string): string {
   try {
     return (JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;

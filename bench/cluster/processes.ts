@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
-import { CLOCK_TICKS_PER_S, ROOT, hostBusySeconds } from '../support.ts';
+import { CLOCK_TICKS_PER_S, ROOT, SERVICE_NODE_FLAGS, hostBusySeconds } from '../support.ts';
 
 export const REDIS_SERVER = '/usr/bin/redis-server';
 export const HOST = '127.0.0.1';
@@ -89,7 +89,9 @@ export class Child {
   private readonly waiters: Array<{ type: string; resolve: (m: Message) => void }> = [];
 
   constructor(readonly name: string, script: string, env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', path.join(ROOT, 'bench', script)], {
+    // The service runs with the node flags npm start gives it (device-server.ts is the whole service).
+    const flags = script === 'device-server.ts' ? SERVICE_NODE_FLAGS : [];
+    this.proc = spawn(process.execPath, ['--expose-gc', ...flags, '--import', 'tsx', path.join(ROOT, 'bench', script)], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -273,7 +273,10 @@ async function parent(): Promise<void> {
     for (const [index, [label, stage, env]] of stages.entries()) {
       if (only && !only.includes(index)) continue;
       const results: Figures[] = [];
-      for (let r = 0; r < runs; r++) results.push(await measure(stage, env, settleS, nodeArgs));
+      // The service stages run with the node flags npm start gives the service (imported here, in the parent
+      // only: the children's first stages price the loader and the modules alone).
+      const flags = stage === 'service' || stage === 'console' ? (await import('../support.ts')).SERVICE_NODE_FLAGS : [];
+      for (let r = 0; r < runs; r++) results.push(await measure(stage, env, settleS, [...flags, ...nodeArgs]));
       const range = (pick: (f: Figures) => number) => {
         const values = results.map(pick);
         const lo = Math.min(...values);

@@ -40,7 +40,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     // npm's only child is node itself (the script execs it): no shell in between to swallow the signal.
     const children = childrenOf(run.child.pid!);
     assert.equal(children.length, 1, JSON.stringify(children));
-    assert.match(children[0]!.args, /^node --import tsx src\/main\.ts$/);
+    assert.match(children[0]!.args, /^node --max-semi-space-size=8 --import tsx src\/main\.ts$/);
     const service = children[0]!.pid;
     // issue 13 goal 2: glibc's malloc arenas capped at 2 (bench/RESULTS.md, "Idle memory").
     assert.ok(fs.readFileSync(`/proc/${service}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=2'), 'npm start sets MALLOC_ARENA_MAX=2');
@@ -123,6 +123,8 @@ test('the systemd unit passes systemd-analyze verify and carries the hardening a
   }
   assert.match(unit, /^Environment=.*DATABASE_PATH=\/var\/lib\/minaret\/minaret\.db/m, 'the database is inside the writable folder');
   assert.match(unit, /^Environment=.*\bMALLOC_ARENA_MAX=2\b/m, 'glibc\'s malloc arenas capped as npm start caps them');
+  const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts['start']!;
+  assert.ok(start.endsWith(`exec ${unit.split('\n').find((l) => l.startsWith('ExecStart='))!.slice('ExecStart=/usr/bin/'.length)}`), 'the unit starts node with the flags npm start gives it');
   // verify checks that ExecStart's binary exists: point it at this node, wherever it is installed here.
   const dir = tempDir(t);
   fs.writeFileSync(path.join(dir, 'minaret.service'), unit.replace('ExecStart=/usr/bin/node', `ExecStart=${process.execPath}`));
