@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { joinMosque, member, setStatus } from '../support/people.ts';
-import { durableFiles, startTestService, type TestService } from '../support/service.ts';
+import { restartableService, startTestService, type TestService } from '../support/service.ts';
 import {
   closed, connectDevice, deviceEvents, mosqueWithOwner, publish, registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
   type Registered,
@@ -15,22 +15,6 @@ import {
 
 const STREAM = 'https://radio.example/noor/live';
 const nowS = (clock: Clock) => Math.floor(clock() / 1000);
-
-async function restartable(t: TestContext, clock: Clock) {
-  const env = { ...durableFiles(t, 'configs').env, LEASE_TTL_HOURS: '1' };
-  let ts = await startTestService(t, { env, clock, logLevel: 'info' });
-  return {
-    env,
-    current: () => ts,
-    async stop(): Promise<void> {
-      await ts.service.close();
-    },
-    async start(): Promise<TestService> {
-      ts = await startTestService(t, { env, clock, logLevel: 'info' });
-      return ts;
-    },
-  };
-}
 
 /** Connects the device, subscribes to its config and hangs up: every config it was given in that time. */
 async function configsOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Array<Record<string, any>>> {
@@ -69,7 +53,7 @@ async function approvedPlayer(ts: TestService) {
 
 test('after a restart every device\'s config is retained before any device connects, and connecting rebuilds none', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'configs', { clock, env: { LEASE_TTL_HOURS: '1' }, logLevel: 'info' });
   const { owner, mosque, player } = await approvedPlayer(svc.current());
   const tx = await registerTransmitter(svc.current(), owner.token, mosque.id);
   const before = storedLease(svc.env.DATABASE_PATH, player.device.id);
@@ -95,7 +79,7 @@ test('after a restart every device\'s config is retained before any device conne
 
 test('a lease past half its life when the service starts is signed anew at start, before the player connects', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'configs', { clock, env: { LEASE_TTL_HOURS: '1' }, logLevel: 'info' });
   const { owner, player } = await approvedPlayer(svc.current());
   const before = storedLease(svc.env.DATABASE_PATH, player.device.id);
   assert.ok(before.lease_token);
@@ -121,7 +105,7 @@ test('a lease past half its life when the service starts is signed anew at start
 
 test('a membership approved in the database while the service was down: the player\'s config carries a lease from the start', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'configs', { clock, env: { LEASE_TTL_HOURS: '1' }, logLevel: 'info' });
   const { owner, mosque } = await mosqueWithOwner(svc.current(), { stream_url: STREAM });
   const person = await member(svc.current(), 'imran@example.com');
   const membership = await joinMosque(svc.current(), person, mosque.id);
@@ -145,7 +129,7 @@ test('a membership approved in the database while the service was down: the play
 
 test('a player banned while offline and a deleted player: after a restart the one has a config without a lease, the other none', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'configs', { clock, env: { LEASE_TTL_HOURS: '1' }, logLevel: 'info' });
   const { owner, mosque, membership, person, player } = await approvedPlayer(svc.current());
   const spare = await registerPlayer(svc.current(), person, mosque.id, 'spare');
   await setStatus(svc.current(), owner.token, membership.id, 'banned');

@@ -4,7 +4,7 @@ import { createLocalJWKSet, jwtVerify } from 'jose';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, joinMosque, member, setStatus } from '../support/people.ts';
-import { durableFiles, startTestService, type TestService } from '../support/service.ts';
+import { restartableService, type TestService } from '../support/service.ts';
 import { closed, connectDevice, mosqueWithOwner, registerPlayer, settle, subscribeCode, waitFor, type Registered } from '../support/devices.ts';
 
 // Issue 13: a player that reconnects while its lease is not yet half spent gets the same signed lease (no
@@ -13,21 +13,6 @@ import { closed, connectDevice, mosqueWithOwner, registerPlayer, settle, subscri
 
 const STREAM = 'https://radio.example/noor/live';
 const nowS = (clock: Clock) => Math.floor(clock() / 1000);
-
-/** A service on a database that outlives it: `restart` closes the running one and starts another on the same files. */
-async function restartable(t: TestContext, clock: Clock) {
-  const env = { ...durableFiles(t, 'lease').env, LEASE_TTL_HOURS: '1' };
-  let ts = await startTestService(t, { env, clock, logLevel: 'warn' });
-  return {
-    env,
-    current: () => ts,
-    async restart(): Promise<TestService> {
-      await ts.service.close();
-      ts = await startTestService(t, { env, clock, logLevel: 'warn' });
-      return ts;
-    },
-  };
-}
 
 /** Connects the player, waits for its retained config and hangs up: the config it was given. */
 async function configOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Record<string, any>> {
@@ -64,7 +49,7 @@ async function approvedPlayer(ts: TestService) {
 
 test('a player reconnecting within the first half of its lease, after a restart too, gets the same lease bytes', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'lease', { clock, env: { LEASE_TTL_HOURS: '1' } });
   const { player } = await approvedPlayer(svc.current());
   const first = await configOnConnect(t, svc.current(), player);
   assert.ok(first.lease, JSON.stringify(first));
@@ -85,7 +70,7 @@ test('a player reconnecting within the first half of its lease, after a restart 
 
 test('after a restart, a player back past half its lease gets a newly signed one on reconnect', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'lease', { clock, env: { LEASE_TTL_HOURS: '1' } });
   const { player } = await approvedPlayer(svc.current());
   const first = await configOnConnect(t, svc.current(), player);
   await svc.restart();
@@ -99,7 +84,7 @@ test('after a restart, a player back past half its lease gets a newly signed one
 
 test('a player whose membership was banned while it was offline gets no lease on reconnect, though its old one has not run out', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'lease', { clock, env: { LEASE_TTL_HOURS: '1' } });
   const { owner, membership, player } = await approvedPlayer(svc.current());
   const first = await configOnConnect(t, svc.current(), player);
   assert.ok(first.lease);
@@ -115,7 +100,7 @@ test('a player whose membership was banned while it was offline gets no lease on
 
 test('a membership banned in the database while the service was down: the stored lease is not handed out again', async (t) => {
   const clock = createManualClock(Date.now());
-  const svc = await restartable(t, clock);
+  const svc = await restartableService(t, 'lease', { clock, env: { LEASE_TTL_HOURS: '1' } });
   const { membership, player } = await approvedPlayer(svc.current());
   const first = await configOnConnect(t, svc.current(), player);
   assert.ok(first.lease);

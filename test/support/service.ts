@@ -36,6 +36,30 @@ export function durableFiles(t: TestContext, prefix: string): { dir: string; env
   return { dir, env: { DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } };
 }
 
+/**
+ * A service on durableFiles that can be stopped and started again on the same files, with the same clock and
+ * settings (a restart): `stop` then `start` (something may change the file between them), or `restart`.
+ */
+export async function restartableService(t: TestContext, prefix: string, opts: { clock: Clock; env?: Record<string, string>; logLevel?: string }) {
+  const env = { ...durableFiles(t, prefix).env, ...opts.env };
+  const start = () => startTestService(t, { env, clock: opts.clock, logLevel: opts.logLevel ?? 'warn' });
+  let ts = await start();
+  return {
+    env,
+    current: () => ts,
+    stop: () => ts.service.close(),
+    async start(): Promise<TestService> {
+      ts = await start();
+      return ts;
+    },
+    async restart(): Promise<TestService> {
+      await ts.service.close();
+      ts = await start();
+      return ts;
+    },
+  };
+}
+
 /** A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. */
 export async function startTestService(
   t: TestContext,
