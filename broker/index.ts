@@ -179,8 +179,11 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
       const closed = new Promise<void>((resolve) => aedes.close(() => resolve()));
-      // With Redis unreachable, mqemitter-redis' QUIT never completes: do not wait on it for ever.
-      await (redis ? Promise.race([closed, new Promise((r) => setTimeout(r, 2000).unref())]) : closed);
+      // Each client's goodbye (its subscriptions, its will) is Redis commands: disconnecting before they are
+      // answered left them to fail unhandled, and the process died at its stop (a fixed 2 s was too short for a
+      // few thousand clients). So wait while Redis answers; with Redis unreachable mqemitter-redis' QUIT never
+      // completes, so stop waiting once the connection is lost. SHUTDOWN_TIMEOUT_S bounds the whole stop.
+      await (redis ? Promise.race([closed, redis.lost()]) : closed);
       for (const socket of sockets) socket.destroy();
       await unbound;
       await redis?.close();
@@ -200,15 +203,32 @@ async function redisParts(url: string, onError: (what: string, err: Error) => vo
   const mq = redisEmitter({ connectionString: url });
   // mqemitter-redis re-emits its connections' errors on `state`: with no listener that EventEmitter throws.
   (mq as unknown as { state: EventEmitter }).state.on('error', (err: Error) => onError('redis pub/sub', err));
+  // Its close() sends QUIT on both connections and drops the promises: when a connection closes before QUIT is
+  // answered (Redis gone, or the stop's last publishes still queued ahead of it), that rejection went unhandled
+  // and the process died at its stop. The connection is closed either way, which is all QUIT asked for.
+  const pubSub = mq as unknown as { subConn: Redis; pubConn: Redis };
+  for (const c of [pubSub.subConn, pubSub.pubConn]) {
+    const quit = c.quit.bind(c);
+    c.quit = ((...args: Parameters<Redis['quit']>) => {
+      const answered = quit(...args);
+      answered.catch(() => undefined);
+      return answered;
+    }) as Redis['quit'];
+  }
   return {
     conn,
     persistence: createIndexedRedisPersistence(redisPersistence({ conn }), conn, (err) => onError('redis retained index', err)),
     mq,
+    /** Resolves once the connection to Redis is lost (at once when it is not up now). */
+    lost: () =>
+      new Promise<void>((resolve) => {
+        if (conn.status !== 'ready') return resolve();
+        conn.once('close', () => resolve());
+      }),
     // aedes.close() asks the emitter to QUIT; disconnect() also ends the reconnect loops of all three
     // connections when Redis is gone, which would otherwise keep the process alive.
     async close() {
       conn.disconnect();
-      const pubSub = mq as unknown as { subConn: Redis; pubConn: Redis };
       pubSub.subConn.disconnect();
       pubSub.pubConn.disconnect();
     },

@@ -234,3 +234,60 @@ test('in Redis mode a retained lookup that fails because Redis went away is repo
   }
   assert.equal(reported.length, 3, 'each failed lookup is reported once');
 });
+
+test('in Redis mode a stop waits for the goodbyes of its connected devices while Redis is slow to answer, and nothing is left to fail unhandled', { timeout: 40_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const server = await startRedisServer();
+  const unhandled: unknown[] = [];
+  const onUnhandled = (err: unknown) => unhandled.push(err);
+  process.on('unhandledRejection', onUnhandled);
+  const ts = await startTestService(t, { env: { REDIS_URL: server.url }, logLevel: 'silent' });
+  t.after(() => {
+    process.off('unhandledRejection', onUnhandled);
+    server.stop();
+  });
+  const { owner, mosque } = await mosqueWithOwner(ts);
+  // Each device subscribes, so its goodbye on the stop is Redis work (its subscriptions, its will).
+  const devices = await Promise.all(Array.from({ length: 5 }, () => registerTransmitter(ts, owner.token, mosque.id)));
+  for (const d of devices) {
+    const client = await connectDevice(t, d.credentials);
+    assert.equal(await subscribeCode(client, `devices/${d.device.id}/cmd`), 1);
+  }
+  // Redis holds every command for 3 s (as a busy or distant Redis would): the stop used to give up after 2 s
+  // and disconnect with the goodbyes still waiting for their answers.
+  assert.equal(await server.client.call('CLIENT', 'PAUSE', '3000', 'ALL'), 'OK');
+  const started = Date.now();
+  await ts.service.close();
+  const took = Date.now() - started;
+  await new Promise((resolve) => setTimeout(resolve, 500)); // a rejection left behind surfaces within a turn or two
+  assert.deepEqual(unhandled.map(String), []);
+  assert.ok(took >= 2500, `the stop waited for Redis to answer (${took} ms)`);
+});
+
+test('in Redis mode a stop during which Redis dies ends without an unhandled failure and without waiting for the Redis that is gone', { timeout: 40_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const server = await startRedisServer();
+  const unhandled: unknown[] = [];
+  const onUnhandled = (err: unknown) => unhandled.push(err);
+  process.on('unhandledRejection', onUnhandled);
+  const ts = await startTestService(t, { env: { REDIS_URL: server.url }, logLevel: 'silent' });
+  t.after(() => {
+    process.off('unhandledRejection', onUnhandled);
+    server.stop();
+  });
+  const { owner, mosque } = await mosqueWithOwner(ts);
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  const client = await connectDevice(t, tx.credentials);
+  assert.equal(await subscribeCode(client, `devices/${tx.device.id}/cmd`), 1);
+  // Redis holds every command, the stop's goodbyes and QUITs among them, and then dies with them unanswered.
+  assert.equal(await server.client.call('CLIENT', 'PAUSE', '10000', 'ALL'), 'OK');
+  const started = Date.now();
+  const closing = ts.service.close();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  server.stop();
+  await closing;
+  const took = Date.now() - started;
+  await new Promise((resolve) => setTimeout(resolve, 500)); // a rejection left behind surfaces within a turn or two
+  assert.deepEqual(unhandled.map(String), []);
+  assert.ok(took < 8000, `the stop did not wait out Redis's pause once Redis was gone (${took} ms)`);
+});
