@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -235,8 +235,9 @@ test('in Redis mode a retained lookup that fails because Redis went away is repo
   assert.equal(reported.length, 3, 'each failed lookup is reported once');
 });
 
-test('in Redis mode a stop waits for the goodbyes of its connected devices while Redis is slow to answer, and nothing is left to fail unhandled', { timeout: 40_000 }, async (t) => {
-  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+
+/** A Redis-mode service on its own redis-server, and every rejection left unhandled while the test runs. */
+async function redisModeWatched(t: TestContext) {
   const server = await startRedisServer();
   const unhandled: unknown[] = [];
   const onUnhandled = (err: unknown) => unhandled.push(err);
@@ -246,7 +247,12 @@ test('in Redis mode a stop waits for the goodbyes of its connected devices while
     process.off('unhandledRejection', onUnhandled);
     server.stop();
   });
-  const { owner, mosque } = await mosqueWithOwner(ts);
+  return { server, ts, unhandled, ...(await mosqueWithOwner(ts)) };
+}
+
+test('in Redis mode a stop waits for the goodbyes of its connected devices while Redis is slow to answer, and nothing is left to fail unhandled', { timeout: 40_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const { server, ts, unhandled, owner, mosque } = await redisModeWatched(t);
   // Each device subscribes, so its goodbye on the stop is Redis work (its subscriptions, its will).
   const devices = await Promise.all(Array.from({ length: 5 }, () => registerTransmitter(ts, owner.token, mosque.id)));
   for (const d of devices) {
@@ -266,16 +272,7 @@ test('in Redis mode a stop waits for the goodbyes of its connected devices while
 
 test('in Redis mode a stop during which Redis dies ends without an unhandled failure and without waiting for the Redis that is gone', { timeout: 40_000 }, async (t) => {
   if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
-  const server = await startRedisServer();
-  const unhandled: unknown[] = [];
-  const onUnhandled = (err: unknown) => unhandled.push(err);
-  process.on('unhandledRejection', onUnhandled);
-  const ts = await startTestService(t, { env: { REDIS_URL: server.url }, logLevel: 'silent' });
-  t.after(() => {
-    process.off('unhandledRejection', onUnhandled);
-    server.stop();
-  });
-  const { owner, mosque } = await mosqueWithOwner(ts);
+  const { server, ts, unhandled, owner, mosque } = await redisModeWatched(t);
   const tx = await registerTransmitter(ts, owner.token, mosque.id);
   const client = await connectDevice(t, tx.credentials);
   assert.equal(await subscribeCode(client, `devices/${tx.device.id}/cmd`), 1);

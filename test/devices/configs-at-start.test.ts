@@ -1,11 +1,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
+import { storedLease } from '../support/database.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { joinMosque, member, setStatus } from '../support/people.ts';
 import { restartableService, startTestService, type TestService } from '../support/service.ts';
 import {
-  closed, connectDevice, deviceEvents, mosqueWithOwner, publish, registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
+  closed, configsOnConnect, connectDevice, deviceEvents, mosqueWithOwner, publish, registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
   type Registered,
 } from '../support/devices.ts';
 
@@ -15,31 +16,6 @@ import {
 
 const STREAM = 'https://radio.example/noor/live';
 const nowS = (clock: Clock) => Math.floor(clock() / 1000);
-
-/** Connects the device, subscribes to its config and hangs up: every config it was given in that time. */
-async function configsOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Array<Record<string, any>>> {
-  const client = await connectDevice(t, reg.credentials, { url: ts.service.mqttUrl });
-  const topic = `devices/${reg.device.id}/config`;
-  const configs: Array<Record<string, any>> = [];
-  client.on('message', (tp, payload) => {
-    if (tp === topic && payload.length > 0) configs.push(JSON.parse(payload.toString('utf8')));
-  });
-  assert.equal(await subscribeCode(client, topic), 1);
-  await waitFor('the config', () => configs.length > 0);
-  await settle(200); // a second, fresher config would come now
-  client.end(true);
-  await closed(client).catch(() => undefined);
-  return configs;
-}
-
-const storedLease = (dbPath: string, id: string) => {
-  const db = openDatabase(dbPath);
-  try {
-    return db.prepare<[string], { lease_token: string | null; lease_expires_at: number | null; config_version: number }>('SELECT lease_token, lease_expires_at, config_version FROM devices WHERE id = ?').get(id)!;
-  } finally {
-    db.close();
-  }
-};
 
 const retainedLine = (ts: TestService) => ts.logs.map((l) => JSON.parse(l) as Record<string, any>).find((l) => l.msg === 'device configs retained');
 

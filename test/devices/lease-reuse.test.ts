@@ -2,10 +2,11 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { openDatabase } from '../../src/platform/db.ts';
+import { storedLease as storedRow } from '../support/database.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, joinMosque, member, setStatus } from '../support/people.ts';
 import { restartableService, type TestService } from '../support/service.ts';
-import { closed, connectDevice, mosqueWithOwner, registerPlayer, settle, subscribeCode, waitFor, type Registered } from '../support/devices.ts';
+import { configsOnConnect, connectDevice, mosqueWithOwner, registerPlayer, subscribeCode, type Registered } from '../support/devices.ts';
 
 // Issue 13: a player that reconnects while its lease is not yet half spent gets the same signed lease (no
 // signature, no lease write per CONNECT), after a restart of the service too; past half its life it gets a
@@ -14,30 +15,14 @@ import { closed, connectDevice, mosqueWithOwner, registerPlayer, settle, subscri
 const STREAM = 'https://radio.example/noor/live';
 const nowS = (clock: Clock) => Math.floor(clock() / 1000);
 
-/** Connects the player, waits for its retained config and hangs up: the config it was given. */
-async function configOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Record<string, any>> {
-  const client = await connectDevice(t, reg.credentials, { url: ts.service.mqttUrl });
-  const topic = `devices/${reg.device.id}/config`;
-  const configs: Array<Record<string, any>> = [];
-  client.on('message', (tp, payload) => {
-    if (tp === topic && payload.length > 0) configs.push(JSON.parse(payload.toString('utf8')));
-  });
-  assert.equal(await subscribeCode(client, topic), 1);
-  await waitFor('the config', () => configs.length > 0);
-  await settle(200); // a second, fresher config would come now
-  client.end(true);
-  await closed(client).catch(() => undefined);
-  return configs.at(-1)!;
-}
-
+/** The row's lease alone (its token and expiry), as these tests compare it. */
 const storedLease = (dbPath: string, id: string) => {
-  const db = openDatabase(dbPath);
-  try {
-    return db.prepare<[string], { lease_token: string | null; lease_expires_at: number | null }>('SELECT lease_token, lease_expires_at FROM devices WHERE id = ?').get(id)!;
-  } finally {
-    db.close();
-  }
+  const { lease_token, lease_expires_at } = storedRow(dbPath, id);
+  return { lease_token, lease_expires_at };
 };
+
+/** Connects the player, waits for its retained config and hangs up: the config it was given (the freshest). */
+const configOnConnect = async (t: TestContext, ts: TestService, reg: Registered) => (await configsOnConnect(t, ts, reg)).at(-1)!;
 
 async function approvedPlayer(ts: TestService) {
   const { owner, mosque } = await mosqueWithOwner(ts, { stream_url: STREAM });

@@ -34,3 +34,13 @@ export async function fillUntilRefused(http: TestService['http'], streak = 8): P
   }
   assert.fail('the database never filled up');
 }
+
+/** A device's lease and config version as its row holds them, read from the file (the service may be stopped). */
+export function storedLease(dbPath: string, id: string) {
+  const db = openDatabase(dbPath);
+  try {
+    return db.prepare<[string], { lease_token: string | null; lease_expires_at: number | null; config_version: number }>('SELECT lease_token, lease_expires_at, config_version FROM devices WHERE id = ?').get(id)!;
+  } finally {
+    db.close();
+  }
+}
