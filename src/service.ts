@@ -162,7 +162,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const at = () => new Date(clock()).toISOString();
     const plane = createDevicePlane({
       // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens (issue 13).
-      onStatusChange: (c) => mosqueEvents.streams.size > 0 && mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, { type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() }),
+      onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, () => ({ type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() })),
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
@@ -175,7 +175,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
       readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
-      onSlotChange: (s, status) => mosqueEvents.publish(s.mosqueId, { type: 'schedule', date: s.date, prayer: s.prayer, index: s.index, status, at: at() }),
+      onSlotChange: (s, status) => mosqueEvents.publish(s.mosqueId, () => ({ type: 'schedule', date: s.date, prayer: s.prayer, index: s.index, status, at: at() })),
       push: (userIds, payload) => {
         outboxRef.current?.enqueue(null, userIds, payload);
         void outboxRef.current?.drain();
@@ -257,7 +257,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     outboxRef.current = outbox;
     const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
     const broadcastEvent = (b: BroadcastRow, action: 'start' | 'stop') =>
-      mosqueEvents.publish(b.mosque_id, { type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() });
+      mosqueEvents.publish(b.mosque_id, () => ({ type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() }));
     // issue 13: the broker has the start event before any bookkeeping (the broadcast row is already committed).
     // The schedule then records the slot at once (an auto_start writes its own outcome right after this
     // returns); an azaan started without a prayer names the slot's prayer to its transmitters and in its push,

@@ -38,9 +38,14 @@ export function createMosqueEvents() {
   const streams = new Set<Stream>();
   return {
     streams,
-    publish(mosqueId: string | null, event: MosqueEvent): void {
-      if (!mosqueId) return;
-      for (const s of streams) if (s.mosqueId === mosqueId) s.send(event);
+    /**
+     * `event` is built only when a stream of that mosque is open: publishers run on hot paths (every status
+     * transition of every device, issue 13) while streams are few and usually none.
+     */
+    publish(mosqueId: string | null, event: () => MosqueEvent): void {
+      if (!mosqueId || streams.size === 0) return;
+      let built: MosqueEvent | null = null;
+      for (const s of streams) if (s.mosqueId === mosqueId) s.send((built ??= event()));
     },
     closeAll(): void {
       for (const s of [...streams]) s.close();
