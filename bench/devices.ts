@@ -514,7 +514,7 @@ interface Burst {
 interface Bursts {
   cold: Burst;
   rounds: Burst[];
-  /** Medians over `rounds` (rate and CPU each on its own); `cpu` is the rounds' windows merged. */
+  /** Medians (nearest rank) over `rounds`, rate and CPU each on its own; `cpu` is the rounds' windows merged. */
   perS: number;
   cpuUs: number;
   cpu: CpuSpent;
@@ -526,15 +526,10 @@ interface Bursts {
 
 function bursts(all: Burst[]): Bursts {
   const [cold, ...rounds] = all as [Burst, ...Burst[]];
-  const median = (xs: number[]) => {
-    const a = [...xs].sort((x, y) => x - y);
-    const mid = Math.floor(a.length / 2);
-    return a.length % 2 ? a[mid]! : (a[mid - 1]! + a[mid]!) / 2;
-  };
   return {
     cold, rounds,
-    perS: median(rounds.map((r) => r.perS)),
-    cpuUs: median(rounds.map((r) => r.cpuUs)),
+    perS: percentile(rounds.map((r) => r.perS), 50),
+    cpuUs: percentile(rounds.map((r) => r.cpuUs), 50),
     cpu: rounds.map((r) => r.cpu).reduce(mergeCpu),
     sent: cold.sent,
     total: all.reduce((a, r) => a + r.sent, 0),
