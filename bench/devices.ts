@@ -22,14 +22,14 @@
  *              for its kind, so each one is a transition): messages/s until the last PUBACK.
  *   heartbeat  every device publishes K heartbeats (QoS 0) and one more at QoS 1 as a fence: messages/s
  *              until the last fence PUBACK (aedes handles a connection's packets in order).
- *   Connects and each burst run 1 + R times (--rounds R): the first, on a broker not yet warm, is reported
- *   apart as "cold"; the table gives the median of the R after it (a service runs for years, warm).
- * Before both brokers, the load generator warms its own code against a throwaway bare aedes, so the broker
- * measured first does not meet a colder generator than the second (see warmGenerator).
  *   latency    S devices one after the other (after 20 unmeasured warm-up ones) publish one status with a
  *              unique reason. Minaret: publish -> the row committed in SQLite, polled read-only from this
  *              process on the same file (WAL). Bare aedes has no record: publish -> delivered to a
  *              subscriber of devices/+/status. Publish -> PUBACK is measured for both.
+ * Connects and each burst run 1 + R times (--rounds R): the first, on a broker not yet warm, is reported
+ * apart as "cold"; the table gives the median of the R after it (a service runs for years, warm). Before
+ * both brokers, the load generator warms its own code against a throwaway bare aedes, so the broker
+ * measured first does not meet a colder generator than the second (see warmGenerator).
  * --budget-cost runs Minaret a second time with its publish budgets and flap bans out of the way
  * (BENCH_WITHOUT_BUDGETS, bench only) right after the first, and reports what the budgets cost.
  * BENCH_BROKER_NODE_ARGS adds node flags to the broker children (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
@@ -66,7 +66,7 @@ interface Options {
   quietWaitS: number;
   /** Also run Minaret without its publish budgets and flap bans, and report their cost. */
   budgetCost: boolean;
-  /** Measured status and heartbeat bursts per broker, after one unmeasured (cold) burst of each; the table gives their median. */
+  /** Measured rounds of connects, statuses and heartbeats per broker, after a cold first one of each; the table gives their median. */
   rounds: number;
 }
 
@@ -878,9 +878,8 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
   const spare = os.availableParallelism() - sc.brokerCores - sc.genCores - (sc.bgCores ?? 0);
   if (sc.brokerCores < 0.75 && spare > 0.4) {
     parts.push(
-      `The Minaret broker was busy only ${fmt(sc.brokerCores, 2)} cores during that burst with ${fmt(spare, 2)} cores to spare: the rest of the time its event loop waited on the disk inside a commit ` +
-        `(a write transaction on this machine's disk takes ${fmt(disk.wallUs, 0)} µs wall for ${fmt(disk.cpuUs, 0)} µs CPU: WAL with synchronous=NORMAL does not sync each commit, but its checkpoints do). ` +
-        'Status throughput here is bound by the commits more than by CPU.',
+      `The Minaret broker was busy only ${fmt(sc.brokerCores, 2)} cores during those bursts with ${fmt(spare, 2)} cores to spare. aedes reads a connection's next packets only once every packet of its last read has been answered, and a status is answered after the commit at the end of its turn, so each device's statuses go through one turn at a time; ` +
+        `the turns, more than the CPU, set the rate here (a write transaction on this machine's disk, for scale: ${fmt(disk.wallUs, 0)} µs wall for ${fmt(disk.cpuUs, 0)} µs CPU, WAL with synchronous=NORMAL, which does not sync each commit).`,
     );
   } else if (sc.brokerCores < 0.75) {
     parts.push(`The Minaret broker got only ${fmt(sc.brokerCores, 2)} cores during that burst while other processes took ${sc.bgCores === null ? 'an unknown share' : `${fmt(sc.bgCores, 2)} cores`}, so its rate is CPU-starved here; its CPU per message is the figure to compare.`);
