@@ -144,13 +144,22 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
         return gone === AGE_CHUNK;
       }, sliceMs, stopped);
       const due = touched === null ? allDevices.all() : [...touched];
-      touched = new Set();
+      const next = new Set<string>();
+      touched = next;
       let i = 0;
-      await sliced(() => {
-        const id = due[i++];
-        if (id !== undefined) removed += capOf.run(id, id, cap).changes;
-        return i < due.length;
-      }, sliceMs, stopped);
+      let done = false;
+      try {
+        await sliced(() => {
+          const id = due[i++];
+          if (id !== undefined) removed += capOf.run(id, id, cap).changes;
+          done = i >= due.length;
+          return !done;
+        }, sliceMs, stopped);
+      } finally {
+        // A pass stopped or failed part-way: the devices it did not reach stay due for the next one (from the
+        // last one taken, which a failed step did not finish).
+        if (!done) for (let j = Math.max(0, i - 1); j < due.length; j++) next.add(due[j]!);
+      }
       return removed;
     },
   };
