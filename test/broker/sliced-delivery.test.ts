@@ -84,6 +84,20 @@ async function fleet(t: TestContext, b: Broker, n: number, topic: string) {
   return received;
 }
 
+/** A broker with SUBSCRIBERS on a mosque's broadcast topic and one more client, 'lone', on `loneTopic`; its log cleared. */
+async function fanoutAndLone(t: TestContext, loneTopic: string) {
+  const b = await startBroker(t);
+  const topic = 'mosques/m1/broadcast';
+  const received = await fleet(t, b, SUBSCRIBERS, topic);
+  const lone = await subscriber(t, b, 'lone', loneTopic);
+  const loneGot = nextMessage(lone, loneTopic, 3000);
+  b.log.length = 0;
+  return { b, topic, received, loneGot };
+}
+
+/** Waits until each subscriber of the fleet has received `n` messages. */
+const everyHas = (received: Map<string, string[]>, n: number, what: string) => waitFor(what, () => [...received.values()].every((r) => r.length === n), 5000);
+
 function publish(b: Broker, topic: string, body: string): Promise<void> {
   return new Promise((resolve, reject) =>
     b.aedes.publish({ cmd: 'publish', topic, payload: Buffer.from(body), qos: 1, retain: false, dup: false }, (err) => (err ? reject(err) : resolve())),
@@ -97,7 +111,7 @@ test('a publish to more subscribers than one slice is written to the first of th
   b.log.length = 0;
 
   await publish(b, topic, 'start');
-  await waitFor('every subscriber has the start', () => [...received.values()].every((r) => r.length === 1), 5000);
+  await everyHas(received, 1, 'every subscriber has the start');
 
   const walks = b.log.filter((e) => e.startsWith('walk'));
   const writes = b.log.filter((e) => e.startsWith('write'));
@@ -120,21 +134,16 @@ test('every subscriber receives a topic\'s messages in the order they were publi
   // Both publishes in the same turn: the second one's walk comes while the first one's slices still wait.
   const sent = ['start', 'stop', 'start-again'].map((body) => publish(b, topic, body));
   await Promise.all(sent);
-  await waitFor('every subscriber has all three', () => [...received.values()].every((r) => r.length === 3), 5000);
+  await everyHas(received, 3, 'every subscriber has all three');
   for (const [id, got] of received) assert.deepEqual(got, ['start', 'stop', 'start-again'], `${id} got them out of order`);
 });
 
 test('a subscriber of another topic is written to while a fan-out is still being sliced', async (t) => {
-  const b = await startBroker(t);
-  const topic = 'mosques/m1/broadcast';
-  const received = await fleet(t, b, SUBSCRIBERS, topic);
-  const other = await subscriber(t, b, 'lone', 'other/lone/config');
-  const lone = nextMessage(other, 'other/lone/config', 3000);
-  b.log.length = 0;
+  const { b, topic, received, loneGot } = await fanoutAndLone(t, 'other/lone/config');
 
   await Promise.all([publish(b, topic, 'start'), publish(b, 'other/lone/config', '{}')]);
-  await lone;
-  await waitFor('every subscriber has the start', () => [...received.values()].every((r) => r.length === 1), 5000);
+  await loneGot;
+  await everyHas(received, 1, 'every subscriber has the start');
 
   const loneWrite = b.log.indexOf('write lone other/lone/config');
   const lastFanoutWrite = b.log.findLastIndex((e) => e.startsWith('write s'));
@@ -151,19 +160,14 @@ test('a subscriber that unsubscribed gets nothing from a sliced fan-out: the sub
 
   await new Promise<void>((resolve, reject) => leaving.unsubscribe(topic, (err) => (err ? reject(err) : resolve())));
   await publish(b, topic, 'start');
-  await waitFor('every subscriber has the start', () => [...received.values()].every((r) => r.length === 1), 5000);
+  await everyHas(received, 1, 'every subscriber has the start');
   await settle(200);
   assert.deepEqual(gone, [], 'the unsubscribed client still received the publish');
   assert.ok(!b.log.includes('walk leaving mosques/m1/broadcast'), 'the broker still walked the removed subscription');
 });
 
 test('what waits for a fan-out (the transmitters\' broadcast_start, the pushes) runs after the last slice is written, and after a small one too', async (t) => {
-  const b = await startBroker(t);
-  const topic = 'mosques/m1/broadcast';
-  const received = await fleet(t, b, SUBSCRIBERS, topic);
-  const lone = await subscriber(t, b, 'lone', 'mosques/m2/broadcast');
-  const loneGot = nextMessage(lone, 'mosques/m2/broadcast', 3000);
-  b.log.length = 0;
+  const { b, topic, received, loneGot } = await fanoutAndLone(t, 'mosques/m2/broadcast');
 
   for (const [tp, body] of [[topic, 'start'], ['mosques/m2/broadcast', '{}']] as const) {
     void publish(b, tp, body);
@@ -172,7 +176,7 @@ test('what waits for a fan-out (the transmitters\' broadcast_start, the pushes) 
   }
   await waitFor('both have run', () => b.log.includes(`after ${topic}`) && b.log.includes('after mosques/m2/broadcast'), 5000);
   await loneGot;
-  await waitFor('every subscriber has the start', () => [...received.values()].every((r) => r.length === 1), 5000);
+  await everyHas(received, 1, 'every subscriber has the start');
 
   const after = b.log.indexOf(`after ${topic}`);
   assert.equal(b.log.filter((e, i) => e.startsWith('write s') && i > after).length, 0, 'a subscriber was written to after the fan-out was reported done');
