@@ -226,6 +226,19 @@ class BrokerChild {
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
   }
 
+  /**
+   * Its main thread's time on a core and time runnable but waiting for one, so far, in seconds (Linux
+   * /proc/<pid>/task/<pid>/schedstat); null where the kernel does not say.
+   */
+  mainThread(): { runS: number; waitS: number } | null {
+    try {
+      const [run, wait] = fs.readFileSync(`/proc/${this.pid}/task/${this.pid}/schedstat`, 'utf8').split(' ').map(Number);
+      return Number.isFinite(run) && Number.isFinite(wait) ? { runS: run! / 1e9, waitS: wait! / 1e9 } : null;
+    } catch {
+      return null;
+    }
+  }
+
   async stop(): Promise<void> {
     if (this.exited) return;
     if (this.proc.connected) this.proc.send({ type: 'stop' });
@@ -355,11 +368,16 @@ async function connectAll(url: string, devices: Device[], concurrency: number): 
 }
 
 /** Publishes every (conn, k) message and resolves when every QoS 1 one is PUBACKed; fails past `timeoutMs`. */
-function burst(conns: Conn[], perDevice: number, message: (c: Conn, k: number) => { topic: string; body: Buffer; qos: 0 | 1; retain: boolean }, timeoutMs: number): Promise<{ seconds: number; sent: number }> {
+/**
+ * `loopS`: how long the synchronous publish loop took. mqtt-packet corks each socket until the next tick, so
+ * no byte of the round leaves this process, and the broker has nothing to read, before the loop ends.
+ */
+function burst(conns: Conn[], perDevice: number, message: (c: Conn, k: number) => { topic: string; body: Buffer; qos: 0 | 1; retain: boolean }, timeoutMs: number): Promise<{ seconds: number; sent: number; loopS: number }> {
   return new Promise((resolve, reject) => {
     let pending = 0;
     let sent = 0;
     let done = false;
+    let loopS = 0;
     const t0 = performance.now();
     const timer = setTimeout(() => {
       done = true;
@@ -376,7 +394,7 @@ function burst(conns: Conn[], perDevice: number, message: (c: Conn, k: number) =
       if (--pending === 0) {
         done = true;
         clearTimeout(timer);
-        resolve({ seconds: (performance.now() - t0) / 1000, sent });
+        resolve({ seconds: (performance.now() - t0) / 1000, sent, loopS });
       }
     };
     // k outer: every device's first message, then every device's second, ... as many devices would.
@@ -390,9 +408,10 @@ function burst(conns: Conn[], perDevice: number, message: (c: Conn, k: number) =
         } else c.client.publish(m.topic, m.body, { qos: 0, retain: m.retain });
       }
     }
+    loopS = (performance.now() - t0) / 1000;
     if (pending === 0) {
       clearTimeout(timer);
-      resolve({ seconds: (performance.now() - t0) / 1000, sent });
+      resolve({ seconds: loopS, sent, loopS });
     }
   });
 }
@@ -433,6 +452,8 @@ interface CpuSpent {
   genCores: number;
   /** Cores taken by other processes on the host (from /proc/stat, minus the broker and this process); null when unknown. */
   bgCores: number | null;
+  /** The broker's main thread (the event loop): seconds on a core, and runnable but waiting for one; null when unknown. */
+  main: { runS: number; waitS: number } | null;
 }
 
 /** Starts a measurement window; calling the result closes it. */
@@ -440,6 +461,7 @@ function cpuWindow(child: BrokerChild): () => CpuSpent {
   const host0 = hostBusySeconds();
   const self0 = process.cpuUsage();
   const child0 = child.cpuSeconds();
+  const main0 = child.mainThread();
   const t0 = performance.now();
   return () => {
     const seconds = (performance.now() - t0) / 1000;
@@ -448,7 +470,9 @@ function cpuWindow(child: BrokerChild): () => CpuSpent {
     const selfS = (self.user + self.system) / 1e6;
     const host1 = hostBusySeconds();
     const bgCores = host0 === null || host1 === null ? null : Math.max(0, (host1 - host0 - brokerCpuS - selfS) / seconds);
-    return { seconds, brokerCpuS, brokerCores: brokerCpuS / seconds, genCores: selfS / seconds, bgCores };
+    const main1 = child.mainThread();
+    const main = main0 && main1 ? { runS: main1.runS - main0.runS, waitS: main1.waitS - main0.waitS } : null;
+    return { seconds, brokerCpuS, brokerCores: brokerCpuS / seconds, genCores: selfS / seconds, bgCores, main };
   };
 }
 
@@ -457,7 +481,8 @@ function mergeCpu(a: CpuSpent, b: CpuSpent): CpuSpent {
   const seconds = a.seconds + b.seconds;
   const brokerCpuS = a.brokerCpuS + b.brokerCpuS;
   const bgCores = a.bgCores === null || b.bgCores === null ? null : (a.bgCores * a.seconds + b.bgCores * b.seconds) / seconds;
-  return { seconds, brokerCpuS, brokerCores: brokerCpuS / seconds, genCores: (a.genCores * a.seconds + b.genCores * b.seconds) / seconds, bgCores };
+  const main = a.main && b.main ? { runS: a.main.runS + b.main.runS, waitS: a.main.waitS + b.main.waitS } : null;
+  return { seconds, brokerCpuS, brokerCores: brokerCpuS / seconds, genCores: (a.genCores * a.seconds + b.genCores * b.seconds) / seconds, bgCores, main };
 }
 
 /**
@@ -508,6 +533,9 @@ interface Burst {
   cpuUs: number;
   cpu: CpuSpent;
   sent: number;
+  /** The burst's length, and the part of it the load generator's publish loop took (none for connects). */
+  seconds: number;
+  loopS: number;
 }
 
 /** A broker's bursts of one kind: the cold first one, and the median of the measured rounds after it. */
@@ -522,6 +550,8 @@ interface Bursts {
   sent: number;
   /** Messages over every round, the cold one included. */
   total: number;
+  /** The rounds' publish loops over the rounds' length. */
+  loopShare: number;
 }
 
 function bursts(all: Burst[]): Bursts {
@@ -533,6 +563,7 @@ function bursts(all: Burst[]): Bursts {
     cpu: rounds.map((r) => r.cpu).reduce(mergeCpu),
     sent: cold.sent,
     total: all.reduce((a, r) => a + r.sent, 0),
+    loopShare: rounds.reduce((a, r) => a + r.loopS, 0) / rounds.reduce((a, r) => a + r.seconds, 0),
   };
 }
 
@@ -588,7 +619,7 @@ async function runPhases(
   const connectCpu = mergeCpu(firstCpu, window());
   let conns = [...first.conns, ...second.conns];
   const connectSeconds = first.seconds + second.seconds;
-  const coldConnect: Burst = { perS: n / connectSeconds, cpuUs: (connectCpu.brokerCpuS * 1e6) / n, cpu: connectCpu, sent: n };
+  const coldConnect: Burst = { perS: n / connectSeconds, cpuUs: (connectCpu.brokerCpuS * 1e6) / n, cpu: connectCpu, sent: n, seconds: connectSeconds, loopS: 0 };
   say(`${n} connects (cold) in ${fmt(connectSeconds, 2)} s (two halves): ${fmt(n / connectSeconds, 0)}/s (p50 ${fmt(percentile([...first.latencies, ...second.latencies], 50), 1)} ms); ${fmt(coldConnect.cpuUs, 0)} µs broker CPU each; ${cpuNote(connectCpu)}`);
   await settle();
   const withConns = await child.mem();
@@ -612,7 +643,7 @@ async function runPhases(
     conns = again.conns;
     lostCounts.push(again.lost);
     warmLatencies.push(...again.latencies);
-    warmConnects.push({ perS: n / again.seconds, cpuUs: (cpu.brokerCpuS * 1e6) / n, cpu, sent: n });
+    warmConnects.push({ perS: n / again.seconds, cpuUs: (cpu.brokerCpuS * 1e6) / n, cpu, sent: n, seconds: again.seconds, loopS: 0 });
     say(`${n} connects round ${r} in ${fmt(again.seconds, 2)} s: ${fmt(n / again.seconds, 0)}/s (p50 ${fmt(percentile([...again.latencies], 50), 1)} ms); ${fmt(warmConnects[r - 1]!.cpuUs, 0)} µs broker CPU each; ${cpuNote(cpu)}`);
   }
   const connect = bursts([coldConnect, ...warmConnects]);
@@ -630,14 +661,14 @@ async function runPhases(
     return b;
   };
   const rounds = 1 + opts.rounds;
-  const measure = async (what: string, run: (round: number) => Promise<{ seconds: number; sent: number }>): Promise<Bursts> => {
+  const measure = async (what: string, run: (round: number) => Promise<{ seconds: number; sent: number; loopS: number }>): Promise<Bursts> => {
     const all: Burst[] = [];
     for (let r = 0; r < rounds; r++) {
       await quiet(what);
       const close = cpuWindow(child);
       const done = await run(r);
       const cpu = close();
-      all.push({ perS: done.sent / done.seconds, cpuUs: (cpu.brokerCpuS * 1e6) / done.sent, cpu, sent: done.sent });
+      all.push({ perS: done.sent / done.seconds, cpuUs: (cpu.brokerCpuS * 1e6) / done.sent, cpu, sent: done.sent, seconds: done.seconds, loopS: done.loopS });
       say(`${what} ${r === 0 ? '(cold)' : `round ${r}`}: ${done.sent} in ${fmt(done.seconds, 2)} s: ${fmt(done.sent / done.seconds, 0)}/s; ${fmt(all[r]!.cpuUs, 1)} µs broker CPU each; ${cpuNote(cpu)}`);
     }
     return bursts(all);
@@ -823,10 +854,16 @@ function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult
   row(`Broker RSS per connection, marginal (over the second ${n - Math.floor(n / 2)} connects)`, kib(m.rssPerConn), kib(b.rssPerConn), ratio(m.rssPerConn, b.rssPerConn));
   row('Broker JS heap + external per connection, marginal', kib(m.heapPerConn), kib(b.heapPerConn), ratio(m.heapPerConn, b.heapPerConn));
   row(`Broker RSS idle → ${Math.floor(n / 2)} → ${n} connected → end of run`, `${mib(m.rssIdle)} → ${mib(m.rssHalf)} → ${mib(m.rssConnected)} → ${mib(m.rssEnd)}`, `${mib(b.rssIdle)} → ${mib(b.rssHalf)} → ${mib(b.rssConnected)} → ${mib(b.rssEnd)}`, '');
+  const share = (x: number) => (Number.isFinite(x) ? `${fmt(100 * x, 0)} %` : 'n/a');
+  const mainShares = (c: CpuSpent) =>
+    c.main === null ? 'n/a' : [c.main.runS / c.seconds, c.main.waitS / c.seconds, 1 - (c.main.runS + c.main.waitS) / c.seconds].map(share).join(' / ');
   const cores = (c: CpuSpent) => `${fmt(c.brokerCores, 2)} / ${fmt(c.genCores, 2)} / ${c.bgCores === null ? 'n/a' : fmt(c.bgCores, 2)}`;
   row('Cores during the measured connects: broker / generator / other processes**', cores(m.connect.cpu), cores(b.connect.cpu), '');
   row('Cores during the measured status bursts: broker / generator / other processes**', cores(m.status.cpu), cores(b.status.cpu), '');
   row('Cores during the measured heartbeat bursts: broker / generator / other processes**', cores(m.hb.cpu), cores(b.hb.cpu), '');
+  row('Broker main thread in the measured status bursts: running / waiting for a core / idle (share of the bursts)***', mainShares(m.status.cpu), mainShares(b.status.cpu), '');
+  row('Broker main thread in the measured heartbeat bursts: running / waiting for a core / idle***', mainShares(m.hb.cpu), mainShares(b.hb.cpu), '');
+  row("Load generator's publish loop, no byte sent yet (share of the status bursts; of the heartbeat bursts)***", `${share(m.status.loopShare)}; ${share(m.hb.loopShare)}`, `${share(b.status.loopShare)}; ${share(b.hb.loopShare)}`, '');
   row('Other processes during the latency samples (cores)**', m.latCpu.bgCores === null ? 'n/a' : fmt(m.latCpu.bgCores, 2), b.latCpu.bgCores === null ? 'n/a' : fmt(b.latCpu.bgCores, 2), '');
   lines.push('');
   lines.push(
@@ -837,6 +874,11 @@ function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult
   );
   lines.push('');
   lines.push('\\*\\* CPU of the broker process, of the load generator (the bench process) and of every other process on the host (/proc/stat minus those two) during the phase, in cores.');
+  lines.push('');
+  lines.push(
+    '\\*\\*\\* The broker\'s main thread (its event loop) from /proc/<pid>/task/<pid>/schedstat: on a core, runnable but waiting for one, and neither (waiting in epoll for bytes to read, or blocked in a system call). ' +
+      'The load generator writes a round\'s publishes in one synchronous loop, and mqtt-packet corks each socket until the next tick: until that loop ends no byte of the round reaches the broker.',
+  );
   lines.push('');
   lines.push(interpret(m, b, disk, opts));
   lines.push('');
@@ -875,14 +917,16 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
       'aedes alone only swaps the retained message in memory.',
   );
   const sc = m.status.cpu;
-  const spare = os.availableParallelism() - sc.brokerCores - sc.genCores - (sc.bgCores ?? 0);
-  if (sc.brokerCores < 0.75 && spare > 0.4) {
+  if (sc.main) {
+    const idle = 1 - (sc.main.runS + sc.main.waitS) / sc.seconds;
     parts.push(
-      `The Minaret broker was busy only ${fmt(sc.brokerCores, 2)} cores during those bursts with ${fmt(spare, 2)} cores to spare. aedes reads a connection's next packets only once every packet of its last read has been answered, and a status is answered after the commit at the end of its turn, so each device's statuses go through one turn at a time; ` +
-        `the turns, more than the CPU, set the rate here (a write transaction on this machine's disk, for scale: ${fmt(disk.wallUs, 0)} µs wall for ${fmt(disk.cpuUs, 0)} µs CPU, WAL with synchronous=NORMAL, which does not sync each commit).`,
+      `Minaret's event loop was on a core ${pct(sc.main.runS, sc.seconds)} of those bursts, waited for one ${pct(sc.main.waitS, sc.seconds)} and was idle ${pct(idle, 1)}. ` +
+        `The load generator's publish loop took ${pct(m.status.loopShare, 1)} of Minaret's burst time (${pct(b.status.loopShare, 1)} of bare aedes's), and until it ends no byte of the round reaches the broker: a round's time is that loop plus what the broker has left to do after it, so the rates understate the gap between the brokers and their CPU per message states it ` +
+        `(a write transaction on this machine's disk, for scale: ${fmt(disk.wallUs, 0)} µs wall for ${fmt(disk.cpuUs, 0)} µs CPU, WAL with synchronous=NORMAL, which does not sync each commit).`,
     );
-  } else if (sc.brokerCores < 0.75) {
-    parts.push(`The Minaret broker got only ${fmt(sc.brokerCores, 2)} cores during that burst while other processes took ${sc.bgCores === null ? 'an unknown share' : `${fmt(sc.bgCores, 2)} cores`}, so its rate is CPU-starved here; its CPU per message is the figure to compare.`);
+  }
+  if (sc.brokerCores < 0.75 && (sc.bgCores ?? 0) > 0.4) {
+    parts.push(`Other processes took ${fmt(sc.bgCores ?? 0, 2)} cores during those bursts, so Minaret's rate is CPU-starved here; its CPU per message is the figure to compare.`);
   }
   parts.push(
     `Heartbeats, validated and merged in memory and written in one batched transaction every 2 s, run at ${pct(m.hb.perS, b.hb.perS)} of bare aedes's rate at ${ratio(m.hb.cpuUs, b.hb.cpuUs)} its CPU each; ` +
