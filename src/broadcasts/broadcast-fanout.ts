@@ -59,11 +59,17 @@ export function createFanout(deps: {
     ]),
   );
   // Each device's latest status up to a time (within the window after the start, or else the one it was
-  // in at the start), for all the mosque's devices in one statement.
-  const statusesAsOf = deps.db.prepare<[number, string], { status: string | null }>(
-    `SELECT (SELECT e.to_status FROM mosque_device_events e WHERE e.device_id = d.id AND e.kind = 'status' AND e.at <= ?
-             ORDER BY e.id DESC LIMIT 1) AS status
-     FROM devices d WHERE d.mosque_id = ?`,
+  // in at the start), for all the mosque's devices in one statement: each device's timeline chain (migration
+  // 012) walked back from its newest row to the first status at or before that time.
+  const statusesAsOf = deps.db.prepare<{ until: number; mosque: string }, { status: string | null }>(
+    `SELECT (
+       WITH RECURSIVE chain(id, prev, hit) AS (
+         SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= @until FROM mosque_device_events e WHERE e.id = d.timeline_head
+         UNION ALL
+         SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= @until
+         FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE NOT c.hit)
+       SELECT e.to_status FROM chain c JOIN mosque_device_events e ON e.id = c.id WHERE c.hit LIMIT 1) AS status
+     FROM devices d WHERE d.mosque_id = @mosque`,
   );
 
   // Starts whose transmitter commands and pushes still wait behind the fan-out writes (afterStart). The POST
@@ -125,7 +131,7 @@ export function createFanout(deps: {
       // (a broadcast stopped within its first second keeps that second).
       const stopBound = b.stopped_at === null ? Number.MAX_SAFE_INTEGER : b.stopped_at - 1;
       const windowEnd = Math.max(b.started_at, Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, toUnixSeconds(deps.clock())));
-      for (const { status } of statusesAsOf.all(windowEnd, b.mosque_id)) report[outcomeOf(status ?? 'UNKNOWN')]++;
+      for (const { status } of statusesAsOf.all({ until: windowEnd, mosque: b.mosque_id })) report[outcomeOf(status ?? 'UNKNOWN')]++;
       return report;
     },
   };

@@ -57,12 +57,33 @@ const AGE_CHUNK = 500;
  * (outside a transaction) and a page read come after them, in the order things happened.
  */
 export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = () => undefined) {
+  // Each row points to its device's previous one, and the device row to the newest (migration 012): a row
+  // is an append to the table's end, and the two statements write in the caller's transaction, or in one of
+  // their own.
   const insert = db.prepare(
-    `INSERT INTO mosque_device_events (device_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO mosque_device_events (device_id, prev_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
+     VALUES (?, (SELECT timeline_head FROM devices WHERE id = ?), ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
-  const page = db.prepare<[string, number, number], TimelineRow>(
-    'SELECT * FROM mosque_device_events WHERE device_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
+  const moveHead = db.prepare('UPDATE devices SET timeline_head = ? WHERE id = ?');
+  const append = (e: TimelineEvent): void => {
+    const { lastInsertRowid } = insert.run(
+      e.deviceId, e.deviceId, e.mosqueId, e.at ?? toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}),
+    );
+    moveHead.run(lastInsertRowid, e.deviceId);
+  };
+  const appendAlone = db.transaction(append);
+  // A chain walked back from `start`, newest first, at most `limit` rows; `e.id < c.id` bounds every walk
+  // (ids only fall along a chain).
+  const chainFrom = (start: string, limit = '') => `WITH RECURSIVE chain(id, prev) AS (
+      SELECT id, prev_id FROM mosque_device_events WHERE id = ${start}
+      UNION ALL
+      SELECT e.id, e.prev_id FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id ${limit})`;
+  const headOf = db.prepare<[string], number | null>('SELECT timeline_head FROM devices WHERE id = ?').pluck();
+  const rowOf = db.prepare<[number], { device_id: string; prev_id: number | null }>('SELECT device_id, prev_id FROM mosque_device_events WHERE id = ?');
+  const firstBelow = db.prepare<{ start: number | null; before: number }, number>(`${chainFrom('@start')} SELECT id FROM chain WHERE id < @before LIMIT 1`).pluck();
+  const page = db.prepare<{ start: number | null; limit: number; device: string }, TimelineRow>(
+    `${chainFrom('@start', 'LIMIT @limit')} SELECT e.* FROM chain JOIN mosque_device_events e ON e.id = chain.id
+     WHERE e.device_id = @device ORDER BY e.id DESC`,
   );
   const bounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(id) AS lo, max(id) AS hi FROM mosque_device_events');
   const firstFrom = db.prepare<[number], { id: number; at: number }>('SELECT id, at FROM mosque_device_events WHERE id >= ? ORDER BY id LIMIT 1');
@@ -70,10 +91,31 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     'DELETE FROM mosque_device_events WHERE id IN (SELECT id FROM mosque_device_events WHERE id < ? ORDER BY id LIMIT ?)',
   );
   const allDevices = db.prepare<[], string>('SELECT id FROM devices').pluck();
-  const capOf = db.prepare(
-    `DELETE FROM mosque_device_events WHERE device_id = ? AND id <= (
-       SELECT id FROM mosque_device_events WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+  const capOf = db.prepare<{ device: string; cap: number }>(
+    `DELETE FROM mosque_device_events WHERE id IN (
+       WITH RECURSIVE chain(id, prev, n) AS (
+         SELECT id, prev_id, 1 FROM mosque_device_events WHERE id = (SELECT timeline_head FROM devices WHERE id = @device)
+         UNION ALL
+         SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id)
+       SELECT id FROM chain WHERE n > @cap)`,
   );
+  // A deleted device's rows (its head noted by the trigger of migration 012), AGE_CHUNK at a time.
+  const orphan = db.prepare<[], { rowid: number; head: number }>('SELECT rowid, head FROM device_timeline_orphans LIMIT 1');
+  const orphanChunk = db.prepare<[number], number>(`${chainFrom('?', `LIMIT ${AGE_CHUNK + 1}`)} SELECT id FROM chain`).pluck();
+  const dropIds = db.prepare<[string]>('DELETE FROM mosque_device_events WHERE id IN (SELECT value FROM json_each(?))');
+  const orphanMoved = db.prepare<[number, number]>('UPDATE device_timeline_orphans SET head = ? WHERE rowid = ?');
+  const orphanGone = db.prepare<[number]>('DELETE FROM device_timeline_orphans WHERE rowid = ?');
+  /** One chunk of one deleted device's rows; false when none is left. */
+  const orphanStep = db.transaction((): { more: boolean; gone: number } => {
+    const o = orphan.get();
+    if (!o) return { more: false, gone: 0 };
+    const ids = orphanChunk.all(o.head);
+    const gone = dropIds.run(JSON.stringify(ids.slice(0, AGE_CHUNK))).changes;
+    const rest = ids[AGE_CHUNK];
+    if (rest === undefined) orphanGone.run(o.rowid);
+    else orphanMoved.run(rest, o.rowid);
+    return { more: true, gone };
+  });
   /** Devices with rows written since their cap was last checked; null until the first pass has checked all. */
   let touched: Set<string> | null = null;
 
@@ -119,19 +161,32 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
 
   return {
     record(e: TimelineEvent): void {
-      if (!db.inTransaction) pendingFirst();
-      insert.run(e.deviceId, e.mosqueId, e.at ?? toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}));
+      if (db.inTransaction) append(e);
+      else {
+        pendingFirst();
+        appendAlone(e);
+      }
       touched?.add(e.deviceId);
     },
-    /** Newest first; `before` is the id of the last entry of the previous page. */
+    /**
+     * Newest first; `before` is the id of the last entry of the previous page. A page walks its own rows from
+     * that entry's predecessor; any other `before` (not this device's, or pruned) is found along the chain.
+     */
     list(deviceId: string, limit: number, before: number | null) {
       pendingFirst();
-      return page.all(deviceId, before ?? Number.MAX_SAFE_INTEGER, limit).map(toTimelineEntry);
+      const head = headOf.get(deviceId) ?? null;
+      let start = head;
+      if (before !== null) {
+        const from = rowOf.get(before);
+        start = from?.device_id === deviceId ? from.prev_id : (firstBelow.get({ start: head, before }) ?? null);
+      }
+      return start === null || limit < 1 ? [] : page.all({ start, limit, device: deviceId }).map(toTimelineEntry);
     },
     /**
-     * Deletes events older than the retention and, per device, all but the newest `cap`, in slices that yield
-     * to the event loop (devices' packets are served between them). Only devices written to since the last
-     * pass can be over their cap, so after the first pass only those are looked at. Resolves to how many went.
+     * Deletes events older than the retention, the events of deleted devices and, per device, all but the
+     * newest `cap`, in slices that yield to the event loop (devices' packets are served between them). Only
+     * devices written to since the last pass can be over their cap, so after the first pass only those are
+     * looked at. Resolves to how many went.
      */
     async prune(retentionDays: number, cap: number, opts: { sliceMs?: number; stopped?: () => boolean } = {}): Promise<number> {
       const sliceMs = opts.sliceMs ?? PRUNE_SLICE_MS;
@@ -143,6 +198,11 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
         removed += gone;
         return gone === AGE_CHUNK;
       }, sliceMs, stopped);
+      await sliced(() => {
+        const step = orphanStep();
+        removed += step.gone;
+        return step.more;
+      }, sliceMs, stopped);
       const due = touched === null ? allDevices.all() : [...touched];
       const next = new Set<string>();
       touched = next;
@@ -151,7 +211,7 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
       try {
         await sliced(() => {
           const id = due[i++];
-          if (id !== undefined) removed += capOf.run(id, id, cap).changes;
+          if (id !== undefined) removed += capOf.run({ device: id, cap }).changes;
           done = i >= due.length;
           return !done;
         }, sliceMs, stopped);

@@ -57,10 +57,10 @@ test('each device keeps only its newest events past the cap, the others untouche
   assert.deepEqual(w.timeline.list(a, 1, null).map((e) => e.reason), ['a24']);
   assert.deepEqual(w.timeline.list(a, 100, null).at(-1)?.reason, 'a15');
 
-  // Rows written behind the timeline's back (as another process sharing the file would) are not seen until
-  // that device is written to here: the cap pass after the first looks only at devices written to since.
-  const raw = w.db.prepare("INSERT INTO mosque_device_events (device_id, at, kind, detail) VALUES (?, 0, 'status', '{}')");
-  for (let i = 0; i < 20; i++) raw.run(c);
+  // Rows written by another process sharing the file (another timeline on it) are not seen until that device
+  // is written to here: the cap pass after the first looks only at devices written to since.
+  const other = createTimeline(w.db, w.clock);
+  for (let i = 0; i < 20; i++) other.record({ deviceId: c, mosqueId: null, kind: 'status', reason: `other ${i}` });
   w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b5' });
   assert.equal(await w.timeline.prune(100_000, 10), 0, 'device b is within its cap; device c was not written through the timeline');
   w.timeline.record({ deviceId: c, mosqueId: null, kind: 'status', reason: 'c' });
