@@ -85,7 +85,11 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     `${chainFrom('@start', 'LIMIT @limit')} SELECT e.* FROM chain JOIN mosque_device_events e ON e.id = chain.id
      WHERE e.device_id = @device ORDER BY e.id DESC`,
   );
-  const bounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(id) AS lo, max(id) AS hi FROM mosque_device_events');
+  // Two subqueries, each a seek to one end of the rowid tree: min() and max() in one SELECT scan the table
+  // (~160 ms at 1.4 million rows, all of it on the event loop).
+  const bounds = db.prepare<[], { lo: number | null; hi: number | null }>(
+    'SELECT (SELECT min(id) FROM mosque_device_events) AS lo, (SELECT max(id) FROM mosque_device_events) AS hi',
+  );
   const firstFrom = db.prepare<[number], { id: number; at: number }>('SELECT id, at FROM mosque_device_events WHERE id >= ? ORDER BY id LIMIT 1');
   const olderChunk = db.prepare(
     'DELETE FROM mosque_device_events WHERE id IN (SELECT id FROM mosque_device_events WHERE id < ? ORDER BY id LIMIT ?)',
