@@ -25,9 +25,16 @@ INSERT INTO device_events_chained (id, device_id, prev_id, mosque_id, at, kind, 
   SELECT id, device_id, LAG(id) OVER (PARTITION BY device_id ORDER BY id), mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail
   FROM mosque_device_events;
 
+-- timeline_seq counts the rows ever appended to the device's chain, and timeline_floor is the number of the
+-- oldest one that may still be there: the per-device cap looks at a chain only when the two say it may be
+-- over (src/devices/timeline.ts), instead of walking every chain every hour.
 ALTER TABLE devices ADD COLUMN timeline_head INTEGER;
+ALTER TABLE devices ADD COLUMN timeline_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN timeline_floor INTEGER NOT NULL DEFAULT 1;
 -- While the old index is still there to answer it per device.
-UPDATE devices SET timeline_head = (SELECT max(id) FROM mosque_device_events e WHERE e.device_id = devices.id);
+UPDATE devices SET
+  timeline_head = (SELECT max(id) FROM mosque_device_events e WHERE e.device_id = devices.id),
+  timeline_seq = (SELECT count(*) FROM mosque_device_events e WHERE e.device_id = devices.id);
 
 -- The old table's sequence may be past its last row (its newest rows deleted with their device): kept, so no
 -- id is handed out twice.

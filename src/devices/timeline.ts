@@ -64,7 +64,7 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     `INSERT INTO mosque_device_events (device_id, prev_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
      VALUES (?, (SELECT timeline_head FROM devices WHERE id = ?), ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
-  const moveHead = db.prepare('UPDATE devices SET timeline_head = ? WHERE id = ?');
+  const moveHead = db.prepare('UPDATE devices SET timeline_head = ?, timeline_seq = timeline_seq + 1 WHERE id = ?');
   const append = (e: TimelineEvent): void => {
     const { lastInsertRowid } = insert.run(
       e.deviceId, e.deviceId, e.mosqueId, e.at ?? toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}),
@@ -95,14 +95,37 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     'DELETE FROM mosque_device_events WHERE id IN (SELECT id FROM mosque_device_events WHERE id < ? ORDER BY id LIMIT ?)',
   );
   const allDevices = db.prepare<[], string>('SELECT id FROM devices').pluck();
-  const capOf = db.prepare<{ device: string; cap: number }>(
+  // The per-device cap. A chain holds at most seq - floor + 1 rows (retention may have taken some of its
+  // oldest since): only a device over the cap by that count is walked, and the walk sets the floor to the
+  // oldest row it kept.
+  const capState = db.prepare<[string], { seq: number; floor: number; head: number | null }>(
+    'SELECT timeline_seq AS seq, timeline_floor AS floor, timeline_head AS head FROM devices WHERE id = ?',
+  );
+  const chainLength = db.prepare<[number], number>(`${chainFrom('?')} SELECT count(*) FROM chain`).pluck();
+  const beyondCap = db.prepare<{ head: number; cap: number }>(
     `DELETE FROM mosque_device_events WHERE id IN (
        WITH RECURSIVE chain(id, prev, n) AS (
-         SELECT id, prev_id, 1 FROM mosque_device_events WHERE id = (SELECT timeline_head FROM devices WHERE id = @device)
+         SELECT id, prev_id, 1 FROM mosque_device_events WHERE id = @head
          UNION ALL
          SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id)
        SELECT id FROM chain WHERE n > @cap)`,
   );
+  const setFloor = db.prepare<[number, string]>('UPDATE devices SET timeline_floor = ? WHERE id = ?');
+  const mayBeOver = (device: string, cap: number) => {
+    const st = capState.get(device);
+    return st !== undefined && st.seq - st.floor + 1 > cap ? st : null;
+  };
+  // Immediate: the walk and the delete see the same chain, even with another process writing to the file.
+  const capWalk = db.transaction((device: string, cap: number): number => {
+    const st = mayBeOver(device, cap);
+    if (!st) return 0;
+    const length = st.head === null ? 0 : chainLength.get(st.head)!;
+    const removed = length > cap ? beyondCap.run({ head: st.head!, cap }).changes : 0;
+    setFloor.run(st.seq - Math.min(length, cap) + 1, device);
+    return removed;
+  });
+  /** A device under its cap costs one read of its row; only one that may be over takes the write lock. */
+  const capOf = (device: string, cap: number): number => (mayBeOver(device, cap) ? capWalk.immediate(device, cap) : 0);
   // A deleted device's rows (its head noted by the trigger of migration 012), AGE_CHUNK at a time.
   const orphan = db.prepare<[], { rowid: number; head: number }>('SELECT rowid, head FROM device_timeline_orphans LIMIT 1');
   const orphanChunk = db.prepare<[number], number>(`${chainFrom('?', `LIMIT ${AGE_CHUNK + 1}`)} SELECT id FROM chain`).pluck();
@@ -215,7 +238,7 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
       try {
         await sliced(() => {
           const id = due[i++];
-          if (id !== undefined) removed += capOf.run({ device: id, cap }).changes;
+          if (id !== undefined) removed += capOf(id, cap);
           done = i >= due.length;
           return !done;
         }, sliceMs, stopped);

@@ -81,6 +81,35 @@ test('a chain cut by retention ends there; the cap keeps the newest per device',
   assert.deepEqual(reasons(w.timeline.list(a, 10, null)), ['a4', 'a3', 'a2']);
 });
 
+test('the cap walks a chain only when its counts say it may be over, and learns what retention took', async (t) => {
+  const w = world(t, 1);
+  const [a] = w.ids as [string];
+  const counts = w.db.prepare<[string], { seq: number; floor: number }>('SELECT timeline_seq AS seq, timeline_floor AS floor FROM devices WHERE id = ?');
+  const add = (n: number) => {
+    for (let i = 0; i < n; i++) {
+      w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status' });
+      w.clock.advance(86_400_000);
+    }
+  };
+  add(15);
+  assert.equal(await w.timeline.prune(100, 10), 5);
+  assert.deepEqual(counts.get(a), { seq: 15, floor: 6 });
+  add(1);
+  assert.equal(await w.timeline.prune(100, 10), 1);
+  assert.deepEqual(counts.get(a), { seq: 16, floor: 7 });
+  // Retention keeps the last 3 days' rows (3 of 10); the counts still say 10, so the chain is not walked.
+  assert.equal(await w.timeline.prune(3, 10), 7);
+  assert.deepEqual(counts.get(a), { seq: 16, floor: 7 });
+  // One more row: the counts say 11, the walk finds 4 and records that.
+  add(1);
+  assert.equal(await w.timeline.prune(100, 10), 0);
+  assert.deepEqual(counts.get(a), { seq: 17, floor: 14 });
+  add(5);
+  assert.equal(await w.timeline.prune(100, 10), 0);
+  assert.deepEqual(counts.get(a), { seq: 22, floor: 14 }, '9 rows: not walked');
+  assert.equal(w.timeline.list(a, 100, null).length, 9);
+});
+
 test("a deleted device's rows go in the next upkeep pass, also when its owner's deletion took it, and no one else's", async (t) => {
   const w = world(t, 2);
   const [a, b] = w.ids as [string, string];
@@ -120,4 +149,28 @@ test('migration 012 links the rows an older database holds and keeps its id sequ
   timeline.record({ deviceId: 'd2', mosqueId: null, kind: 'status', reason: 'y2' });
   assert.equal(timeline.list('d2', 1, null)[0]!.id, '7');
   assert.deepEqual(reasons(timeline.list('d2', 10, null)), ['y2', 'y1', 'y0']);
+});
+
+test('migration 012 without room for its copy of the timeline fails and changes nothing', (t) => {
+  const db: Db = openDatabase(file(t));
+  t.after(() => db.close());
+  const all = readMigrations();
+  migrate(db, all.filter((m) => m.version < 12));
+  db.prepare("INSERT INTO devices (id, kind, name, secret_hash, created_at, updated_at) VALUES ('d1', 'transmitter', 'one', 'x', 0, 0)").run();
+  const old = db.prepare("INSERT INTO mosque_device_events (device_id, at, kind, detail) VALUES ('d1', 0, 'status', ?)");
+  db.transaction(() => {
+    for (let i = 0; i < 2000; i++) old.run(JSON.stringify({ pad: 'x'.repeat(200), i }));
+  })();
+  // As DATABASE_MAX_BYTES does: a cap a few pages above what the file holds now.
+  const pages = db.pragma('page_count', { simple: true }) as number;
+  db.pragma(`max_page_count = ${pages + 8}`);
+  assert.throws(() => migrate(db, all), /full/);
+  assert.equal(db.pragma('user_version', { simple: true }), 11);
+  assert.equal(db.prepare<[], number>('SELECT count(*) FROM mosque_device_events').pluck().get(), 2000);
+  const columns = db.prepare<[], string>("SELECT name FROM pragma_table_info('mosque_device_events')").pluck().all();
+  assert.ok(!columns.includes('prev_id'), `columns: ${columns.join(', ')}`);
+  // Given room, the same start goes through.
+  db.pragma(`max_page_count = ${pages * 4}`);
+  assert.equal(migrate(db, all), all.at(-1)!.version);
+  assert.equal(db.prepare<[], number>('SELECT count(*) FROM mosque_device_events WHERE prev_id IS NOT NULL').pluck().get(), 1999);
 });
