@@ -132,7 +132,7 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
   const dropIds = db.prepare<[string]>('DELETE FROM mosque_device_events WHERE id IN (SELECT value FROM json_each(?))');
   const orphanMoved = db.prepare<[number, number]>('UPDATE device_timeline_orphans SET head = ? WHERE rowid = ?');
   const orphanGone = db.prepare<[number]>('DELETE FROM device_timeline_orphans WHERE rowid = ?');
-  /** One chunk of one deleted device's rows; false when none is left. */
+  /** One chunk of one deleted device's rows; false when none is left. Run immediate, as the cap's walk. */
   const orphanStep = db.transaction((): { more: boolean; gone: number } => {
     const o = orphan.get();
     if (!o) return { more: false, gone: 0 };
@@ -226,7 +226,7 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
         return gone === AGE_CHUNK;
       }, sliceMs, stopped);
       await sliced(() => {
-        const step = orphanStep();
+        const step = orphanStep.immediate();
         removed += step.gone;
         return step.more;
       }, sliceMs, stopped);
