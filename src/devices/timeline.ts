@@ -72,12 +72,12 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     moveHead.run(lastInsertRowid, e.deviceId);
   };
   const appendAlone = db.transaction(append);
-  // A chain walked back from `start`, newest first, at most `limit` rows; `e.id < c.id` bounds every walk
-  // (ids only fall along a chain).
-  const chainFrom = (start: string, limit = '') => `WITH RECURSIVE chain(id, prev) AS (
-      SELECT id, prev_id FROM mosque_device_events WHERE id = ${start}
+  // A chain walked back from `start`, newest first (`n` counts from 1), at most `limit` rows; `e.id < c.id`
+  // bounds every walk (ids only fall along a chain).
+  const chainFrom = (start: string, limit = '') => `WITH RECURSIVE chain(id, prev, n) AS (
+      SELECT id, prev_id, 1 FROM mosque_device_events WHERE id = ${start}
       UNION ALL
-      SELECT e.id, e.prev_id FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id ${limit})`;
+      SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id ${limit})`;
   const headOf = db.prepare<[string], number | null>('SELECT timeline_head FROM devices WHERE id = ?').pluck();
   const rowOf = db.prepare<[number], { device_id: string; prev_id: number | null }>('SELECT device_id, prev_id FROM mosque_device_events WHERE id = ?');
   const firstBelow = db.prepare<{ start: number | null; before: number }, number>(`${chainFrom('@start')} SELECT id FROM chain WHERE id < @before LIMIT 1`).pluck();
@@ -102,14 +102,7 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     'SELECT timeline_seq AS seq, timeline_floor AS floor, timeline_head AS head FROM devices WHERE id = ?',
   );
   const chainLength = db.prepare<[number], number>(`${chainFrom('?')} SELECT count(*) FROM chain`).pluck();
-  const beyondCap = db.prepare<{ head: number; cap: number }>(
-    `DELETE FROM mosque_device_events WHERE id IN (
-       WITH RECURSIVE chain(id, prev, n) AS (
-         SELECT id, prev_id, 1 FROM mosque_device_events WHERE id = @head
-         UNION ALL
-         SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id)
-       SELECT id FROM chain WHERE n > @cap)`,
-  );
+  const beyondCap = db.prepare<{ head: number; cap: number }>(`DELETE FROM mosque_device_events WHERE id IN (${chainFrom('@head')} SELECT id FROM chain WHERE n > @cap)`);
   const setFloor = db.prepare<[number, string]>('UPDATE devices SET timeline_floor = ? WHERE id = ?');
   const mayBeOver = (device: string, cap: number) => {
     const st = capState.get(device);
