@@ -132,12 +132,19 @@ test("a deleted device's rows go in the next upkeep pass, also when its owner's 
   assert.equal(w.timeline.list(b, 1, null)[0]?.reason, '1199');
 });
 
-test('migration 012 links the rows an older database holds and keeps its id sequence', (t) => {
+/** A database as version 11 left it (a per-device index, no chains), with these devices registered. */
+function olderDatabase(t: TestContext, devices: string[]) {
   const db: Db = openDatabase(file(t));
   t.after(() => db.close());
   const all = readMigrations();
   migrate(db, all.filter((m) => m.version < 12));
-  db.prepare("INSERT INTO devices (id, kind, name, secret_hash, created_at, updated_at) VALUES ('d1', 'transmitter', 'one', 'x', 0, 0), ('d2', 'transmitter', 'two', 'x', 0, 0)").run();
+  const add = db.prepare("INSERT INTO devices (id, kind, name, secret_hash, created_at, updated_at) VALUES (?, 'transmitter', ?, 'x', 0, 0)");
+  for (const id of devices) add.run(id, id);
+  return { db, all };
+}
+
+test('migration 012 links the rows an older database holds and keeps its id sequence', (t) => {
+  const { db, all } = olderDatabase(t, ['d1', 'd2']);
   const old = db.prepare("INSERT INTO mosque_device_events (device_id, at, kind, reason, detail) VALUES (?, 0, 'status', ?, '{}')");
   for (const [d, r] of [['d1', 'x0'], ['d2', 'y0'], ['d1', 'x1'], ['d1', 'x2'], ['d2', 'y1'], ['d2', 'gone']] as const) old.run(d, r);
   db.prepare("DELETE FROM mosque_device_events WHERE reason = 'gone'").run(); // the newest id: not to be handed out again
@@ -152,11 +159,7 @@ test('migration 012 links the rows an older database holds and keeps its id sequ
 });
 
 test('migration 012 without room for its copy of the timeline fails and changes nothing', (t) => {
-  const db: Db = openDatabase(file(t));
-  t.after(() => db.close());
-  const all = readMigrations();
-  migrate(db, all.filter((m) => m.version < 12));
-  db.prepare("INSERT INTO devices (id, kind, name, secret_hash, created_at, updated_at) VALUES ('d1', 'transmitter', 'one', 'x', 0, 0)").run();
+  const { db, all } = olderDatabase(t, ['d1']);
   const old = db.prepare("INSERT INTO mosque_device_events (device_id, at, kind, detail) VALUES ('d1', 0, 'status', ?)");
   db.transaction(() => {
     for (let i = 0; i < 2000; i++) old.run(JSON.stringify({ pad: 'x'.repeat(200), i }));
