@@ -4,6 +4,7 @@ import type { BroadcastRow, DeliveryReport } from './broadcasts.ts';
 import type { Commands } from '../devices/commands.ts';
 import { topics, type DeviceLink } from '../devices/device-link.ts';
 import type { DeviceStore } from '../devices/devices.ts';
+import { statusAsOfSql } from '../devices/timeline.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueStore } from '../mosques/mosques.ts';
 import type { PushOutbox } from './push-outbox.ts';
@@ -59,17 +60,9 @@ export function createFanout(deps: {
     ]),
   );
   // Each device's latest status up to a time (within the window after the start, or else the one it was
-  // in at the start), for all the mosque's devices in one statement: each device's timeline chain (migration
-  // 012) walked back from its newest row to the first status at or before that time.
+  // in at the start), for all the mosque's devices in one statement.
   const statusesAsOf = deps.db.prepare<{ until: number; mosque: string }, { status: string | null }>(
-    `SELECT (
-       WITH RECURSIVE chain(id, prev, hit) AS (
-         SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= @until FROM mosque_device_events e WHERE e.id = d.timeline_head
-         UNION ALL
-         SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= @until
-         FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE NOT c.hit)
-       SELECT e.to_status FROM chain c JOIN mosque_device_events e ON e.id = c.id WHERE c.hit LIMIT 1) AS status
-     FROM devices d WHERE d.mosque_id = @mosque`,
+    `SELECT ${statusAsOfSql('d.timeline_head', '@until')} AS status FROM devices d WHERE d.mosque_id = @mosque`,
   );
 
   // The same while the window reaches now (a live broadcast's first REPORT_WINDOW_SECONDS, when the console

@@ -44,6 +44,19 @@ export interface TimelineEvent {
 }
 
 /**
+ * A scalar subquery: the device's newest status at or before `until`, its chain (migration 012) walked back
+ * from `head` only as far as that status. For statements over many devices (the broadcast report), so the
+ * chain's layout stays written here.
+ */
+export const statusAsOfSql = (head: string, until: string) => `(
+  WITH RECURSIVE chain(id, prev, hit) AS (
+    SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until} FROM mosque_device_events e WHERE e.id = ${head}
+    UNION ALL
+    SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until}
+    FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE NOT c.hit)
+  SELECT e.to_status FROM chain c JOIN mosque_device_events e ON e.id = c.id WHERE c.hit LIMIT 1)`;
+
+/**
  * How long one slice of the timeline's upkeep may hold the event loop before it yields (issue 13: the hourly
  * per-device cap was one GROUP BY over the whole table, ~0.9 s on 850,000 rows, every device's packets waiting).
  */
