@@ -85,6 +85,8 @@ export interface ApiDeps {
   /** Queues a test notification to the user's own push subscriptions; returns how many. */
   sendTestPush: (userId: string) => number;
   authRateLimit: number;
+  /** STREAM_HTTP_HOSTS: hosts a mosque's stream address may name over plain http. */
+  streamHttpHosts: readonly string[];
   authIdentifierRateLimit: number;
   /** With REDIS_URL, the service's Redis connection: the auth rate limits are counted there, for all processes. */
   rateLimitStore: LimiterStore;

@@ -46,6 +46,8 @@ export const User = v.object({
   role: v.picklist(['member', 'superadmin']),
   has_password: v.boolean(),
   email_is_placeholder: v.boolean(),
+  email_proven: v.boolean(),
+  phone_proven: v.boolean(),
   created_at: isoTime,
 });
 
@@ -116,14 +118,15 @@ export const Invite = v.object({
   invite: v.object({
     id: v.string(),
     mosque_id: v.string(),
-    user_id: v.string(),
+    user_id: nullable(v.string()),
     invited_by: nullable(v.string()),
     channel: v.picklist(['email', 'whatsapp']),
     contact: v.string(),
     auto_approve: v.boolean(),
+    waiting_for_proof: v.boolean(),
     created_at: isoTime,
   }),
-  membership: Membership,
+  membership: nullable(Membership),
 });
 
 export const Broadcast = v.object({

@@ -11,7 +11,7 @@ export const email = v.pipe(
   v.transform(normalizeEmail),
   v.check((e) => e !== null, 'must be an email address'),
   v.transform((e) => e as string),
-  v.check((e) => !isSyntheticEmail(e), 'must not be in the reserved phone.invalid domain'),
+  v.check((e) => !isSyntheticEmail(e), 'must not be in the reserved .invalid domain (RFC 2606)'),
 );
 
 export const phone = v.pipe(

@@ -60,12 +60,16 @@ async function createSuperadmin(args: string[]): Promise<string> {
   try {
     migrate(db);
     const users = createUserStore(db, systemClock);
-    if (users.findByIdentifierHash(identifierHash(email)) || (phone && users.findByIdentifierHash(identifierHash(phone)))) {
+    if (users.findProvenHolder(identifierHash(email)) || (phone && users.findProvenHolder(identifierHash(phone)))) {
       throw new CliError(`a user with that email or phone already exists`);
     }
     // The server stores bcrypt of the client-side SHA-256 hex digest, never the password (contract 3).
     const passwordBcrypt = bcrypt.hashSync(sha256Hex(password), loaded.config.bcryptCost);
-    const user = users.create({ email, emailHash: identifierHash(email), phone, phoneHash: phone ? identifierHash(phone) : null, passwordBcrypt, role: 'superadmin' });
+    // The operator vouches for the addresses: a superadmin's are proven from the start (docs/api.md, "Addresses: claims and proof").
+    const user = users.create({
+      email, emailHash: identifierHash(email), phone, phoneHash: phone ? identifierHash(phone) : null, passwordBcrypt, role: 'superadmin',
+      proven: { email: true, phone: true },
+    });
     return `superadmin created: id ${user.id}, email ${user.email}`;
   } finally {
     db.close();

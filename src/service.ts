@@ -28,6 +28,9 @@ import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './
 import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
+import { createAddressGrants } from './mosques/address-grants.ts';
+import { createAddressProof, type AddressProvenListener } from './people/address-proof.ts';
+import { createAddressClaims } from './devices/address-claims.ts';
 import type { Logger } from './platform/log.ts';
 import { createMemberships, type MembershipChange } from './mosques/memberships.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
@@ -116,11 +119,15 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   // Late-bound: the fan-out needs the device plane, which is built after the people.
   const broadcastHooks: { onStart?: (b: BroadcastRow) => void; onStop?: (b: BroadcastRow) => void } = {};
   const memberships = createMemberships({ db, clock, activity, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
+  const grants = createAddressGrants({ db, clock, activity, memberships, admins });
+  // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
+  const addressListeners: AddressProvenListener[] = [];
+  const proof = createAddressProof({ db, users, listeners: addressListeners });
   return {
-    users, tokens, activity, mosques, admins, memberships, membershipListeners,
-    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
+    users, tokens, activity, mosques, admins, memberships, membershipListeners, grants, addressListeners,
+    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
     superadminAuth: createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock }),
-    invites: createInvites({ db, clock, users, memberships, activity, notifier }),
+    invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
     broadcastHooks,
     broadcasts: createBroadcasts({ db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b) }),
     pushSubscriptions: createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser),
@@ -170,6 +177,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     if (!config.redisUrl) plane.devices.releaseAllConnections();
     people.membershipListeners.push(plane.membershipChanged);
+    people.addressListeners.push(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     const scheduleStore = createScheduleStore(db);
     const scheduler: Scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
@@ -188,6 +196,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const outboxRef: { current?: ReturnType<typeof createPushOutbox> } = {};
     const mosqueOps = createMosqueOps({
       db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
+      grants: people.grants,
       beforeDelete: (mosqueId) => {
         scheduleStore.forgetMosque(mosqueId);
         return plane.beforeMosqueDelete(mosqueId);
@@ -294,6 +303,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
+      streamHttpHosts: config.streamHttpHosts,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,

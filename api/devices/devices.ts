@@ -125,9 +125,24 @@ export function deviceRoutes(deps: Deps) {
     return c.json({ device: body(row), credentials: credentials(c, row, password) }, 201);
   });
 
+  /**
+   * docs/api.md, "Devices": a player joins a mosque's list only by someone with a place in it: a member
+   * (pending or approved), a manager, or a superadmin. To anyone else the mosque does not exist.
+   */
+  const requireBindable = (c: AppContext, mosqueId: string) => {
+    if (!deps.mosques.findById(mosqueId)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+    const actor = actorOf(c);
+    if (actor.isSuperadmin) return;
+    const admin = deps.admins.find(mosqueId, actor.id);
+    const status = deps.memberships.findFor(mosqueId, actor.id)?.status;
+    if (admin?.can_manage === 1 || status === 'pending' || status === 'approved') return;
+    if (admin || status) throw new ApiError('forbidden', 'Only a member or a manager of the mosque may bind a player to it.');
+    throw new ApiError('not_found', 'No mosque has that mosque_id.');
+  };
+
   app.post('/devices', async (c) => {
     const b = await readJson(c, PlayerCreate);
-    if (b.mosque_id && !deps.mosques.findById(b.mosque_id)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+    if (b.mosque_id) requireBindable(c, b.mosque_id);
     const { row, password } = unwrap(plane.service.registerPlayer(b.name ?? null, b.mosque_id ?? null, actorOf(c)));
     return c.json({ device: body(row), credentials: credentials(c, row, password) }, 201);
   });
@@ -183,7 +198,7 @@ export function deviceRoutes(deps: Deps) {
       // Rebinding a player is its owner's choice; a transmitter moves only by a superadmin.
       if (row.kind === 'stream_player' ? !a.owner && !a.superadmin : !a.superadmin) throw new ApiError('forbidden', 'You may not move this device to another mosque.');
       if (b.mosque_id === null && row.kind === 'transmitter') throw new ApiError('validation_failed', undefined, { details: [{ path: 'mosque_id', message: 'a transmitter belongs to a mosque' }] });
-      if (b.mosque_id && !deps.mosques.findById(b.mosque_id)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+      if (b.mosque_id) requireBindable(c, b.mosque_id);
     }
     const updated = plane.service.update(row, {
       ...(b.name !== undefined && { name: b.name }),

@@ -4,12 +4,12 @@ import type { ActivityLog } from '../../src/mosques/activity.ts';
 import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
 import { MEMBERSHIP_STATUSES, toMembership, type Memberships } from '../../src/mosques/memberships.ts';
 import type { MosqueOps } from '../../src/mosques/mosque-ops.ts';
-import { CALCULATION_METHODS, HIGH_LATITUDE_RULES, toMosque, type MosqueRow, type MosqueStore, type ScheduleFields } from '../../src/mosques/mosques.ts';
+import { CALCULATION_METHODS, HIGH_LATITUDE_RULES, streamUrlProblem, toMosque, type MosqueRow, type MosqueStore, type ScheduleFields } from '../../src/mosques/mosques.ts';
 import type { UserStore } from '../../src/people/users.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, errorBody, unwrap } from '../errors.ts';
 import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
-import { httpUrl, id, limit, name, timezone } from '../schemas.ts';
+import { email, httpUrl, id, limit, name, timezone } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
 const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be "HH:MM"'));
@@ -51,6 +51,7 @@ export const MosqueCreate = v.object({
   auto_approve_members: v.optional(v.boolean()),
   stream_url: v.optional(v.nullable(httpUrl)),
   owner_user_id: v.optional(v.nullable(id)),
+  owner_email: v.optional(v.nullable(email)),
   ...scheduleEntries,
 });
 export const MosqueUpdate = v.object({
@@ -60,7 +61,10 @@ export const MosqueUpdate = v.object({
   stream_url: v.optional(v.nullable(httpUrl)),
   ...scheduleEntries,
 });
-export const AdminCreate = v.object({ user_id: id, can_trigger: v.optional(v.boolean()), can_manage: v.optional(v.boolean()) });
+export const AdminCreate = v.pipe(
+  v.object({ user_id: v.optional(id), email: v.optional(email), can_trigger: v.optional(v.boolean()), can_manage: v.optional(v.boolean()) }),
+  v.check((b) => (b.user_id === undefined) !== (b.email === undefined), 'exactly one of user_id or email is required'),
+);
 export const AdminUpdate = v.object({ can_trigger: v.optional(v.boolean()), can_manage: v.optional(v.boolean()), is_owner: v.optional(v.boolean()) });
 export const Enrol = v.object({ user_id: id });
 export const MembershipQuery = v.object({ status: v.optional(v.picklist(MEMBERSHIP_STATUSES)) });
@@ -70,6 +74,8 @@ export const ActivityQuery = v.object({
 });
 
 interface Deps extends GateDeps {
+  /** STREAM_HTTP_HOSTS */
+  streamHttpHosts: readonly string[];
   mosques: MosqueStore;
   admins: AdminStore;
   users: UserStore;
@@ -87,9 +93,12 @@ export function mosqueRoutes(deps: Deps) {
   app.post('/', async (c) => {
     if (c.var.user.role !== 'superadmin') throw new ApiError('forbidden');
     const b = await readJson(c, MosqueCreate);
+    if (b.owner_user_id && b.owner_email) throw invalid('owner_email', 'give owner_user_id or owner_email, not both');
+    checkStreamUrl(b.stream_url, deps.streamHttpHosts);
     const schedule = scheduleOf(b);
     const fields = { name: b.name, timezone: b.timezone ?? 'UTC', autoApproveMembers: b.auto_approve_members ?? false, streamUrl: b.stream_url ?? null, ...(schedule && { schedule }) };
-    const mosque = unwrap(deps.mosqueOps.create(fields, b.owner_user_id ?? null, actorOf(c)));
+    const owner = b.owner_user_id ? { userId: b.owner_user_id } : b.owner_email ? { email: b.owner_email } : null;
+    const mosque = unwrap(deps.mosqueOps.create(fields, owner, actorOf(c)));
     return c.json(toMosque(mosque, { showJoinCode: true }), 201);
   });
 
@@ -102,12 +111,13 @@ export function mosqueRoutes(deps: Deps) {
 
   app.get('/:id', gate('admin'), (c) => c.json(show(c, c.var.mosque)));
 
-  app.patch('/:id', gate('admin'), async (c) => {
+  // docs/api.md, "Flags decide": every setting of the mosque is the managers' (can_manage); an admin without
+  // the flag reads the mosque, its admins, memberships and activity (seed rule 5) and changes none of it.
+  app.patch('/:id', gate('manager'), async (c) => {
     const b = await readJson(c, MosqueUpdate);
     requireSomething(b);
+    checkStreamUrl(b.stream_url, deps.streamHttpHosts);
     const schedule = scheduleOf(b);
-    // contract 9: the times are the manager's to set; the rest of the mosque stays with its admins (seed rule 5).
-    if (schedule && !c.var.standing.manager) throw new ApiError('forbidden', 'Setting the schedule needs can_manage.');
     const fields = {
       ...(schedule && { schedule }),
       ...(b.name !== undefined && { name: b.name }),
@@ -118,9 +128,8 @@ export function mosqueRoutes(deps: Deps) {
     return c.json(show(c, deps.mosqueOps.update(c.var.mosque, fields, actorOf(c))));
   });
 
-  // Seed rule 5: the coarser admin check covers mosque CRUD; the contract's "owner or superadmin" is
-  // narrower, and where the two disagree the seed wins (README, "Decisions").
-  app.delete('/:id', gate('admin'), (c) => {
+  // docs/api.md, "Flags decide": deleting a mosque takes everything of it with it, so only its owner or a superadmin may.
+  app.delete('/:id', gate('owner'), (c) => {
     deps.mosqueOps.delete(c.var.mosque);
     return c.body(null, 204);
   });
@@ -133,7 +142,11 @@ export function mosqueRoutes(deps: Deps) {
 
   app.post('/:id/admins', gate('manager'), async (c) => {
     const b = await readJson(c, AdminCreate);
-    const row = unwrap(deps.mosqueOps.addAdmin(c.var.mosque, b.user_id, { can_trigger: b.can_trigger ?? false, can_manage: b.can_manage ?? false }, actorOf(c)));
+    const who = b.user_id !== undefined ? { userId: b.user_id } : { email: b.email! };
+    const flags = { can_trigger: b.can_trigger ?? false, can_manage: b.can_manage ?? false };
+    const row = unwrap(deps.mosqueOps.addAdmin(c.var.mosque, who, flags, actorOf(c)));
+    // docs/api.md, "Addresses: claims and proof": named by an address nobody has proven, the row waits on it.
+    if (row === 'waiting') return c.json({ status: 'waiting_for_proof', email: b.email!, ...flags }, 202);
     return c.json(adminBody(deps.users, row), 201);
   });
 
@@ -178,6 +191,15 @@ export function mosqueRoutes(deps: Deps) {
   });
 
   return app;
+}
+
+function invalid(path: string, message: string): ApiError {
+  return new ApiError('validation_failed', `${path}: ${message}`, { details: [{ path, message }] });
+}
+
+function checkStreamUrl(url: string | null | undefined, httpHosts: readonly string[]): void {
+  const problem = url ? streamUrlProblem(url, httpHosts) : null;
+  if (problem) throw invalid('stream_url', problem);
 }
 
 /** A PATCH that names nothing to change is a client mistake, not a no-op worth an activity entry. */

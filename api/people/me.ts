@@ -4,11 +4,14 @@ import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
 import { toMembership, type Memberships } from '../../src/mosques/memberships.ts';
 import type { PushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
 import { checkPushEndpoint } from '../../src/broadcasts/push-endpoint.ts';
-import { toUser, type UserStore } from '../../src/people/users.ts';
+import { toUser, type UserStore, type UserUpdate } from '../../src/people/users.ts';
+import type { PeopleAuth } from '../../src/people/auth.ts';
+import type { AccessTokens } from '../../src/people/tokens.ts';
+import { identifierHash, isSyntheticEmail } from '../../src/platform/identifiers.ts';
 import type { ChangeFeed } from '../../src/platform/changes.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
-import { httpUrl } from '../schemas.ts';
+import { email, httpUrl, phone } from '../schemas.ts';
 import { createLimiter } from '../rate-limit.ts';
 import { readJson } from '../validate.ts';
 
@@ -27,12 +30,23 @@ function pushEndpointReason(input: unknown): string {
   return checked && !checked.ok ? checked.reason : 'must be an https URL';
 }
 export const PushUnsubscribe = v.object({ endpoint: httpUrl });
+export const AddressConfirm = v.object({ channel: v.picklist(['email', 'sms']) });
+export const AddressVerify = v.object({ code: v.pipe(v.string(), v.regex(/^\d{6}$/, 'must be 6 digits')) });
+export const MeUpdate = v.pipe(
+  v.object({ email: v.optional(email), phone: v.optional(v.nullable(phone)) }),
+  v.check((b) => b.email !== undefined || b.phone !== undefined, 'give email or phone'),
+);
+
+/** Confirmation codes a person may ask for per minute: a retry or two, never a way to flood an inbox. */
+export const CONFIRMATIONS_PER_MINUTE = 3;
 
 /** Test notifications per user and minute: enough to try again after fixing a setting, too few to spam a push service. */
 export const TEST_PUSHES_PER_MINUTE = 3;
 
 interface Deps {
   users: UserStore;
+  peopleAuth: PeopleAuth;
+  tokens: AccessTokens;
   admins: AdminStore;
   memberships: Memberships;
   pushSubscriptions: PushSubscriptions;
@@ -74,6 +88,7 @@ function createMeCache(deps: Deps, read: (userId: string) => string | null) {
 export function meRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
   const testLimit = createLimiter(TEST_PUSHES_PER_MINUTE);
+  const confirmLimit = createLimiter(CONFIRMATIONS_PER_MINUTE);
 
   const me = createMeCache(deps, (userId) => {
     const row = deps.users.findById(userId);
@@ -89,6 +104,37 @@ export function meRoutes(deps: Deps) {
     const body = me(c.get('user').id);
     if (body === null) throw new ApiError('unauthorized');
     return c.body(body, 200, { 'Content-Type': 'application/json' });
+  });
+
+  // docs/api.md, "Changing your email or phone": the new address is a claim until proven, and the change ends
+  // every older token (a stolen session must not quietly move the account); the answer carries a fresh one.
+  app.patch('/', async (c) => {
+    const b = await readJson(c, MeUpdate);
+    const row = deps.users.findById(c.var.user.id);
+    if (!row) throw new ApiError('unauthorized');
+    const change: UserUpdate = {};
+    if (b.email !== undefined && identifierHash(b.email) !== row.email_hash) change.email = { email: b.email, emailHash: identifierHash(b.email) };
+    if (b.phone !== undefined && (b.phone === null ? row.phone !== null : identifierHash(b.phone) !== row.phone_hash)) {
+      change.phone = { phone: b.phone, phoneHash: b.phone === null ? null : identifierHash(b.phone) };
+    }
+    if (change.phone?.phone === null && isSyntheticEmail(change.email?.email ?? row.email)) {
+      throw new ApiError('validation_failed', 'An account needs an email or a phone.', { details: [{ path: 'phone', message: 'cannot remove the only address' }] });
+    }
+    const updated = Object.keys(change).length > 0 ? deps.users.update(row.id, change) : row;
+    return c.json(await deps.tokens.issue(updated), 200);
+  });
+
+  // docs/api.md, "Confirming an address": a 6-digit code to the account's own email or phone.
+  app.post('/addresses/confirm', async (c) => {
+    const b = await readJson(c, AddressConfirm);
+    await confirmLimit(c.var.user.id);
+    unwrap(deps.peopleAuth.requestAddressConfirmation(c.var.user.id, b.channel));
+    return c.json({ status: 'accepted' }, 202);
+  });
+
+  app.post('/addresses/verify', async (c) => {
+    const b = await readJson(c, AddressVerify);
+    return c.json(toUser(unwrap(deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
   });
 
   app.get('/memberships', (c) => c.json(deps.memberships.listForUser(c.var.user.id).map(toMembership)));

@@ -3,16 +3,18 @@ import type { Db } from '../platform/db.ts';
 import type { ActivityLog } from './activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
-import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.ts';
+import { identifierHash } from '../platform/identifiers.ts';
 import { toMembership, type Membership, type Memberships } from './memberships.ts';
 import type { MosqueRow } from './mosques.ts';
 import type { Notifier } from '../platform/notify.ts';
-import type { UserRow, UserStore } from '../people/users.ts';
+import type { UserStore } from '../people/users.ts';
+import { claimUnclaimed, type AddressGrants, type Contact } from './address-grants.ts';
 
 export interface InviteRow {
   id: string;
   mosque_id: string;
-  user_id: string;
+  /** The account it went to; null while it waits for someone to prove the address. */
+  user_id: string | null;
   invited_by: string | null;
   channel: 'email' | 'whatsapp';
   contact: string;
@@ -23,33 +25,37 @@ export interface InviteRow {
 export interface Invite {
   id: string;
   mosque_id: string;
-  user_id: string;
+  user_id: string | null;
   invited_by: string | null;
   channel: 'email' | 'whatsapp';
   contact: string;
   auto_approve: boolean;
+  /** True while no account has proven the address: the membership is made when one does. */
+  waiting_for_proof: boolean;
   created_at: string;
 }
 
 export function toInvite(row: InviteRow): Invite {
-  return { ...row, auto_approve: row.auto_approve === 1, created_at: toIsoString(row.created_at) };
+  return { ...row, auto_approve: row.auto_approve === 1, waiting_for_proof: row.user_id === null, created_at: toIsoString(row.created_at) };
 }
 
-export type InviteContact = { channel: 'email'; email: string } | { channel: 'whatsapp'; phone: string };
+export type InviteContact = Contact;
 
 interface Deps {
   db: Db;
   clock: Clock;
   users: UserStore;
   memberships: Memberships;
+  grants: AddressGrants;
   activity: ActivityLog;
   notifier: Notifier;
 }
 
 /**
- * POST /invites (seed "Membership status"): finds or creates the invited person, gives them a membership
- * (approved when auto_approve is asked, else pending; never lower than what they have; banned refused),
- * and tells them by email or WhatsApp.
+ * POST /invites (seed "Membership status"; docs/api.md, "Invitations"): the membership (approved when
+ * auto_approve is asked, else pending; never lower than what they have; banned refused) goes to the account
+ * that proved the address, or waits on the address until one does. An address nobody has claimed gets an
+ * account, as the seed asks, which whoever proves the address signs in to.
  */
 export function createInvites(deps: Deps) {
   const insert = deps.db.prepare(
@@ -58,33 +64,30 @@ export function createInvites(deps: Deps) {
   );
   const byId = deps.db.prepare<[string], InviteRow>('SELECT * FROM invites WHERE id = ?');
 
-  function findOrCreateUser(contact: InviteContact): UserRow {
-    const normalized = contact.channel === 'email' ? contact.email : contact.phone;
-    const hash = identifierHash(normalized);
-    const existing = deps.users.findByIdentifierHash(hash);
-    if (existing) return existing;
-    if (contact.channel === 'email') {
-      return deps.users.create({ email: contact.email, emailHash: hash, phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
-    }
-    const email = syntheticEmailForPhone(hash);
-    return deps.users.create({ email, emailHash: identifierHash(email), phone: contact.phone, phoneHash: hash, passwordBcrypt: null, role: 'member' });
-  }
-
   return {
-    invite(mosque: MosqueRow, contact: InviteContact, autoApprove: boolean, actorId: string): Result<{ invite: Invite; membership: Membership }> {
-      const result = deps.db.transaction(() => {
-        const user = findOrCreateUser(contact);
-        const membership = deps.memberships.invite(mosque.id, user.id, autoApprove, actorId);
-        if (!membership.ok) return membership;
+    invite(mosque: MosqueRow, contact: InviteContact, autoApprove: boolean, actorId: string): Result<{ invite: Invite; membership: Membership | null }> {
+      const to = contact.channel === 'email' ? contact.email : contact.phone;
+      const hash = identifierHash(to);
+      const result = deps.db.transaction((): Result<{ invite: Invite; membership: Membership | null }> => {
+        const holder = deps.users.findProvenHolder(hash);
         const id = crypto.randomUUID();
-        const to = contact.channel === 'email' ? contact.email : contact.phone;
-        insert.run(id, mosque.id, user.id, actorId, contact.channel, to, autoApprove ? 1 : 0, toUnixSeconds(deps.clock()));
-        deps.activity.record({ mosqueId: mosque.id, actorUserId: actorId, kind: 'invite.sent', subjectId: id, data: { user_id: user.id, channel: contact.channel, auto_approve: autoApprove } });
-        return ok({ invite: toInvite(byId.get(id)!), membership: toMembership(membership.value) });
+        let membership: Membership | null = null;
+        if (holder) {
+          const given = deps.memberships.invite(mosque.id, holder.id, autoApprove, actorId);
+          if (!given.ok) return fail(given.failure);
+          membership = toMembership(given.value);
+        }
+        insert.run(id, mosque.id, holder?.id ?? null, actorId, contact.channel, to, autoApprove ? 1 : 0, toUnixSeconds(deps.clock()));
+        if (!holder) {
+          claimUnclaimed(deps.users, contact);
+          deps.grants.add(mosque.id, hash, { kind: 'membership', status: autoApprove ? 'approved' : 'pending', inviteId: id }, actorId);
+        }
+        deps.activity.record({ mosqueId: mosque.id, actorUserId: actorId, kind: 'invite.sent', subjectId: id, data: { user_id: holder?.id ?? null, channel: contact.channel, auto_approve: autoApprove } });
+        return ok({ invite: toInvite(byId.get(id)!), membership });
       })();
-      if (!result.ok) return fail(result.failure);
-      const { invite } = result.value;
-      const state = result.value.membership.status === 'approved' ? 'You are a member.' : 'An admin will approve your membership.';
+      if (!result.ok) return result;
+      const { invite, membership } = result.value;
+      const state = membership?.status === 'approved' || (!membership && autoApprove) ? 'You will be a member.' : 'An admin will approve your membership.';
       deps.notifier.send({
         channel: invite.channel,
         to: invite.contact,

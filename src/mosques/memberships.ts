@@ -139,7 +139,9 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       const existing = byPair.get(mosque.id, userId);
       if (existing?.status === 'banned') return fail('membership_banned');
       if (existing && existing.status !== 'rejected') return ok({ membership: existing, created: false });
-      const status = mosque.auto_approve_members === 1 ? 'approved' : 'pending';
+      // docs/api.md, "Memberships": someone an admin removed asks again; auto-approval does not undo the removal.
+      const removed = !existing && removedEntry.get(mosque.id, userId) !== undefined;
+      const status = mosque.auto_approve_members === 1 && !removed ? 'approved' : 'pending';
       const { membership } = put(mosque.id, userId, status, userId, 'membership.joined');
       return ok({ membership, created: !existing });
     },
@@ -168,7 +170,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     },
 
     /** An invite never lowers a membership; a banned one is refused. */
-    invite(mosqueId: string, userId: string, autoApprove: boolean, actorId: string): Result<MembershipRow> {
+    invite(mosqueId: string, userId: string, autoApprove: boolean, actorId: string | null): Result<MembershipRow> {
       const existing = byPair.get(mosqueId, userId);
       if (existing?.status === 'banned') return fail('membership_banned');
       const wanted: MembershipStatus = autoApprove ? 'approved' : 'pending';
@@ -203,11 +205,12 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     },
 
     /** Removes a membership (an admin's act); entitlement treats it as lapsed. */
-    remove(membership: MembershipRow, actorId: string): void {
+    remove(membership: MembershipRow, actorId: string | null, reason?: string): void {
       db.transaction(() => {
         remove.run(membership.id);
         noteRemoval.run(membership.mosque_id, membership.user_id, now());
-        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data: { user_id: membership.user_id } });
+        const data = { user_id: membership.user_id, ...(reason && { reason }) };
+        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
       })();
       changed(membership.user_id);
       deps.onChange?.({ membership, previousStatus: membership.status, removed: true });

@@ -5,6 +5,8 @@ import { fail, ok, type Result } from '../platform/failure.ts';
 import type { Memberships } from './memberships.ts';
 import type { MosqueFields, MosqueRow, MosqueStore } from './mosques.ts';
 import type { UserStore } from '../people/users.ts';
+import { identifierHash } from '../platform/identifiers.ts';
+import { claimUnclaimed, type AddressGrants, type NewGrant } from './address-grants.ts';
 
 const ALL_FLAGS: AdminFlags = { is_owner: true, can_trigger: true, can_manage: true };
 
@@ -19,7 +21,11 @@ export interface AdminChange {
  * Owner rules: a mosque always keeps exactly one owner; only a superadmin lowers the owner's flags;
  * ownership moves by setting is_owner on another admin (the owner or a superadmin may).
  */
+/** Who a new owner or admin is: an account by id, or an address (docs/api.md, "Addresses: claims and proof"). */
+export type Grantee = { userId: string } | { email: string };
+
 export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog; memberships: Memberships;
+  grants: AddressGrants;
   /** Called just before a mosque is deleted; the function it returns runs just after. */
   beforeDelete?: (mosqueId: string) => (() => void) | void;
   /** Told after a mosque's fields change (its devices' configs carry its stream). */
@@ -36,12 +42,24 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
     return owner;
   }
 
+  /** The account a grantee names now: by id as given, by email only the account that proved it. */
+  const accountOf = (who: Grantee): string | null =>
+    'userId' in who ? who.userId : deps.users.findProvenHolder(identifierHash(who.email))?.id ?? null;
+
+  function waitOn(mosqueId: string, email: string, grant: NewGrant, actor: Actor): void {
+    claimUnclaimed(deps.users, { channel: 'email', email });
+    deps.grants.add(mosqueId, identifierHash(email), grant, actor.id);
+  }
+
   return {
-    create(fields: MosqueFields, ownerUserId: string | null, actor: Actor): Result<MosqueRow> {
-      if (ownerUserId && !deps.users.findById(ownerUserId)) return fail('not_found', 'No user has that owner_user_id.');
+    /** An owner named by an address nobody has proven waits on it: the mosque has no owner until someone proves it. */
+    create(fields: MosqueFields, owner: Grantee | null, actor: Actor): Result<MosqueRow> {
+      const ownerUserId = owner ? accountOf(owner) : null;
+      if (owner && 'userId' in owner && !deps.users.findById(owner.userId)) return fail('not_found', 'No user has that owner_user_id.');
       return ok(tx(() => {
         const mosque = mosques.create(fields);
         activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
+        if (owner && 'email' in owner && !ownerUserId) waitOn(mosque.id, owner.email, { kind: 'owner' }, actor);
         if (ownerUserId) {
           admins.insert(mosque.id, ownerUserId, ALL_FLAGS);
           activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: ownerUserId, data: { ...ALL_FLAGS } });
@@ -75,8 +93,14 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
       after?.();
     },
 
-    addAdmin(mosque: MosqueRow, userId: string, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): Result<AdminRow> {
-      if (!deps.users.findById(userId)) return fail('not_found', 'No user has that user_id.');
+    /** An admin named by an address nobody has proven waits on it (`waiting`), with the flags asked. */
+    addAdmin(mosque: MosqueRow, who: Grantee, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): Result<AdminRow | 'waiting'> {
+      const userId = accountOf(who);
+      if (!userId && 'email' in who) {
+        tx(() => waitOn(mosque.id, who.email, { kind: 'admin', canTrigger: flags.can_trigger, canManage: flags.can_manage }, actor));
+        return ok('waiting');
+      }
+      if (!userId || !deps.users.findById(userId)) return fail('not_found', 'No user has that user_id.');
       if (admins.find(mosque.id, userId)) return fail('conflict', 'That user is already an admin of this mosque.');
       return ok(tx(() => {
         const row = admins.insert(mosque.id, userId, { is_owner: false, ...flags });

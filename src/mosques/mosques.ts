@@ -90,6 +90,24 @@ export function toMosque(row: MosqueRow, opts: { showJoinCode: boolean }): Mosqu
   };
 }
 
+/**
+ * docs/api.md, "Mosque settings": a stream address players will fetch must be https, or plain http only to a
+ * host the operator listed (STREAM_HTTP_HOSTS): an admin must not be able to send every player to any server.
+ * Returns why not, or null when it may be used.
+ */
+export function streamUrlProblem(url: string, httpHosts: readonly string[]): string | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'must be an https URL';
+  }
+  if (parsed.username || parsed.password) return 'must not carry a user name or password';
+  if (parsed.protocol === 'https:') return null;
+  if (parsed.protocol === 'http:' && httpHosts.includes(parsed.hostname.toLowerCase())) return null;
+  return httpHosts.length > 0 ? `must be https, or http to one of ${httpHosts.join(', ')}` : 'must be an https URL';
+}
+
 // No 0/O, 1/I/L: a code read aloud or copied from a poster must not be ambiguous.
 const JOIN_CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
 const JOIN_CODE_LENGTH = 8;

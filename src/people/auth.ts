@@ -7,7 +7,8 @@ import type { Logger } from '../platform/log.ts';
 import type { Channel, Notifier } from '../platform/notify.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { AccessTokens, TokenResponse } from './tokens.ts';
-import type { UserRow, UserStore } from './users.ts';
+import { hasProvenAddress, type UserRow, type UserStore } from './users.ts';
+import type { AddressProof } from './address-proof.ts';
 
 export interface PeopleAuthDeps {
   users: UserStore;
@@ -16,6 +17,7 @@ export interface PeopleAuthDeps {
   guesses: GuessBudget;
   tokens: AccessTokens;
   notifier: Notifier;
+  proof: AddressProof;
   clock: Clock;
   logger: Logger;
   passwordResetTtlHours: number;
@@ -29,12 +31,15 @@ export interface SignupInput {
 
 export type SignupOutcome = { created: boolean; token: TokenResponse };
 
+/** An address is told of attempts to sign up with it at most this often. */
+export const SIGNUP_NOTICE_GAP_SECONDS = 86_400;
+
 /**
  * Sign-in for members and mosque admins (seed "Regular login"). Every flow answers an unknown account
  * the way it answers a known one, and spends the same bcrypt time on it (a dummy comparison).
  */
 export function createPeopleAuth(deps: PeopleAuthDeps) {
-  const { users, codes, hasher, guesses, tokens, notifier } = deps;
+  const { users, codes, hasher, guesses, tokens, notifier, proof } = deps;
 
   /** True when the password matches a non-superadmin account; always spends one bcrypt comparison (or is busy). */
   async function passwordMatches(user: UserRow | null, passwordHash: string | null): Promise<Result<boolean>> {
@@ -42,37 +47,53 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     return hasher.verify(passwordHash ?? '', usable);
   }
 
+  /** A token for someone who signed in without proving an address: a later proof by another may start the account afresh. */
+  async function signedIn(user: UserRow): Promise<TokenResponse> {
+    if (!hasProvenAddress(user)) users.markUsedUnproven(user.id);
+    return tokens.issue(users.findById(user.id) ?? user);
+  }
+
+  /**
+   * docs/api.md, "Signup": the right password for the account an address reaches signs in (200). Anything
+   * else makes a new account whose addresses are claims (201), with the same work and the same body: an
+   * address that has an account and one that has none cannot be told apart. The address is told (at most
+   * once a day) that someone tried.
+   */
   async function signup(input: SignupInput): Promise<Result<SignupOutcome>> {
     const emailHash = input.email ? identifierHash(input.email) : null;
     const phoneHash = input.phone ? identifierHash(input.phone) : null;
     const byEmail = emailHash ? users.findByIdentifierHash(emailHash) : null;
     const byPhone = phoneHash ? users.findByIdentifierHash(phoneHash) : null;
     const existing = byEmail ?? byPhone;
-    if (existing) {
-      // The email and the phone belong to two different accounts: neither is "the" account.
-      const sameAccount = !byEmail || !byPhone || byEmail.id === byPhone.id;
-      const checked = await passwordMatches(existing, input.passwordHash);
-      if (!checked.ok) return checked;
-      return checked.value && sameAccount ? ok({ created: false, token: await tokens.issue(existing) }) : fail('invalid_credentials');
-    }
+    const checked = await passwordMatches(existing, input.passwordHash);
+    if (!checked.ok) return checked;
+    // The email and the phone reach two different accounts: neither is "the" account.
+    const sameAccount = !byEmail || !byPhone || byEmail.id === byPhone.id;
+    if (existing && checked.value && sameAccount) return ok({ created: false, token: await signedIn(existing) });
     const hashed = input.passwordHash ? await hasher.hash(input.passwordHash) : null;
     if (hashed && !hashed.ok) return hashed;
-    const passwordBcrypt = hashed ? hashed.value : null;
-    try {
-      const user = users.create({
-        email: input.email ?? syntheticEmailForPhone(phoneHash!),
-        emailHash: emailHash ?? identifierHash(syntheticEmailForPhone(phoneHash!)),
-        phone: input.phone,
-        phoneHash,
-        passwordBcrypt,
-        role: 'member',
-      });
-      return ok({ created: true, token: await tokens.issue(user) });
-    } catch (err) {
-      // Lost a race with a concurrent signup of the same identifier: it exists now.
-      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') return fail('invalid_credentials');
-      throw err;
-    }
+    if (byEmail) tellOfSignupAttempt(emailHash!, { channel: 'email', to: input.email! });
+    if (byPhone) tellOfSignupAttempt(phoneHash!, { channel: 'sms', to: input.phone! });
+    const user = users.create({
+      email: input.email ?? syntheticEmailForPhone(phoneHash!),
+      emailHash: emailHash ?? identifierHash(syntheticEmailForPhone(phoneHash!)),
+      phone: input.phone,
+      phoneHash,
+      passwordBcrypt: hashed ? hashed.value : null,
+      role: 'member',
+      usedUnproven: true,
+    });
+    return ok({ created: true, token: await tokens.issue(user) });
+  }
+
+  function tellOfSignupAttempt(hash: string, to: { channel: Channel; to: string }): void {
+    if (!users.claimSignupNotice(hash, SIGNUP_NOTICE_GAP_SECONDS)) return;
+    notifier.send({
+      ...to,
+      purpose: 'signup_attempt',
+      text: 'Someone tried to sign up to Minaret with this address, which already has an account. If it was you, sign in '
+        + 'instead, or ask for a sign-in code. If not, you need do nothing: they cannot use your address.',
+    });
   }
 
   async function login(identifier: string, passwordHash: string): Promise<Result<TokenResponse>> {
@@ -80,21 +101,22 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     const checked = await passwordMatches(user, passwordHash);
     if (!checked.ok) return checked;
     if (!checked.value) return fail('invalid_credentials');
-    return ok(await tokens.issue(user!));
+    return ok(await signedIn(user!));
   }
 
   /** Sends a login code when a non-superadmin account exists; the caller answers 202 either way. */
   function requestLoginCode(identifier: string, channel: Channel | null): void {
     const user = users.findByIdentifierHash(identifier);
     if (!user || user.role === 'superadmin') return;
-    const code = codes.issueLoginCode(user.id);
-    const to = destination(user, channel);
-    notifier.send({
-      ...to,
-      purpose: 'login_code',
-      text: `Your Minaret sign-in code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`,
-      code,
-    });
+    sendCode(user, destination(user, channel), 'login_code',
+      (code) => `Your Minaret sign-in code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
+  }
+
+  /** Issues a login code bound to the address it goes to (redeeming it proves that address), and sends it. */
+  function sendCode(user: UserRow, to: Destination | null, purpose: 'login_code' | 'confirm_address', text: (code: string) => string): void {
+    if (!to) return;
+    const code = codes.issueLoginCode(user.id, to.hash);
+    notifier.send({ channel: to.channel, to: to.to, purpose, text: text(code), code });
   }
 
   /**
@@ -108,20 +130,34 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     const wait = guesses.lockedFor(subject);
     if (wait > 0) return failUntil('rate_limited', wait);
     if (!user) codes.spendLikeRedeem(code);
-    if (!user || !codes.redeemLoginCode(user.id, code)) {
+    const redeemed = user ? codes.redeemLoginCode(user.id, code) : null;
+    if (!user || !redeemed) {
       guesses.recordWrong(subject);
       return fail('invalid_code');
     }
-    return ok(await tokens.issue(user));
+    const holder = proveBy(user, redeemed.sentToHash, false);
+    if (!holder) return fail('invalid_code');
+    return ok(await tokens.issue(holder));
+  }
+
+  /** The account a code or link sent to `hash` signs in to, once it proved the address; null when it cannot. */
+  function proveBy(user: UserRow, hash: string | null, signedIn: boolean): UserRow | null {
+    // Codes issued before addresses were proven name no address: they sign in as they always did.
+    if (hash === null) return user;
+    const proved = proof.prove(user.id, hash, { signedIn });
+    return proved.ok ? proved.user : null;
   }
 
   /** Sends a reset link token when a non-superadmin account exists (superadmins use superadmin-forgot). */
   function requestPasswordReset(identifier: string, channel: Channel | null): void {
     const user = users.findByIdentifierHash(identifier);
     if (!user || user.role === 'superadmin') return;
-    const token = codes.issueResetToken(user.id, 'member', deps.passwordResetTtlHours * 3600);
+    const to = destination(user, channel);
+    if (!to) return;
+    const token = codes.issueResetToken(user.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
     notifier.send({
-      ...destination(user, channel),
+      channel: to.channel,
+      to: to.to,
       purpose: 'password_reset',
       text: `Use this token to reset your Minaret password within ${deps.passwordResetTtlHours} hours: ${token}`,
       token,
@@ -133,23 +169,66 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     if (!codes.findResetToken(token, 'member')) return fail('invalid_token');
     const hashed = await hasher.hash(passwordHash);
     if (!hashed.ok) return hashed;
-    const userId = codes.redeemResetToken(token, 'member');
-    const user = userId ? users.findById(userId) : null;
-    if (!user) return fail('invalid_token');
-    users.setPassword(user.id, hashed.value);
+    const redeemed = codes.redeemResetToken(token, 'member');
+    const user = redeemed ? users.findById(redeemed.userId) : null;
+    const holder = user ? proveBy(user, redeemed!.sentToHash, false) : null;
+    if (!holder) return fail('invalid_token');
+    users.setPassword(holder.id, hashed.value);
     return ok(undefined);
   }
 
-  return { signup, login, requestLoginCode, verifyLoginCode, requestPasswordReset, resetPassword };
+  /**
+   * docs/api.md, "Confirming an address": a code to the signed-in account's own unproven email or phone.
+   * Redeemed while signed in, it proves the address and the account keeps all it has.
+   */
+  function requestAddressConfirmation(userId: string, channel: 'email' | 'sms'): Result<void> {
+    const user = users.findById(userId);
+    if (!user) return fail('unauthorized');
+    const to = addressOf(user, channel);
+    if (!to) return fail('validation_failed', channel === 'email' ? 'The account has no email to confirm.' : 'The account has no phone to confirm.');
+    sendCode(user, to, 'confirm_address',
+      (code) => `Your Minaret confirmation code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
+    return ok(undefined);
+  }
+
+  function confirmAddress(userId: string, code: string): Result<UserRow> {
+    const user = users.findById(userId);
+    if (!user) return fail('unauthorized');
+    const subject = guessSubject('login_code', user.id, user.email_hash);
+    const wait = guesses.lockedFor(subject);
+    if (wait > 0) return failUntil('rate_limited', wait);
+    const redeemed = codes.redeemLoginCode(user.id, code);
+    if (!redeemed) {
+      guesses.recordWrong(subject);
+      return fail('invalid_code');
+    }
+    if (redeemed.sentToHash === null) return ok(user);
+    const proved = proof.prove(user.id, redeemed.sentToHash, { signedIn: true });
+    if (!proved.ok) return fail('conflict', proved.message);
+    return ok(proved.user);
+  }
+
+  return { signup, login, requestLoginCode, verifyLoginCode, requestPasswordReset, resetPassword, requestAddressConfirmation, confirmAddress };
 }
 
 export type PeopleAuth = ReturnType<typeof createPeopleAuth>;
 
+interface Destination {
+  channel: Channel;
+  to: string;
+  /** identifier_hash of the address: what receiving there proves. */
+  hash: string;
+}
+
+/** The account's email or phone as a place to send to; null when it has none (a placeholder is no address). */
+function addressOf(user: Pick<UserRow, 'email' | 'email_hash' | 'phone' | 'phone_hash'>, channel: 'email' | 'sms' | 'whatsapp'): Destination | null {
+  if (channel === 'email') return isSyntheticEmail(user.email) ? null : { channel, to: user.email, hash: user.email_hash };
+  return user.phone && user.phone_hash ? { channel, to: user.phone, hash: user.phone_hash } : null;
+}
+
 /** The requested channel when the account has that contact, otherwise the one it has. */
-export function destination(user: Pick<UserRow, 'email' | 'phone'>, wanted: Channel | null): { channel: Channel; to: string } {
+export function destination(user: Pick<UserRow, 'email' | 'email_hash' | 'phone' | 'phone_hash'>, wanted: Channel | null): Destination | null {
   const hasEmail = !isSyntheticEmail(user.email);
-  if (user.phone && (wanted === 'sms' || wanted === 'whatsapp' || !hasEmail)) {
-    return { channel: wanted === 'whatsapp' ? 'whatsapp' : 'sms', to: user.phone };
-  }
-  return { channel: 'email', to: user.email };
+  if (user.phone && (wanted === 'sms' || wanted === 'whatsapp' || !hasEmail)) return addressOf(user, wanted === 'whatsapp' ? 'whatsapp' : 'sms');
+  return addressOf(user, 'email');
 }

@@ -91,8 +91,11 @@ export function createSuperadminAuth(deps: Deps) {
       insertSession.run(sha256Hex(sessionToken), user.id, purpose, sealOtp(sessionToken, otp), SESSION_ATTEMPTS, nowSeconds() + SESSION_TTL_SECONDS);
     })();
     const what = purpose === 'login' ? 'sign-in' : 'password reset';
+    const to = destination(user, null);
+    if (!to) return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
     notifier.send({
-      ...destination(user, null),
+      channel: to.channel,
+      to: to.to,
       purpose: purpose === 'login' ? 'superadmin_otp' : 'superadmin_reset',
       text: `Your Minaret superadmin ${what} code is ${otp}. It expires in 10 minutes.`,
       code: otp,
@@ -199,8 +202,8 @@ export function createSuperadminAuth(deps: Deps) {
       if (!deps.codes.findResetToken(resetToken, 'superadmin')) return fail('invalid_token');
       const hashed = await hasher.hash(passwordHash);
       if (!hashed.ok) return hashed;
-      const userId = deps.codes.redeemResetToken(resetToken, 'superadmin');
-      const user = userId ? findSuperadmin(userId) : null;
+      const redeemed = deps.codes.redeemResetToken(resetToken, 'superadmin');
+      const user = redeemed ? findSuperadmin(redeemed.userId) : null;
       if (!user) return fail('invalid_token');
       users.setPassword(user.id, hashed.value);
       return ok(undefined);

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
-import { isSyntheticEmail } from '../platform/identifiers.ts';
+import { identifierHash, isSyntheticEmail, lostClaimEmail } from '../platform/identifiers.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
 export type Role = 'member' | 'superadmin';
@@ -12,6 +12,11 @@ export interface UserRow {
   email_hash: string;
   phone: string | null;
   phone_hash: string | null;
+  /** When the account proved the address; null: the address is only claimed (docs/api.md, "Addresses: claims and proof"). */
+  email_proven_at: number | null;
+  phone_proven_at: number | null;
+  /** 1: someone signed in to the account while none of its addresses was proven. */
+  used_unproven: number;
   password_bcrypt: string | null;
   role: Role;
   token_version: number;
@@ -27,6 +32,9 @@ export interface User {
   role: Role;
   has_password: boolean;
   email_is_placeholder: boolean;
+  /** Whether the account proved its email / phone; an unproven one is a claim that receives nothing addressed to it. */
+  email_proven: boolean;
+  phone_proven: boolean;
   created_at: string;
 }
 
@@ -38,6 +46,8 @@ export function toUser(row: UserRow): User {
     role: row.role,
     has_password: row.password_bcrypt !== null,
     email_is_placeholder: isSyntheticEmail(row.email),
+    email_proven: row.email_proven_at !== null,
+    phone_proven: row.phone_proven_at !== null,
     created_at: toIsoString(row.created_at),
   };
 }
@@ -56,6 +66,22 @@ export interface NewUser {
   phoneHash: string | null;
   passwordBcrypt: string | null;
   role: Role;
+  /** Addresses the creator vouches for (the operator's CLI); otherwise both are claims. */
+  proven?: { email?: boolean; phone?: boolean };
+  /** The creator signs in to it at once (signup): see UserRow.used_unproven. */
+  usedUnproven?: boolean;
+}
+
+/** Whether the account has proven an email or a phone. */
+export function hasProvenAddress(row: Pick<UserRow, 'email_proven_at' | 'phone_proven_at'>): boolean {
+  return row.email_proven_at !== null || row.phone_proven_at !== null;
+}
+
+/** Which of the account's addresses `hash` names, if any. */
+export function addressKindOf(row: Pick<UserRow, 'email_hash' | 'phone_hash'>, hash: string): 'email' | 'phone' | null {
+  if (row.email_hash === hash) return 'email';
+  if (row.phone_hash === hash) return 'phone';
+  return null;
 }
 
 /**
@@ -65,15 +91,36 @@ export interface NewUser {
  */
 export interface UserStore {
   findById(id: string): UserRow | null;
+  /**
+   * The account a sign-in with this identifier reaches: the one that proved the address, else the first
+   * that claimed it (docs/api.md, "Addresses: claims and proof").
+   */
   findByIdentifierHash(hash: string): UserRow | null;
+  /** The account that proved this address, if any. */
+  findProvenHolder(hash: string): UserRow | null;
+  /** Every account claiming this address without having proven it, oldest first. */
+  listUnprovenClaimants(hash: string): UserRow[];
   findByEmail(email: string): UserRow | null;
   create(user: NewUser): UserRow;
+  /** Marks the address (`hash`, one of the account's) proven now. */
+  markProven(id: string, hash: string): void;
+  /** The account loses its claim to this address (another proved it): an email becomes a placeholder, a phone goes. Raises the token version. */
+  dropClaim(id: string, hash: string): void;
+  /** Someone signed in to the account while none of its addresses was proven. */
+  markUsedUnproven(id: string): void;
+  /**
+   * The owner of the address took the account over without its token: the password whoever used it before
+   * set goes, and with it every token (src/people/address-proof.ts).
+   */
+  resetAfterTakeover(id: string): void;
+  /** Records that the address was told of a signup attempt now, unless it was within `gapSeconds`; true when recorded. */
+  claimSignupNotice(addressHash: string, gapSeconds: number): boolean;
   setPassword(id: string, passwordBcrypt: string): void;
   /** Raises the user's token version: every access token issued before stops working at once. */
   revokeTokens(id: string): void;
   delete(id: string): boolean;
   list(limit: number, offset: number): UserRow[];
-  /** Changes contact fields or role; a role change raises the token version (contract 3). */
+  /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Tokens"). */
   update(id: string, fields: UserUpdate): UserRow;
   tokenVersion(id: string): number | undefined;
   /** Re-reads every token version (several processes sharing one database: see src/service.ts). */
@@ -85,13 +132,39 @@ export interface UserStore {
 /** Every write here is announced on `changes` (kind `user`) right after it commits. */
 export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): UserStore {
   const byId = db.prepare<[string], UserRow>('SELECT * FROM users WHERE id = ?');
-  const byIdentifier = db.prepare<[string, string], UserRow>(
-    'SELECT * FROM users WHERE email_hash = ? UNION ALL SELECT * FROM users WHERE phone_hash = ? LIMIT 1',
+  const provenHolder = db.prepare<[string, string], UserRow>(
+    `SELECT * FROM users WHERE email_hash = ? AND email_proven_at IS NOT NULL
+     UNION ALL SELECT * FROM users WHERE phone_hash = ? AND phone_proven_at IS NOT NULL LIMIT 1`,
+  );
+  const claimants = db.prepare<[string, string], UserRow>(
+    `SELECT * FROM users WHERE rowid IN (SELECT rowid FROM users WHERE email_hash = ? AND email_proven_at IS NULL
+                                         UNION SELECT rowid FROM users WHERE phone_hash = ? AND phone_proven_at IS NULL)
+     ORDER BY created_at, rowid`,
+  );
+  const proveEmail = db.prepare('UPDATE users SET email_proven_at = ?, updated_at = ? WHERE id = ? AND email_hash = ?');
+  const provePhone = db.prepare('UPDATE users SET phone_proven_at = ?, updated_at = ? WHERE id = ? AND phone_hash = ?');
+  const loseEmail = db.prepare(
+    `UPDATE users SET email = ?, email_hash = ?, email_proven_at = NULL, token_version = token_version + 1, updated_at = ?
+     WHERE id = ? AND email_hash = ?`,
+  );
+  const losePhone = db.prepare(
+    `UPDATE users SET phone = NULL, phone_hash = NULL, phone_proven_at = NULL, token_version = token_version + 1, updated_at = ?
+     WHERE id = ? AND phone_hash = ?`,
+  );
+  const usedUnproven = db.prepare('UPDATE users SET used_unproven = 1 WHERE id = ? AND used_unproven = 0');
+  const takeover = db.prepare(
+    'UPDATE users SET password_bcrypt = NULL, used_unproven = 0, token_version = token_version + 1, updated_at = ? WHERE id = ?',
+  );
+  const notice = db.prepare(
+    `INSERT INTO signup_notices (address_hash, sent_at) VALUES (@hash, @now)
+     ON CONFLICT (address_hash) DO UPDATE SET sent_at = excluded.sent_at WHERE signup_notices.sent_at <= @now - @gap`,
   );
   const byEmail = db.prepare<[string], UserRow>('SELECT * FROM users WHERE email = ?');
   const insert = db.prepare(
-    `INSERT INTO users (id, email, email_hash, phone, phone_hash, password_bcrypt, role, token_version, created_at, updated_at)
-     VALUES (@id, @email, @email_hash, @phone, @phone_hash, @password_bcrypt, @role, 0, @now, @now)`,
+    `INSERT INTO users (id, email, email_hash, email_proven_at, phone, phone_hash, phone_proven_at, used_unproven, password_bcrypt, role,
+                        token_version, created_at, updated_at)
+     VALUES (@id, @email, @email_hash, @email_proven_at, @phone, @phone_hash, @phone_proven_at, @used_unproven, @password_bcrypt, @role,
+             0, @now, @now)`,
   );
   const updatePassword = db.prepare(
     'UPDATE users SET password_bcrypt = ?, token_version = token_version + 1, updated_at = ? WHERE id = ?',
@@ -100,8 +173,9 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
   const remove = db.prepare('DELETE FROM users WHERE id = ?');
   const page = db.prepare<[number, number], UserRow>('SELECT * FROM users ORDER BY created_at, rowid LIMIT ? OFFSET ?');
   const updateRow = db.prepare(
-    `UPDATE users SET email = @email, email_hash = @email_hash, phone = @phone, phone_hash = @phone_hash, role = @role,
-       password_bcrypt = @password_bcrypt, token_version = token_version + @bump, updated_at = @now WHERE id = @id`,
+    `UPDATE users SET email = @email, email_hash = @email_hash, email_proven_at = @email_proven_at, phone = @phone, phone_hash = @phone_hash,
+       phone_proven_at = @phone_proven_at, role = @role, password_bcrypt = @password_bcrypt, token_version = token_version + @bump,
+       updated_at = @now WHERE id = @id`,
   );
 
   // id -> token version; null marks a user known to be gone. A miss (a user created by the CLI while the
@@ -123,7 +197,32 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
 
   return {
     findById: (id) => byId.get(id) ?? null,
-    findByIdentifierHash: (hash) => byIdentifier.get(hash, hash) ?? null,
+    findByIdentifierHash: (hash) => provenHolder.get(hash, hash) ?? claimants.get(hash, hash) ?? null,
+    findProvenHolder: (hash) => provenHolder.get(hash, hash) ?? null,
+    listUnprovenClaimants: (hash) => claimants.all(hash, hash),
+    markProven(id, hash) {
+      const now = toUnixSeconds(clock());
+      proveEmail.run(now, now, id, hash);
+      provePhone.run(now, now, id, hash);
+      changed(id);
+    },
+    dropClaim(id, hash) {
+      const now = toUnixSeconds(clock());
+      const placeholder = lostClaimEmail(id);
+      loseEmail.run(placeholder, identifierHash(placeholder), now, id, hash);
+      losePhone.run(now, id, hash);
+      refreshVersion(id);
+      changed(id);
+    },
+    resetAfterTakeover(id) {
+      takeover.run(toUnixSeconds(clock()), id);
+      refreshVersion(id);
+      changed(id);
+    },
+    claimSignupNotice: (hash, gap) => notice.run({ hash, now: toUnixSeconds(clock()), gap }).changes > 0,
+    markUsedUnproven(id) {
+      if (usedUnproven.run(id).changes > 0) changed(id);
+    },
     findByEmail: (email) => byEmail.get(email) ?? null,
     create(user) {
       const id = crypto.randomUUID();
@@ -133,6 +232,9 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
         email_hash: user.emailHash,
         phone: user.phone,
         phone_hash: user.phoneHash,
+        email_proven_at: user.proven?.email && !isSyntheticEmail(user.email) ? toUnixSeconds(clock()) : null,
+        phone_proven_at: user.proven?.phone && user.phone ? toUnixSeconds(clock()) : null,
+        used_unproven: user.usedUnproven ? 1 : 0,
         password_bcrypt: user.passwordBcrypt,
         role: user.role,
         now: toUnixSeconds(clock()),
@@ -164,15 +266,21 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
     update(id, f) {
       const row = byId.get(id)!;
       const roleChanged = f.role !== undefined && f.role !== row.role;
+      // A new address is a claim until proven; an email change, by anyone, ends every older token (the email is
+      // where codes and reset links go: a session must not outlive the address it was opened under).
+      const emailChanged = f.email !== undefined && f.email.emailHash !== row.email_hash;
+      const phoneChanged = f.phone !== undefined && f.phone.phoneHash !== row.phone_hash;
       updateRow.run({
         id,
         email: f.email?.email ?? row.email,
         email_hash: f.email?.emailHash ?? row.email_hash,
+        email_proven_at: emailChanged ? null : row.email_proven_at,
         phone: f.phone === undefined ? row.phone : f.phone.phone,
         phone_hash: f.phone === undefined ? row.phone_hash : f.phone.phoneHash,
+        phone_proven_at: phoneChanged ? null : row.phone_proven_at,
         role: f.role ?? row.role,
         password_bcrypt: f.passwordBcrypt ?? row.password_bcrypt,
-        bump: roleChanged || f.passwordBcrypt !== undefined ? 1 : 0,
+        bump: roleChanged || emailChanged || f.passwordBcrypt !== undefined ? 1 : 0,
         now: toUnixSeconds(clock()),
       });
       refreshVersion(id);

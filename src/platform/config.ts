@@ -52,6 +52,8 @@ export interface Config {
   maxPushSubscriptionsPerUser: number;
   pushConcurrency: number;
   maxPlayersPerUser: number;
+  /** STREAM_HTTP_HOSTS: hosts a stream address may name over plain http. */
+  streamHttpHosts: string[];
   mqtt: MqttLimits;
   /** Per-device publish budgets (issue 9): token buckets per channel, per second with a burst. */
   deviceBudgets: Record<'status' | 'heartbeat' | 'ack', { perSecond: number; burst: number }>;
@@ -174,6 +176,12 @@ const EnvSchema = v.object({
   MAX_PUSH_SUBSCRIPTIONS_PER_USER: wholeNumber(1, 1000, 10),
   PUSH_CONCURRENCY: wholeNumber(1, 256, 8),
   MAX_PLAYERS_PER_USER: wholeNumber(1, 100_000, 20),
+  // Hosts a mosque's stream address may name over plain http (a LAN Icecast, say); every other must be https.
+  STREAM_HTTP_HOSTS: v.optional(v.pipe(
+    v.string(),
+    v.transform((s) => s.split(',').map((h) => h.trim().toLowerCase()).filter((h) => h.length > 0)),
+    v.check((hosts) => hosts.every((h) => /^[a-z0-9.-]+$|^\[[0-9a-f:.]+\]$/.test(h)), 'must be a comma-separated list of host names'),
+  ), ''),
   // A CONNECT carries a client id, credentials and a will of at most a 4 KiB status payload.
   MQTT_MAX_CONNECT_BYTES: wholeNumber(1024, 1_048_576, 8192),
   // Below 4 KiB + topic a valid-size payload would cost the device its connection instead of being counted.
@@ -314,6 +322,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       maxPushSubscriptionsPerUser: e.MAX_PUSH_SUBSCRIPTIONS_PER_USER,
       pushConcurrency: e.PUSH_CONCURRENCY,
       maxPlayersPerUser: e.MAX_PLAYERS_PER_USER,
+      streamHttpHosts: e.STREAM_HTTP_HOSTS,
       mqtt: {
         maxConnectBytes: e.MQTT_MAX_CONNECT_BYTES,
         maxPacketBytes: e.MQTT_MAX_PACKET_BYTES,

@@ -201,15 +201,31 @@ export function readMigrations(dir = MIGRATIONS_DIR): Migration[] {
     .sort((a, b) => a.version - b.version);
 }
 
+/**
+ * A migration whose first line is this marker rebuilds a table that others reference: it runs with foreign
+ * key enforcement off (SQLite ignores the pragma inside a transaction, so it is set around it), and every
+ * reference is checked before the commit (sqlite.org/lang_altertable.html, section 7).
+ */
+const FOREIGN_KEYS_OFF = '-- minaret:foreign-keys-off';
+
 /** Applies every migration above PRAGMA user_version, each in its own transaction. Returns the new version. */
 export function migrate(db: Db, migrations = readMigrations()): number {
   let current = db.pragma('user_version', { simple: true }) as number;
   for (const m of migrations) {
     if (m.version <= current) continue;
-    db.transaction(() => {
-      db.exec(m.sql);
-      db.pragma(`user_version = ${m.version}`);
-    })();
+    const rebuilds = m.sql.startsWith(FOREIGN_KEYS_OFF);
+    const enforced = db.pragma('foreign_keys', { simple: true }) === 1;
+    if (rebuilds) db.pragma('foreign_keys = OFF');
+    try {
+      db.transaction(() => {
+        db.exec(m.sql);
+        const broken = rebuilds ? db.pragma('foreign_key_check') as unknown[] : [];
+        if (broken.length > 0) throw new Error(`migration ${m.name} leaves ${broken.length} broken references`);
+        db.pragma(`user_version = ${m.version}`);
+      })();
+    } finally {
+      if (rebuilds && enforced) db.pragma('foreign_keys = ON');
+    }
     current = m.version;
   }
   return current;

@@ -27,6 +27,15 @@ export function syntheticEmailForPhone(phoneHash: string): string {
   return `phone-${phoneHash.slice(0, 16)}@phone.invalid`;
 }
 
+/**
+ * The email an account is left with when another account proved the address it claimed: in the `.invalid`
+ * top-level domain (RFC 2606), so it can never be an address anyone proves or receives mail at.
+ */
+export function lostClaimEmail(userId: string): string {
+  return `lost-${sha256Hex(userId).slice(0, 16)}@claim.invalid`;
+}
+
+/** A placeholder, not an address: a phone-only account's or one whose claim was lost. */
 export function isSyntheticEmail(email: string): boolean {
-  return email.endsWith('@phone.invalid');
+  return email.endsWith('.invalid');
 }

@@ -1,7 +1,9 @@
 import type { Logger } from './log.ts';
 
 export type Channel = 'email' | 'sms' | 'whatsapp';
-export type Purpose = 'login_code' | 'password_reset' | 'superadmin_otp' | 'superadmin_reset' | 'invite' | 'azaan_not_ready' | 'azaan_missed';
+export type Purpose =
+  | 'login_code' | 'confirm_address' | 'signup_attempt' | 'password_reset' | 'superadmin_otp' | 'superadmin_reset' | 'invite'
+  | 'azaan_not_ready' | 'azaan_missed';
 
 /** contract 6: the body a webhook receives, and what the console transport prints. */
 export interface OutgoingMessage {

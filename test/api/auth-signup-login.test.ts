@@ -41,32 +41,64 @@ test('signup of an existing account with the right password_hash answers 200 wit
   assertTokenResponse(again, 200, { email: 'bilal@example.com', role: 'member', id: first.user.id });
 });
 
-test('signup of an existing account with a wrong or missing password_hash answers 401 invalid_credentials', async (t) => {
+test('signup of an existing account with a wrong or missing password_hash answers 201 like a new address, with a new account', async (t) => {
   const ts = await startTestService(t);
-  await signupMember(ts.http, 'bilal@example.com', PASSWORD);
+  const first = await signupMember(ts.http, 'bilal@example.com', PASSWORD);
   const wrong = await ts.http.post(`${AUTH}/signup`, { email: 'bilal@example.com', password_hash: sha256('not the password') });
   const missing = await ts.http.post(`${AUTH}/signup`, { email: 'bilal@example.com' });
-  assertError(wrong, 401, 'invalid_credentials');
-  assertError(missing, 401, 'invalid_credentials');
-  assert.equal(wrong.body.access_token, undefined);
-  assert.deepEqual(wrong.body, missing.body);
+  const fresh = await ts.http.post(`${AUTH}/signup`, { email: 'nobody@example.com', password_hash: sha256('not the password') });
+  for (const res of [wrong, missing]) assertTokenResponse(res, 201, { email: 'bilal@example.com', role: 'member' });
+  assertTokenResponse(fresh, 201, { email: 'nobody@example.com', role: 'member' });
+  assert.deepEqual(Object.keys(wrong.body).sort(), Object.keys(fresh.body).sort());
+  assert.equal(wrong.body.user.email, 'bilal@example.com');
+  assert.notEqual(wrong.body.user.id, first.user.id);
+  assert.notEqual(missing.body.user.id, first.user.id);
+  // The new account holds a claim only: the first account is untouched and still signs in.
+  const me = await ts.http.get('/api/v1/me', wrong.body.access_token);
+  assert.equal(me.body.user.email_proven, false);
+  assertTokenResponse(await ts.http.post(`${AUTH}/login`, { identifier_hash: sha256('bilal@example.com'), password_hash: sha256(PASSWORD) }), 200, { id: first.user.id, email: 'bilal@example.com', role: 'member' });
 });
 
-test('signup of an existing passwordless account never hands out a token', async (t) => {
+test('the address of an existing account is told of a signup attempt at most once a day', async (t) => {
+  const clock = createManualClock(Date.UTC(2026, 0, 1, 12));
+  const ts = await startTestService(t, { clock });
+  await signupMember(ts.http, 'bilal@example.com', PASSWORD);
+  const notices = async () => {
+    await ts.service.notifier.idle();
+    return ts.messages.filter((m) => m.purpose === 'signup_attempt');
+  };
+  await ts.http.post(`${AUTH}/signup`, { email: 'bilal@example.com', password_hash: sha256('guess 1') });
+  await ts.http.post(`${AUTH}/signup`, { email: 'bilal@example.com', password_hash: sha256('guess 2') });
+  await ts.http.post(`${AUTH}/signup`, { email: 'new@example.com', password_hash: sha256('guess 3') });
+  assert.deepEqual((await notices()).map((m) => [m.channel, m.to]), [['email', 'bilal@example.com']]);
+  assert.equal((await notices())[0]!.code, undefined);
+  clock.advance(24 * 3600 * 1000 + 1000);
+  await ts.http.post(`${AUTH}/signup`, { email: 'bilal@example.com', password_hash: sha256('guess 4') });
+  assert.equal((await notices()).length, 2);
+});
+
+test('signup of an existing passwordless account never hands out a token for it', async (t) => {
   const ts = await startTestService(t);
-  assert.equal((await ts.http.post(`${AUTH}/signup`, { email: 'codeonly@example.com' })).status, 201);
+  const first = await ts.http.post(`${AUTH}/signup`, { email: 'codeonly@example.com' });
+  assert.equal(first.status, 201);
   const again = await ts.http.post(`${AUTH}/signup`, { email: 'codeonly@example.com' });
   const withPassword = await ts.http.post(`${AUTH}/signup`, { email: 'codeonly@example.com', password_hash: sha256(PASSWORD) });
-  assertError(again, 401, 'invalid_credentials');
-  assertError(withPassword, 401, 'invalid_credentials');
+  for (const res of [again, withPassword]) {
+    assertTokenResponse(res, 201, { email: 'codeonly@example.com', role: 'member' });
+    assert.notEqual(res.body.user.id, first.body.user.id);
+  }
 });
 
-test('signup of an existing phone account without its password answers 401 invalid_credentials', async (t) => {
+test('signup of an existing phone account without its password makes another account; with it, signs in (200)', async (t) => {
   const ts = await startTestService(t);
-  assert.equal((await ts.http.post(`${AUTH}/signup`, { phone: '+4712345678', password_hash: sha256(PASSWORD) })).status, 201);
-  assertError(await ts.http.post(`${AUTH}/signup`, { phone: '+4712345678' }), 401, 'invalid_credentials');
+  const first = await ts.http.post(`${AUTH}/signup`, { phone: '+4712345678', password_hash: sha256(PASSWORD) });
+  assert.equal(first.status, 201);
+  const other = await ts.http.post(`${AUTH}/signup`, { phone: '+4712345678' });
+  assert.equal(other.status, 201);
+  assert.notEqual(other.body.user.id, first.body.user.id);
   const right = await ts.http.post(`${AUTH}/signup`, { phone: '+4712345678', password_hash: sha256(PASSWORD) });
   assert.equal(right.status, 200);
+  assert.equal(right.body.user.id, first.body.user.id);
 });
 
 test('signup with neither email nor phone answers 400 validation_failed', async (t) => {
@@ -95,9 +127,9 @@ test('signup with an email in the reserved phone.invalid domain is refused, so n
   assertTokenResponse(await ts.http.post(`${AUTH}/signup`, { phone: '+4712345678' }), 201, { email: reserved, role: 'member' });
 });
 
-test("signup for a superadmin's email never returns a token", async (t) => {
+test("signup for a superadmin's email never returns a token for the superadmin", async (t) => {
   const ts = await startTestService(t);
-  await createSuperadmin(ts, 'root@example.com', PASSWORD);
+  const root = await createSuperadmin(ts, 'root@example.com', PASSWORD);
   const attempts = [
     { email: 'root@example.com', password_hash: sha256(PASSWORD) },
     { email: ' ROOT@example.com', password_hash: sha256(PASSWORD) },
@@ -106,8 +138,10 @@ test("signup for a superadmin's email never returns a token", async (t) => {
   ];
   for (const body of attempts) {
     const res = await ts.http.post(`${AUTH}/signup`, body);
-    assertError(res, 401, 'invalid_credentials');
-    assert.equal(res.body.access_token, undefined);
+    assertTokenResponse(res, 201, { email: 'root@example.com', role: 'member' });
+    assert.notEqual(res.body.user.id, root.id);
+    // A claim on an address the superadmin holds proven can never be proven.
+    assert.equal((await ts.http.get('/api/v1/me', res.body.access_token)).body.user.email_proven, false);
   }
 });
 

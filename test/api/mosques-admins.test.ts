@@ -12,7 +12,12 @@ const MOSQUE_KEYS = ['auto_approve_members', 'auto_start', 'azaan', 'created_at'
 const JOIN_CODE = /^[ABCDEFGHJKMNPQRSTUVWXYZ23456789]{8}$/;
 
 async function world(t: Parameters<typeof startTestService>[0], extra: Record<string, unknown> = {}) {
-  const ts = await startTestService(t);
+  return withService(t, {}, extra);
+}
+
+/** The same world on a service started with these settings. */
+async function withService(t: Parameters<typeof startTestService>[0], env: Record<string, string>, extra: Record<string, unknown> = {}) {
+  const ts = await startTestService(t, { env });
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@example.com');
   const mosque = await createMosque(ts, root.token, owner, extra);
@@ -138,14 +143,14 @@ test('GET /mosques/{id}: an admin reads it with its join code; a member gets 403
 
 // ---- updating ----
 
-test('an admin updates the name, time zone, auto-approve and stream_url, and a read shows them', async (t) => {
-  const { ts, root, mosque } = await world(t);
-  const admin = await member(ts, 'admin@example.com');
-  await makeAdmin(ts, root.token, mosque.id, admin);
+test('a manager updates the name, time zone, auto-approve and stream_url, and a read shows them', async (t) => {
+  const { ts, root, mosque } = await withService(t, { STREAM_HTTP_HOSTS: 'icecast.example.org' });
+  const manager = await member(ts, 'manager@example.com');
+  await makeAdmin(ts, root.token, mosque.id, manager, { can_manage: true });
   const res = await ts.http.patch(
     `${API}/mosques/${mosque.id}`,
     { name: 'Masjid An-Nur', timezone: 'Asia/Karachi', auto_approve_members: true, stream_url: 'http://icecast.example.org:8000/nur' },
-    admin.token,
+    manager.token,
   );
   assert.equal(res.status, 200);
   const read = await readMosque(ts, root.token, mosque.id);
@@ -155,9 +160,34 @@ test('an admin updates the name, time zone, auto-approve and stream_url, and a r
   assert.equal(read.auto_approve_members, true);
   assert.equal(read.stream_url, 'http://icecast.example.org:8000/nur');
   assert.equal(read.join_code, mosque.join_code);
-  const cleared = await ts.http.patch(`${API}/mosques/${mosque.id}`, { stream_url: null }, admin.token);
+  const cleared = await ts.http.patch(`${API}/mosques/${mosque.id}`, { stream_url: null }, manager.token);
   assert.equal(cleared.status, 200);
   assert.equal((await readMosque(ts, root.token, mosque.id)).stream_url, null);
+});
+
+test('an admin without can_manage changes no setting of the mosque: name, stream, auto-approve and schedule are all 403', async (t) => {
+  const { ts, root, mosque } = await world(t, { stream_url: 'https://radio.example.org/live' });
+  const plain = await member(ts, 'plain@example.com');
+  await makeAdmin(ts, root.token, mosque.id, plain, { can_trigger: true });
+  const before = await readMosque(ts, root.token, mosque.id);
+  for (const body of [{ stream_url: 'https://elsewhere.example/x.mp3' }, { auto_approve_members: true }, { name: 'Taken' }, { latitude: 10, longitude: 10 }]) {
+    assertError(await ts.http.patch(`${API}/mosques/${mosque.id}`, body, plain.token), 403, 'forbidden');
+  }
+  assertError(await ts.http.post(`${API}/mosques/${mosque.id}/join-code`, {}, plain.token), 403, 'forbidden');
+  assert.deepEqual(await readMosque(ts, root.token, mosque.id), before);
+});
+
+test('a stream address must be https, or http only to a host in STREAM_HTTP_HOSTS', async (t) => {
+  const { ts, root, owner, mosque } = await withService(t, { STREAM_HTTP_HOSTS: 'icecast.lan' });
+  for (const url of ['http://elsewhere.example/x.mp3', 'ftp://icecast.lan/m', 'https://user:pw@radio.example.org/live']) {
+    const res = await ts.http.patch(`${API}/mosques/${mosque.id}`, { stream_url: url }, owner.token);
+    assertError(res, 400, 'validation_failed');
+    assert.ok(res.body.error.details.some((d: { path: string }) => d.path === 'stream_url'), url);
+  }
+  assertError(await ts.http.post(`${API}/mosques`, { name: 'Plain', stream_url: 'http://elsewhere.example/x' }, root.token), 400, 'validation_failed');
+  for (const url of ['https://radio.example.org/live', 'http://icecast.lan:8000/m', 'http://ICECAST.lan/m']) {
+    assert.equal((await ts.http.patch(`${API}/mosques/${mosque.id}`, { stream_url: url }, owner.token)).status, 200, url);
+  }
 });
 
 test('a PATCH with an unknown time zone or a non-http stream_url answers 400 and changes nothing', async (t) => {
@@ -214,11 +244,13 @@ test('a member cannot delete the mosque (403) and a stranger cannot see it (404)
   assert.equal((await mosqueAdmins(ts, root.token, mosque.id)).length, 1);
 });
 
-test('any admin of the mosque may delete it, as the seed says for mosque CRUD (204)', async (t) => {
-  const { ts, root, mosque } = await world(t);
-  const plain = await member(ts, 'plain@example.com');
-  await makeAdmin(ts, root.token, mosque.id, plain, {});
-  assert.equal((await ts.http.delete(`${API}/mosques/${mosque.id}`, plain.token)).status, 204);
+test('only the owner or a superadmin deletes a mosque: an admin, even a manager, gets 403 and the mosque stays', async (t) => {
+  const { ts, root, owner, mosque } = await world(t);
+  const manager = await member(ts, 'manager@example.com');
+  await makeAdmin(ts, root.token, mosque.id, manager, { can_manage: true, can_trigger: true });
+  assertError(await ts.http.delete(`${API}/mosques/${mosque.id}`, manager.token), 403, 'forbidden');
+  assert.equal((await readMosque(ts, root.token, mosque.id)).id, mosque.id);
+  assert.equal((await ts.http.delete(`${API}/mosques/${mosque.id}`, owner.token)).status, 204);
   assertError(await ts.http.get(`${API}/mosques/${mosque.id}`, root.token), 404, 'not_found');
 });
 

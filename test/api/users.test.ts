@@ -6,7 +6,7 @@ import { assertError, emailId } from '../support/api.ts';
 
 /** Contract 5: user administration by the superadmin, gated for the whole route. */
 
-const USER_KEYS = ['created_at', 'email', 'email_is_placeholder', 'has_password', 'id', 'phone', 'role'];
+const USER_KEYS = ['created_at', 'email', 'email_is_placeholder', 'email_proven', 'has_password', 'id', 'phone', 'phone_proven', 'role'];
 
 async function world(t: Parameters<typeof startTestService>[0]) {
   const ts = await startTestService(t);
@@ -150,11 +150,20 @@ test('a role change to superadmin raises the token version: the user\'s old toke
   assert.equal((await ts.http.get(`${API}/users/${amina.id}`, root.token)).body.role, 'superadmin');
 });
 
-test('a change that is not a role or password change leaves the user\'s token working', async (t) => {
+test('a change that is not a role, email or password change leaves the user\'s token working', async (t) => {
   const { ts, root } = await world(t);
   const amina = await member(ts, 'amina@example.com');
   assert.equal((await ts.http.patch(`${API}/users/${amina.id}`, { role: 'member', phone: '+4711122233' }, root.token)).status, 200);
   assert.equal((await ts.http.get(`${API}/me`, amina.token)).status, 200);
+});
+
+test('a superadmin\'s change of a user\'s email ends that user\'s tokens, and the new email is a claim until proven', async (t) => {
+  const { ts, root } = await world(t);
+  const amina = await member(ts, 'amina@example.com');
+  const res = await ts.http.patch(`${API}/users/${amina.id}`, { email: 'amina.new@example.com' }, root.token);
+  assert.equal(res.status, 200);
+  assert.equal(res.body.email_proven, false);
+  assertError(await ts.http.get(`${API}/me`, amina.token), 401, 'unauthorized');
 });
 
 test('deleting a user (204) revokes their tokens at once and removes their memberships and admin rows', async (t) => {

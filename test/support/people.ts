@@ -21,9 +21,27 @@ export interface Person {
   email: string;
 }
 
-export async function member(ts: TestService, email: string): Promise<Person> {
+/**
+ * A member who signed up and confirmed their email while signed in (docs/api.md, "Confirming an address"),
+ * as anyone who receives invitations has. `unproven` leaves the email a claim.
+ */
+export async function member(ts: TestService, email: string, opts: { unproven?: boolean } = {}): Promise<Person> {
   const res = await signupMember(ts.http, email);
-  return { token: res.access_token, id: res.user.id, email: res.user.email };
+  const person = { token: res.access_token, id: res.user.id, email: res.user.email };
+  if (!opts.unproven) await confirmAddress(ts, person.token, 'email', person.email);
+  return person;
+}
+
+/** Asks for a confirmation code while signed in and redeems it; fails unless the address ends up proven. */
+export async function confirmAddress(ts: TestService, token: string, channel: 'email' | 'sms', to: string) {
+  const asked = await ts.http.post('/api/v1/me/addresses/confirm', { channel }, token);
+  if (asked.status !== 202) throw new Error(`confirm: ${asked.status} ${JSON.stringify(asked.body)}`);
+  await ts.service.notifier.idle();
+  const code = ts.messages.filter((m) => m.purpose === 'confirm_address' && m.to === to).at(-1)?.code;
+  if (!code) throw new Error(`no confirmation code went to ${to}`);
+  const verified = await ts.http.post('/api/v1/me/addresses/verify', { code }, token);
+  if (verified.status !== 200) throw new Error(`verify: ${verified.status} ${JSON.stringify(verified.body)}`);
+  return verified.body as { id: string; email_proven: boolean; phone_proven: boolean };
 }
 
 /** A mosque created by the superadmin with `owner` as its owner. */

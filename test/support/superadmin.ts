@@ -23,6 +23,7 @@ export async function createSuperadmin(ts: TestService, email: string, password:
       // Cost 4: the service compares any cost, and tests should not wait for bcrypt.
       passwordBcrypt: bcrypt.hashSync(sha256Hex(password), 4),
       role: 'superadmin',
+      proven: { email: true, phone: true },
     });
   } finally {
     db.close();

@@ -1,0 +1,40 @@
+import type { ActivityLog } from '../mosques/activity.ts';
+import type { AddressGrants } from '../mosques/address-grants.ts';
+import type { AdminStore } from '../mosques/admins.ts';
+import type { Memberships } from '../mosques/memberships.ts';
+import type { AddressProven } from '../people/address-proof.ts';
+import type { DevicePlane } from './device-plane.ts';
+
+/** Why the feed says a membership, an admin row or a device went. */
+export const CLAIM_LOST = 'address_claim_lost';
+
+/**
+ * The story of an address proven for the first time (docs/api.md, "Addresses: claims and proof"), told by
+ * src/people/address-proof.ts after its commit: whatever an account gained while its claim was unproven,
+ * and lost with the claim, goes (its devices cut off at once, its memberships and admin rows removed, each
+ * noted in the mosque's activity feed); then what waited on the address is given to the account that proved it.
+ */
+export function createAddressClaims(deps: {
+  grants: AddressGrants;
+  memberships: Memberships;
+  admins: AdminStore;
+  activity: ActivityLog;
+  plane: Pick<DevicePlane, 'devices' | 'service'>;
+}) {
+  function revokeGains(userId: string): void {
+    for (const row of deps.plane.devices.listForOwner(userId)) {
+      deps.plane.service.delete(row, null);
+      if (row.mosque_id) deps.activity.record({ mosqueId: row.mosque_id, actorUserId: null, kind: 'device.deleted', subjectId: row.id, data: { kind: row.kind, reason: CLAIM_LOST } });
+    }
+    for (const membership of deps.memberships.listForUser(userId)) deps.memberships.remove(membership, null, CLAIM_LOST);
+    for (const admin of deps.admins.listForUser(userId)) {
+      deps.admins.remove(admin.mosque_id, userId);
+      deps.activity.record({ mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
+    }
+  }
+
+  return (event: AddressProven): void => {
+    for (const userId of event.revoked) revokeGains(userId);
+    deps.grants.giveAll(event.addressHash, event.userId);
+  };
+}

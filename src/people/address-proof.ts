@@ -1,0 +1,85 @@
+import type { Db } from '../platform/db.ts';
+import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.ts';
+import { hasProvenAddress, type UserRow, type UserStore } from './users.ts';
+
+/**
+ * What a first proof of an address did (docs/api.md, "Addresses: claims and proof"). Told to the listeners
+ * after the commit: mosques and devices give what waited on the address and revoke what the `revoked`
+ * accounts gained while their claims were unproven.
+ */
+export interface AddressProven {
+  /** The account that now holds the address. */
+  userId: string;
+  addressHash: string;
+  /**
+   * Accounts whose memberships, admin rows and devices go: the other unproven claimants left with no proven
+   * address, and the prover's account itself when the proof came without its token after someone used it.
+   */
+  revoked: string[];
+}
+
+export type AddressProvenListener = (event: AddressProven) => void;
+
+export type ProofOutcome = { ok: true; user: UserRow } | { ok: false; message: string };
+
+/**
+ * The first proof of an address settles its claims: the prover holds it; every other account that claimed
+ * it loses the claim (and its tokens), and those left with no proven address lose what they gained.
+ *
+ * Who the prover is: a proof made while signed in (`signedIn`) is the account's own, and it keeps what it
+ * has. A proof without the account's token (a login code or reset link, used by whoever reads the address)
+ * proves the address, not the account: an account with no proven address is handed to the prover afresh
+ * when someone had signed in to it (whoever did may not own the address), and an account that another
+ * address already vouches for is someone else's, so the prover gets a new account of their own.
+ */
+export function createAddressProof(deps: { db: Db; users: UserStore; listeners: AddressProvenListener[] }) {
+  const { users } = deps;
+
+  const settle = deps.db.transaction((claimant: UserRow, hash: string, signedIn: boolean): AddressProven => {
+    const revoked: string[] = [];
+    let prover = claimant;
+    if (!signedIn && hasProvenAddress(claimant)) {
+      prover = users.create(addressOnly(claimant, hash));
+    } else if (!signedIn && claimant.used_unproven === 1) {
+      users.resetAfterTakeover(claimant.id);
+      revoked.push(claimant.id);
+    }
+    for (const other of users.listUnprovenClaimants(hash)) {
+      if (other.id === prover.id) continue;
+      users.dropClaim(other.id, hash);
+      const after = users.findById(other.id);
+      if (after && !hasProvenAddress(after)) revoked.push(other.id);
+    }
+    users.markProven(prover.id, hash);
+    return { userId: prover.id, addressHash: hash, revoked };
+  });
+
+  return {
+    /**
+     * Proves `hash`, one of the account's addresses, through that account. Refused when the address is not
+     * (or no longer) the account's, or another account proved it first.
+     */
+    prove(userId: string, hash: string, opts: { signedIn: boolean }): ProofOutcome {
+      const claimant = users.findById(userId);
+      const kind = claimant ? (claimant.email_hash === hash ? 'email' : claimant.phone_hash === hash ? 'phone' : null) : null;
+      if (!claimant || !kind) return { ok: false, message: 'The address is no longer this account’s.' };
+      if ((kind === 'email' ? claimant.email_proven_at : claimant.phone_proven_at) !== null) return { ok: true, user: claimant };
+      if (users.findProvenHolder(hash)) {
+        return { ok: false, message: 'Another account has proven this address; sign in with a code sent to it.' };
+      }
+      const event = settle(claimant, hash, opts.signedIn);
+      for (const listener of deps.listeners) listener(event);
+      return { ok: true, user: users.findById(event.userId)! };
+    },
+  };
+}
+
+/** A new account holding only the one address of `from` that `hash` names. */
+function addressOnly(from: UserRow, hash: string) {
+  const isEmail = from.email_hash === hash;
+  return isEmail
+    ? { email: from.email, emailHash: from.email_hash, phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' as const }
+    : { email: syntheticEmailForPhone(hash), emailHash: identifierHash(syntheticEmailForPhone(hash)), phone: from.phone, phoneHash: from.phone_hash, passwordBcrypt: null, role: 'member' as const };
+}
+
+export type AddressProof = ReturnType<typeof createAddressProof>;
