@@ -24,6 +24,8 @@ export interface OneTimeCodes {
   findResetToken(token: string, kind: ResetKind): string | null;
   /** The user id of an unused, unexpired token of this kind, consumed by this call; null otherwise. */
   redeemResetToken(token: string, kind: ResetKind): string | null;
+  /** Every outstanding reset token of the user of this kind stops working (the account's sessions were ended). */
+  revokeResetTokens(userId: string, kind: ResetKind): void;
 }
 
 export function createOneTimeCodes(db: Db, clock: Clock, key: Buffer): OneTimeCodes {
@@ -95,6 +97,10 @@ export function createOneTimeCodes(db: Db, clock: Clock, key: Buffer): OneTimeCo
       const row = claimReset.get(keyedHash(key, `reset|${token}`), kind);
       if (!row || row.expires_at <= now()) return null;
       return row.user_id;
+    },
+
+    revokeResetTokens(userId, kind) {
+      deleteResetsOf.run(userId, kind);
     },
   };
 }
