@@ -32,7 +32,8 @@ export function passwordRoutes(deps: Deps) {
     const body = await readJson(c, PasswordChange);
     await perAccount(c.var.user.id);
     const token = unwrap(await deps.sessions.changePassword(c.var.user, body.current_password_hash ?? null, body.new_password_hash));
-    return c.json(token, 200);
+    // [RFC 6749 §5.1] an answer carrying a token is never cached, as on the /auth routes.
+    return c.json(token, 200, { 'Cache-Control': 'no-store', Pragma: 'no-cache' });
   });
 
   return app;
