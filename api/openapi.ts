@@ -7,6 +7,7 @@ import { BroadcastQuery, BroadcastStart } from './broadcasts/broadcasts.ts';
 import { ScheduleQuery, TimetableJson } from './schedule/schedule.ts';
 import { InviteCreate } from './mosques/invites.ts';
 import { PushSubscription, PushUnsubscribe } from './people/me.ts';
+import { PasswordChange } from './people/sessions.ts';
 import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
 import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques/mosques.ts';
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
@@ -100,9 +101,12 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'startSuperadminReset', method: 'POST', path: `${A}/superadmin-forgot`, summary: 'Superadmin reset, step 1', gate: 'public', success: 200, body: auth.SuperadminForgot, response: 'SessionStarted', errors: [429] },
   { operationId: 'verifySuperadminReset', method: 'POST', path: `${A}/superadmin-forgot/verify`, summary: 'Superadmin reset, step 2', gate: 'public', success: 200, body: auth.SessionVerify, response: 'ResetTokenIssued', errors: [401, 429] },
   { operationId: 'resetSuperadminPassword', method: 'POST', path: `${A}/superadmin-reset-password`, summary: 'Superadmin reset, step 3', gate: 'public', success: 200, body: auth.SuperadminReset, response: 'PasswordReset', errors: [429] },
+  { operationId: 'logout', method: 'POST', path: `${A}/logout`, summary: 'Sign out: this token stops working at once, in every process', gate: 'any', success: 204 },
+  { operationId: 'logoutAll', method: 'POST', path: `${A}/logout-all`, summary: "Sign out everywhere: every token of the account and its pending superadmin sign-ins and resets stop working", gate: 'any', success: 204 },
   { operationId: 'getVapidPublicKey', method: 'GET', path: '/api/v1/push/vapid-public-key', summary: 'The VAPID public key browsers subscribe with', gate: 'public', success: 200, response: 'VapidKey' },
   { operationId: 'getMe', method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200, response: 'Me' },
   { operationId: 'listMyMemberships', method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200, response: 'Membership', list: true },
+  { operationId: 'changePassword', method: 'POST', path: '/api/v1/me/password', summary: 'Change the password (the current one is required unless the account has none and signed in within 10 minutes); every older token stops working, the answer is a new one', gate: 'any', success: 200, body: PasswordChange, response: 'TokenResponse', errors: [403, 429] },
   { operationId: 'addPushSubscription', method: 'POST', path: '/api/v1/me/push-subscriptions', summary: 'Register a Web Push subscription', gate: 'any', success: 201, body: PushSubscription, response: 'PushSubscriptionSaved' },
   { operationId: 'sendTestPush', method: 'POST', path: '/api/v1/me/push-subscriptions/test', summary: "A test notification to each of the caller's own push subscriptions (3 a minute)", gate: 'any', success: 202, response: 'PushTestQueued', errors: [429] },
   { operationId: 'removePushSubscription', method: 'DELETE', path: '/api/v1/me/push-subscriptions', summary: 'Remove a Web Push subscription', gate: 'any', success: 204, body: PushUnsubscribe, errors: [404] },
@@ -148,7 +152,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'listDeviceEvents', method: 'GET', path: '/api/v1/devices/:id/events', summary: 'The mosque_device_events timeline, newest first', gate: 'self or admin', success: 200, query: EventsQuery, response: 'TimelineEntry', list: true },
   { operationId: 'listDeviceLogs', method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first, and whether logging is on', gate: 'self or admin', success: 200, query: LogsQuery, response: 'DeviceLogs' },
   { operationId: 'joinByCode', method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode, response: 'Membership', errors: [403, 404] },
-  { operationId: 'invite', method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp', gate: 'admin', success: 201, body: InviteCreate, response: 'Invite', errors: [403, 404, 409] },
+  { operationId: 'invite', method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp (at most INVITES_PER_MOSQUE_PER_HOUR per mosque, INVITES_PER_ADDRESS_PER_DAY per address)', gate: 'admin', success: 201, body: InviteCreate, response: 'Invite', errors: [403, 404, 409, 429] },
   { operationId: 'updateMembership', method: 'PATCH', path: '/api/v1/memberships/:id', summary: 'Self: the four notify toggles; admin: the status', gate: 'self or admin', success: 200, body: MembershipPatch, response: 'Membership' },
   { operationId: 'removeMembership', method: 'DELETE', path: '/api/v1/memberships/:id', summary: 'Leave (self, unless banned) or remove (admin)', gate: 'self or admin', success: 204 },
 ];
@@ -256,7 +260,7 @@ export function buildOpenApi(docs: RouteDoc[] = ROUTE_DOCS) {
     security: [{ bearer: [] }],
     paths,
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify or /auth/superadmin-2fa/verify' } },
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify, /auth/superadmin-2fa/verify or /me/password' } },
       schemas: Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, schemaOf(schema)])),
       responses: Object.fromEntries([...statuses].sort((a, b) => a - b).map((s) => [`Error${s}`, errorResponse(s)])),
     },
