@@ -37,6 +37,8 @@ import { withRequestContext } from './request-context.ts';
 import { ApiError, errorBody, httpStatus } from './errors.ts';
 import { requireUser } from './guards.ts';
 import { meRoutes } from './people/me.ts';
+import { passwordRoutes, signOutRoutes } from './people/sessions.ts';
+import type { Sessions } from '../src/people/sessions.ts';
 import type { LimiterStore } from './rate-limit.ts';
 import type { ChangeFeed } from '../src/platform/changes.ts';
 
@@ -68,6 +70,8 @@ export interface ApiDeps {
   tokens: AccessTokens;
   peopleAuth: PeopleAuth;
   superadminAuth: SuperadminAuth;
+  /** The caller's own sessions: password change, logout, logout-all (src/people/sessions.ts). */
+  sessions: Sessions;
   userAdmin: UserAdmin;
   mosques: MosqueStore;
   admins: AdminStore;
@@ -88,6 +92,9 @@ export interface ApiDeps {
   /** STREAM_HTTP_HOSTS: hosts a mosque's stream address may name over plain http. */
   streamHttpHosts: readonly string[];
   authIdentifierRateLimit: number;
+  /** POST /invites budgets (README, settings): per mosque an hour, per invited address a day. */
+  invitesPerMosquePerHour: number;
+  invitesPerAddressPerDay: number;
   /** With REDIS_URL, the service's Redis connection: the auth rate limits are counted there, for all processes. */
   rateLimitStore: LimiterStore;
   /** What changed, in this process and (REDIS_URL) the others: the /me cache listens (src/platform/changes.ts). */
@@ -140,6 +147,7 @@ export function createApi(deps: ApiDeps) {
   const v1 = new Hono<AppEnv>();
   const signedIn = requireUser(deps.tokens);
   v1.route('/auth', authRoutes(deps));
+  v1.route('/auth', signOutRoutes(deps));
   // Everything but /auth needs a signed-in person; a device password never opens this door. A path that
   // names no route answers 404 with or without a token (contract 2), so it skips the check.
   let isRoute: (path: string) => boolean = () => true;
@@ -152,6 +160,7 @@ export function createApi(deps: ApiDeps) {
   // Public: a browser needs it to subscribe (applicationServerKey) before it can register the subscription.
   v1.get('/push/vapid-public-key', (c) => c.json({ public_key: deps.vapidPublicKey }));
   v1.route('/me', meRoutes(deps));
+  v1.route('/me', passwordRoutes(deps));
   v1.route('/users', userRoutes(deps));
   v1.route('/mosques', mosqueRoutes(deps));
   v1.route('/mosques', broadcastRoutes(deps));

@@ -6,7 +6,8 @@ import * as auth from './people/auth.ts';
 import { BroadcastQuery, BroadcastStart } from './broadcasts/broadcasts.ts';
 import { ScheduleQuery, TimetableJson } from './schedule/schedule.ts';
 import { InviteCreate } from './mosques/invites.ts';
-import { PushSubscription, PushUnsubscribe } from './people/me.ts';
+import { AddressConfirm, AddressVerify, MeUpdate, PushSubscription, PushUnsubscribe } from './people/me.ts';
+import { PasswordChange } from './people/sessions.ts';
 import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
 import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques/mosques.ts';
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
@@ -100,9 +101,15 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'startSuperadminReset', method: 'POST', path: `${A}/superadmin-forgot`, summary: 'Superadmin reset, step 1', gate: 'public', success: 200, body: auth.SuperadminForgot, response: 'SessionStarted', errors: [429] },
   { operationId: 'verifySuperadminReset', method: 'POST', path: `${A}/superadmin-forgot/verify`, summary: 'Superadmin reset, step 2', gate: 'public', success: 200, body: auth.SessionVerify, response: 'ResetTokenIssued', errors: [401, 429] },
   { operationId: 'resetSuperadminPassword', method: 'POST', path: `${A}/superadmin-reset-password`, summary: 'Superadmin reset, step 3', gate: 'public', success: 200, body: auth.SuperadminReset, response: 'PasswordReset', errors: [429] },
+  { operationId: 'logout', method: 'POST', path: `${A}/logout`, summary: 'Sign out: this token stops working at once, in every process', gate: 'any', success: 204 },
+  { operationId: 'logoutAll', method: 'POST', path: `${A}/logout-all`, summary: "Sign out everywhere: every token of the account and its pending superadmin sign-ins and resets stop working", gate: 'any', success: 204 },
   { operationId: 'getVapidPublicKey', method: 'GET', path: '/api/v1/push/vapid-public-key', summary: 'The VAPID public key browsers subscribe with', gate: 'public', success: 200, response: 'VapidKey' },
   { operationId: 'getMe', method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200, response: 'Me' },
   { operationId: 'listMyMemberships', method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200, response: 'Membership', list: true },
+  { operationId: 'updateMe', method: 'PATCH', path: '/api/v1/me', summary: 'Change your own email or phone: the new address is a claim until proven; an email change ends every older token, the answer is a new one', gate: 'any', success: 200, body: MeUpdate, response: 'TokenResponse' },
+  { operationId: 'requestAddressConfirmation', method: 'POST', path: '/api/v1/me/addresses/confirm', summary: "Send a 6-digit code to the caller's own email or phone (3 a minute)", gate: 'any', success: 202, body: AddressConfirm, response: 'Accepted', errors: [429] },
+  { operationId: 'confirmAddress', method: 'POST', path: '/api/v1/me/addresses/verify', summary: 'Redeem the code: the address is proven and the account keeps all it has', gate: 'any', success: 200, body: AddressVerify, response: 'User', errors: [409, 429] },
+  { operationId: 'changePassword', method: 'POST', path: '/api/v1/me/password', summary: 'Change the password (the current one is required unless the account has none and signed in within 10 minutes); every older token stops working, the answer is a new one', gate: 'any', success: 200, body: PasswordChange, response: 'TokenResponse', errors: [403, 429] },
   { operationId: 'addPushSubscription', method: 'POST', path: '/api/v1/me/push-subscriptions', summary: 'Register a Web Push subscription', gate: 'any', success: 201, body: PushSubscription, response: 'PushSubscriptionSaved' },
   { operationId: 'sendTestPush', method: 'POST', path: '/api/v1/me/push-subscriptions/test', summary: "A test notification to each of the caller's own push subscriptions (3 a minute)", gate: 'any', success: 202, response: 'PushTestQueued', errors: [429] },
   { operationId: 'removePushSubscription', method: 'DELETE', path: '/api/v1/me/push-subscriptions', summary: 'Remove a Web Push subscription', gate: 'any', success: 204, body: PushUnsubscribe, errors: [404] },
@@ -118,7 +125,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'deleteMosque', method: 'DELETE', path: M, summary: 'Delete a mosque (seed: the coarser admin check)', gate: 'admin', success: 204 },
   { operationId: 'rotateJoinCode', method: 'POST', path: `${M}/join-code`, summary: 'Issue a new join code (the old one stops working)', gate: 'manager', success: 200, response: 'Mosque' },
   { operationId: 'listAdmins', method: 'GET', path: `${M}/admins`, summary: "The mosque's admins", gate: 'admin', success: 200, response: 'Admin', list: true },
-  { operationId: 'addAdmin', method: 'POST', path: `${M}/admins`, summary: 'Add an admin', gate: 'manager', success: 201, body: AdminCreate, response: 'Admin', errors: [409] },
+  { operationId: 'addAdmin', method: 'POST', path: `${M}/admins`, summary: 'Add an admin by user_id, or by email (202 while nobody has proven the address: the row waits on it)', gate: 'manager', success: 201, body: AdminCreate, response: 'Admin', errors: [409] },
   { operationId: 'updateAdmin', method: 'PATCH', path: `${M}/admins/:user_id`, summary: "Change an admin's flags or hand over ownership", gate: 'manager', success: 200, body: AdminUpdate, response: 'Admin', errors: [409] },
   { operationId: 'removeAdmin', method: 'DELETE', path: `${M}/admins/:user_id`, summary: 'Remove an admin', gate: 'manager', success: 204, errors: [409] },
   { operationId: 'listMosqueMemberships', method: 'GET', path: `${M}/memberships`, summary: "The mosque's memberships", gate: 'admin', success: 200, query: MembershipQuery, response: 'MembershipWithEmail', list: true },
@@ -148,7 +155,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'listDeviceEvents', method: 'GET', path: '/api/v1/devices/:id/events', summary: 'The mosque_device_events timeline, newest first', gate: 'self or admin', success: 200, query: EventsQuery, response: 'TimelineEntry', list: true },
   { operationId: 'listDeviceLogs', method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first, and whether logging is on', gate: 'self or admin', success: 200, query: LogsQuery, response: 'DeviceLogs' },
   { operationId: 'joinByCode', method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode, response: 'Membership', errors: [403, 404] },
-  { operationId: 'invite', method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp', gate: 'admin', success: 201, body: InviteCreate, response: 'Invite', errors: [403, 404, 409] },
+  { operationId: 'invite', method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp (at most INVITES_PER_MOSQUE_PER_HOUR per mosque, INVITES_PER_ADDRESS_PER_DAY per address)', gate: 'admin', success: 201, body: InviteCreate, response: 'Invite', errors: [403, 404, 409, 429] },
   { operationId: 'updateMembership', method: 'PATCH', path: '/api/v1/memberships/:id', summary: 'Self: the four notify toggles; admin: the status', gate: 'self or admin', success: 200, body: MembershipPatch, response: 'Membership' },
   { operationId: 'removeMembership', method: 'DELETE', path: '/api/v1/memberships/:id', summary: 'Leave (self, unless banned) or remove (admin)', gate: 'self or admin', success: 204 },
 ];
@@ -256,7 +263,7 @@ export function buildOpenApi(docs: RouteDoc[] = ROUTE_DOCS) {
     security: [{ bearer: [] }],
     paths,
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify or /auth/superadmin-2fa/verify' } },
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify, /auth/superadmin-2fa/verify or /me/password' } },
       schemas: Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, schemaOf(schema)])),
       responses: Object.fromEntries([...statuses].sort((a, b) => a - b).map((s) => [`Error${s}`, errorResponse(s)])),
     },

@@ -10,15 +10,16 @@ import type { AppEnv } from './context.ts';
 export type LimiterStore = object | null;
 
 /**
- * Fixed-window limits from rate-limiter-flexible (a well-kept library; no hand-rolled counters). With a
- * Redis store, a request while Redis is away is counted in this process's memory instead (the insurance
- * limiter), at once rather than after a timeout: the limit then holds per process until Redis is back.
+ * `points` per fixed window of `windowSeconds` (a minute unless said), from rate-limiter-flexible (a
+ * well-kept library; no hand-rolled counters). A window starts with a key's first request. With a Redis
+ * store, a request while Redis is away is counted in this process's memory instead (the insurance limiter),
+ * at once rather than after a timeout: the limit then holds per process until Redis is back.
  */
-export function createLimiter(pointsPerMinute: number, store: LimiterStore = null, name = 'limit') {
-  const inMemory = () => new RateLimiterMemory({ points: pointsPerMinute, duration: 60 });
+export function createLimiter(points: number, store: LimiterStore = null, name = 'limit', windowSeconds = 60) {
+  const inMemory = () => new RateLimiterMemory({ points, duration: windowSeconds });
   const limiter: RateLimiterAbstract = store
     ? new RateLimiterRedis({
-        storeClient: store, points: pointsPerMinute, duration: 60, keyPrefix: `minaret:rl:${name}`,
+        storeClient: store, points, duration: windowSeconds, keyPrefix: `minaret:rl:${name}`,
         rejectIfRedisNotReady: true, insuranceLimiter: inMemory(),
       })
     : inMemory();

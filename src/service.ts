@@ -44,6 +44,8 @@ import { createSuperadminAuth } from './people/superadmin.ts';
 import { createAccessTokens } from './people/tokens.ts';
 import { createUserAdmin } from './people/user-admin.ts';
 import { createUserStore } from './people/users.ts';
+import { createRevokedTokens } from './people/revoked-tokens.ts';
+import { createSessions } from './people/sessions.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
@@ -111,7 +113,8 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const users = createUserStore(db, clock, changes);
   const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
   const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
-  const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion });
+  const revoked = createRevokedTokens(db, clock, changes);
+  const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock, changes);
   const admins = createAdminStore(db, clock, changes);
@@ -123,10 +126,11 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
   const addressListeners: AddressProvenListener[] = [];
   const proof = createAddressProof({ db, users, listeners: addressListeners });
+  const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock });
   return {
-    users, tokens, activity, mosques, admins, memberships, membershipListeners, grants, addressListeners,
+    users, tokens, revoked, activity, mosques, admins, memberships, membershipListeners, superadminAuth, grants, addressListeners,
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
-    superadminAuth: createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock }),
+    sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, clock }),
     invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
     broadcastHooks,
     broadcasts: createBroadcasts({ db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b) }),
@@ -245,11 +249,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       changed(change, origin) {
         if (origin === 'local') return;
         if (change.kind === 'user') people.users.reloadVersion(change.id);
+        else if (change.kind === 'token') people.revoked.reload(change.id);
         else if (change.kind === 'device') plane.deviceChangedElsewhere(change.id);
         else if (change.kind === 'mosque') scheduler.mosqueChanged(change.id);
       },
       resync() {
         people.users.reloadVersions();
+        people.revoked.reloadAll();
         plane.reloadAll();
       },
     });
@@ -305,6 +311,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       authRateLimit: config.authRateLimit,
       streamHttpHosts: config.streamHttpHosts,
       authIdentifierRateLimit: config.authIdentifierRateLimit,
+      invitesPerMosquePerHour: config.invitesPerMosquePerHour,
+      invitesPerAddressPerDay: config.invitesPerAddressPerDay,
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       reportFor: (mosqueId, broadcastId) => {

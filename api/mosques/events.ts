@@ -3,6 +3,7 @@ import { Hono } from 'hono';
 import type { AdminStore } from '../../src/mosques/admins.ts';
 import type { Memberships } from '../../src/mosques/memberships.ts';
 import type { MosqueStore } from '../../src/mosques/mosques.ts';
+import type { ChangeFeed } from '../../src/platform/changes.ts';
 import type { Clock } from '../../src/platform/clock.ts';
 import type { AccessTokens } from '../../src/people/tokens.ts';
 import type { AppEnv } from '../context.ts';
@@ -18,7 +19,11 @@ import { mosqueGate } from '../guards.ts';
  */
 export const TICKET_TTL_S = 30;
 export const HEARTBEAT_MS = 25_000;
-/** How often an open stream re-checks its token (revoked, expired) and the admin row it was opened with. */
+/**
+ * How often an open stream re-checks its token (revoked, expired) and the admin row it was opened with: the
+ * safety net. A change the feed names (an admin row removed, a token revoked) re-checks at once, in every
+ * process (src/platform/changes.ts).
+ */
 export const RECHECK_MS = 5_000;
 export const MAX_STREAMS_PER_USER = 3;
 export const MAX_STREAMS = 200;
@@ -31,7 +36,7 @@ export type MosqueEvent =
   | { type: 'schedule'; date: string; prayer: string; index: number; status: string; at: string };
 
 interface Ticket { userId: string; role: string; mosqueId: string; token: string; expiresAt: number }
-interface Stream { userId: string; mosqueId: string; send(e: MosqueEvent): void; close(): void }
+interface Stream { userId: string; mosqueId: string; send(e: MosqueEvent): void; close(): void; recheck(): void }
 
 /** The hub the composition root feeds from the core's listeners (device status, broadcast start/stop). */
 export function createMosqueEvents() {
@@ -61,6 +66,7 @@ interface Deps {
   admins: AdminStore;
   memberships: Memberships;
   mosqueEvents: MosqueEvents;
+  changes: Pick<ChangeFeed, 'subscribe'>;
 }
 
 const sha256 = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
@@ -77,6 +83,7 @@ export function eventRoutes(deps: Deps) {
     if (!claims || claims.id !== t.userId) return false;
     return claims.role === 'superadmin' || deps.admins.find(t.mosqueId, t.userId) !== null;
   };
+  recheckOnChange(deps.changes, deps.mosqueEvents);
 
   app.post('/:id/events/ticket', mosqueGate(deps, 'admin'), (c) => {
     sweep();
@@ -104,6 +111,26 @@ export function eventRoutes(deps: Deps) {
     });
   });
   return app;
+}
+
+/**
+ * The streams a change may end, re-checked at once: the user's own (their admin rows or their token version),
+ * the mosque's (gone), or every stream for a signed-out token (the feed names only its hash; streams are few).
+ * A resync re-checks nothing: the RECHECK_MS poll already covers whatever a lost message hid.
+ */
+function recheckOnChange(changes: Pick<ChangeFeed, 'subscribe'>, hub: MosqueEvents): void {
+  changes.subscribe({
+    changed(change) {
+      if (hub.streams.size === 0) return;
+      for (const s of [...hub.streams]) {
+        const affected = change.kind === 'token'
+          || ((change.kind === 'standing' || change.kind === 'user') && s.userId === change.id)
+          || (change.kind === 'mosque' && s.mosqueId === change.id);
+        if (affected) s.recheck();
+      }
+    },
+    resync() {},
+  });
 }
 
 function openStream(ticket: Ticket, hub: MosqueEvents, allowed: () => Promise<boolean>): ReadableStream<Uint8Array> {
@@ -134,11 +161,12 @@ function openStream(ticket: Ticket, hub: MosqueEvents, allowed: () => Promise<bo
             controller.close();
           } catch { /* already closed by the client */ }
         },
+        recheck: () => void allowed().then((ok) => ok || stream.close()),
       };
       hub.streams.add(stream);
       // Comments keep proxies and NAT boxes from dropping a quiet connection.
       timers.push(setInterval(() => write(': heartbeat\n\n'), HEARTBEAT_MS));
-      timers.push(setInterval(() => void allowed().then((ok) => ok || stream.close()), RECHECK_MS));
+      timers.push(setInterval(() => stream.recheck(), RECHECK_MS));
       timers.forEach((t) => t.unref());
       write(`retry: 5000\n: open\n\n`);
     },

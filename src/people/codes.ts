@@ -30,6 +30,8 @@ export interface OneTimeCodes {
   findResetToken(token: string, kind: ResetKind): string | null;
   /** The user of an unused, unexpired token of this kind and the address it went to, consumed by this call; null otherwise. */
   redeemResetToken(token: string, kind: ResetKind): { userId: string; sentToHash: string | null } | null;
+  /** Every outstanding reset token of the user of this kind stops working (the account's sessions were ended). */
+  revokeResetTokens(userId: string, kind: ResetKind): void;
 }
 
 export function createOneTimeCodes(db: Db, clock: Clock, key: Buffer): OneTimeCodes {
@@ -102,6 +104,10 @@ export function createOneTimeCodes(db: Db, clock: Clock, key: Buffer): OneTimeCo
       const row = claimReset.get(keyedHash(key, `reset|${token}`), kind);
       if (!row || row.expires_at <= now()) return null;
       return { userId: row.user_id, sentToHash: row.sent_to_hash };
+    },
+
+    revokeResetTokens(userId, kind) {
+      deleteResetsOf.run(userId, kind);
     },
   };
 }

@@ -5,7 +5,7 @@ export const GUESS_WINDOW_SECONDS = 3600;
 const PRUNE_EVERY_SECONDS = 60;
 
 /** The flows whose secrets are short enough to guess; each has its own budget per account. */
-export type GuessFlow = 'login_code' | 'superadmin_login' | 'superadmin_reset';
+export type GuessFlow = 'login_code' | 'superadmin_login' | 'superadmin_reset' | 'password_change';
 
 /**
  * Caps wrong guesses per account and flow over a sliding hour (issue 9: a fresh code must not bring fresh

@@ -69,6 +69,7 @@ export function createSuperadminAuth(deps: Deps) {
     'SELECT user_id, otp_sealed, attempts_left, expires_at FROM superadmin_sessions WHERE session_hash = ? AND purpose = ?',
   );
   const deleteSession = db.prepare('DELETE FROM superadmin_sessions WHERE session_hash = ?');
+  const deleteSessionsOf = db.prepare('DELETE FROM superadmin_sessions WHERE user_id = ?');
   const spendTry = db.prepare('UPDATE superadmin_sessions SET attempts_left = attempts_left - 1 WHERE session_hash = ?');
   const putDecoy = db.prepare(
     `INSERT INTO superadmin_decoy_sessions (session_hash, identifier_hash, attempts_left, expires_at) VALUES (?, ?, ?, ?)
@@ -194,6 +195,17 @@ export function createSuperadminAuth(deps: Deps) {
       if (!findSuperadmin(checked.value)) return fail('invalid_otp');
       const resetToken = deps.codes.issueResetToken(checked.value, 'superadmin', RESET_TOKEN_TTL_SECONDS);
       return ok({ reset_token: resetToken, expires_in: RESET_TOKEN_TTL_SECONDS });
+    },
+
+    /**
+     * Every pending two-step sign-in or reset of the user stops working: its session, and a reset token
+     * already won by one (docs/api.md "Signing out": logout-all and a password change end them).
+     */
+    endPendingSessions(userId: string): void {
+      db.transaction(() => {
+        deleteSessionsOf.run(userId);
+        deps.codes.revokeResetTokens(userId, 'superadmin');
+      })();
     },
 
     /** The new password takes effect only here, and every older token of the superadmin stops working. */

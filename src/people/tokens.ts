@@ -1,5 +1,7 @@
+import crypto from 'node:crypto';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 import type { Clock } from '../platform/clock.ts';
+import { sha256Hex } from '../platform/identifiers.ts';
 import type { Role, UserRow } from './users.ts';
 
 export interface AccessClaims {
@@ -9,6 +11,11 @@ export interface AccessClaims {
   ver: number;
   iat: number;
   exp: number;
+  /**
+   * Hex SHA-256 of the token's `jti` ([RFC 7519 §4.1.7]), the key a signed-out token is kept under
+   * (src/people/revoked-tokens.ts); for a token issued before tokens carried a jti, of the whole token.
+   */
+  tokenIdHash: string;
 }
 
 export interface TokenResponse {
@@ -30,6 +37,8 @@ interface Deps {
   clock: Clock;
   /** The user's current token version, from memory; undefined when the user no longer exists. */
   currentVersion: (userId: string) => number | undefined;
+  /** Whether this one token was signed out, from memory (src/people/revoked-tokens.ts). */
+  isRevoked?: (tokenIdHash: string) => boolean;
   cacheSize?: number;
 }
 
@@ -43,8 +52,9 @@ export function createAccessTokens(deps: Deps): AccessTokens {
   const cacheSize = deps.cacheSize ?? 10_000;
   const cache = new Map<string, AccessClaims>();
 
+  const isRevoked = deps.isRevoked ?? (() => false);
   const isCurrent = (claims: AccessClaims, nowSeconds: number) =>
-    claims.exp > nowSeconds && deps.currentVersion(claims.id) === claims.ver;
+    claims.exp > nowSeconds && deps.currentVersion(claims.id) === claims.ver && !isRevoked(claims.tokenIdHash);
 
   const remember = (token: string, claims: AccessClaims) => {
     if (cache.size >= cacheSize) cache.delete(cache.keys().next().value!);
@@ -56,6 +66,7 @@ export function createAccessTokens(deps: Deps): AccessTokens {
       const iat = Math.floor(deps.clock() / 1000);
       const token = await new SignJWT({ id: user.id, email: user.email, role: user.role, ver: user.token_version })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setJti(crypto.randomBytes(16).toString('base64url'))
         .setIssuedAt(iat)
         .setExpirationTime(iat + ttlSeconds)
         .sign(key);
@@ -85,10 +96,11 @@ async function verifySignature(token: string, key: Uint8Array, clock: Clock): Pr
       requiredClaims: ['exp', 'iat'],
       currentDate: new Date(clock()),
     });
-    const { id, email, role, ver, iat, exp } = payload as Record<string, unknown>;
+    const { id, email, role, ver, iat, exp, jti } = payload as Record<string, unknown>;
     if (typeof id !== 'string' || typeof email !== 'string' || typeof ver !== 'number') return null;
     if (role !== 'member' && role !== 'superadmin') return null;
-    return { id, email, role, ver, iat: iat as number, exp: exp as number };
+    const tokenIdHash = sha256Hex(typeof jti === 'string' ? jti : token);
+    return { id, email, role, ver, iat: iat as number, exp: exp as number, tokenIdHash };
   } catch (err) {
     if (err instanceof joseErrors.JOSEError || err instanceof TypeError) return null;
     throw err;

@@ -15,9 +15,11 @@ export type ChangeKind =
   /** A devices row that the registry or the leases mirror: created, rotated, rebound, settings, lease, deleted. */
   | 'device'
   /** A mosque's row changed or it went away (its memberships and admin rows with it). */
-  | 'mosque';
+  | 'mosque'
+  /** One access token was signed out (id: the SHA-256 of its jti, as revoked_tokens keys it). */
+  | 'token';
 
-export const CHANGE_KINDS: readonly ChangeKind[] = ['user', 'standing', 'device', 'mosque'];
+export const CHANGE_KINDS: readonly ChangeKind[] = ['user', 'standing', 'device', 'mosque', 'token'];
 
 export interface Change {
   kind: ChangeKind;

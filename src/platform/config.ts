@@ -39,6 +39,8 @@ export interface Config {
   authRateLimit: number;
   authIdentifierRateLimit: number;
   authMaxWrongGuessesPerHour: number;
+  invitesPerMosquePerHour: number;
+  invitesPerAddressPerDay: number;
   bcryptCost: number;
   bcryptMaxQueue: number;
   trustProxy: TrustProxy;
@@ -163,6 +165,8 @@ const EnvSchema = v.object({
   AUTH_RATE_LIMIT: wholeNumber(1, 1_000_000, 30),
   AUTH_IDENTIFIER_RATE_LIMIT: wholeNumber(1, 1_000_000, 10),
   AUTH_MAX_WRONG_GUESSES_PER_HOUR: wholeNumber(1, 1000, 20),
+  INVITES_PER_MOSQUE_PER_HOUR: wholeNumber(1, 10_000, 20),
+  INVITES_PER_ADDRESS_PER_DAY: wholeNumber(1, 100, 3),
   BCRYPT_MAX_QUEUE: wholeNumber(1, 100_000, 64),
   TRUST_PROXY: v.optional(v.pipe(v.string(), v.trim()), 'off'),
   HTTP_HEADERS_TIMEOUT_S: wholeNumber(1, 300, 10),
@@ -309,6 +313,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       authRateLimit: e.AUTH_RATE_LIMIT,
       authIdentifierRateLimit: e.AUTH_IDENTIFIER_RATE_LIMIT,
       authMaxWrongGuessesPerHour: e.AUTH_MAX_WRONG_GUESSES_PER_HOUR,
+      invitesPerMosquePerHour: e.INVITES_PER_MOSQUE_PER_HOUR,
+      invitesPerAddressPerDay: e.INVITES_PER_ADDRESS_PER_DAY,
       bcryptCost: e.BCRYPT_COST,
       bcryptMaxQueue: e.BCRYPT_MAX_QUEUE,
       trustProxy: trustProxy.value,

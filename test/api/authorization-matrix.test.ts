@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
 import type { DeviceKind } from '../../src/devices/device-config.ts';
 import { createMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
-import { startTestService, type HttpResult, type TestService } from '../support/service.ts';
+import { sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
 
 /**
  * CONTRACT 5 as one table: every route x every caller standing -> the HTTP status it must get.
@@ -261,6 +261,15 @@ const ROWS: Row[] = [
     check: (_w, s, res) => assert.equal(res.body.email_proven, true, s),
   },
   {
+    // The caller's own password, proved by the current one (the superadmin's differs from the members').
+    route: `POST ${V1}/me/password`, expect: anyone(200), mutates: true,
+    request: (_w, s) => ({
+      path: `${V1}/me/password`,
+      body: { current_password_hash: sha256(s === 'superadmin' ? 'root password 123' : 'correct horse battery staple'), new_password_hash: sha256(unique('new password')) },
+    }),
+    check: (w, s, res) => assert.equal(res.body.user.id, w.caller(s)!.id),
+  },
+  {
     route: `DELETE ${V1}/me/push-subscriptions`, expect: anyone(204), mutates: true,
     request: async (w, _s, caller) => {
       // The caller's own subscription (anonymous: the member's, which must survive the refused call).
@@ -270,6 +279,10 @@ const ROWS: Row[] = [
       return { path: `${V1}/me/push-subscriptions`, body: { endpoint } };
     },
   },
+
+  // --- signing out (under /auth, yet the bearer token is required) ---
+  { route: `POST ${V1}/auth/logout`, expect: anyone(204), mutates: true, request: () => ({ path: `${V1}/auth/logout` }) },
+  { route: `POST ${V1}/auth/logout-all`, expect: anyone(204), mutates: true, request: () => ({ path: `${V1}/auth/logout-all` }) },
 
   // --- users: superadmin only, all-or-nothing at the route ---
   { route: `GET ${V1}/users`, expect: superadminOnly(200), request: () => ({ path: `${V1}/users` }) },

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { SignJWT, decodeJwt, decodeProtectedHeader } from 'jose';
 import { createManualClock } from '../../src/platform/clock.ts';
 import { createAccessTokens } from '../../src/people/tokens.ts';
+import { sha256Hex } from '../../src/platform/identifiers.ts';
 
 const SECRET = 'unit-test-secret-0123456789-abcdefghijklmnop';
 const user = { id: 'u1', email: 'a@example.com', role: 'member' as const, token_version: 3 };
@@ -85,3 +86,31 @@ function sign(header: { alg: string }, secret: string, claims: Record<string, un
   const body = { id: 'u1', email: 'a@example.com', role: 'member', ver: 3, ...claims };
   return new SignJWT(body).setProtectedHeader(header).sign(new TextEncoder().encode(secret));
 }
+
+test('each token carries its own random jti; a signed-out one is refused, cached or not, and the others of the user are not', async () => {
+  const clock = createManualClock();
+  const revoked = new Set<string>();
+  const tokens = createAccessTokens({ secret: SECRET, expireDays: 7, clock, currentVersion: () => 3, isRevoked: (h) => revoked.has(h) });
+  const [a, b] = [await tokens.issue(user), await tokens.issue(user)];
+  const [ja, jb] = [decodeJwt(a.access_token).jti, decodeJwt(b.access_token).jti];
+  assert.match(String(ja), /^[A-Za-z0-9_-]{22}$/, '128 random bits');
+  assert.notEqual(ja, jb);
+  const claims = (await tokens.verify(a.access_token))!;
+  assert.equal(claims.tokenIdHash, sha256Hex(String(ja)), 'the denylist key is the hash of the jti, never the jti');
+  revoked.add(claims.tokenIdHash);
+  assert.equal(await tokens.verify(a.access_token), null, 'refused although its verification was cached');
+  assert.ok(await tokens.verify(b.access_token));
+});
+
+test('a token issued before tokens carried a jti can still be signed out: its key is the hash of the whole token', async () => {
+  const revoked = new Set<string>();
+  const clock = createManualClock();
+  const tokens = createAccessTokens({ secret: SECRET, expireDays: 7, clock, currentVersion: () => 3, isRevoked: (h) => revoked.has(h) });
+  const iat = Math.floor(clock() / 1000);
+  const legacy = await new SignJWT({ id: 'u1', email: 'a@example.com', role: 'member', ver: 3 })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setIssuedAt(iat).setExpirationTime(iat + 3600).sign(new TextEncoder().encode(SECRET));
+  const claims = (await tokens.verify(legacy))!;
+  assert.equal(claims.tokenIdHash, sha256Hex(legacy));
+  revoked.add(claims.tokenIdHash);
+  assert.equal(await tokens.verify(legacy), null);
+});
