@@ -82,10 +82,11 @@ function targetOf(row: StoredIdentifiers, refused: IdentifierRewriteReport['refu
   }
   const phoneHash = phone === null ? null : identifierHash(phone);
   let email = row.email;
-  // A phone-only account's placeholder email is named after its phone's hash, so it follows the phone.
-  if (isSyntheticEmail(email)) {
-    if (phoneHash !== null) email = syntheticEmailForPhone(phoneHash);
-  } else {
+  // A phone-only account's placeholder email is named after its phone's hash, so it follows the phone;
+  // any other placeholder is not an address and is left as it is.
+  if (row.phone !== null && email === syntheticEmailForPhone(identifierHash(row.phone))) {
+    email = syntheticEmailForPhone(phoneHash!);
+  } else if (!isSyntheticEmail(email)) {
     const checked = normalizeEmail(email);
     if (checked.ok) email = checked.value;
     else refused.push({ userId: row.id, field: 'email' });

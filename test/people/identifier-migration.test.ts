@@ -51,6 +51,8 @@ test('at start, stored emails and phones are rewritten to their normal form once
     { id: 'mobile-trunk', email: 'trunk@example.com', phone: '+4407700900123' },
     { id: 'zero-width', email: 'zw\u200b@example.com' },
     { id: 'plain', email: 'plain@example.com', phone: '+4712345678' },
+    // A placeholder that is not the phone's own (.invalid: never an address) stays; its phone is rewritten.
+    { id: 'other-placeholder', email: 'lost-0123456789abcdef@claim.invalid', phone: '+4407700900999' },
   ]);
 
   const ts = await startTestService(t, { env });
@@ -58,7 +60,7 @@ test('at start, stored emails and phones are rewritten to their normal form once
   const collisions = logged.filter((l) => l.level === 40 && Array.isArray(l.user_ids));
   assert.deepEqual(collisions.map((l) => [l.field, l.user_ids]), [['email', ['oa-latin', 'oa-fullwidth']], ['phone', ['mobile', 'mobile-trunk']]]);
   assert.deepEqual(logged.filter((l) => l.level === 40 && l.user_id).map((l) => [l.field, l.user_id]), [['email', 'zero-width']]);
-  assert.equal(logged.find((l) => l.level === 30)?.rewritten, 2);
+  assert.equal(logged.find((l) => l.level === 30)?.rewritten, 3);
 
   // The rewritten accounts sign in by the hash of their normal form.
   const omar = await ts.http.post('/api/v1/auth/login', { identifier_hash: sha256('omar@example.com'), password_hash: sha256(PASSWORD) });
@@ -76,6 +78,7 @@ test('at start, stored emails and phones are rewritten to their normal form once
     phone: '+442079460123', phone_hash: sha256('+442079460123'), updated_at: byId.get('phone-only')!.updated_at,
   });
   assert.notEqual(byId.get('phone-only')!.updated_at, BEFORE);
+  assert.deepEqual([byId.get('other-placeholder')!.email, byId.get('other-placeholder')!.phone], ['lost-0123456789abcdef@claim.invalid', '+447700900999']);
   // Both sides of each collision, the refused row and the row already normal are as they were.
   for (const [id, email, phoneNumber] of [
     ['oa-latin', 'oa@example.com', null], ['oa-fullwidth', 'ｏａ@example.com', null], ['mobile', 'mobile@example.com', '+447700900123'],
