@@ -6,13 +6,19 @@ import type { AccessTokens } from '../src/people/tokens.ts';
 import { ApiError } from './errors.ts';
 import { requestHeader, type AppContext, type AppEnv } from './context.ts';
 
-const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/;
+// RFC 9110 §11.1: the scheme is case-insensitive ("bearer", "BEARER") and one or more spaces follow it.
+const BEARER = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i;
 
-/** A valid, unexpired, unrevoked access token (contract 3); the claims go to c.var.user. */
+/** The JWT of an `Authorization: Bearer <jwt>` header, or null when the header is absent or not that. */
+export function bearerToken(c: AppContext): string | null {
+  return BEARER.exec(requestHeader(c, 'authorization') ?? '')?.[1] ?? null;
+}
+
+/** A valid, unexpired, unrevoked access token; the claims go to c.var.user. */
 export function requireUser(tokens: AccessTokens): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const match = BEARER.exec(requestHeader(c, 'authorization') ?? '');
-    const claims = match ? await tokens.verify(match[1]!) : null;
+    const token = bearerToken(c);
+    const claims = token ? await tokens.verify(token) : null;
     if (!claims) throw new ApiError('unauthorized');
     c.set('user', claims);
     await next();

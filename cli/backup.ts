@@ -44,8 +44,12 @@ export async function restoreDatabase(databasePath: string, file: string): Promi
   const tmp = partialName(databasePath);
   try {
     version = checkMinaret(source, file);
-    fs.mkdirSync(path.dirname(path.resolve(databasePath)), { recursive: true });
+    fs.mkdirSync(path.dirname(path.resolve(databasePath)), { recursive: true, mode: 0o700 });
+    // Made 0600 before a byte is written: it holds password and device-secret hashes. SQLite gives the -wal
+    // and -shm it later creates beside a database the database file's own mode.
+    fs.closeSync(fs.openSync(tmp, 'wx', 0o600));
     await source.backup(tmp);
+    fs.chmodSync(tmp, 0o600);
   } catch (err) {
     fs.rmSync(tmp, { force: true });
     if (err instanceof BackupError) throw err;

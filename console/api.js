@@ -54,9 +54,13 @@ export async function sha256Hex(text) {
   return hex(await crypto.subtle.digest('SHA-256', bytes(text)));
 }
 
-/** identifier_hash of an email (trimmed, lower-cased) or a phone (E.164: + and digits only). */
+/**
+ * identifier_hash of an email, normalised as docs/api.md#identifiers says (NFKC, trimmed, lower-cased), or of a
+ * phone. The console's forms take emails; a phone here must already be E.164 apart from spaces and dashes
+ * (the full phone rule needs libphonenumber-js, which the console does not ship).
+ */
 export function identifierHash(identifier) {
-  const s = identifier.trim();
+  const s = identifier.normalize('NFKC').trim();
   return sha256Hex(s.includes('@') ? s.toLowerCase() : s.replace(/[^+\d]/g, ''));
 }
 

@@ -17,9 +17,10 @@ import { createBroadcasts, type BroadcastRow } from './broadcasts/broadcasts.ts'
 import { createFanout } from './broadcasts/broadcast-fanout.ts';
 import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
 import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
-import { systemClock, type Clock } from './platform/clock.ts';
+import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
 import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
+import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
 import { checkpointInBackground, migrate, openDatabase, type Db } from './platform/db.ts';
 import { createFaults, storageFaultOf } from './platform/faults.ts';
@@ -152,7 +153,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   try {
     const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
     finals.push({ name: 'database', close: () => db.close() });
-    logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config), ...storageLimit(db, config) }, 'database ready');
+    logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config, clock, logger), ...storageLimit(db, config) }, 'database ready');
     const faults = createFaults({ db, clock, logger });
     // Stopped before db.close, so that is the last connection and folds the WAL away (see also the end of start).
     const checkpointer = checkpointInBackground(db, { onError: (err) => faults.report('database checkpoint', err) });
@@ -416,10 +417,15 @@ function readTls(config: Config, logger: Logger): TlsCredentials | undefined {
   return loaded.credentials;
 }
 
-/** A database already at DATABASE_MAX_BYTES has no room for a migration: say so in one line, not a stack. */
-function migrateOrExplain(db: Db, config: Config): number {
+/**
+ * The SQL migrations, then the data steps written in TypeScript (the rewrite of stored identifiers), before
+ * any store reads a row. A database already at DATABASE_MAX_BYTES has no room for them: say so in one line.
+ */
+function migrateOrExplain(db: Db, config: Config, clock: Clock, logger: Logger): number {
   try {
-    return migrate(db);
+    const version = migrate(db);
+    logIdentifierRewrite(normalizeStoredIdentifiersOnce(db, toUnixSeconds(clock())), logger);
+    return version;
   } catch (err) {
     if (storageFaultOf(err) !== 'full') throw err;
     const setting = config.databaseMaxBytes === undefined ? 'DATABASE_PATH: the disk' : 'DATABASE_MAX_BYTES: the limit';

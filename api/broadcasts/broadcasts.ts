@@ -4,13 +4,13 @@ import { BROADCAST_KINDS, PENDING_REPORT, toBroadcast, type BroadcastRow, type B
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { mosqueGate, type GateDeps } from '../guards.ts';
-import { limit } from '../schemas.ts';
+import { freeText, limit } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
 export const BroadcastStart = v.object({
   kind: v.picklist(BROADCAST_KINDS),
-  prayer: v.optional(v.nullable(v.pipe(v.string(), v.trim(), v.maxLength(40, 'is too long')))),
-  title: v.optional(v.nullable(v.pipe(v.string(), v.trim(), v.maxLength(200, 'is too long')))),
+  prayer: v.optional(v.nullable(freeText(40))),
+  title: v.optional(v.nullable(freeText(200))),
 });
 export const BroadcastQuery = v.object({ limit: limit(50, 200) });
 

@@ -12,10 +12,10 @@ import type { MosqueStore } from '../../src/mosques/mosques.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
-import { id, limit } from '../schemas.ts';
+import { before, freeText, id, limit } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
-const deviceName = v.optional(v.nullable(v.pipe(v.string(), v.trim(), v.maxLength(100, 'is too long'))));
+const deviceName = v.optional(v.nullable(freeText(100)));
 const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM'));
 export const TransmitterCreate = v.object({ kind: v.literal('transmitter'), name: deviceName });
 export const PlayerCreate = v.object({ kind: v.literal('stream_player'), mosque_id: v.optional(v.nullable(id)), name: deviceName });
@@ -34,7 +34,7 @@ export const DeviceUpdate = v.object({
 export const DeviceListQuery = v.object({ mosque_id: v.optional(id) });
 export const EventsQuery = v.object({
   limit: limit(50, 500),
-  before: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'must be an event id'), v.transform(Number))),
+  before: before('an event id'),
 });
 export const LogsQuery = v.object({ limit: limit(100, 500) });
 export const CommandRequest = v.object({

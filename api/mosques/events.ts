@@ -8,7 +8,7 @@ import type { Clock } from '../../src/platform/clock.ts';
 import type { AccessTokens } from '../../src/people/tokens.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { mosqueGate } from '../guards.ts';
+import { bearerToken, mosqueGate } from '../guards.ts';
 
 /**
  * Live updates of one mosque for its admins, as Server-Sent Events (the console's only live source: people
@@ -89,7 +89,7 @@ export function eventRoutes(deps: Deps) {
     sweep();
     if (tickets.size >= MAX_OPEN_TICKETS) throw new ApiError('rate_limited', 'Too many stream tickets outstanding', { headers: { 'Retry-After': String(TICKET_TTL_S) } });
     // The bearer token was checked by requireUser; the ticket remembers it so the stream dies with it.
-    const token = (c.req.header('authorization') ?? '').slice('Bearer '.length);
+    const token = bearerToken(c)!;
     const ticket = crypto.randomBytes(32).toString('base64url');
     tickets.set(sha256(ticket), { userId: c.var.user.id, role: c.var.user.role, mosqueId: c.var.mosque.id, token, expiresAt: nowS() + TICKET_TTL_S });
     return c.json({ ticket, expires_in: TICKET_TTL_S }, 201);

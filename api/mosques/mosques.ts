@@ -9,7 +9,7 @@ import type { UserStore } from '../../src/people/users.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, errorBody, unwrap } from '../errors.ts';
 import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
-import { email, httpUrl, id, limit, name, timezone } from '../schemas.ts';
+import { before, email, httpUrl, id, limit, name, timezone } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
 const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be "HH:MM"'));
@@ -70,7 +70,7 @@ export const Enrol = v.object({ user_id: id });
 export const MembershipQuery = v.object({ status: v.optional(v.picklist(MEMBERSHIP_STATUSES)) });
 export const ActivityQuery = v.object({
   limit: limit(50, 200),
-  before: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'must be an activity id'), v.transform(Number))),
+  before: before('an activity id'),
 });
 
 interface Deps extends GateDeps {

@@ -5,7 +5,7 @@ import { toUser, type UserStore } from '../../src/people/users.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { superadminOnly } from '../guards.ts';
-import { email, hex64, limit, phone } from '../schemas.ts';
+import { email, hex64, limit, offset, phone } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
 const role = v.picklist(['member', 'superadmin']);
@@ -16,7 +16,7 @@ export const UserCreate = v.pipe(
 export const UserUpdate = v.object({ email: v.optional(email), phone: v.optional(v.nullable(phone)), password_hash: v.optional(hex64), role: v.optional(role) });
 export const UserQuery = v.object({
   limit: limit(50, 200),
-  offset: v.optional(v.pipe(v.string(), v.regex(/^\d+$/, 'must be a whole number'), v.transform(Number)), '0'),
+  offset,
 });
 
 /** CONTRACT 5: user administration, superadmin only, gated once for the whole route (seed rule 6). */

@@ -230,3 +230,17 @@ export function migrate(db: Db, migrations = readMigrations()): number {
   }
   return current;
 }
+
+/**
+ * Runs a data step (a change to stored rows written in TypeScript) once per database: it is recorded in
+ * data_steps (migration 014) inside the same IMMEDIATE transaction, so a second process starting on the same
+ * file waits, then finds it done. Returns what the step returned, or null when it had already run.
+ */
+export function runDataStepOnce<T>(db: Db, name: string, nowS: number, step: () => T): T | null {
+  return db.transaction(() => {
+    if (db.prepare('SELECT 1 FROM data_steps WHERE name = ?').get(name)) return null;
+    const result = step();
+    db.prepare('INSERT INTO data_steps (name, applied_at) VALUES (?, ?)').run(name, nowS);
+    return result;
+  }).immediate();
+}

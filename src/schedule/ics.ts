@@ -19,7 +19,14 @@ export function foldLine(line: string): string {
   return out.join('\r\n ');
 }
 
-const escapeText = (s: string) => s.replace(/[\\;,]/g, (c) => `\\${c}`).replace(/\r?\n/g, '\\n');
+/**
+ * RFC 5545 §3.3.11: TEXT escapes backslash, semicolon and comma, and writes a line break as `\n`. A line break
+ * is CRLF, LF or a bare CR (a bare CR left in would end the line early for some readers, and let text forge
+ * properties); other control characters are not allowed in TEXT at all, so they are dropped. Names are refused
+ * them at the API, but this writer must be safe whatever the store holds.
+ */
+const escapeText = (s: string) =>
+  s.replace(/[\\;,]/g, (c) => `\\${c}`).replace(/\r\n|\r|\n/g, '\\n').replace(/[\x00-\x08\x0b-\x1f\x7f]/g, '');
 const stamp = (ms: number) => new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
 const name = (prayer: string) => (prayer === 'jumuah' ? "Jumu'ah" : prayer[0]!.toUpperCase() + prayer.slice(1));
 

@@ -100,6 +100,28 @@ test('restore puts the backup back: a user made after the backup is gone, one be
   assert.equal(login.status, 200);
 });
 
+test('restore writes the live database with mode 0600, and the -wal and -shm the service makes beside it get 0600 too', async (t) => {
+  const dir = tempDir(t);
+  const target = path.join(dir, 'backup.db');
+  const databasePath = path.join(dir, 'live', 'minaret.db');
+  {
+    const ts = await startTestService(t, { logLevel: 'warn', env: { DATABASE_PATH: databasePath } });
+    await signupMember(ts.http, 'before@example.com');
+    assert.equal((await minaret(['backup', target], databasePath)).code, 0);
+    await ts.service.close();
+  }
+  fs.chmodSync(target, 0o644); // a copy someone loosened must not loosen the live file
+  const run = await minaret(['restore', target], databasePath);
+  assert.equal(run.code, 0, run.stderrLines.join('\n'));
+  const mode = (file: string) => fs.statSync(file).mode & 0o777;
+  assert.equal(mode(databasePath), 0o600);
+  assert.equal(mode(`${databasePath}.before-restore`), 0o600);
+  const again = await startTestService(t, { logLevel: 'warn', env: { DATABASE_PATH: databasePath } });
+  assert.equal((await again.http.post('/api/v1/auth/signup', { email: 'after@example.com' })).status, 201);
+  assert.equal(mode(`${databasePath}-wal`), 0o600);
+  assert.equal(mode(`${databasePath}-shm`), 0o600);
+});
+
 test('restore is refused while the service has the database open, and nothing changes', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
   await signupMember(ts.http, 'kept@example.com');

@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { openDatabase } from '../../src/platform/db.ts';
+import { createMosqueStore } from '../../src/mosques/mosques.ts';
 import { createManualClock, startTestService } from '../support/service.ts';
 import { API, createMosque, joinMosque, makeAdmin, member, signInSuperadmin } from '../support/people.ts';
 
@@ -112,6 +114,24 @@ test('the ICS feed has one event per azaan for 30 days, CRLF lines folded at 75 
   assert.equal(uids.length, 30 * 5);
   assert.equal(new Set(uids).size, uids.length);
   assert.ok(uids.includes(`${mosque.id}-2026-01-15-fajr-0@127.0.0.1`));
+});
+
+test('a mosque name holding a bare CR, LF or CRLF reaches the ICS feed escaped as \\n, never as a line break', async (t) => {
+  const { ts, owner, mosque } = await world(t);
+  // The API refuses such a name now; written through the store on a second connection, as an older version
+  // or another tool could have, the feed must still be safe by itself.
+  const db = openDatabase(ts.config.databasePath);
+  createMosqueStore(db, ts.clock).update(mosque.id, { name: 'Noor\rBEGIN:VEVENT\nTwo\r\nThree\u0007' });
+  db.close();
+  const res = await fetch(`${ts.url}${API}/mosques/${mosque.id}/schedule.ics`, { headers: { authorization: `Bearer ${owner.token}` } });
+  assert.equal(res.status, 200);
+  const text = await res.text();
+  assert.ok(!/\r(?!\n)/.test(text), 'no bare CR');
+  assert.ok(!/[^\r]\n/.test(text), 'no bare LF');
+  assert.ok(!text.includes('\u0007'));
+  const unfolded = text.replace(/\r\n /g, '');
+  assert.ok(unfolded.includes('\r\nX-WR-CALNAME:Noor\\nBEGIN:VEVENT\\nTwo\\nThree: azaan\r\n'), unfolded.slice(0, 300));
+  assert.equal([...unfolded.matchAll(/^BEGIN:VEVENT$/gm)].length, 30 * 5);
 });
 
 test('a CSV timetable replaces the computed starts for its month, warns on rows far off, and DELETE brings the computed times back', async (t) => {

@@ -10,8 +10,9 @@ import type { TestService } from './service.ts';
  * operator CLI does: there is no HTTP route that makes one. The service picks the row up on its own.
  */
 export async function createSuperadmin(ts: TestService, email: string, password: string): Promise<UserRow> {
-  const normalized = normalizeEmail(email);
-  if (!normalized) throw new Error(`createSuperadmin: not an email address: ${email}`);
+  const checked = normalizeEmail(email);
+  if (!checked.ok) throw new Error(`createSuperadmin: ${email} ${checked.reason}`);
+  const normalized = checked.value;
   const db = openDatabase(ts.config.databasePath);
   try {
     const users = createUserStore(db, ts.clock);
