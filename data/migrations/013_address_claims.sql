@@ -79,3 +79,7 @@ INSERT INTO invites_v13 SELECT id, mosque_id, user_id, invited_by, channel, cont
 DROP TABLE invites;
 ALTER TABLE invites_v13 RENAME TO invites;
 CREATE INDEX invites_mosque ON invites(mosque_id);
+
+-- A member who left by themselves comes back as the mosque's auto-approval says; one an admin removed asks
+-- again and waits (docs/api.md, "Memberships").
+ALTER TABLE membership_removals ADD COLUMN by_self INTEGER NOT NULL DEFAULT 0;

@@ -90,9 +90,10 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
        updated_at = @now WHERE id = @id`,
   );
   const remove = db.prepare('DELETE FROM memberships WHERE id = ?');
-  const removedEntry = db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
+  const removedEntry = db.prepare<[string, string], { by_self: number }>('SELECT by_self FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
   const noteRemoval = db.prepare(
-    'INSERT INTO membership_removals (mosque_id, user_id, removed_at) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET removed_at = excluded.removed_at',
+    `INSERT INTO membership_removals (mosque_id, user_id, removed_at, by_self) VALUES (?, ?, ?, ?)
+     ON CONFLICT DO UPDATE SET removed_at = excluded.removed_at, by_self = excluded.by_self`,
   );
   const clearRemoval = db.prepare('DELETE FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
   const now = () => toUnixSeconds(deps.clock());
@@ -140,7 +141,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       if (existing?.status === 'banned') return fail('membership_banned');
       if (existing && existing.status !== 'rejected') return ok({ membership: existing, created: false });
       // docs/api.md, "Memberships": someone an admin removed asks again; auto-approval does not undo the removal.
-      const removed = !existing && removedEntry.get(mosque.id, userId) !== undefined;
+      const removed = !existing && removedEntry.get(mosque.id, userId)?.by_self === 0;
       const status = mosque.auto_approve_members === 1 && !removed ? 'approved' : 'pending';
       const { membership } = put(mosque.id, userId, status, userId, 'membership.joined');
       return ok({ membership, created: !existing });
@@ -208,7 +209,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     remove(membership: MembershipRow, actorId: string | null, reason?: string): void {
       db.transaction(() => {
         remove.run(membership.id);
-        noteRemoval.run(membership.mosque_id, membership.user_id, now());
+        noteRemoval.run(membership.mosque_id, membership.user_id, now(), actorId === membership.user_id ? 1 : 0);
         const data = { user_id: membership.user_id, ...(reason && { reason }) };
         activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
       })();

@@ -71,6 +71,34 @@ test('migration 006 carries removals already in the activity feed into membershi
   assert.deepEqual(db.prepare('SELECT mosque_id, user_id, removed_at FROM membership_removals').all(), [{ mosque_id: 'm', user_id: 'removed', removed_at: 7 }]);
 });
 
+test('migration 013 rebuilds the user table without losing a row that references it, and counts old addresses as proven', (t) => {
+  const db = openDatabase(tempDbPath(t));
+  t.after(() => db.close());
+  migrate(db, readMigrations().filter((m) => m.version < 13));
+  db.prepare("INSERT INTO users (id, email, email_hash, phone, phone_hash, role, created_at, updated_at) VALUES ('u', 'a@example.com', 'ha', '+4712345678', 'hp', 'member', 1, 2)").run();
+  db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('p', 'phone-0123456789abcdef@phone.invalid', 'hx', 'member', 1, 3)").run();
+  db.prepare("INSERT INTO mosques (id, name, join_code, created_at, updated_at) VALUES ('m', 'M', 'CODE2345', 0, 0)").run();
+  db.prepare("INSERT INTO memberships (id, mosque_id, user_id, status, created_at, updated_at) VALUES ('ms', 'm', 'u', 'approved', 0, 0)").run();
+  db.prepare("INSERT INTO invites (id, mosque_id, user_id, channel, contact, auto_approve, created_at) VALUES ('i', 'm', 'u', 'email', 'a@example.com', 0, 0)").run();
+  migrate(db);
+  assert.equal(db.pragma('foreign_keys', { simple: true }), 1);
+  assert.deepEqual(db.pragma('foreign_key_check'), []);
+  assert.deepEqual(db.prepare('SELECT id, email_proven_at, phone_proven_at, used_unproven FROM users ORDER BY id').all(), [
+    { id: 'p', email_proven_at: null, phone_proven_at: null, used_unproven: 0 },
+    { id: 'u', email_proven_at: 2, phone_proven_at: 2, used_unproven: 0 },
+  ]);
+  assert.deepEqual(db.prepare('SELECT id, user_id FROM memberships').all(), [{ id: 'ms', user_id: 'u' }]);
+  // The references still cascade: deleting the user takes its rows with it.
+  db.prepare("DELETE FROM users WHERE id = 'u'").run();
+  assert.deepEqual([db.prepare('SELECT count(*) AS n FROM memberships').get(), db.prepare('SELECT count(*) AS n FROM invites').get()], [{ n: 0 }, { n: 0 }]);
+  // Two unproven claims of one address are allowed; two proven ones are not.
+  const insert = db.prepare("INSERT INTO users (id, email, email_hash, email_proven_at, role, created_at, updated_at) VALUES (?, 'b@example.com', 'hb', ?, 'member', 0, 0)");
+  insert.run('c1', null);
+  insert.run('c2', null);
+  insert.run('c3', 5);
+  assert.throws(() => insert.run('c4', 6), /UNIQUE/);
+});
+
 const until = async (what: string, check: () => boolean, ms = 10_000) => {
   const end = Date.now() + ms;
   while (!check()) {
