@@ -5,7 +5,7 @@ import { systemClock } from '../src/platform/clock.ts';
 import { loadConfig } from '../src/platform/config.ts';
 import { migrate, openDatabase } from '../src/platform/db.ts';
 import { identifierHash, isSyntheticEmail, normalizeEmail, normalizePhone, sha256Hex } from '../src/platform/identifiers.ts';
-import { normalizeStoredIdentifiersOnce } from '../src/people/identifier-migration.ts';
+import { normalizeStoredIdentifiersOnce } from '../src/people/addresses/identifier-migration.ts';
 import { createUserStore } from '../src/people/users.ts';
 import { backupDatabase, restoreDatabase, BackupError } from './backup.ts';
 import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';

@@ -20,7 +20,7 @@ import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notif
 import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
 import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
-import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/identifier-migration.ts';
+import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
 import { checkpointInBackground, migrate, openDatabase, type Db } from './platform/db.ts';
 import { createFaults, storageFaultOf } from './platform/faults.ts';
@@ -30,7 +30,7 @@ import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
-import { createAddressProof, type AddressProvenListener } from './people/address-proof.ts';
+import { createAddressProof, type AddressProvenListener } from './people/addresses/address-proof.ts';
 import { createAddressClaims } from './devices/address-claims.ts';
 import type { Logger } from './platform/log.ts';
 import { createMemberships, type MembershipChange } from './mosques/memberships.ts';

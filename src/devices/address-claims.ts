@@ -2,7 +2,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { AddressGrants } from '../mosques/address-grants.ts';
 import type { AdminStore } from '../mosques/admins.ts';
 import type { Memberships } from '../mosques/memberships.ts';
-import type { AddressProven } from '../people/address-proof.ts';
+import type { AddressProven } from '../people/addresses/address-proof.ts';
 import type { DevicePlane } from './device-plane.ts';
 
 /** Why the feed says a membership, an admin row or a device went. */
@@ -10,7 +10,7 @@ export const CLAIM_LOST = 'address_claim_lost';
 
 /**
  * The story of an address proven for the first time (docs/api.md, "Addresses: claims and proof"), told by
- * src/people/address-proof.ts after its commit: whatever an account gained while its claim was unproven,
+ * src/people/addresses/address-proof.ts after its commit: whatever an account gained while its claim was unproven,
  * and lost with the claim, goes (its devices cut off at once, its memberships and admin rows removed, each
  * noted in the mosque's activity feed); then what waited on the address is given to the account that proved it.
  */

@@ -8,7 +8,7 @@ import type { Channel, Notifier } from '../platform/notify.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { AccessTokens, TokenResponse } from './tokens.ts';
 import { hasProvenAddress, type UserRow, type UserStore } from './users.ts';
-import type { AddressProof } from './address-proof.ts';
+import type { AddressProof } from './addresses/address-proof.ts';
 
 export interface PeopleAuthDeps {
   users: UserStore;

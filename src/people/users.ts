@@ -110,7 +110,7 @@ export interface UserStore {
   markUsedUnproven(id: string): void;
   /**
    * The owner of the address took the account over without its token: the password whoever used it before
-   * set goes, and with it every token (src/people/address-proof.ts).
+   * set goes, and with it every token (src/people/addresses/address-proof.ts).
    */
   resetAfterTakeover(id: string): void;
   /** Records that the address was told of a signup attempt now, unless it was within `gapSeconds`; true when recorded. */

@@ -77,9 +77,12 @@ test('any member registers a stream player of their own, with or without a mosqu
   assert.equal(loose.device.entitlement.reason, 'no_mosque');
   assert.equal(loose.credentials.client_id, loose.device.id);
 
+  // Binding takes a place in the mosque (docs/api.md, "Devices"): a stranger to it is told it does not exist.
+  assertError(await ts.http.post(`${API}/devices`, { kind: 'stream_player', mosque_id: mosque.id }, stranger.token), 404, 'not_found');
+  assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/join`, {}, stranger.token)).status, 201);
   const bound = await registerPlayer(ts, stranger, mosque.id);
   assert.equal(bound.device.mosque_id, mosque.id);
-  assert.equal(bound.device.entitlement.entitled, false, 'not a member yet');
+  assert.equal(bound.device.entitlement.entitled, false, 'not approved yet');
 
   assertError(await ts.http.post(`${API}/devices`, { kind: 'stream_player', mosque_id: 'no-such-mosque' }, stranger.token), 404, 'not_found');
   assertError(await ts.http.post(`${API}/devices`, { kind: 'transmitter' }, stranger.token), 400, 'validation_failed');

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import bcrypt from 'bcryptjs';
 import { migrate, openDatabase, readMigrations } from '../../src/platform/db.ts';
-import { NORMALIZE_IDENTIFIERS_STEP } from '../../src/people/identifier-migration.ts';
+import { NORMALIZE_IDENTIFIERS_STEP } from '../../src/people/addresses/identifier-migration.ts';
 import { durableFiles, sha256, startTestService } from '../support/service.ts';
 
 const PASSWORD = 'correct horse battery staple';

@@ -1,6 +1,6 @@
-import { runDataStepOnce, type Db } from '../platform/db.ts';
-import type { Logger } from '../platform/log.ts';
-import { identifierHash, isSyntheticEmail, normalizeEmail, normalizePhone, syntheticEmailForPhone } from '../platform/identifiers.ts';
+import { runDataStepOnce, type Db } from '../../platform/db.ts';
+import type { Logger } from '../../platform/log.ts';
+import { identifierHash, isSyntheticEmail, normalizeEmail, normalizePhone, syntheticEmailForPhone } from '../../platform/identifiers.ts';
 
 /** The data_steps name of this rewrite; a later change to the normal form would be a new step. */
 export const NORMALIZE_IDENTIFIERS_STEP = 'normalize-identifiers';

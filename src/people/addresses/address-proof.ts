@@ -1,6 +1,6 @@
-import type { Db } from '../platform/db.ts';
-import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.ts';
-import { hasProvenAddress, type UserRow, type UserStore } from './users.ts';
+import type { Db } from '../../platform/db.ts';
+import { identifierHash, syntheticEmailForPhone } from '../../platform/identifiers.ts';
+import { hasProvenAddress, type UserRow, type UserStore } from '../users.ts';
 
 /**
  * What a first proof of an address did (docs/api.md, "Addresses: claims and proof"). Told to the listeners
