@@ -1,5 +1,5 @@
 // The console's shell: language, navigation and a tiny router over history.pushState.
-import { currentUser, onSessionChange, signOut } from './api.js';
+import { api, currentUser, onSessionChange, signOut } from './api.js';
 import { h, replace } from './dom.js';
 import { chosenLanguage, setLanguage, t } from './i18n.js';
 import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
@@ -23,6 +23,7 @@ const ROUTES = [
   [/^\/mosques\/([^/]+)\/print$/, () => import('./views/team.js').then((m) => m.printView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
   [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],
+  [/^\/account$/, () => import('./views/account.js').then((m) => m.accountView), true],
   [/^\/$/, () => import('./views/member.js').then((m) => m.homeView), true],
 ];
 
@@ -64,11 +65,17 @@ function renderNav() {
   const link = (href, key) => h('a', { href, 'data-nav': '' }, t(key));
   replace(document.getElementById('nav'), user
     ? [link('/', 'nav.home'), user.role === 'superadmin' && link('/admin', 'nav.superadmin'),
-      h('span', { class: 'muted-light' }, user.email),
-      h('button', { type: 'button', class: 'link', onclick: () => { signOut(); } }, t('nav.sign_out'))]
+      h('a', { href: '/account', 'data-nav': '', class: 'muted-light' }, user.email),
+      h('button', { type: 'button', class: 'link', onclick: () => void signOutHere() }, t('nav.sign_out'))]
     : [link('/signin', 'nav.sign_in'), link('/signup', 'nav.sign_up')]);
   document.getElementById('lang-label').textContent = t('nav.language');
   document.querySelector('.skip').textContent = t('nav.skip');
+}
+
+/** This token stops working on the server too (docs/api.md, "Signing out"); the page forgets it either way. */
+async function signOutHere() {
+  await api('POST', '/auth/logout').catch(() => {});
+  signOut();
 }
 
 // Same-origin links move inside the page; everything else behaves as a link.

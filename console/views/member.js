@@ -4,6 +4,7 @@ import { field, form, h, replace } from '../dom.js';
 import { t } from '../i18n.js';
 import { flash, navigate } from '../nav.js';
 import { pushSection } from './push.js';
+import { confirmEmail } from './account.js';
 import { prayerSection } from './schedule.js';
 import { badge, seenText, whyText } from './why.js';
 
@@ -61,6 +62,8 @@ export async function homeView(page) {
 
   replace(page,
     h('h1', {}, t('home.title')),
+    // An unproven email receives no invitation (docs/api.md, "Addresses: claims and proof"): say so first.
+    !me.user.email_is_placeholder && confirmEmail(me.user, () => navigate('/', true)),
     prayers.section,
     me.admin_of.length > 0 && h('section', { 'aria-labelledby': 'run-h' }, h('h2', { id: 'run-h' }, t('home.you_run')),
       h('ul', { class: 'list' }, me.admin_of.map((a) => h('li', {}, h('a', { href: `/mosques/${a.mosque_id}`, 'data-nav': '' }, names.get(a.mosque_id) ?? a.mosque_id))))),

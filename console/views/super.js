@@ -2,6 +2,7 @@
 import { api } from '../api.js';
 import { field, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
+import { flash } from '../nav.js';
 
 const USERS_PAGE = 200; // GET /users' largest page
 const USERS_MAX_PAGES = 50;
@@ -52,14 +53,15 @@ export async function superView(page) {
       h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'auto' }), t('super.auto_approve')),
       h('button', { type: 'submit' }, t('super.create')),
     ], async (data) => {
-      const owner = String(data.get('owner') ?? '').trim().toLowerCase();
-      const ownerId = owner ? users.find((u) => u.email === owner)?.id : undefined;
-      if (owner && !ownerId) throw new Error(t('super.unknown_owner'));
+      // Named by email, the owner is whoever proved that address; until someone does, ownership waits on it
+      // (docs/api.md, "Addresses: claims and proof").
+      const owner = String(data.get('owner') ?? '').trim();
       const streamUrl = String(data.get('stream_url') ?? '').trim();
-      await api('POST', '/mosques', {
+      const made = await api('POST', '/mosques', {
         name: String(data.get('name')).trim(), auto_approve_members: data.get('auto') === 'on',
-        ...(ownerId && { owner_user_id: ownerId }), ...(streamUrl && { stream_url: streamUrl }),
+        ...(owner && { owner_email: owner }), ...(streamUrl && { stream_url: streamUrl }),
       });
+      if (owner && (await api('GET', `/mosques/${made.id}/admins`)).length === 0) flash(t('super.owner_waiting', { email: owner }));
       await load();
     })),
     h('section', { 'aria-labelledby': 'us-h' }, h('h2', { id: 'us-h' }, t('users.title')),

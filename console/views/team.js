@@ -93,11 +93,10 @@ function addAdminForm(id, members, reload) {
     FLAGS.map((f) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: f }), t(`admins.${f}`))),
     h('button', { type: 'submit' }, t('admins.add_button')),
   ], async (data, _submitter) => {
-    const email = String(data.get('email')).trim().toLowerCase();
-    const match = members().find((m) => m.user_email.toLowerCase() === email);
-    if (!match) throw new Error(t('admins.not_member', { email }));
-    await api('POST', `/mosques/${id}/admins`, { user_id: match.user_id, can_trigger: data.get('can_trigger') === 'on', can_manage: data.get('can_manage') === 'on' });
-    flash(t('admins.added', { email }));
+    const email = String(data.get('email')).trim();
+    // By address: the account that proved it gets the row now; otherwise it waits until someone proves it.
+    const added = await api('POST', `/mosques/${id}/admins`, { email, can_trigger: data.get('can_trigger') === 'on', can_manage: data.get('can_manage') === 'on' });
+    flash(t(added.status === 'waiting_for_proof' ? 'admins.waiting' : 'admins.added', { email }));
     await reload();
   });
 }
