@@ -65,7 +65,7 @@ function renderNav() {
   const link = (href, key) => h('a', { href, 'data-nav': '' }, t(key));
   replace(document.getElementById('nav'), user
     ? [link('/', 'nav.home'), user.role === 'superadmin' && link('/admin', 'nav.superadmin'),
-      h('a', { href: '/account', 'data-nav': '', class: 'muted-light' }, user.email),
+      h('span', { class: 'muted-light' }, user.email), link('/account', 'nav.account'),
       h('button', { type: 'button', class: 'link', onclick: () => void signOutHere() }, t('nav.sign_out'))]
     : [link('/signin', 'nav.sign_in'), link('/signup', 'nav.sign_up')]);
   document.getElementById('lang-label').textContent = t('nav.language');

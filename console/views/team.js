@@ -118,7 +118,8 @@ function inviteForm(id) {
     const body = { mosque_id: id, auto_approve: data.get('auto') === 'on', [channel]: channel === 'whatsapp' ? contact.replace(/[^+\d]/g, '') : contact };
     try {
       const { membership } = await api('POST', '/invites', body);
-      outcome.textContent = t(`invites.sent_${membership.status}`, { contact });
+      // null: nobody has confirmed the address yet, and the membership waits until someone does.
+      outcome.textContent = t(membership ? `invites.sent_${membership.status}` : 'invites.sent_waiting', { contact });
       el.reset();
     } catch (err) {
       // The catalogue's membership_banned speaks to the banned person; here the admin is told what it means.

@@ -37,7 +37,7 @@ test('a member confirms their email from the banner, changes the password and si
   assert.deepEqual(me.body.memberships.map((m: { mosque_id: string; status: string }) => [m.mosque_id, m.status]), [[mosque.id, 'approved']]);
 
   // The account page: the address is confirmed; a new password keeps this page signed in and ends the others.
-  await page.getByRole('link', { name: 'aisha@console.test' }).click();
+  await page.getByRole('link', { name: 'Your account' }).click();
   await page.getByRole('heading', { name: 'Your account' }).waitFor();
   await page.getByText('Confirmed', { exact: true }).waitFor();
   await assertAccessible(page, 'account');

@@ -7,7 +7,8 @@ import { startTestService } from '../support/service.ts';
 import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
 
 test('a mosque admin approves a member, watches a transmitter go offline live, and starts and stops a broadcast', async (t) => {
-  const ts = await startTestService(t, { logLevel: 'warn' });
+  // The stream is a local Icecast over plain http, which the operator lists (docs/api.md, "Flags decide").
+  const ts = await startTestService(t, { logLevel: 'warn', env: { STREAM_HTTP_HOSTS: '127.0.0.1' } });
   const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid Al-Huda', stream_url: 'http://127.0.0.1:8000/live' }, 'imam@admin.test');
   const joiner = await member(ts, 'yusuf@admin.test');
   await joinMosque(ts, joiner, mosque.id);

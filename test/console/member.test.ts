@@ -6,7 +6,8 @@ import { startTestService } from '../support/service.ts';
 import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
 
 test('a member signs up from a join link, registers a player and sees it become online once an admin approves them', async (t) => {
-  const ts = await startTestService(t, { logLevel: 'warn' });
+  // The stream is a local Icecast over plain http, which the operator lists (docs/api.md, "Flags decide").
+  const ts = await startTestService(t, { logLevel: 'warn', env: { STREAM_HTTP_HOSTS: '127.0.0.1' } });
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'imam@console.test');
   const mosque = await createMosque(ts, root.token, owner, { name: 'Masjid An-Nur', stream_url: 'http://127.0.0.1:8000/live' });

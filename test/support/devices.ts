@@ -36,8 +36,18 @@ export async function registerTransmitter(ts: TestService, token: string, mosque
   return res.body as Registered;
 }
 
-/** POST /devices (a stream player owned by `person`); fails unless 201. */
+/**
+ * POST /devices (a stream player owned by `person`); fails unless 201. Binding to a mosque takes a place there
+ * (docs/api.md, "Devices"): a person with none asks to join first (their membership, pending unless the
+ * mosque auto-approves; an existing one is left as it is).
+ */
 export async function registerPlayer(ts: TestService, person: Person, mosqueId?: string, name = 'kitchen'): Promise<Registered> {
+  if (mosqueId) {
+    const mine = await ts.http.get(`${API}/me`, person.token);
+    const placed = mine.body.user?.role === 'superadmin' || mine.body.memberships?.some((m: { mosque_id: string }) => m.mosque_id === mosqueId)
+      || mine.body.admin_of?.some((a: { mosque_id: string; can_manage: boolean }) => a.mosque_id === mosqueId && a.can_manage);
+    if (!placed) assert.equal((await ts.http.post(`${API}/mosques/${mosqueId}/join`, {}, person.token)).status, 201, 'join before binding a player');
+  }
   const res = await ts.http.post(`${API}/devices`, { kind: 'stream_player', name, ...(mosqueId && { mosque_id: mosqueId }) }, person.token);
   assert.equal(res.status, 201, `register player: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body as Registered;
