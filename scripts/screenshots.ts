@@ -112,6 +112,20 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
     await imam.getByRole('heading', { name: 'Your Minaret' }).waitFor();
   });
 
+  // What is addressed to an email (here, the mosque's ownership) goes only to an account that confirmed it.
+  await step('the imam confirms the email with the code sent to it', imam, async () => {
+    const banner = imam.locator('[data-unproven=email]');
+    await banner.getByRole('button', { name: 'Send me a code' }).click();
+    await banner.getByLabel('6-digit code').waitFor();
+    await service.notifier.idle();
+    const code = messages.filter((m) => m.purpose === 'confirm_address' && m.to === PEOPLE.imam.email).at(-1)?.code;
+    if (!code) throw new Error('no confirmation code was sent to the imam');
+    await picture(imam, 'confirm-email');
+    await banner.getByLabel('6-digit code').fill(code);
+    await banner.getByRole('button', { name: 'Confirm' }).click();
+    await imam.getByText('Your email is confirmed.').waitFor();
+  });
+
   const root = await person(browser);
   await step('the superadmin signs in at /superadmin in two steps (the code is signed in the browser)', root, async () => {
     await root.goto(`${url}/superadmin`);

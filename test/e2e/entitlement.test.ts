@@ -166,6 +166,8 @@ test('rebinding a leased player to another mosque pushes a config without stream
   const heard: unknown[] = [];
   raw.client.on('message', (tp) => tp === topic && heard.push(tp));
   const version = raw.latest().config_version;
+  // Binding takes a place in the other mosque (docs/api.md, "Devices"): a pending membership there.
+  assert.equal((await w.ts.http.post(`${API}/mosques/${other.id}/join`, {}, person.token)).status, 201);
   const started = performance.now();
   const res = await w.ts.http.patch(`${API}/devices/${player.device.id}`, { mosque_id: other.id }, person.token);
   assert.equal(res.status, 200);
