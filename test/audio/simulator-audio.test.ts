@@ -123,13 +123,15 @@ test('Icecast stopped: the player reports STREAM_ERROR after 3 failed retries; r
   assert.deepEqual(await w.icecast.liveMounts(), [w.mount]);
 });
 
-test('the simulator killed with SIGKILL while on air (--source tone --on-air) leaves no ffmpeg behind, and the mount goes off air', { skip }, async (t) => {
+test('npm run simulate with --source tone --on-air --listen: on air at once, the player PLAYING on a broadcast; killed with SIGKILL, no ffmpeg is left and the mount goes off air', { skip }, async (t) => {
   const w = await world(t);
   const dir = tempDir(t, 'minaret-sim-audio-');
   const creds = path.join(dir, 'devices.json');
-  fs.writeFileSync(creds, JSON.stringify([{ id: w.tx.device.id, kind: 'transmitter', password: w.tx.credentials.password }]), { mode: 0o600 });
+  const devices = [w.tx, w.player].map((r) => ({ id: r.device.id, kind: r.device.kind, password: r.credentials.password }));
+  fs.writeFileSync(creds, JSON.stringify(devices), { mode: 0o600 });
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? dir };
-  const run = startProcess(t, env, process.execPath, ['--import', 'tsx', 'simulator/index.ts', '--credentials', creds, '--mqtt', w.ts.service.mqttUrl, '--source', 'tone', '--on-air']);
+  const args = ['--credentials', creds, '--mqtt', w.ts.service.mqttUrl, '--source', 'tone', '--on-air', '--listen'];
+  const run = startProcess(t, env, process.execPath, ['--import', 'tsx', 'simulator/index.ts', ...args]);
   await waitFor('the mount live', async () => (await w.icecast.liveMounts()).includes(w.mount), 15_000).catch((err: Error) => {
     throw new Error(`${err.message}\n${run.stdout()}\n${run.stderr()}`);
   });
@@ -138,6 +140,14 @@ test('the simulator killed with SIGKILL while on air (--source tone --on-air) le
   const ffmpegs = childrenOf(run.child.pid!).filter((p) => p.name === 'ffmpeg');
   assert.equal(ffmpegs.length, 1, 'one ffmpeg feeds the mount');
   assert.doesNotMatch(fs.readFileSync(`/proc/${ffmpegs[0]!.pid}/cmdline`, 'utf8'), new RegExp(w.tx.credentials.password), 'the device password is not in ffmpeg\'s arguments');
+
+  const started = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts`, { kind: 'azaan' }, w.owner.token);
+  assert.equal(started.status, 201, JSON.stringify(started.body));
+  const player = `[${w.player.device.id.slice(0, 8)}...] ONLINE -> PLAYING (broadcast_start)`;
+  await waitFor('the player PLAYING in the output', () => run.stdout().includes(player), 10_000).catch((err: Error) => {
+    throw new Error(`${err.message}\n${run.stdout()}`);
+  });
+  ffmpegs.push(...childrenOf(run.child.pid!).filter((p) => p.name === 'ffmpeg'));
 
   run.child.kill('SIGKILL');
   await withTimeout(run.exited, 5000, 'the simulator to die');
