@@ -16,6 +16,9 @@
 import { EventEmitter } from 'node:events';
 import crypto from 'node:crypto';
 import mqtt from 'mqtt';
+import { AudioLink, DEFAULT_AUDIO_TIMING, publicStreamUrl, type AudioStats, type AudioTiming, type Opener } from './audio-link.ts';
+import { openListener } from './audio-listener.ts';
+import { openSource, type AudioSource } from './audio-source.ts';
 
 export type DeviceKind = 'transmitter' | 'stream_player';
 export type DeviceStatus =
@@ -43,6 +46,17 @@ export interface SimDeviceOptions {
   fw?: string;
   /** start() rejects with code 'timeout' when no CONNACK arrived within this many ms (default 30000; 0 = never). */
   startTimeoutMs?: number;
+  /**
+   * Transmitter: on air, send this audio to the config's stream_url as an Icecast source (simulator/audio-source.ts)
+   * and be PLAYING only while it flows. Without it, broadcast_start declares PLAYING at once (no audio).
+   */
+  source?: AudioSource;
+  /** Stream player: on a broadcast start, open the stream address and be PLAYING only while bytes arrive. */
+  listen?: boolean;
+  /** Retry and stall timing of those streams (tests shorten it); defaults in simulator/audio-link.ts. */
+  audioTiming?: Partial<AudioTiming>;
+  /** The ffmpeg binary for a source (default: `ffmpeg` on PATH). */
+  ffmpegPath?: string;
 }
 
 export interface DeviceLease {
@@ -199,6 +213,14 @@ export class SimDevice extends EventEmitter {
   private readonly heartbeatOverride: number | undefined;
   private readonly logger: (line: string) => void;
   private readonly startTimeoutMs: number;
+  private readonly source: AudioSource | undefined;
+  private readonly listen: boolean;
+  private readonly audioTiming: AudioTiming;
+  private readonly ffmpegPath: string | undefined;
+  /** The stream open for the broadcast being played (real audio only), and what PLAYING will say about it. */
+  private audioLink: AudioLink | null = null;
+  private audioBroadcast: { id: string; detail: Detail } | null = null;
+  private lastAudio: AudioStats | null = null;
 
   private client: mqtt.MqttClient | null = null;
   private online = false;
@@ -267,6 +289,10 @@ export class SimDevice extends EventEmitter {
     this.heartbeatOverride = opts.heartbeatSecsOverride !== undefined && opts.heartbeatSecsOverride > 0 ? opts.heartbeatSecsOverride : undefined;
     this.logger = opts.logger ?? (() => {});
     this.startTimeoutMs = opts.startTimeoutMs ?? 30_000;
+    this.source = opts.source;
+    this.listen = opts.listen ?? false;
+    this.audioTiming = { ...DEFAULT_AUDIO_TIMING, ...opts.audioTiming };
+    this.ffmpegPath = opts.ffmpegPath;
     this.fw = opts.fw ?? (this.kind === 'transmitter' ? 'minaret-tx-sim/1.0.0' : 'minaret-sp-sim/1.0.0');
     // Stable per-device hardware identity derived from the id.
     const h = crypto.createHash('sha256').update(this.id).digest();
@@ -310,6 +336,10 @@ export class SimDevice extends EventEmitter {
     const fromConfig = this._config?.heartbeat_secs;
     if (fromConfig === undefined) return DEFAULT_HEARTBEAT_S[this.kind];
     return Math.max(MIN_HEARTBEAT_S[this.kind], fromConfig);
+  }
+  /** The stream of the broadcast being played for real (else the last one): address without query, bytes, attempts. */
+  get audio(): AudioStats | null {
+    return this.audioLink?.stats ?? this.lastAudio;
   }
   /** The level at which MQTT log lines are published now, or null when logging is off. */
   get logLevel(): LogLevel | null {
@@ -406,6 +436,7 @@ export class SimDevice extends EventEmitter {
     if (this.stopped) return;
     this.stopped = true;
     this.clearTimers();
+    this.stopAudio();
     this.abortStart?.();
     const client = this.client;
     if (!client) return;
@@ -437,6 +468,25 @@ export class SimDevice extends EventEmitter {
   /** Power cut: the broker sees the socket die and publishes the will. */
   crash(): Promise<void> {
     return this.stop({ graceful: false });
+  }
+
+  /**
+   * A transmitter going on air by itself, as broadcast_start does (the CLI's --on-air, --follow-schedule):
+   * with a source, its audio goes to the config's stream_url.
+   */
+  goOnAir(broadcastId: string, kind = 'azaan'): { ok: boolean; error?: string } {
+    if (this.kind !== 'transmitter') return { ok: false, error: 'unsupported_command' };
+    const outcome = this.broadcastStart({ broadcast_id: broadcastId, kind });
+    return outcome.ok ? { ok: true } : { ok: false, error: outcome.error };
+  }
+
+  /** Off air: what broadcast_stop does. */
+  goOffAir(broadcastId?: string): void {
+    if (this.kind === 'transmitter') this.broadcastStop(broadcastId === undefined ? {} : { broadcast_id: broadcastId });
+  }
+
+  get hasSource(): boolean {
+    return this.source !== undefined;
   }
 
   /** Network blip: the socket dies, the will fires, and the client reconnects after reconnectPeriod. */
@@ -741,6 +791,7 @@ export class SimDevice extends EventEmitter {
 
   private loseEntitlement(reason: string): void {
     this.boundMosque = null;
+    this.stopAudio();
     this.unsubscribeBroadcast();
     if (this.leaseTimer) clearTimeout(this.leaseTimer);
     this.leaseTimer = null;
@@ -810,15 +861,70 @@ export class SimDevice extends EventEmitter {
     this.safeEmit('broadcast', bmsg);
     const broadcastId = typeof bmsg.broadcast_id === 'string' ? bmsg.broadcast_id : undefined;
     if (bmsg.action === 'start') {
-      if (this._status !== 'ONLINE' && this._status !== 'PLAYING') return;
+      if (this._status !== 'ONLINE' && this._status !== 'PLAYING' && !(this.audioLink && this._status === 'STREAM_ERROR')) return;
       if (this._status === 'PLAYING' && this._detail['broadcast_id'] === broadcastId) return;
+      if (this.audioBroadcast && this.audioBroadcast.id === (broadcastId ?? '')) return; // a redelivered start
       const streamUrl = typeof bmsg.stream_url === 'string' ? bmsg.stream_url : this._config?.stream_url;
-      const detail: Detail = { source: 'stream', stream_url: streamUrl, broadcast_id: broadcastId, position_s: 0 };
+      // The address is reported without its query: a gated one carries the lease.
+      const shown = typeof streamUrl === 'string' ? publicStreamUrl(streamUrl) : streamUrl;
+      const detail: Detail = { source: 'stream', stream_url: shown, broadcast_id: broadcastId, position_s: 0 };
       if (typeof bmsg.kind === 'string') detail['kind'] = bmsg.kind;
-      this.transition('PLAYING', 'broadcast_start', detail);
+      if (!this.listen) return this.transition('PLAYING', 'broadcast_start', detail);
+      if (typeof streamUrl !== 'string' || streamUrl === '') return this.noteError('broadcast start without a stream address');
+      this.startAudio(broadcastId ?? '', streamUrl, detail);
+    } else if (this.audioBroadcast && (broadcastId === undefined || this.audioBroadcast.id === broadcastId)) {
+      this.stopAudio();
+      if (this._status === 'PLAYING' || this._status === 'STREAM_ERROR') this.transition('ONLINE', 'broadcast_stop', this.onlineDetail());
     } else if (this._status === 'PLAYING' && (broadcastId === undefined || this._detail['broadcast_id'] === broadcastId)) {
       this.transition('ONLINE', 'broadcast_stop', this.onlineDetail());
     }
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Real audio (--source, --listen): PLAYING only while bytes flow
+
+  private startAudio(broadcastId: string, url: string, detail: Detail): void {
+    this.stopAudio();
+    const open: Opener =
+      this.kind === 'transmitter'
+        ? (h) => openSource({ url, user: this.id, password: this.password, source: this.source!, userAgent: this.fw, ...(this.ffmpegPath !== undefined && { ffmpeg: this.ffmpegPath }) }, h)
+        : (h) => openListener(url, this.fw, h);
+    const link = new AudioLink(publicStreamUrl(url), open, this.audioTiming, {
+      onFlowing: (restored) => this.guard('audio', () => this.onAudioFlowing(link, restored)),
+      onLost: (error) => this.guard('audio', () => this.onAudioLost(link, error)),
+      onUnreachable: (error, retries) => this.guard('audio', () => this.onAudioUnreachable(link, error, retries)),
+    });
+    this.audioLink = link;
+    this.audioBroadcast = { id: broadcastId, detail };
+    this.say(`${this.kind === 'transmitter' ? 'sending to' : 'opening'} ${link.streamUrl} for broadcast ${broadcastId}`);
+    link.start();
+  }
+
+  private stopAudio(): void {
+    const link = this.audioLink;
+    if (!link) return;
+    this.lastAudio = link.stats;
+    link.close();
+    this.audioLink = null;
+    this.audioBroadcast = null;
+    this.say(`closed ${link.streamUrl} after ${this.lastAudio.bytes} audio bytes`);
+  }
+
+  private onAudioFlowing(link: AudioLink, restored: boolean): void {
+    if (link !== this.audioLink || !this.audioBroadcast) return;
+    if (this._status !== 'ONLINE' && this._status !== 'PLAYING' && this._status !== 'STREAM_ERROR') return;
+    if (this._status === 'PLAYING' && this._detail['broadcast_id'] === this.audioBroadcast.detail['broadcast_id']) return;
+    this.transition('PLAYING', restored ? 'stream_restored' : 'broadcast_start', { ...this.audioBroadcast.detail });
+  }
+
+  private onAudioLost(link: AudioLink, error: string): void {
+    if (link !== this.audioLink || this._status !== 'PLAYING') return;
+    this.transition('ONLINE', 'stream_lost', { ...this.onlineDetail(), stream_url: link.streamUrl, error });
+  }
+
+  private onAudioUnreachable(link: AudioLink, error: string, retries: number): void {
+    if (link !== this.audioLink || (this._status !== 'ONLINE' && this._status !== 'PLAYING')) return;
+    this.transition('STREAM_ERROR', 'stream_unreachable', { stream_url: link.streamUrl, error, retries });
   }
 
   // -------------------------------------------------------------------------------------------------
@@ -931,6 +1037,7 @@ export class SimDevice extends EventEmitter {
       hw_rev: this.hwRev,
       heartbeat_secs: this.heartbeatSecs,
       log_level: this.logLevel,
+      ...(this.audio && { audio: this.audio }),
     };
   }
 
@@ -956,6 +1063,7 @@ export class SimDevice extends EventEmitter {
       wifi: { ssid: this.ssid, rssi: this.rssi, reconnects: 0 },
       broker: { connects: this._counters.connects, disconnects: this._counters.disconnects, publishes: this._counters.publishes },
       last_error: this.lastError,
+      ...(this.audio && { audio: this.audio }),
     };
   }
 
@@ -996,16 +1104,29 @@ export class SimDevice extends EventEmitter {
   private broadcastStart(args: Record<string, unknown>): CommandOutcome {
     const broadcastId = args['broadcast_id'];
     if (typeof broadcastId !== 'string' || broadcastId === '') return { ok: false, error: 'invalid_args' };
-    if (this._status !== 'ONLINE' && this._status !== 'PLAYING') return { ok: false, error: 'not_ready' };
+    const onAir = this._status === 'ONLINE' || this._status === 'PLAYING' || (this.audioLink !== null && this._status === 'STREAM_ERROR');
+    if (!onAir) return { ok: false, error: 'not_ready' };
     const detail: Detail = { source: 'local', broadcast_id: broadcastId, position_s: 0 };
     if (typeof args['kind'] === 'string') detail['kind'] = args['kind'];
     if (typeof args['prayer'] === 'string') detail['prayer'] = args['prayer'];
+    if (this.source) {
+      // docs/firmware.md#31: PLAYING once the audio reaches the mount, not on the command.
+      const url = this._config?.stream_url;
+      if (typeof url !== 'string' || url === '') return { ok: false, error: 'no_stream_url' };
+      if (this.audioBroadcast?.id !== broadcastId) this.startAudio(broadcastId, url, { ...detail, stream_url: publicStreamUrl(url) });
+      return { ok: true, result: { status: this._status, broadcast_id: broadcastId } };
+    }
     if (!(this._status === 'PLAYING' && this._detail['broadcast_id'] === broadcastId)) this.transition('PLAYING', 'broadcast_start', detail);
     return { ok: true, result: { status: this._status, broadcast_id: broadcastId } };
   }
 
   private broadcastStop(args: Record<string, unknown>): CommandOutcome {
     const broadcastId = typeof args['broadcast_id'] === 'string' ? args['broadcast_id'] : undefined;
+    if (this.audioBroadcast && (broadcastId === undefined || this.audioBroadcast.id === broadcastId)) {
+      this.stopAudio();
+      if (this._status === 'PLAYING' || this._status === 'STREAM_ERROR') this.transition('ONLINE', 'broadcast_stop', {});
+      return { ok: true, result: { status: this._status, stopped: true } };
+    }
     const matches = broadcastId === undefined || this._detail['broadcast_id'] === broadcastId;
     if (this._status === 'PLAYING' && matches) {
       this.transition('ONLINE', 'broadcast_stop', {});
@@ -1084,6 +1205,7 @@ export class SimDevice extends EventEmitter {
   private shutdownClient(): void {
     this.stopped = true;
     this.clearTimers();
+    this.stopAudio();
     this.client?.end(true);
   }
 }

@@ -43,9 +43,12 @@ export function followSchedule(o: FollowOptions): { stop(): void } {
     if (o.miss.has(slot.prayer)) return o.log(`schedule: leaving out ${slot.prayer} ${slot.date} ${slot.azaan_local} (--miss)`);
     const id = `sim-${slot.date}-${slot.prayer}-${clock().toString(36)}`;
     try {
+      // With --source the audio goes to the mount first, so players that hear the start find it on air.
+      if (o.transmitter.hasSource) o.transmitter.goOnAir(id);
       await o.transmitter.announceBroadcast(o.mosqueId, id, 'start');
       o.log(`schedule: ${slot.prayer} ${slot.date} ${slot.azaan_local}: broadcast ${id} started`);
       const end = setTimeout(() => {
+        if (o.transmitter.hasSource) o.transmitter.goOffAir(id);
         o.transmitter.announceBroadcast(o.mosqueId, id, 'stop').then(() => o.log(`schedule: broadcast ${id} stopped`), (err: Error) => o.log(`schedule: stop failed: ${err.message}`));
       }, o.azaanSecs * 1000);
       end.unref();

@@ -33,6 +33,15 @@
  *   --miss <prayers>      with --follow-schedule, leave these out (e.g. fajr,isha): the service then
  *                         alerts the trigger admins of a missed azaan after the grace
  *   --azaan-secs <secs>   how long a followed azaan lasts before its stop (default 120)
+ *   --source tone|<file>  transmitters send real audio when on air (broadcast_start, --on-air,
+ *                         --follow-schedule): ffmpeg encodes a 440 Hz tone or the file (looped) to MP3
+ *                         and it goes to the config's stream_url as an Icecast source (user = device id,
+ *                         password = device password); PLAYING only while it flows, STREAM_ERROR after
+ *                         3 failed retries (1, 2, 4 s apart, then every 8 s)
+ *   --on-air              with --source, each transmitter goes on air as soon as it is connected
+ *   --listen              players open their stream address on a broadcast start and are PLAYING only
+ *                         while audio bytes arrive; STREAM_ERROR after 3 failed retries. Without it a
+ *                         player declares PLAYING on the start event alone (no HTTP, for load tests)
  *
  * Output: one line per status transition and per command, `[d3k2abcd...] UNBOUND -> ONLINE (entitled)`,
  * `[d3k2abcd...] cmd ping <command id> -> ok`, plus connection changes; a summary table at the end.
@@ -44,6 +53,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { SimDevice, SimConnectError, type DeviceKind, type DeviceStatus } from './device.ts';
 import { followSchedule } from './follow-schedule.ts';
+import type { AudioSource } from './audio-source.ts';
 
 interface Credential {
   id: string;
@@ -69,6 +79,9 @@ interface Options {
   followSchedule: boolean;
   miss: Set<string>;
   azaanSecs: number;
+  source: AudioSource | undefined;
+  onAir: boolean;
+  listen: boolean;
 }
 
 class UsageError extends Error {}
@@ -106,6 +119,9 @@ function parseOptionsStrict(argv: string[]): Options {
       'follow-schedule': { type: 'boolean' },
       miss: { type: 'string' },
       'azaan-secs': { type: 'string' },
+      source: { type: 'string' },
+      'on-air': { type: 'boolean' },
+      listen: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -144,7 +160,11 @@ function parseOptionsStrict(argv: string[]): Options {
     followSchedule: values['follow-schedule'] ?? false,
     miss: new Set((values.miss ?? '').split(',').map((p) => p.trim().toLowerCase()).filter(Boolean)),
     azaanSecs: seconds('azaan-secs', values['azaan-secs']) ?? 120,
+    source: audioSource(values.source),
+    onAir: values['on-air'] ?? false,
+    listen: values.listen ?? false,
   };
+  if (opts.onAir && !opts.source) throw new UsageError('--on-air needs --source tone|<file>');
   const prayers = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
   const unknown = [...opts.miss].find((p) => !prayers.includes(p));
   if (unknown) throw new UsageError(`--miss: ${JSON.stringify(unknown)} is not one of ${prayers.join(', ')}`);
@@ -158,6 +178,13 @@ function parseOptionsStrict(argv: string[]): Options {
     if (opts.transmitters && !opts.mosque) throw new UsageError('--transmitters needs --mosque <mosque id>');
   }
   return opts;
+}
+
+function audioSource(raw: string | undefined): AudioSource | undefined {
+  if (raw === undefined) return undefined;
+  if (raw === 'tone') return { kind: 'tone', frequency: 440 };
+  if (!fs.existsSync(raw)) throw new UsageError(`--source: expected "tone" or an audio file, and ${JSON.stringify(raw)} does not exist`);
+  return { kind: 'file', path: path.resolve(raw) };
 }
 
 function readToken(file: string | undefined): string | undefined {
@@ -324,6 +351,8 @@ async function main(): Promise<number> {
         ...(opts.heartbeat !== undefined && { heartbeatSecsOverride: opts.heartbeat }),
         logger: opts.quiet ? () => {} : (line) => console.log(`[${label(c.id)}] ${line}`),
         startTimeoutMs: 15_000,
+        ...(c.kind === 'transmitter' && opts.source && { source: opts.source }),
+        ...(c.kind === 'stream_player' && opts.listen && { listen: true }),
       }),
   );
 
@@ -349,6 +378,8 @@ async function main(): Promise<number> {
       (failed.length ? `, ${failed.length} failed` : '') +
       (opts.duration ? `; stopping in ${opts.duration} s` : opts.crashAfter ? '' : '; Ctrl-C to stop'),
   );
+
+  if (opts.onAir) for (const tx of started.filter((d) => d.kind === 'transmitter')) await goOnAirWhenConfigured(tx);
 
   const transmitter = started.find((d) => d.kind === 'transmitter');
   if (opts.followSchedule && !transmitter) console.log('follow-schedule: no transmitter connected; nothing will play');
@@ -380,6 +411,14 @@ async function main(): Promise<number> {
   return 0;
 }
 
+/** --on-air: the stream address comes with the retained config, which follows the CONNACK. */
+async function goOnAirWhenConfigured(tx: SimDevice): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!tx.config?.stream_url && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const outcome = tx.goOnAir(`sim-on-air-${Date.now().toString(36)}`);
+  if (!outcome.ok) console.log(`[${label(tx.id)}] --on-air: cannot go on air (${outcome.error})`);
+}
+
 function printSummary(devices: SimDevice[], failed: SimDevice[], elapsedMs: number): void {
   const rows = devices.map((d) => {
     const c = d.counters;
@@ -395,9 +434,10 @@ function printSummary(devices: SimDevice[], failed: SimDevice[], elapsedMs: numb
       cmds: `${c.commands}/${c.acks}`,
       logs: `${c.logsSent}/${c.logsDropped}`,
       bad: String(c.malformedConfigs + c.malformedCommands + c.malformedBroadcasts),
+      audio: d.audio ? String(d.audio.bytes) : '-',
     };
   });
-  const headers = { device: 'device', kind: 'kind', final: 'final', last_live: 'last live state', cfg: 'cfg v', conn: 'conn/disc', hb: 'hb', cmds: 'cmd/ack', logs: 'log sent/drop', bad: 'malformed' };
+  const headers = { device: 'device', kind: 'kind', final: 'final', last_live: 'last live state', cfg: 'cfg v', conn: 'conn/disc', hb: 'hb', cmds: 'cmd/ack', logs: 'log sent/drop', bad: 'malformed', audio: 'audio bytes' };
   const keys = Object.keys(headers) as (keyof typeof headers)[];
   const width = (k: keyof typeof headers): number => Math.max(headers[k].length, ...rows.map((r) => r[k].length));
   const line = (r: Record<keyof typeof headers, string>): string => keys.map((k) => r[k].padEnd(width(k))).join('  ').trimEnd();
