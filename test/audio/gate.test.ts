@@ -92,11 +92,12 @@ test('a leased player receives audio bytes; no lease, a forged one and another m
   const mosqueB = await createMosque(ts, root.token, ownerB, { name: 'Masjid B', auto_approve_members: true });
   const b = await leasedPlayer(t, ts, mosqueB.id, 'b@example.com');
   const leaseB = new URL(b.streamUrl).searchParams.get('lease')!;
-  for (const [what, url] of [
+  const refusedUrls: Array<[string, string]> = [
     ['no lease', `${icecastUrl}/m/${mosque.id}`],
     ["another mosque's lease", `${icecastUrl}/m/${mosque.id}?lease=${leaseB}`],
     ['a lease that is not one', `${icecastUrl}/m/${mosque.id}?lease=abc.def.ghi`],
-  ]) {
+  ];
+  for (const [what, url] of refusedUrls) {
     const refused = await listen(t, url);
     assert.notEqual(refused.status, 200, what);
     refused.close();
