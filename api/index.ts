@@ -41,6 +41,10 @@ import { passwordRoutes, signOutRoutes } from './people/sessions.ts';
 import type { Sessions } from '../src/people/sessions.ts';
 import type { LimiterStore } from './rate-limit.ts';
 import type { ChangeFeed } from '../src/platform/changes.ts';
+import type { Audio } from '../src/audio/audio.ts';
+import { HOOK_PATH } from '../src/audio/callbacks.ts';
+import { hookRoutes } from './audio/hooks.ts';
+import { listenRoutes } from './audio/listen.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -48,7 +52,9 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
 const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/push/vapid-public-key']);
 /** The event stream authenticates with its own ticket: EventSource cannot send an Authorization header. */
 const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path);
+/** Icecast's callbacks carry the hook secret instead of a bearer token (api/audio/hooks.ts). */
+const HOOKS_PREFIX = `${HOOK_PATH}/`;
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || path.startsWith(HOOKS_PREFIX);
 
 /**
  * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
@@ -116,6 +122,10 @@ export interface ApiDeps {
   mosqueEvents: MosqueEvents;
   /** The console's folder, served at `/`; null serves no console (API only). */
   consoleDir: string | null;
+  /** The audio gate (src/audio/audio.ts); null while ICECAST_URL is unset. */
+  audio: Audio | null;
+  /** ICECAST_HOOK_SECRET, which Icecast's callbacks carry; null while the audio gate is off. */
+  hookSecret: string | null;
 }
 
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
@@ -136,6 +146,8 @@ export function createApi(deps: ApiDeps) {
   // c.req.raw.body would build the full WHATWG Request (an AbortController, undici Headers) for every one of
   // them just to find that out. Registered by method, a GET does not even pass through it (issue 13).
   app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', limitBody);
+  // Outside the v1 group's bearer check and its JSON bodies: Icecast posts forms, authenticated by the hook secret.
+  app.route(HOOK_PATH, hookRoutes(deps));
 
   app.get('/healthz', (c) => {
     const parts = deps.health();
@@ -166,6 +178,7 @@ export function createApi(deps: ApiDeps) {
   v1.route('/mosques', broadcastRoutes(deps));
   v1.route('/mosques', scheduleRoutes(deps));
   v1.route('/mosques', eventRoutes(deps));
+  v1.route('/mosques', listenRoutes(deps));
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
   v1.route('/', deviceRoutes(deps));

@@ -11,6 +11,7 @@ import { PasswordChange } from './people/sessions.ts';
 import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
 import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques/mosques.ts';
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
+import { HookForm } from './audio/hooks.ts';
 import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -51,6 +52,8 @@ const SCHEMAS = {
   ScheduleSlot: r.ScheduleSlot,
   Calendar: r.Calendar,
   TimetableUploaded: r.TimetableUploaded,
+  ListenAddress: r.ListenAddress,
+  HookAnswer: r.HookAnswer,
 } satisfies Record<string, v.GenericSchema>;
 export type ResponseName = keyof typeof SCHEMAS;
 
@@ -78,6 +81,10 @@ export interface RouteDoc {
   query?: v.GenericSchema;
   /** A Server-Sent Events stream opened with `?ticket=` (EventSource cannot send a bearer token). */
   eventStream?: true;
+  /** The body is a form (application/x-www-form-urlencoded), as Icecast sends its callbacks. */
+  formBody?: v.GenericSchema;
+  /** Authenticated by ICECAST_HOOK_SECRET as HTTP basic instead of a bearer token. */
+  hookSecret?: true;
 }
 
 /** The API's base, relative to the host serving the document (contract 2). */
@@ -142,6 +149,8 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'deleteTimetable', method: 'DELETE', path: `${M}/timetable/:month`, summary: 'Remove an uploaded month: back to computed times', gate: 'manager', success: 204 },
   { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket', errors: [429] },
   { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes, broadcast start/stop and schedule slot changes of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
+  { operationId: 'listenInConsole', method: 'POST', path: `${M}/listen`, summary: "A 10-minute listener address (<ICECAST_URL>/m/{id}?ticket=...) for an approved member or an admin; 409 while the audio server is off", gate: 'any', success: 201, response: 'ListenAddress', errors: [403, 404, 409] },
+  { operationId: 'icecastHook', method: 'POST', path: '/api/v1/audio/hooks/:action', summary: "Icecast's URL authentication (stream_auth, listener_add, listener_remove, mount_add, mount_remove): 200 with icecast-auth-user: 1 admits, 403 with icecast-auth-message refuses; HTTP basic icecast:<ICECAST_HOOK_SECRET>", gate: 'public', hookSecret: true, success: 200, formBody: HookForm, response: 'HookAnswer', errors: [400, 401, 403, 404, 413, 415, 429] },
   { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
   { operationId: 'registerPlayer', method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate, response: 'DeviceWithCredentials', errors: [404] },
   { operationId: 'listDevices', method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery, response: 'Device', list: true },
@@ -198,7 +207,7 @@ function errorResponse(status: number) {
 /** The statuses a route can answer besides success, from what it takes and who may call it. */
 function errorStatuses(doc: RouteDoc): number[] {
   const statuses = new Set<number>([500, ...(doc.errors ?? [])]);
-  if (doc.body) [400, 413, 415].forEach((s) => statuses.add(s));
+  if (doc.body || doc.formBody) [400, 413, 415].forEach((s) => statuses.add(s));
   if (doc.query) statuses.add(400);
   if (doc.gate !== 'public') statuses.add(401);
   if (doc.gate !== 'public' && doc.gate !== 'any') statuses.add(403);
@@ -225,7 +234,7 @@ function operation(doc: RouteDoc) {
     operationId: doc.operationId,
     summary: doc.summary,
     'x-minaret-gate': doc.gate,
-    ...(doc.gate === 'public' ? { security: [] } : {}),
+    ...(doc.gate === 'public' ? { security: doc.hookSecret ? [{ hookSecret: [] }] : [] } : {}),
     ...(params.length + queryParams.length > 0 && { parameters: [...params, ...queryParams] }),
     ...(doc.body && {
       requestBody: {
@@ -233,6 +242,7 @@ function operation(doc: RouteDoc) {
         content: { 'application/json': { schema: schemaOf(doc.body) }, ...(doc.csvBody && { 'text/csv': { schema: { type: 'string' } } }) },
       },
     }),
+    ...(doc.formBody && { requestBody: { required: true, content: { 'application/x-www-form-urlencoded': { schema: schemaOf(doc.formBody) } } } }),
     responses: {
       [doc.success]: successResponse(doc),
       ...Object.fromEntries(errorStatuses(doc).map((s) => [s, { $ref: `#/components/responses/Error${s}` }])),
@@ -263,7 +273,10 @@ export function buildOpenApi(docs: RouteDoc[] = ROUTE_DOCS) {
     security: [{ bearer: [] }],
     paths,
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify, /auth/superadmin-2fa/verify or /me/password' } },
+      securitySchemes: {
+        hookSecret: { type: 'http', scheme: 'basic', description: "Icecast's callbacks: user `icecast`, password ICECAST_HOOK_SECRET (icecast.xml from `minaret icecast-config`)" },
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify, /auth/superadmin-2fa/verify or /me/password' },
+      },
       schemas: Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, schemaOf(schema)])),
       responses: Object.fromEntries([...statuses].sort((a, b) => a - b).map((s) => [`Error${s}`, errorResponse(s)])),
     },

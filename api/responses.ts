@@ -286,7 +286,15 @@ export const Health = v.object({
   status: v.picklist(['ok', 'degraded']),
   db: v.picklist(['ok', 'full', 'busy', 'io_error', 'read_only', 'down']),
   broker: v.picklist(['ok', 'down']),
+  /** Only with ICECAST_URL: whether Icecast's admin API answers (docs/operator.md#audio-icecast). */
+  audio: v.optional(v.picklist(['ok', 'down'])),
 });
+
+/** POST /mosques/{id}/listen: a short-lived listener address for the console (docs/api.md, "Listening in the console"). */
+export const ListenAddress = v.object({ url: v.string(), expires_at: v.string() });
+
+/** An Icecast callback's answer when it admits (with `icecast-auth-user: 1`) or records a notice. */
+export const HookAnswer = v.object({ admitted: v.optional(v.literal(true)), time_limit_s: v.optional(v.pipe(v.number(), v.integer())), recorded: v.optional(v.literal(true)) });
 
 /** One azaan slot of GET /mosques/{id}/schedule (issue 11). */
 export const ScheduleSlot = v.object({

@@ -9,6 +9,7 @@ import { normalizeStoredIdentifiersOnce } from '../src/people/addresses/identifi
 import { createUserStore } from '../src/people/users.ts';
 import { backupDatabase, restoreDatabase, BackupError } from './backup.ts';
 import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
+import { icecastXml } from '../icecast/icecast-xml.ts';
 
 /**
  * Operator commands (contract 1), as `minaret ...` or `npm run cli -- ...`. Every failure is one line on
@@ -16,12 +17,24 @@ import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
  *   superadmin create --email <email> [--phone <phone>]   (password: one line on standard input)
  *   backup <file> | restore <file>                        (the database at DATABASE_PATH)
  *   device diagnose|timeline <device id> [--url <url>] [--token-file <path>]   (or MINARET_TOKEN)
+ *   icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]   (icecast.xml on stdout)
  */
 // One line: every failure of the CLI is a single line on stderr.
 const USAGE =
   'usage: minaret superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
   'minaret backup <file> | minaret restore <file> | ' +
-  'minaret device diagnose|timeline <device id> [--url <http url>] [--token-file <path>] (or MINARET_TOKEN)';
+  'minaret device diagnose|timeline <device id> [--url <http url>] [--token-file <path>] (or MINARET_TOKEN) | ' +
+  'minaret icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]';
+
+/** `minaret --help`: the commands, one a line, on stdout (exit 0). */
+const HELP = `minaret: operator commands
+  superadmin create --email <email> [--phone <phone>]   create a superadmin (password: one line on standard input)
+  backup <file>                                         copy the database at DATABASE_PATH to <file>
+  restore <file>                                        replace the database at DATABASE_PATH with <file>
+  device diagnose <device id> [--url <url>] [--token-file <path>]   why a device is or is not playing (or MINARET_TOKEN)
+  device timeline <device id> [--url <url>] [--token-file <path>]   a device's recent timeline
+  icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]
+                                                        print icecast.xml for the audio gate (ICECAST_* settings, PUBLIC_URL)`;
 
 class CliError extends Error {}
 
@@ -129,8 +142,39 @@ async function databaseCommand(command: 'backup' | 'restore', args: string[]): P
   }
 }
 
+/**
+ * icecast.xml from the ICECAST_* settings and PUBLIC_URL (docs/operator.md#audio-icecast). The admin password is
+ * ICECAST_ADMIN_PASSWORD unless --admin-password names another; the port that of ICECAST_ADMIN_URL, else 8000.
+ */
+function icecastConfig(args: string[]): string {
+  const loaded = loadConfig(process.env);
+  if (!loaded.ok) throw new CliError(loaded.error);
+  const { config } = loaded;
+  if (!config.icecast) throw new CliError('ICECAST_URL: required by icecast-config (with ICECAST_HOOK_SECRET and ICECAST_ADMIN_PASSWORD)');
+  const portText = option(args, '--port');
+  const adminPort = new URL(config.icecast.adminUrl).port;
+  const port = portText === undefined ? (adminPort ? Number(adminPort) : 8000) : Number(portText);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new CliError('--port: must be a whole number from 1 to 65535');
+  const sourcePassword = option(args, '--source-password');
+  const adminPassword = option(args, '--admin-password') ?? config.icecast.adminPassword;
+  for (const [name, value] of [['--admin-password', adminPassword], ['--source-password', sourcePassword]] as const) {
+    if (value !== undefined && value.length < 12) throw new CliError(`${name}: at least 12 characters (Icecast's admin API removes listeners)`);
+  }
+  // Icecast refuses to run as root; started as root with <changeowner>, it binds its port and then becomes icecast2.
+  const asRoot = process.getuid?.() === 0;
+  return icecastXml({
+    port, adminUser: config.icecast.adminUser, adminPassword, sourcePassword, hookSecret: config.icecast.hookSecret,
+    minaretUrl: config.publicUrl ?? `http://127.0.0.1:${config.httpPort}`,
+    hostname: new URL(config.icecast.url).hostname,
+    logDir: option(args, '--log-dir') ?? '/var/log/icecast2',
+    ...(asRoot && { changeOwner: { user: 'icecast2', group: 'icecast' } }),
+  }).trimEnd();
+}
+
 async function run(argv: string[]): Promise<string> {
   const [group, command, ...rest] = argv;
+  if (group === '--help' || group === '-h' || group === 'help') return HELP;
+  if (group === 'icecast-config') return icecastConfig(argv.slice(1));
   if (group === 'superadmin' && command === 'create') return createSuperadmin(rest);
   if ((group === 'backup' || group === 'restore') && command !== undefined) return databaseCommand(group, [command, ...rest]);
   if (group === 'device' && (command === 'diagnose' || command === 'timeline')) {

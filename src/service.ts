@@ -50,6 +50,9 @@ import { createSessions } from './people/sessions.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
+import { createAudio, type Audio } from './audio/audio.ts';
+import { streamAddresses } from './audio/mounts.ts';
+import { createIcecastAdminClient } from '../icecast/admin-client.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -172,7 +175,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier, changes);
     const mosqueEvents = createMosqueEvents();
     const at = () => new Date(clock()).toISOString();
+    // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
+    const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
     const plane = createDevicePlane({
+      ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
       // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens (issue 13).
       onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, () => ({ type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() })),
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
@@ -224,7 +230,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
-      mosqueStreamUrl: (mosqueId) => people.mosques.findById(mosqueId)?.stream_url ?? null,
+      mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findById(mosqueId)?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
@@ -245,6 +251,15 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       logger.info({ devices: retained.devices, leases_renewed: retained.renewed, ms: Math.round(performance.now() - startedAt) }, 'device configs retained');
     }
     plane.start();
+    const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
+    if (audio) {
+      audio.start();
+      closers.push({ name: 'audio', close: () => audio.stop() });
+      changes.subscribe({
+        changed: (change, origin) => origin === 'local' && audio.changed(change),
+        resync: () => void audio.recheckAll().catch((err: unknown) => faults.report('audio recheck', err)),
+      });
+    }
     // Another process's changes, named on the feed: just that entry is read again (its own are current already).
     changes.subscribe({
       changed(change, origin) {
@@ -271,7 +286,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push({ name: 'push sender', close: () => sender.close?.() });
     const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
     outboxRef.current = outbox;
-    const fanout = createFanout({ db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link });
+    const fanout = createFanout({
+      db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link,
+      ...(addresses && { streamUrl: addresses.mount }),
+    });
     const broadcastEvent = (b: BroadcastRow, action: 'start' | 'stop') =>
       mosqueEvents.publish(b.mosque_id, () => ({ type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() }));
     // issue 13: the broker has the start event before any bookkeeping (the broadcast row is already committed).
@@ -304,9 +322,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const health = () => ({
       db: db.open ? faults.storageState() : 'down',
       broker: broker.isHealthy() ? 'ok' : 'down',
+      ...(audio && { audio: audio.health() }),
     });
     const api = createApi({
-      ...people, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
+      ...people, audio, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
@@ -380,6 +399,35 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     await closeAll();
     throw err;
   }
+}
+
+/**
+ * The audio gate when ICECAST_URL is set (docs/operator.md#audio-icecast): Icecast's admin API behind the
+ * AudioServer port, and the facts admission is decided from, read from memory and the store when asked.
+ */
+function buildAudio(
+  config: Config,
+  d: { db: Db; clock: Clock; logger: Logger; jwtSecret: string; people: ReturnType<typeof buildPeople>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+): Audio | null {
+  if (!config.icecast) return null;
+  const { people, plane } = d;
+  return createAudio({
+    db: d.db, clock: d.clock, logger: d.logger, onError: d.onError,
+    server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
+    publicBase: config.icecast.url,
+    ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
+    retentionDays: config.deviceEventsRetentionDays,
+    mosqueExists: (id) => people.mosques.findById(id) !== null,
+    devices: {
+      info: plane.devices.load,
+      verifySecret: plane.devices.verifySecret,
+      ownedBy: (userId) => plane.devices.listForOwner(userId).map((r) => r.id),
+    },
+    verifyLease: plane.signer.verify,
+    lease: plane.entitlement.lease,
+    membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
+    isAdmin: (mosqueId, userId) => people.admins.find(mosqueId, userId) !== null,
+  });
 }
 
 /**

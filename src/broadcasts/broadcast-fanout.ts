@@ -52,6 +52,8 @@ export function createFanout(deps: {
   commands: Commands;
   outbox: PushOutbox;
   link: () => DeviceLink;
+  /** The stream address a start event names: the mosque's mount with an audio server, else its own stream_url. */
+  streamUrl?: (mosqueId: string) => string | null;
 }) {
   const recipientsByKind = Object.fromEntries(
     Object.entries(TOGGLE).map(([kind, toggle]) => [
@@ -75,7 +77,7 @@ export function createFanout(deps: {
   const startsPending = new Set<string>();
 
   function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
-    const streamUrl = deps.mosques.findById(b.mosque_id)?.stream_url ?? null;
+    const streamUrl = deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findById(b.mosque_id)?.stream_url ?? null);
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
     // Retained, so a leased player that (re)connects during the broadcast learns it is on.
     deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));

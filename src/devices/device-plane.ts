@@ -43,6 +43,8 @@ export function createDevicePlane(deps: {
   onStatusChange?: (change: StatusChange) => void;
   /** Where registry and lease writes are announced (src/platform/changes.ts). */
   changes?: ChangePublisher;
+  /** The stream address configs carry (src/devices/entitlement.ts); default the mosque's own stream_url. */
+  streamUrl?: (mosque: MosqueRow, lease: string | null) => string | null;
 }) {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock, deps.changes);
@@ -51,7 +53,7 @@ export function createDevicePlane(deps: {
   const timeline = createTimeline(db, clock, commits.flush);
   const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
-  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }) });
+  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
   let link: DeviceLink | null = null;
   const service = createDeviceService({
     db, devices, timeline, telemetry, logger, activity: deps.activity,
@@ -60,6 +62,9 @@ export function createDevicePlane(deps: {
       entitlement.forget(id);
       commands.deviceDeleted(id);
     },
+    // A lease signed while the old password was valid goes with it: whoever copied both must not keep listening
+    // (the audio gate admits only the lease a player holds now). The player gets a new one when it reconnects.
+    onRotated: (id) => entitlement.forget(id),
     maxPlayersPerOwner: deps.config.maxPlayersPerUser,
     link: () => {
       if (!link) throw new Error('device link used before the broker was attached');

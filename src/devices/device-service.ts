@@ -33,6 +33,8 @@ export function createDeviceService(deps: {
   logger: Logger;
   resolveBinding: BindingResolver;
   onDeleted?: (id: string) => void;
+  /** After a password rotation committed (the plane drops the lease signed under the old one). */
+  onRotated?: (id: string) => void;
   /** Stream players one person may own (MAX_PLAYERS_PER_USER). */
   maxPlayersPerOwner: number;
 }) {
@@ -157,6 +159,7 @@ export function createDeviceService(deps: {
         note(row.mosque_id, actorId, 'device.credentials_rotated', row.id);
         return devices.rotateSecret(row.id);
       })();
+      deps.onRotated?.(row.id);
       deps.link().disconnect(row.id);
       deps.link().forgetSession(row.id);
       return password;

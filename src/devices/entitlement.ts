@@ -4,7 +4,7 @@ import type { Binding } from './device-config.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
 import type { LeaseSigner } from './leases.ts';
 import type { MembershipStatus } from '../mosques/memberships.ts';
-import type { MosqueStore } from '../mosques/mosques.ts';
+import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
 export type UnboundReason = 'no_mosque' | 'awaiting_approval' | 'membership_lapsed' | 'lease_expired';
@@ -46,6 +46,11 @@ interface Deps {
   ttlHours: number;
   /** A lease issued or dropped is announced (kind `device`): other processes' broker checks read their own map. */
   changes?: ChangePublisher;
+  /**
+   * The stream address a config carries. Default: the mosque's own stream_url. With an audio server the composition
+   * root hands in its mount's address (src/audio/mounts.ts), a player's with its lease in it (docs/operator.md#audio-icecast).
+   */
+  streamUrl?: (mosque: MosqueRow, lease: string | null) => string | null;
 }
 
 /**
@@ -66,6 +71,7 @@ export function createEntitlement(deps: Deps) {
     "SELECT id, mosque_id, lease_expires_at, lease_token FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
   );
   const nowSeconds = () => toUnixSeconds(deps.clock());
+  const streamUrl = deps.streamUrl ?? ((mosque: MosqueRow) => mosque.stream_url);
   const ttlSeconds = deps.ttlHours * 3600;
 
   const decisionFor = (row: DeviceRow): Decision => {
@@ -120,21 +126,20 @@ export function createEntitlement(deps: Deps) {
      */
     binding(row: DeviceRow): Binding {
       const mosque = row.mosque_id ? deps.mosques.findById(row.mosque_id) : null;
-      if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque?.stream_url ?? null, lease: null, unbound_reason: null };
+      if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, null) : null, lease: null, unbound_reason: null };
       const decision = decisionFor(row);
       if (!decision.entitled) {
         revoke(row.id);
         return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
       }
       const issuedAt = nowSeconds();
-      const stream_url = mosque?.stream_url ?? null;
       const held = leases.get(row.id);
-      if (reusable(held, decision.mosqueId, issuedAt)) return { mosque_id: row.mosque_id, stream_url, lease: { token: held.token, expires_at: held.expiresAt }, unbound_reason: null };
+      if (reusable(held, decision.mosqueId, issuedAt)) return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, held.token) : null, lease: { token: held.token, expires_at: held.expiresAt }, unbound_reason: null };
       const expiresAt = issuedAt + ttlSeconds;
       const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
       leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt, token });
       saveLease(expiresAt, token, row.id);
-      return { mosque_id: row.mosque_id, stream_url, lease: { token, expires_at: expiresAt }, unbound_reason: null };
+      return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, token) : null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
     },
 
     /** Whether the player's entitlement differs from the lease it holds (so its config must change now). */

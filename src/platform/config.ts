@@ -65,6 +65,8 @@ export interface Config {
   mqttFlap: { maxConnects: number; windowS: number; banS: number };
   scheduleReadyLeadMinutes: number;
   scheduleGraceMinutes: number;
+  /** The audio server (docs/operator.md#audio-icecast); null: off, players get the mosque's own, ungated stream_url. */
+  icecast: IcecastSettings | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** The whole graceful stop (signal or fatal error) gets this long before the process exits anyway. */
   shutdownTimeoutS: number;
@@ -80,6 +82,18 @@ export interface MqttLimits {
   maxConnections: number;
   maxHandshakesPerAddress: number;
   maxQueuedMessages: number;
+}
+
+/** ICECAST_*: where listeners and Minaret reach Icecast, its admin account, and the secret its callbacks carry. */
+export interface IcecastSettings {
+  /** The base players and browsers reach, no trailing slash (https://audio.example.org). */
+  url: string;
+  /** How Minaret reaches Icecast's admin API, no trailing slash (defaults to url). */
+  adminUrl: string;
+  adminUser: string;
+  adminPassword: string;
+  /** Carried by every callback as HTTP basic (user `icecast`): Icecast 2.4 url auth's username/password options. */
+  hookSecret: string;
 }
 
 export type ConfigResult =
@@ -207,6 +221,11 @@ const EnvSchema = v.object({
   SCHEDULE_READY_LEAD_MINUTES: wholeNumber(1, 120, 10),
   // At least 1: a missed check at the azaan's own minute would race the transmitter starting it.
   SCHEDULE_GRACE_MINUTES: wholeNumber(1, 120, 5),
+  ICECAST_URL: urlWithScheme(['http://', 'https://']),
+  ICECAST_ADMIN_URL: urlWithScheme(['http://', 'https://']),
+  ICECAST_ADMIN_USER: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^[^:\s]{1,64}$/, 'must be 1 to 64 characters without spaces or colons')), 'admin'),
+  ICECAST_ADMIN_PASSWORD: optionalText,
+  ICECAST_HOOK_SECRET: optionalText,
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
   SHUTDOWN_TIMEOUT_S: wholeNumber(1, 600, 10),
   TEST_FAULT: v.optional(v.picklist(['uncaught_exception', 'unhandled_rejection'] as const, 'must be one of uncaught_exception, unhandled_rejection')),
@@ -222,7 +241,7 @@ function hasScheme(value: string, schemes: string[]): boolean {
   }
 }
 
-const SECRET_SETTINGS = new Set(['JWT_SECRET', 'SMTP_URL', 'REDIS_URL', 'NOTIFY_WEBHOOK_URL']);
+const SECRET_SETTINGS = new Set(['JWT_SECRET', 'SMTP_URL', 'REDIS_URL', 'NOTIFY_WEBHOOK_URL', 'ICECAST_ADMIN_URL', 'ICECAST_ADMIN_PASSWORD', 'ICECAST_HOOK_SECRET']);
 
 /** Reads every setting from the environment. A bad one yields one line naming it and what is wrong. */
 export function loadConfig(env: Record<string, string | undefined>): ConfigResult {
@@ -276,6 +295,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
   }
   const tlsProblem = checkTls(e, warnings);
   if (tlsProblem) return { ok: false, error: tlsProblem };
+  const icecast = checkIcecast(e);
+  if (!icecast.ok) return { ok: false, error: icecast.error };
   if (e.TEST_FAULT !== undefined && e.NODE_ENV !== 'test') {
     return { ok: false, error: 'TEST_FAULT: honoured only when NODE_ENV=test; unset it' };
   }
@@ -346,6 +367,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       mqttFlap: { maxConnects: e.MQTT_FLAP_MAX_CONNECTS, windowS: e.MQTT_FLAP_WINDOW_S, banS: e.MQTT_FLAP_BAN_S },
       scheduleReadyLeadMinutes: e.SCHEDULE_READY_LEAD_MINUTES,
       scheduleGraceMinutes: e.SCHEDULE_GRACE_MINUTES,
+      icecast: icecast.value,
       logLevel: e.LOG_LEVEL,
       shutdownTimeoutS: e.SHUTDOWN_TIMEOUT_S,
       testFault: e.TEST_FAULT,
@@ -363,4 +385,25 @@ function checkTls(e: v.InferOutput<typeof EnvSchema>, warnings: string[]): strin
   if (!e.TLS_KEY_FILE) return 'TLS_KEY_FILE: required when MQTTS_PORT is set';
   if (e.MQTTS_PORT !== 0 && e.MQTTS_PORT === e.MQTT_PORT) return `MQTTS_PORT: must differ from MQTT_PORT (both ${e.MQTT_PORT})`;
   return null;
+}
+
+const withoutSlash = (url: string) => url.replace(/\/+$/, '');
+
+/**
+ * ICECAST_URL switches the gate on; then the admin password (to cut a revoked listener, docs/operator.md#audio-icecast)
+ * and a hook secret of at least 32 bytes (every callback carries it) are required. Without it the ICECAST_* rest is unused.
+ */
+function checkIcecast(e: v.InferOutput<typeof EnvSchema>): { ok: true; value: IcecastSettings | null } | { ok: false; error: string } {
+  if (!e.ICECAST_URL) return { ok: true, value: null };
+  if (!/^https?:\/\/[^/?#]+(\/[^?#]*)?$/i.test(e.ICECAST_URL)) return { ok: false, error: `ICECAST_URL: must be an http or https URL without query, like https://audio.example.org (got ${JSON.stringify(e.ICECAST_URL)})` };
+  if (!e.ICECAST_ADMIN_PASSWORD) return { ok: false, error: 'ICECAST_ADMIN_PASSWORD: required when ICECAST_URL is set (Minaret removes revoked listeners through the admin API)' };
+  if (!e.ICECAST_HOOK_SECRET) return { ok: false, error: 'ICECAST_HOOK_SECRET: required when ICECAST_URL is set (at least 32 bytes; every callback must carry it)' };
+  if (Buffer.byteLength(e.ICECAST_HOOK_SECRET) < 32) return { ok: false, error: 'ICECAST_HOOK_SECRET: must be at least 32 bytes long' };
+  // Icecast's url auth options are XML attribute values and an HTTP basic password: no quotes, angle brackets or spaces.
+  if (!/^[A-Za-z0-9._~+\/=-]+$/.test(e.ICECAST_HOOK_SECRET)) return { ok: false, error: 'ICECAST_HOOK_SECRET: use letters, digits and . _ ~ + / = - only (e.g. openssl rand -base64 48)' };
+  const url = withoutSlash(e.ICECAST_URL);
+  return {
+    ok: true,
+    value: { url, adminUrl: withoutSlash(e.ICECAST_ADMIN_URL ?? url), adminUser: e.ICECAST_ADMIN_USER, adminPassword: e.ICECAST_ADMIN_PASSWORD, hookSecret: e.ICECAST_HOOK_SECRET },
+  };
 }

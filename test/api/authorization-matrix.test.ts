@@ -52,7 +52,8 @@ async function must(res: Promise<HttpResult>, status: number, what: string): Pro
 }
 
 async function buildWorld(t: TestContext): Promise<World> {
-  const ts = await startTestService(t, { logLevel: 'warn' });
+  // ICECAST_URL names a port nobody listens on: issuing a listen ticket asks nothing of Icecast.
+  const ts = await startTestService(t, { logLevel: 'warn', env: { ICECAST_URL: 'http://127.0.0.1:9', ICECAST_ADMIN_PASSWORD: 'matrix-admin-password', ICECAST_HOOK_SECRET: 'matrix-hook-secret-0123456789abcdefghij' } });
   const root = await signInSuperadmin(ts);
   const [owner, otherOwner, memberP, admin, trigger, manager] = await Promise.all(
     ['owner-m', 'owner-n', 'member', 'admin', 'trigger', 'manager'].map((name) => member(ts, `${name}@matrix.test`)),
@@ -384,6 +385,13 @@ const ROWS: Row[] = [
     check: (_w, _s, res) => assert.equal(res.body.expires_in, 30),
   },
 
+  // --- listening in the console (the world runs with ICECAST_URL set: see buildWorld) ---
+  {
+    route: `POST ${V1}/mosques/:id/listen`, expect: memberOrAdminOfM(201),
+    request: (w) => ({ path: `${mosquePath(w)}/listen` }),
+    check: (w, _s, res) => assert.match(res.body.url, new RegExp(`/m/${w.M.id}\\?ticket=`)),
+  },
+
   // --- broadcasts ---
   {
     route: `POST ${V1}/mosques/:id/broadcasts`, expect: inMosque('trigger', 201), mutates: true,
@@ -532,6 +540,8 @@ const EXEMPT = [
   `POST ${V1}/auth/superadmin-reset-password`,
   // Opened with a single-use ticket, never a bearer token: test/e2e/events-stream.test.ts holds who gets one.
   `GET ${V1}/mosques/:id/events/stream`,
+  // Icecast's callbacks: authenticated by the hook secret, never a person (test/audio/callbacks.test.ts).
+  `POST ${V1}/audio/hooks/:action`,
 ];
 
 // ---------------------------------------------------------------------------------------------------
