@@ -41,6 +41,8 @@ import { passwordRoutes, signOutRoutes } from './people/sessions.ts';
 import type { Sessions } from '../src/people/sessions.ts';
 import type { LimiterStore } from './rate-limit.ts';
 import type { ChangeFeed } from '../src/platform/changes.ts';
+import type { AdmitRecording, Recordings } from '../src/audio/recordings.ts';
+import { RECORDING_DOWNLOAD_PATH, RECORDING_UPLOAD_PATH, recordingRoutes } from './audio/recordings.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -48,7 +50,7 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
 const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/push/vapid-public-key']);
 /** The event stream authenticates with its own ticket: EventSource cannot send an Authorization header. */
 const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path);
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || RECORDING_DOWNLOAD_PATH.test(path);
 
 /**
  * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
@@ -116,6 +118,11 @@ export interface ApiDeps {
   mosqueEvents: MosqueEvents;
   /** The console's folder, served at `/`; null serves no console (API only). */
   consoleDir: string | null;
+  /** Each mosque's recorded azaan (src/audio/recordings.ts) and who may download it. */
+  recordings: Recordings;
+  admitRecording: AdmitRecording;
+  /** RECORDING_MAX_BYTES: the body limit of the recording upload, the one route past BODY_LIMIT_BYTES. */
+  recordingMaxBytes: number;
 }
 
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
@@ -135,7 +142,8 @@ export function createApi(deps: ApiDeps) {
   // Only where a body can come: @hono/node-server gives GET and HEAD none, and bodyLimit's look at
   // c.req.raw.body would build the full WHATWG Request (an AbortController, undici Headers) for every one of
   // them just to find that out. Registered by method, a GET does not even pass through it (issue 13).
-  app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', limitBody);
+  // The recording upload (raw audio, RECORDING_MAX_BYTES) is the one exception: its route sets its own limit.
+  app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', (c, next) => (c.req.method === 'PUT' && RECORDING_UPLOAD_PATH.test(c.req.path) ? next() : limitBody(c, next)));
 
   app.get('/healthz', (c) => {
     const parts = deps.health();
@@ -169,6 +177,7 @@ export function createApi(deps: ApiDeps) {
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
   v1.route('/', deviceRoutes(deps));
+  v1.route('/', recordingRoutes(deps));
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.

@@ -50,6 +50,7 @@ import { createSessions } from './people/sessions.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
+import { createRecordings, leaseAdmission } from './audio/recordings.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -305,6 +306,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       db: db.open ? faults.storageState() : 'down',
       broker: broker.isHealthy() ? 'ok' : 'down',
     });
+    const recordings = createRecordings({ db, clock, activity: people.activity });
+    // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
+    const admitRecording = leaseAdmission({ clock, signer: plane.signer, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
     const api = createApi({
       ...people, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
@@ -316,6 +320,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       invitesPerAddressPerDay: config.invitesPerAddressPerDay,
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
+      recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
       reportFor: (mosqueId, broadcastId) => {
         const b = people.broadcasts.find(mosqueId, broadcastId);
         return b ? fanout.report(b) : null;
