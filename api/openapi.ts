@@ -11,6 +11,7 @@ import { PasswordChange } from './people/sessions.ts';
 import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
 import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques/mosques.ts';
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
+import { UPLOAD_TYPES } from '../src/audio/recordings.ts';
 import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -51,6 +52,8 @@ const SCHEMAS = {
   ScheduleSlot: r.ScheduleSlot,
   Calendar: r.Calendar,
   TimetableUploaded: r.TimetableUploaded,
+  Recording: r.Recording,
+  Audio: r.Audio,
 } satisfies Record<string, v.GenericSchema>;
 export type ResponseName = keyof typeof SCHEMAS;
 
@@ -78,6 +81,10 @@ export interface RouteDoc {
   query?: v.GenericSchema;
   /** A Server-Sent Events stream opened with `?ticket=` (EventSource cannot send a bearer token). */
   eventStream?: true;
+  /** The request body is a raw audio file of one of these media types (the recording upload), not JSON. */
+  audioBody?: readonly string[];
+  /** The success body is audio of one of these media types, opened with `?lease=` (or `?ticket=`). */
+  audioResponse?: readonly string[];
 }
 
 /** The API's base, relative to the host serving the document (contract 2). */
@@ -85,6 +92,7 @@ export const API_BASE = '/api/v1';
 
 const A = '/api/v1/auth';
 const M = '/api/v1/mosques/:id';
+const SERVED_AUDIO = ['audio/mpeg', 'audio/ogg'];
 
 export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getHealth', method: 'GET', path: '/healthz', summary: 'Health of the database and the broker', gate: 'public', success: 200, response: 'Health' },
@@ -140,6 +148,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getScheduleIcs', method: 'GET', path: `${M}/schedule.ics`, summary: 'The azaan times as iCalendar, 30 days ahead (approved members and admins)', gate: 'any', success: 200, response: 'Calendar', contentType: 'text/calendar', errors: [403, 404] },
   { operationId: 'putTimetable', method: 'PUT', path: `${M}/timetable/:month`, summary: "Upload a month's times (text/csv Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha in standard time, or JSON rows); month 1..12 recurs yearly", gate: 'manager', success: 200, body: TimetableJson, csvBody: true, response: 'TimetableUploaded' },
   { operationId: 'deleteTimetable', method: 'DELETE', path: `${M}/timetable/:month`, summary: 'Remove an uploaded month: back to computed times', gate: 'manager', success: 204 },
+  { operationId: 'putRecording', method: 'PUT', path: `${M}/recording`, summary: "Upload the mosque's recorded azaan: the raw file as the body, MP3, Ogg Vorbis or Ogg Opus, at most RECORDING_MAX_BYTES (5 MiB) and 10 minutes; 201, or 200 when it replaces the one stored", gate: 'manager', success: 201, audioBody: Object.keys(UPLOAD_TYPES), response: 'Recording' },
+  { operationId: 'getRecording', method: 'GET', path: `${M}/recording`, summary: "The recorded azaan's type, size, length and hash (never its bytes)", gate: 'admin', success: 200, response: 'Recording' },
+  { operationId: 'deleteRecording', method: 'DELETE', path: `${M}/recording`, summary: 'Remove the recorded azaan', gate: 'manager', success: 204 },
+  { operationId: 'downloadRecording', method: 'GET', path: '/api/v1/audio/recordings/:mosque_id', summary: "The recorded azaan's bytes for a player entitled to the mosque, its lease checked on every request (?lease=); one Range (RFC 9110 §14) answers 206 with that slice", gate: 'public', success: 200, audioResponse: SERVED_AUDIO, response: 'Audio', errors: [403, 404, 416] },
   { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket', errors: [429] },
   { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes, broadcast start/stop and schedule slot changes of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
   { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
@@ -172,8 +184,9 @@ const ERROR_STATUS_TEXT: Record<number, string> = {
   403: 'Signed in but not allowed; nothing was changed',
   404: 'Unknown id, or a mosque or device the caller may not see',
   409: 'Conflicts with the current state (a taken value, a banned membership, an offline device)',
-  413: 'The body is over 64 KiB',
-  415: 'The body is not JSON',
+  413: 'The body is over 64 KiB (a recording: over RECORDING_MAX_BYTES)',
+  415: 'The body is not JSON (a recording: not audio/mpeg, audio/ogg or audio/opus)',
+  416: 'The Range lies past the end of the file (Content-Range: bytes */<size>)',
   429: 'Rate limited; retry after Retry-After seconds',
   500: 'Internal error; the message carries the request id',
   504: 'The device did not acknowledge the command in time',
@@ -198,7 +211,7 @@ function errorResponse(status: number) {
 /** The statuses a route can answer besides success, from what it takes and who may call it. */
 function errorStatuses(doc: RouteDoc): number[] {
   const statuses = new Set<number>([500, ...(doc.errors ?? [])]);
-  if (doc.body) [400, 413, 415].forEach((s) => statuses.add(s));
+  if (doc.body || doc.audioBody) [400, 413, 415].forEach((s) => statuses.add(s));
   if (doc.query) statuses.add(400);
   if (doc.gate !== 'public') statuses.add(401);
   if (doc.gate !== 'public' && doc.gate !== 'any') statuses.add(403);
@@ -212,6 +225,7 @@ function successResponse(doc: RouteDoc) {
   }
   if (!doc.response) return { description: 'Done; no body' };
   const ref = { $ref: `#/components/schemas/${doc.response}` };
+  if (doc.audioResponse) return { description: 'The file, or with a Range the slice of it (206)', content: Object.fromEntries(doc.audioResponse.map((type) => [type, { schema: ref }])) };
   return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { [doc.contentType ?? 'application/json']: { schema: doc.list ? { type: 'array', items: ref } : ref } } };
 }
 const SUCCESS_TEXT: Record<number, string> = { 200: 'OK', 201: 'Created', 202: 'Accepted' };
@@ -221,12 +235,16 @@ function operation(doc: RouteDoc) {
   const query = doc.query ? (schemaOf(doc.query) as { properties?: Record<string, unknown> }) : null;
   const queryParams = Object.entries(query?.properties ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema }));
   if (doc.eventStream) queryParams.push({ name: 'ticket', in: 'query', required: true, schema: { type: 'string' } });
+  if (doc.audioResponse) queryParams.push({ name: 'lease', in: 'query', required: false, schema: { type: 'string' } }, { name: 'ticket', in: 'query', required: false, schema: { type: 'string' } });
   return {
     operationId: doc.operationId,
     summary: doc.summary,
     'x-minaret-gate': doc.gate,
     ...(doc.gate === 'public' ? { security: [] } : {}),
     ...(params.length + queryParams.length > 0 && { parameters: [...params, ...queryParams] }),
+    ...(doc.audioBody && {
+      requestBody: { required: true, content: Object.fromEntries(doc.audioBody.map((type) => [type, { schema: { type: 'string', contentMediaType: type } }])) },
+    }),
     ...(doc.body && {
       requestBody: {
         required: true,

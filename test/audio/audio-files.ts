@@ -43,3 +43,15 @@ export function audioFiles(t: TestContext) {
     },
   };
 }
+
+/** One tone file made in a folder that is gone again before this returns (for tables built at module level). */
+export function toneOnce(kind: AudioKind, seconds = 2): Buffer {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-audio-'));
+  try {
+    const file = path.join(dir, `tone.${kind}`);
+    execFileSync(ffmpegPath(), ['-loglevel', 'error', '-y', '-f', 'lavfi', '-i', `sine=frequency=440:duration=${seconds}`, ...ENCODER[kind], file]);
+    return fs.readFileSync(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
