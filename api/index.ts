@@ -181,7 +181,7 @@ export function createApi(deps: ApiDeps) {
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.
-  const consolePages = deps.consoleDir ? consoleRoutes(deps.consoleDir, deps.publicUrl) : null;
+  const consolePages = deps.consoleDir ? consoleRoutes(deps.consoleDir, deps.publicUrl, deps.recordingMaxBytes) : null;
   if (consolePages) app.route('/', consolePages.app);
 
   // A console page (its client-side routes) is what a path that names no route may still be.

@@ -201,6 +201,8 @@ test('only a manager uploads and deletes the recording; an admin without can_man
   assertError(await ts.http.get(`${API}/mosques/${mosque.id}/recording`, owner.token), 404, 'not_found');
   assertError(await ts.http.delete(`${API}/mosques/${mosque.id}/recording`, manager!.token), 404, 'not_found');
   assert.deepEqual(storedRows(ts), []);
+  const feed = (await ts.http.get(`${API}/mosques/${mosque.id}/activity`, owner.token)).body as Array<{ kind: string; actor_user_id: string }>;
+  assert.deepEqual(feed.filter((a) => a.kind.startsWith('recording.')).map((a) => [a.kind, a.actor_user_id]), [['recording.deleted', manager!.id], ['recording.uploaded', manager!.id]]);
 
   // Deleting the mosque takes its recording with it (ON DELETE CASCADE).
   assert.equal((await upload(ts, mosque.id, owner.token, mp3, 'audio/mpeg')).status, 201);
