@@ -99,9 +99,10 @@ export function recordingRoutes(deps: Deps) {
     }
     // A view of the stored bytes, not a copy (a Buffer from the database never sits on a SharedArrayBuffer).
     const view = (start: number, end: number) => new Uint8Array(data.buffer as ArrayBuffer, data.byteOffset + start, end - start);
-    if (range === null) return c.body(view(0, data.byteLength), 200, headers);
+    // Named here, not left to the server: a HEAD (a player asking the length first) answers it too (RFC 9110 §9.3.2).
+    if (range === null) return c.body(view(0, data.byteLength), 200, { ...headers, 'Content-Length': String(data.byteLength) });
     headers['Content-Range'] = `bytes ${range.start}-${range.end}/${data.byteLength}`;
-    return c.body(view(range.start, range.end + 1), 206, headers);
+    return c.body(view(range.start, range.end + 1), 206, { ...headers, 'Content-Length': String(range.end + 1 - range.start) });
   });
 
   return app;

@@ -117,6 +117,14 @@ export function toRecording(row: RecordingRow) {
 /** Where a player fetches a mosque's recording, relative to the service's origin; it adds `?lease=<its lease>`. */
 export const recordingPath = (mosqueId: string) => `/api/v1/audio/recordings/${encodeURIComponent(mosqueId)}`;
 
+/**
+ * The address a player is sent to play the recording (a fallback broadcast): `origin` is PUBLIC_URL (or the origin
+ * the player's credentials name), `lease` the player's own lease token, carried as the stream address carries it.
+ */
+export function recordingUrl(origin: string, mosqueId: string, lease: string | null = null): string {
+  return `${origin.replace(/\/+$/, '')}${recordingPath(mosqueId)}${lease ? `?lease=${encodeURIComponent(lease)}` : ''}`;
+}
+
 /** Bytes of recordings kept in memory for downloads, whole files, the least recently stored first to go. */
 export const RECORDING_CACHE_BYTES = 32 * 1024 * 1024;
 

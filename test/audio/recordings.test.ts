@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { parseRange } from '../../api/audio/recordings.ts';
-import { recordingPath } from '../../src/audio/recordings.ts';
+import { recordingUrl } from '../../src/audio/recordings.ts';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { assertError } from '../support/api.ts';
@@ -228,8 +228,9 @@ async function leasedPlayer(ts: TestService, t: TestContext, email = 'amina@list
   return { root, owner, mosque, person, membership, player, lease, recording };
 }
 
+/** The address a fallback broadcast hands a player (recordingUrl), fetched as the player would. */
 const download = (ts: TestService, mosqueId: string, lease: string | null, headers: Record<string, string> = {}) =>
-  fetch(`${ts.url}${recordingPath(mosqueId)}${lease === null ? '' : `?lease=${encodeURIComponent(lease)}`}`, { headers });
+  fetch(lease === '' ? `${recordingUrl(`${ts.url}/`, mosqueId)}?lease=` : recordingUrl(`${ts.url}/`, mosqueId, lease), { headers });
 
 async function assertRefused(res: Response, reason: string) {
   assert.equal(res.status, 403, reason);
@@ -252,6 +253,12 @@ test("an approved member's player downloads the exact bytes with its lease, and 
   assert.equal(whole.headers.get('etag'), `"${sha256(w.recording)}"`);
   assert.equal(whole.headers.get('content-length'), String(size));
   assert.ok(Buffer.from(await whole.arrayBuffer()).equals(w.recording), 'the very bytes uploaded');
+  // HEAD (a player asking the length first): the same gate and headers, no body.
+  const head = await fetch(recordingUrl(ts.url, w.mosque.id, w.lease.token), { method: 'HEAD' });
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get('content-length'), String(size));
+  assert.equal((await head.arrayBuffer()).byteLength, 0);
+  assert.equal((await fetch(recordingUrl(ts.url, w.mosque.id), { method: 'HEAD' })).status, 403);
 
   const cases: Array<{ range: string; start: number; end: number }> = [
     { range: 'bytes=100-1099', start: 100, end: 1099 },
