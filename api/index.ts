@@ -45,6 +45,8 @@ import type { Audio } from '../src/audio/audio.ts';
 import { HOOK_PATH } from '../src/audio/callbacks.ts';
 import { hookRoutes } from './audio/hooks.ts';
 import { listenRoutes } from './audio/listen.ts';
+import type { AdmitRecording, Recordings } from '../src/audio/recordings.ts';
+import { RECORDING_DOWNLOAD_PATH, RECORDING_UPLOAD_PATH, recordingRoutes } from './audio/recordings.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -54,7 +56,7 @@ const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '
 const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
 /** Icecast's callbacks carry the hook secret instead of a bearer token (api/audio/hooks.ts). */
 const HOOKS_PREFIX = `${HOOK_PATH}/`;
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || path.startsWith(HOOKS_PREFIX);
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || path.startsWith(HOOKS_PREFIX) || RECORDING_DOWNLOAD_PATH.test(path);
 
 /**
  * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
@@ -126,6 +128,11 @@ export interface ApiDeps {
   audio: Audio | null;
   /** ICECAST_HOOK_SECRET, which Icecast's callbacks carry; null while the audio gate is off. */
   hookSecret: string | null;
+  /** Each mosque's recorded azaan (src/audio/recordings.ts) and who may download it. */
+  recordings: Recordings;
+  admitRecording: AdmitRecording;
+  /** RECORDING_MAX_BYTES: the body limit of the recording upload, the one route past BODY_LIMIT_BYTES. */
+  recordingMaxBytes: number;
 }
 
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
@@ -145,7 +152,8 @@ export function createApi(deps: ApiDeps) {
   // Only where a body can come: @hono/node-server gives GET and HEAD none, and bodyLimit's look at
   // c.req.raw.body would build the full WHATWG Request (an AbortController, undici Headers) for every one of
   // them just to find that out. Registered by method, a GET does not even pass through it (issue 13).
-  app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', limitBody);
+  // The recording upload (raw audio, RECORDING_MAX_BYTES) is the one exception: its route sets its own limit.
+  app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', (c, next) => (c.req.method === 'PUT' && RECORDING_UPLOAD_PATH.test(c.req.path) ? next() : limitBody(c, next)));
   // Outside the v1 group's bearer check and its JSON bodies: Icecast posts forms, authenticated by the hook secret.
   app.route(HOOK_PATH, hookRoutes(deps));
 
@@ -182,10 +190,11 @@ export function createApi(deps: ApiDeps) {
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
   v1.route('/', deviceRoutes(deps));
+  v1.route('/', recordingRoutes(deps));
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.
-  const consolePages = deps.consoleDir ? consoleRoutes(deps.consoleDir, deps.publicUrl) : null;
+  const consolePages = deps.consoleDir ? consoleRoutes(deps.consoleDir, deps.publicUrl, deps.recordingMaxBytes) : null;
   if (consolePages) app.route('/', consolePages.app);
 
   // A console page (its client-side routes) is what a path that names no route may still be.

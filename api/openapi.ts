@@ -12,6 +12,7 @@ import { JoinByCode, MembershipPatch } from './mosques/memberships.ts';
 import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, MosqueCreate, MosqueUpdate } from './mosques/mosques.ts';
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
 import { HookForm } from './audio/hooks.ts';
+import { UPLOAD_TYPES } from '../src/audio/recordings.ts';
 import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -54,6 +55,8 @@ const SCHEMAS = {
   TimetableUploaded: r.TimetableUploaded,
   ListenAddress: r.ListenAddress,
   HookAnswer: r.HookAnswer,
+  Recording: r.Recording,
+  Audio: r.Audio,
 } satisfies Record<string, v.GenericSchema>;
 export type ResponseName = keyof typeof SCHEMAS;
 
@@ -85,6 +88,10 @@ export interface RouteDoc {
   formBody?: v.GenericSchema;
   /** Authenticated by ICECAST_HOOK_SECRET as HTTP basic instead of a bearer token. */
   hookSecret?: true;
+  /** The request body is a raw audio file of one of these media types (the recording upload), not JSON. */
+  audioBody?: readonly string[];
+  /** The success body is audio of one of these media types, opened with `?lease=` (or `?ticket=`). */
+  audioResponse?: readonly string[];
 }
 
 /** The API's base, relative to the host serving the document (contract 2). */
@@ -92,6 +99,7 @@ export const API_BASE = '/api/v1';
 
 const A = '/api/v1/auth';
 const M = '/api/v1/mosques/:id';
+const SERVED_AUDIO = ['audio/mpeg', 'audio/ogg'];
 
 export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getHealth', method: 'GET', path: '/healthz', summary: 'Health of the database and the broker', gate: 'public', success: 200, response: 'Health' },
@@ -147,6 +155,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getScheduleIcs', method: 'GET', path: `${M}/schedule.ics`, summary: 'The azaan times as iCalendar, 30 days ahead (approved members and admins)', gate: 'any', success: 200, response: 'Calendar', contentType: 'text/calendar', errors: [403, 404] },
   { operationId: 'putTimetable', method: 'PUT', path: `${M}/timetable/:month`, summary: "Upload a month's times (text/csv Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha in standard time, or JSON rows); month 1..12 recurs yearly", gate: 'manager', success: 200, body: TimetableJson, csvBody: true, response: 'TimetableUploaded' },
   { operationId: 'deleteTimetable', method: 'DELETE', path: `${M}/timetable/:month`, summary: 'Remove an uploaded month: back to computed times', gate: 'manager', success: 204 },
+  { operationId: 'putRecording', method: 'PUT', path: `${M}/recording`, summary: "Upload the mosque's recorded azaan: the raw file as the body, MP3, Ogg Vorbis or Ogg Opus, at most RECORDING_MAX_BYTES (5 MiB) and 10 minutes; 201, or 200 when it replaces the one stored", gate: 'manager', success: 201, audioBody: Object.keys(UPLOAD_TYPES), response: 'Recording' },
+  { operationId: 'getRecording', method: 'GET', path: `${M}/recording`, summary: "The recorded azaan's type, size, length and hash (never its bytes)", gate: 'admin', success: 200, response: 'Recording' },
+  { operationId: 'deleteRecording', method: 'DELETE', path: `${M}/recording`, summary: 'Remove the recorded azaan', gate: 'manager', success: 204 },
+  { operationId: 'downloadRecording', method: 'GET', path: '/api/v1/audio/recordings/:mosque_id', summary: "The recorded azaan's bytes for a player entitled to the mosque, its lease checked on every request (?lease=); one Range (RFC 9110 §14) answers 206 with that slice", gate: 'public', success: 200, audioResponse: SERVED_AUDIO, response: 'Audio', errors: [403, 404, 416] },
   { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket', errors: [429] },
   { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes, broadcast start/stop and schedule slot changes of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
   { operationId: 'listenInConsole', method: 'POST', path: `${M}/listen`, summary: "A 10-minute listener address (<ICECAST_URL>/m/{id}?ticket=...) for an approved member or an admin; 409 while the audio server is off", gate: 'any', success: 201, response: 'ListenAddress', errors: [403, 404, 409] },
@@ -181,8 +193,9 @@ const ERROR_STATUS_TEXT: Record<number, string> = {
   403: 'Signed in but not allowed; nothing was changed',
   404: 'Unknown id, or a mosque or device the caller may not see',
   409: 'Conflicts with the current state (a taken value, a banned membership, an offline device)',
-  413: 'The body is over 64 KiB',
-  415: 'The body is not JSON',
+  413: 'The body is over 64 KiB (a recording: over RECORDING_MAX_BYTES)',
+  415: 'The body is not JSON (a recording: not audio/mpeg, audio/ogg or audio/opus)',
+  416: 'The Range lies past the end of the file (Content-Range: bytes */<size>)',
   429: 'Rate limited; retry after Retry-After seconds',
   500: 'Internal error; the message carries the request id',
   504: 'The device did not acknowledge the command in time',
@@ -207,7 +220,7 @@ function errorResponse(status: number) {
 /** The statuses a route can answer besides success, from what it takes and who may call it. */
 function errorStatuses(doc: RouteDoc): number[] {
   const statuses = new Set<number>([500, ...(doc.errors ?? [])]);
-  if (doc.body || doc.formBody) [400, 413, 415].forEach((s) => statuses.add(s));
+  if (doc.body || doc.formBody || doc.audioBody) [400, 413, 415].forEach((s) => statuses.add(s));
   if (doc.query) statuses.add(400);
   if (doc.gate !== 'public') statuses.add(401);
   if (doc.gate !== 'public' && doc.gate !== 'any') statuses.add(403);
@@ -221,6 +234,7 @@ function successResponse(doc: RouteDoc) {
   }
   if (!doc.response) return { description: 'Done; no body' };
   const ref = { $ref: `#/components/schemas/${doc.response}` };
+  if (doc.audioResponse) return { description: 'The file, or with a Range the slice of it (206)', content: Object.fromEntries(doc.audioResponse.map((type) => [type, { schema: ref }])) };
   return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { [doc.contentType ?? 'application/json']: { schema: doc.list ? { type: 'array', items: ref } : ref } } };
 }
 const SUCCESS_TEXT: Record<number, string> = { 200: 'OK', 201: 'Created', 202: 'Accepted' };
@@ -230,12 +244,16 @@ function operation(doc: RouteDoc) {
   const query = doc.query ? (schemaOf(doc.query) as { properties?: Record<string, unknown> }) : null;
   const queryParams = Object.entries(query?.properties ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema }));
   if (doc.eventStream) queryParams.push({ name: 'ticket', in: 'query', required: true, schema: { type: 'string' } });
+  if (doc.audioResponse) queryParams.push({ name: 'lease', in: 'query', required: false, schema: { type: 'string' } }, { name: 'ticket', in: 'query', required: false, schema: { type: 'string' } });
   return {
     operationId: doc.operationId,
     summary: doc.summary,
     'x-minaret-gate': doc.gate,
     ...(doc.gate === 'public' ? { security: doc.hookSecret ? [{ hookSecret: [] }] : [] } : {}),
     ...(params.length + queryParams.length > 0 && { parameters: [...params, ...queryParams] }),
+    ...(doc.audioBody && {
+      requestBody: { required: true, content: Object.fromEntries(doc.audioBody.map((type) => [type, { schema: { type: 'string', contentMediaType: type } }])) },
+    }),
     ...(doc.body && {
       requestBody: {
         required: true,

@@ -8,6 +8,7 @@ import type { TokenResponse as TokenRecord } from '../src/people/tokens.ts';
 import type { User as UserRecord } from '../src/people/users.ts';
 import type { toTimelineEntry } from '../src/devices/timeline.ts';
 import type { WhyAnswer } from '../src/devices/why.ts';
+import type { toRecording } from '../src/audio/recordings.ts';
 import { httpStatus } from './errors.ts';
 
 /**
@@ -325,6 +326,18 @@ export const TimetableUploaded = v.object({
   warnings: v.array(v.object({ day: int, prayer: v.string(), uploaded: v.string(), computed: v.string(), difference_minutes: v.number() })),
 });
 
+/** A mosque's recorded azaan, without its bytes (docs/api.md, "Recorded azaan"). */
+export const Recording = v.object({
+  content_type: v.picklist(['audio/mpeg', 'audio/ogg; codecs=vorbis', 'audio/ogg; codecs=opus']),
+  bytes: count,
+  duration_s: v.pipe(v.number(), v.minValue(0)),
+  sha256: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)),
+  uploaded_at: isoTime,
+});
+
+/** The recording's bytes, as uploaded (MP3 or Ogg). */
+export const Audio = v.string();
+
 /** A machine-readable document (OpenAPI, AsyncAPI). */
 export const Document = object;
 
@@ -342,5 +355,6 @@ const sameShapes: [
   Same<v.InferOutput<typeof TokenResponse>, TokenRecord>,
   Same<v.InferOutput<typeof TimelineEntry>, ReturnType<typeof toTimelineEntry>>,
   Same<v.InferOutput<typeof Why>, WhyAnswer & { device_id: string; status: string; checked_at: string }>,
-] = [true, true, true, true, true, true, true, true, true, true];
+  Same<Omit<v.InferOutput<typeof Recording>, 'content_type'> & { content_type: string }, ReturnType<typeof toRecording>>,
+] = [true, true, true, true, true, true, true, true, true, true, true];
 void sameShapes;

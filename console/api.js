@@ -25,16 +25,27 @@ export class ApiFailure extends Error {
     super(text === key ? serverMessage || t('error.unknown') : text);
     this.status = status;
     this.code = code;
+    /** The service's own words (English), for a view that shows why a file was refused. */
+    this.serverMessage = serverMessage ?? '';
   }
 }
 
-export async function api(method, path, body) {
+export function api(method, path, body) {
+  return send(method, path, body === undefined ? undefined : JSON.stringify(body), body === undefined ? undefined : 'application/json');
+}
+
+/** A body that is not JSON (a File: the recorded azaan), sent as it is with its own media type. */
+export function apiUpload(method, path, blob, contentType) {
+  return send(method, path, blob, contentType);
+}
+
+async function send(method, path, body, contentType) {
   const headers = { Accept: 'application/json' };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (contentType) headers['Content-Type'] = contentType;
   if (session) headers.Authorization = `Bearer ${session.token}`;
   let res;
   try {
-    res = await fetch(`/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    res = await fetch(`/api/v1${path}`, { method, headers, body });
   } catch {
     throw new ApiFailure(0, 'network', '');
   }

@@ -53,6 +53,7 @@ import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
 import { createAudio, type Audio } from './audio/audio.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
+import { createRecordings, leaseAdmission } from './audio/recordings.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -324,6 +325,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       broker: broker.isHealthy() ? 'ok' : 'down',
       ...(audio && { audio: audio.health() }),
     });
+    const recordings = createRecordings({ db, clock, activity: people.activity });
+    // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
+    const admitRecording = leaseAdmission({ clock, verifyLease: plane.signer.verify, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
     const api = createApi({
       ...people, audio, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
@@ -335,6 +339,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       invitesPerAddressPerDay: config.invitesPerAddressPerDay,
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
+      recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
       reportFor: (mosqueId, broadcastId) => {
         const b = people.broadcasts.find(mosqueId, broadcastId);
         return b ? fanout.report(b) : null;

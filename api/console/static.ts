@@ -131,8 +131,11 @@ const VENDORED = { 'vendor/uqr.mjs': 'uqr' };
 /** The console's own paths (Hono syntax): pages and files, not API routes (docs/console.md, not OpenAPI). */
 export const CONSOLE_PATHS = new Set(['/c/:build/*', '/sw.js']);
 
-/** `publicUrl`: PUBLIC_URL's origin, handed to the page so a printed join link names it, not a LAN address. */
-export function consoleRoutes(dir: string, publicUrl: string | null = null) {
+/**
+ * `publicUrl`: PUBLIC_URL's origin, handed to the page so a printed join link names it, not a LAN address.
+ * `recordingMaxBytes`: RECORDING_MAX_BYTES, so the page refuses a file too large before sending it.
+ */
+export function consoleRoutes(dir: string, publicUrl: string | null = null, recordingMaxBytes: number | null = null) {
   const app = new Hono<AppEnv>();
   const files = readTree(dir);
   const require = createRequire(import.meta.url);
@@ -143,7 +146,8 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null) {
   const indexSource = files.get('index.html');
   if (!indexSource) throw new Error(`console: ${dir}/index.html is missing`);
   const page = indexSource.toString('utf8').replaceAll('__BUILD__', `/c/${build}`)
-    .replace('__PUBLIC_URL__', (publicUrl ?? '').replace(/[&"<>]/g, (ch) => `&#${ch.charCodeAt(0)};`));
+    .replace('__PUBLIC_URL__', (publicUrl ?? '').replace(/[&"<>]/g, (ch) => `&#${ch.charCodeAt(0)};`))
+    .replace('__RECORDING_MAX_BYTES__', recordingMaxBytes === null ? '' : String(recordingMaxBytes));
   // index.html's own entry is the page as sent (the hash and PUBLIC_URL filled in); only pageFor serves it.
   const served = encodeAll(new Map([...files, ['index.html', Buffer.from(page)]]));
 

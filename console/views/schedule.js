@@ -1,9 +1,10 @@
 // The azaan schedule: a mosque admin's day of slots (status, readiness, auto start, alerts) kept live by the
 // event stream, and the member's "today's prayer times" with a countdown. Times are shown in the mosque's zone.
-import { api } from '../api.js';
-import { h, replace } from '../dom.js';
-import { language, t } from '../i18n.js';
+import { api, apiUpload } from '../api.js';
+import { button, form, h, replace } from '../dom.js';
+import { language, t, when } from '../i18n.js';
 import { openLive } from '../live.js';
+import { mosqueContext } from './admin.js';
 
 /** A card whose day is over is read again, at most this often (a phone whose clock is far off would ask every second). */
 const REREAD_MS = 60_000;
@@ -141,9 +142,107 @@ function slotItem(s, mosque) {
       REPORT_PARTS.map((k) => [h('dt', {}, t(`report.${k}`)), h('dd', {}, String(s.report[k]))])));
 }
 
+// ---- the recorded azaan (docs/api.md, "Recorded azaan") ----
+
+/** What the upload may be sent as, by file name: a browser may give a .opus file no type, or audio/ogg. */
+const RECORDING_TYPES = { mp3: 'audio/mpeg', ogg: 'audio/ogg', opus: 'audio/opus' };
+const ACCEPTED = new Set(Object.values(RECORDING_TYPES));
+/** RECORDING_MAX_BYTES as the service wrote it into the page; the service's default when it did not. */
+const recordingMaxBytes = () => Number(document.querySelector('meta[name="minaret-recording-max-bytes"]')?.getAttribute('content')) || 5 * 1024 * 1024;
+
+function typeOfFile(file) {
+  const byName = RECORDING_TYPES[file.name.split('.').pop()?.toLowerCase() ?? ''];
+  return ACCEPTED.has(file.type) && byName ? file.type : byName ?? null;
+}
+
+/** 24 KB, 4.8 MB: sizes as people read them (powers of 1024, as the limit is set), in the page's digits. */
+function sizeText(bytes) {
+  const mb = bytes >= 1024 * 1024;
+  return new Intl.NumberFormat(language(), { style: 'unit', unit: mb ? 'megabyte' : 'kilobyte', maximumFractionDigits: 1 })
+    .format(bytes / (mb ? 1024 * 1024 : 1024));
+}
+
+/** 3:05 (minutes and seconds), in the page's digits. */
+function lengthText(seconds) {
+  const s = Math.round(seconds);
+  const n = new Intl.NumberFormat(language(), { minimumIntegerDigits: 2, useGrouping: false });
+  return `${new Intl.NumberFormat(language()).format(Math.floor(s / 60))}:${n.format(s % 60)}`;
+}
+
+const formatName = (contentType) => (contentType === 'audio/mpeg' ? 'MP3' : contentType.includes('opus') ? 'Opus' : 'Ogg Vorbis');
+
+/** Why the service refused a file, in the page's language where it can be. */
+function refusal(err) {
+  if (err.code === 'payload_too_large') return t('recording.too_large', { max: sizeText(recordingMaxBytes()) });
+  if (err.code === 'unsupported_media_type') return t('recording.wrong_type');
+  if (err.code === 'validation_failed' && err.serverMessage) return t('recording.refused', { why: err.serverMessage });
+  return err.message;
+}
+
+/**
+ * The mosque's recorded azaan: its length, size and format for every admin; a manager uploads a file (checked
+ * here for its size and kind first, so a file too large is never sent) or deletes it.
+ */
+function recordingSection(id, canManage) {
+  const facts = h('p', { 'data-recording': '' });
+  const done = h('p', { role: 'status' });
+  const report = h('p', { class: 'error', role: 'alert' });
+  const show = (rec) => {
+    replace(facts, rec
+      ? t('recording.facts', { length: lengthText(rec.duration_s), size: sizeText(rec.bytes), format: formatName(rec.content_type), when: when(rec.uploaded_at) })
+      : t('recording.none'));
+    remove.hidden = !rec;
+  };
+  const load = async () => {
+    try {
+      show(await api('GET', `/mosques/${id}/recording`));
+    } catch (err) {
+      if (err.code !== 'not_found') throw err;
+      show(null);
+    }
+  };
+  const input = h('input', { type: 'file', name: 'file', accept: '.mp3,.ogg,.opus,audio/mpeg,audio/ogg,audio/opus', required: true });
+  const upload = form({ 'aria-label': t('recording.upload') }, [
+    h('label', {}, h('span', {}, t('recording.file')), input),
+    h('button', { type: 'submit' }, t('recording.upload')),
+  ], async () => {
+    done.textContent = '';
+    report.textContent = '';
+    const file = input.files?.[0];
+    if (!file) throw new Error(t('recording.choose'));
+    const type = typeOfFile(file);
+    if (!type) throw new Error(t('recording.wrong_type'));
+    if (file.size > recordingMaxBytes()) throw new Error(t('recording.too_large_local', { size: sizeText(file.size), max: sizeText(recordingMaxBytes()) }));
+    let rec;
+    try {
+      rec = await apiUpload('PUT', `/mosques/${id}/recording`, file, type);
+    } catch (err) {
+      throw new Error(refusal(err));
+    }
+    show(rec);
+    input.value = '';
+    done.textContent = t('recording.saved');
+  });
+  const remove = button(t('recording.delete'), async () => {
+    if (!window.confirm(t('recording.delete_confirm'))) return;
+    done.textContent = '';
+    report.textContent = '';
+    await api('DELETE', `/mosques/${id}/recording`);
+    show(null);
+    done.textContent = t('recording.deleted');
+  }, (message) => { report.textContent = message; }, { class: 'danger' });
+  remove.hidden = true;
+  const section = h('section', { 'aria-labelledby': 'rec-h', 'data-recording-section': '' },
+    h('h2', { id: 'rec-h' }, t('recording.title')),
+    h('p', { class: 'muted' }, t('recording.about', { max: sizeText(recordingMaxBytes()) })),
+    facts,
+    canManage && upload, canManage && remove, done, report);
+  return { section, load };
+}
+
 /** /mosques/{id}/schedule: the day's slots, a date picker, live through the mosque's event stream. */
 export async function scheduleView(page, id) {
-  const mosque = await api('GET', `/mosques/${id}`);
+  const { mosque, canManage } = await mosqueContext(id);
   let date = todayIn(mosque.timezone);
   const slots = h('ul', { class: 'list' });
   const heading = h('h2', { id: 'day-h' });
@@ -161,6 +260,7 @@ export async function scheduleView(page, id) {
     void load().catch((err) => { liveState.textContent = err.message; });
   });
 
+  const recording = recordingSection(id, canManage);
   replace(page,
     h('p', {}, h('a', { href: `/mosques/${id}`, 'data-nav': '' }, t('schedule.back', { mosque: mosque.name }))),
     h('h1', {}, t('schedule.title', { mosque: mosque.name })),
@@ -168,8 +268,9 @@ export async function scheduleView(page, id) {
     h('section', { 'aria-labelledby': 'day-h' }, heading,
       h('label', {}, h('span', {}, t('schedule.day')), picker),
       h('p', { class: 'muted' }, t('schedule.zone', { zone: mosque.timezone })),
-      slots));
-  await load();
+      slots),
+    recording.section);
+  await Promise.all([load(), recording.load()]);
   // A slot's status moves with the ready check, a start, the missed check and a stop: read the day again.
   return openLive(id, liveState, { schedule: load, broadcast: load });
 }

@@ -54,6 +54,8 @@ export interface Config {
   maxPushSubscriptionsPerUser: number;
   pushConcurrency: number;
   maxPlayersPerUser: number;
+  /** RECORDING_MAX_BYTES: the largest recorded azaan a mosque may upload (docs/api.md, "Recorded azaan"). */
+  recordingMaxBytes: number;
   /** STREAM_HTTP_HOSTS: hosts a stream address may name over plain http. */
   streamHttpHosts: string[];
   mqtt: MqttLimits;
@@ -139,6 +141,24 @@ const byteSize = v.optional(
   ),
 );
 
+const RECORDING_BYTES_MESSAGE = 'must be a number of bytes, optionally with K or M (5M, 2048K), from 64K to 20M';
+
+/**
+ * The largest recorded azaan: whole uploads are held in memory while they are checked and stored in the
+ * database, so it is bounded well below what one request may reasonably carry.
+ */
+const recordingBytes = v.optional(
+  v.pipe(
+    v.string(),
+    v.trim(),
+    v.regex(/^\d+\s*([km](i?b)?)?$/i, RECORDING_BYTES_MESSAGE),
+    v.transform((s) => Number.parseInt(s, 10) * UNITS[(/[km]/i.exec(s)?.[0] ?? '').toLowerCase()]!),
+    v.minValue(64 * 1024, RECORDING_BYTES_MESSAGE),
+    v.maxValue(20 * 1024 * 1024, RECORDING_BYTES_MESSAGE),
+  ),
+  '5M',
+);
+
 const picklist = <T extends string>(options: readonly T[], fallback: T) =>
   v.optional(v.picklist(options, `must be one of ${options.join(', ')}`), fallback);
 
@@ -194,6 +214,7 @@ const EnvSchema = v.object({
   MAX_PUSH_SUBSCRIPTIONS_PER_USER: wholeNumber(1, 1000, 10),
   PUSH_CONCURRENCY: wholeNumber(1, 256, 8),
   MAX_PLAYERS_PER_USER: wholeNumber(1, 100_000, 20),
+  RECORDING_MAX_BYTES: recordingBytes,
   // Hosts a mosque's stream address may name over plain http (a LAN Icecast, say); every other must be https.
   STREAM_HTTP_HOSTS: v.optional(v.pipe(
     v.string(),
@@ -349,6 +370,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       maxPushSubscriptionsPerUser: e.MAX_PUSH_SUBSCRIPTIONS_PER_USER,
       pushConcurrency: e.PUSH_CONCURRENCY,
       maxPlayersPerUser: e.MAX_PLAYERS_PER_USER,
+      recordingMaxBytes: e.RECORDING_MAX_BYTES,
       streamHttpHosts: e.STREAM_HTTP_HOSTS,
       mqtt: {
         maxConnectBytes: e.MQTT_MAX_CONNECT_BYTES,

@@ -17,6 +17,7 @@ export type Failure =
   | 'device_offline'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'range_not_satisfiable'
   | 'rate_limited'
   | 'service_busy'
   | 'storage_unavailable'

@@ -4,6 +4,7 @@ import { openDatabase } from '../../src/platform/db.ts';
 import type { DeviceKind } from '../../src/devices/device-config.ts';
 import { createMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
 import { sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
+import { toneOnce } from '../audio/audio-files.ts';
 
 /**
  * CONTRACT 5 as one table: every route x every caller standing -> the HTTP status it must get.
@@ -130,6 +131,19 @@ async function sharedDevice(w: World, kind: DeviceKind): Promise<string> {
   return (w.devices[kind] ??= await freshDevice(w, kind));
 }
 
+let mp3: Buffer | null = null;
+/** A real MP3 (ffmpeg), made once for the rows of the recorded azaan. */
+const recordingMp3 = () => (mp3 ??= toneOnce('mp3', 2));
+
+/** Uploads M's recording as superadmin unless it has one; the path of its metadata. */
+async function withRecording(w: World): Promise<string> {
+  const p = `${mosquePath(w)}/recording`;
+  if ((await w.ts.http.get(p, w.root.token)).status === 404) {
+    await must(w.ts.http.request('PUT', p, { raw: recordingMp3(), headers: { 'content-type': 'audio/mpeg' }, token: w.root.token }), 201, 'upload the recording');
+  }
+  return p;
+}
+
 const pushKeys = { p256dh: 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM', auth: 'tBHItJI5svbpez7KI4CCXg' };
 const pushEndpoint = () => `https://push.example.test/${unique('sub')}`;
 
@@ -201,6 +215,8 @@ const joinM: Expect = { ...anyone(201), member: 200, admin: 200, trigger: 200, m
 interface Call {
   path: string;
   body?: unknown;
+  /** A body that is not JSON (the recorded azaan's raw audio) and its Content-Type. */
+  raw?: { data: Uint8Array; type: string };
 }
 
 interface Row {
@@ -431,6 +447,33 @@ const ROWS: Row[] = [
     },
   },
 
+  // --- the recorded azaan (docs/api.md, "Recorded azaan") ---
+  {
+    route: `PUT ${V1}/mosques/:id/recording`, expect: inMosque('manager', 201), mutates: true,
+    request: async (w) => {
+      await w.ts.http.delete(`${mosquePath(w)}/recording`, w.root.token); // each call starts from none: 201
+      return { path: `${mosquePath(w)}/recording`, raw: { data: recordingMp3(), type: 'audio/mpeg' } };
+    },
+    check: (_w, _s, res) => assert.equal(res.body.content_type, 'audio/mpeg'),
+  },
+  {
+    route: `GET ${V1}/mosques/:id/recording`, expect: inMosque('admin', 200),
+    request: async (w) => ({ path: await withRecording(w) }),
+    check: (_w, _s, res) => assert.equal(res.body.bytes, recordingMp3().length),
+  },
+  {
+    route: `DELETE ${V1}/mosques/:id/recording`, expect: inMosque('manager', 204), mutates: true,
+    request: async (w) => ({ path: await withRecording(w) }),
+  },
+  {
+    // Opened by a player's lease only: no bearer token of any standing, the superadmin's included, is a lease.
+    route: `GET ${V1}/audio/recordings/:mosque_id`, expect: { ...anyone(403), anonymous: 403 },
+    request: async (w) => {
+      await withRecording(w);
+      return { path: `${V1}/audio/recordings/${w.M.id}` };
+    },
+  },
+
   // --- devices (CONTRACT 7) ---
   {
     route: `POST ${V1}/mosques/:id/devices`, expect: inMosque('manager', 201), mutates: true,
@@ -611,7 +654,9 @@ async function runStanding(w: World, row: Row, s: Standing): Promise<{ succeeded
   const call = await row.request(w, s, caller);
   assert.match(call.path, patternOf(pattern), `the request of ${row.route} must hit that route`);
   const before = row.mutates ? await snapshot(w) : null;
-  const res = await w.ts.http.request(method, call.path, { ...(call.body !== undefined && { body: call.body }), ...(caller && { token: caller.token }) });
+  const res = await w.ts.http.request(method, call.path, {
+    ...(call.body !== undefined && { body: call.body }), ...(call.raw && { raw: call.raw.data, headers: { 'content-type': call.raw.type } }), ...(caller && { token: caller.token }),
+  });
   const expected = row.expect[s];
   assert.equal(res.status, expected, `expected ${expected}, got ${res.status} ${JSON.stringify(res.body)}`);
   const refused = expected in ERROR_CODES;

@@ -5,6 +5,7 @@ import { createMosque, joinMosque, member, signInSuperadmin } from '../support/p
 import { mosqueWithOwner, registerTransmitter } from '../support/devices.ts';
 import { startTestService } from '../support/service.ts';
 import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
+import { audioFiles } from '../audio/audio-files.ts';
 
 // Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC, Asr computed
 // (about 17:20 local). The ready check of Dhuhr runs at 11:50 UTC (lead 10 minutes).
@@ -115,5 +116,56 @@ test('a mosque without prayer times says so on its schedule page', async (t) => 
   await signIn(page, owner.email);
   await page.getByRole('heading', { name: 'Azaan schedule: Masjid Without Times' }).waitFor();
   await page.getByText("No prayer times for this day: a manager must set the mosque's location and calculation method, or upload its timetable.").waitFor();
+  assert.deepEqual(problems, []);
+});
+
+test('a manager uploads a recorded azaan on the schedule page and sees its length; a file over the limit or not audio is refused with a message', async (t) => {
+  // A low limit (64 KiB) so a file over it is small to make; a 3-second MP3 (about 24 KB) fits.
+  const ts = await startTestService(t, { logLevel: 'warn', env: { RECORDING_MAX_BYTES: '64K' } });
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'East London Mosque', ...SCHEDULE }, 'imam@recording.test');
+  const audio = audioFiles(t);
+  const azaan = audio.write('azaan.mp3', audio.make('mp3', 3));
+  const tooLong = audio.write('long-azaan.mp3', audio.make('mp3', 14));
+  const notAudio = audio.write('notes.mp3', 'Not an azaan: a text file named .mp3\n'.repeat(40));
+
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}/schedule` });
+  const uploads: string[] = [];
+  page.on('request', (r) => { if (r.method() === 'PUT' && r.url().endsWith('/recording')) uploads.push(r.url()); });
+  const section = page.getByRole('region', { name: 'Recorded azaan' });
+  await section.getByText('No recorded azaan is uploaded.').waitFor();
+  await section.getByText('Played to your members\' players when the live azaan is missed. MP3, Ogg or Opus, at most 64 kB and 10 minutes.').waitFor();
+  const file = section.getByLabel('Audio file (MP3, Ogg or Opus)');
+  assert.equal(await file.getAttribute('accept'), '.mp3,.ogg,.opus,audio/mpeg,audio/ogg,audio/opus');
+
+  // Over the limit: refused in the page, never sent.
+  await file.setInputFiles(tooLong);
+  await section.getByRole('button', { name: 'Upload recording' }).click();
+  await section.getByRole('alert').filter({ hasText: /^This file is [\d.]+ kB: the largest recording accepted is 64 kB\. Nothing was uploaded\.$/ }).waitFor();
+  assert.deepEqual(uploads, [], 'a file over the limit is not sent');
+
+  // Not audio: the service reads it and says why.
+  await file.setInputFiles(notAudio);
+  await section.getByRole('button', { name: 'Upload recording' }).click();
+  await section.getByRole('alert').filter({ hasText: 'The file was refused: The file is not audio Minaret can read: upload an MP3, Ogg Vorbis or Ogg Opus file.' }).waitFor();
+  assert.equal(uploads.length, 1);
+
+  // A real MP3: stored, and its length, size and format shown.
+  await file.setInputFiles(azaan);
+  await section.getByRole('button', { name: 'Upload recording' }).click();
+  await section.getByRole('status').filter({ hasText: 'Recording saved.' }).waitFor();
+  const facts = section.locator('[data-recording]');
+  assert.match(await facts.textContent() ?? '', /^Length 0:03 · [\d.]+ kB · MP3 · uploaded .+$/);
+  assert.equal(await section.getByRole('alert').filter({ hasText: /./ }).count(), 0, 'the earlier refusal is cleared');
+  const stored = await ts.http.get(`/api/v1/mosques/${mosque.id}/recording`, owner.token);
+  assert.equal(stored.status, 200);
+  assert.ok(Math.abs(stored.body.duration_s - 3) <= 0.2, `${stored.body.duration_s} s`);
+  await shot(page, 'admin-schedule-recording');
+  await assertAccessible(page, 'schedule page with a recorded azaan');
+
+  // Deleted (after the confirmation), the section says so again.
+  page.once('dialog', (d) => void d.accept());
+  await section.getByRole('button', { name: 'Delete recording' }).click();
+  await section.getByText('No recorded azaan is uploaded.').waitFor();
+  assert.equal((await ts.http.get(`/api/v1/mosques/${mosque.id}/recording`, owner.token)).status, 404);
   assert.deepEqual(problems, []);
 });

@@ -128,7 +128,7 @@ export interface HttpResult {
 }
 
 export interface HttpClient {
-  request(method: string, path: string, opts?: { body?: unknown; token?: string; headers?: Record<string, string>; raw?: string }): Promise<HttpResult>;
+  request(method: string, path: string, opts?: { body?: unknown; token?: string; headers?: Record<string, string>; raw?: string | Uint8Array }): Promise<HttpResult>;
   get(path: string, token?: string): Promise<HttpResult>;
   post(path: string, body?: unknown, token?: string): Promise<HttpResult>;
   patch(path: string, body?: unknown, token?: string): Promise<HttpResult>;
@@ -139,7 +139,7 @@ export function httpClient(base: string): HttpClient {
   const request: HttpClient['request'] = async (method, p, opts = {}) => {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: string | undefined = opts.raw;
+    let body: string | Uint8Array | undefined = opts.raw;
     if (opts.body !== undefined) {
       body = JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';
