@@ -141,6 +141,10 @@ export const Broadcast = v.object({
   started_at: isoTime,
   stopped_by: nullable(v.string()),
   stopped_at: nullable(isoTime),
+  /** Started while the mosque's source was not on air: its players hear it when the source goes live (docs/api.md). */
+  waiting_for_source: v.boolean(),
+  /** Plays the mosque's recorded azaan because the live one was missed. */
+  fallback: v.boolean(),
   report: v.object({
     playing: count,
     unbound: count,
@@ -149,6 +153,14 @@ export const Broadcast = v.object({
     stream_error: count,
     other: count,
     push: v.object({ queued: count, sent: count, failed: count }),
+    /** With an audio server: who it admitted while the broadcast was on, for how long, and who it refused. */
+    listeners: v.optional(v.object({
+      admitted: v.object({ devices: count, members: count }),
+      seconds: count,
+      refused: v.record(v.string(), count),
+      heard: v.array(v.object({ device_id: nullable(v.string()), user_id: nullable(v.string()), seconds: count })),
+      truncated: v.boolean(),
+    })),
     /** Only in the start's 201: the counts are not read yet (all zero); GET of the broadcast has them (issue 13). */
     pending: v.optional(v.literal(true)),
   }),

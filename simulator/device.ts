@@ -864,7 +864,7 @@ export class SimDevice extends EventEmitter {
       if (this._status !== 'ONLINE' && this._status !== 'PLAYING' && !(this.audioLink && this._status === 'STREAM_ERROR')) return;
       if (this._status === 'PLAYING' && this._detail['broadcast_id'] === broadcastId) return;
       if (this.audioBroadcast && this.audioBroadcast.id === (broadcastId ?? '')) return; // a redelivered start
-      const streamUrl = typeof bmsg.stream_url === 'string' ? bmsg.stream_url : this._config?.stream_url;
+      const streamUrl = this.addressToPlay(typeof bmsg.stream_url === 'string' ? bmsg.stream_url : undefined);
       // The address is reported without its query: a gated one carries the lease.
       const shown = typeof streamUrl === 'string' ? publicStreamUrl(streamUrl) : streamUrl;
       const detail: Detail = { source: 'stream', stream_url: shown, broadcast_id: broadcastId, position_s: 0 };
@@ -881,6 +881,20 @@ export class SimDevice extends EventEmitter {
   }
 
   // -------------------------------------------------------------------------------------------------
+  /**
+   * What a start event asks this device to play (docs/firmware.md, "Broadcast events"): a player plays its config's
+   * stream_url, which carries its lease, when the event names that same address without it; an event naming
+   * another address (a recorded azaan played because the live one was missed) is fetched with the lease added.
+   */
+  private addressToPlay(announced: string | undefined): string | undefined {
+    const own = this._config?.stream_url ?? undefined;
+    if (announced === undefined) return own;
+    if (this.kind !== 'stream_player') return announced;
+    if (own && publicStreamUrl(own) === publicStreamUrl(announced)) return own;
+    const lease = this._config?.lease?.token;
+    return lease ? `${announced}${announced.includes('?') ? '&' : '?'}lease=${encodeURIComponent(lease)}` : announced;
+  }
+
   // Real audio (--source, --listen): PLAYING only while bytes flow
 
   private startAudio(broadcastId: string, url: string, detail: Detail): void {

@@ -13,7 +13,8 @@ import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
 import { createAdminStore } from './mosques/admins.ts';
 import { createPeopleAuth } from './people/auth.ts';
-import { createBroadcasts, type BroadcastRow } from './broadcasts/broadcasts.ts';
+import { createBroadcasts, type BroadcastRow, type DeliveryReport } from './broadcasts/broadcasts.ts';
+import { whoHeard } from './broadcasts/who-heard.ts';
 import { createFanout } from './broadcasts/broadcast-fanout.ts';
 import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
 import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
@@ -53,7 +54,8 @@ import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
 import { createAudio, type Audio } from './audio/audio.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
-import { createRecordings, leaseAdmission } from './audio/recordings.ts';
+import { createRecordings, leaseAdmission, recordingUrl } from './audio/recordings.ts';
+import { createSourceFollow, type SourceFollow } from './broadcasts/source-follow.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -125,7 +127,7 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const admins = createAdminStore(db, clock, changes);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];
   // Late-bound: the fan-out needs the device plane, which is built after the people.
-  const broadcastHooks: { onStart?: (b: BroadcastRow) => void; onStop?: (b: BroadcastRow) => void } = {};
+  const broadcastHooks: { onStart?: (b: BroadcastRow) => void; onStop?: (b: BroadcastRow) => void; waitsForSource?: (mosqueId: string) => boolean } = {};
   const memberships = createMemberships({ db, clock, activity, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   const grants = createAddressGrants({ db, clock, activity, memberships, admins });
   // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
@@ -138,7 +140,10 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, clock }),
     invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
     broadcastHooks,
-    broadcasts: createBroadcasts({ db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b) }),
+    broadcasts: createBroadcasts({
+      db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b),
+      waitsForSource: (mosqueId) => broadcastHooks.waitsForSource?.(mosqueId) ?? false,
+    }),
     pushSubscriptions: createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser),
   };
 }
@@ -174,6 +179,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       redis?.disconnect();
     } });
     const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier, changes);
+    const recordings = createRecordings({ db, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     const at = () => new Date(clock()).toISOString();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
@@ -190,6 +196,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     if (!config.redisUrl) plane.devices.releaseAllConnections();
     people.membershipListeners.push(plane.membershipChanged);
     people.addressListeners.push(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
+    // Started once the plane runs (below); built here because the schedule asks it what was on air.
+    const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
     const scheduleStore = createScheduleStore(db);
     const scheduler: Scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
@@ -200,12 +208,21 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         outboxRef.current?.enqueue(null, userIds, payload);
         void outboxRef.current?.drain();
       },
+      // With an audio server, what it saw serves a slot or misses it (src/broadcasts/source-follow.ts).
+      ...(audio && {
+        source: {
+          sounded: (mosqueId: string, fromMs: number, toMs: number) => audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000)).length > 0,
+          problem: () => followRef.current?.sourceProblem() ?? 'no_source',
+          startFallback: (mosqueId: string, prayer: string) => followRef.current?.startFallback(mosqueId, prayer) ?? null,
+        },
+      }),
       startAzaan: (mosqueId, prayer) => {
         const started = people.broadcasts.start(mosqueId, { kind: prayer === 'jumuah' ? 'jummah' : 'azaan', prayer, title: null }, null);
         return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
       },
     });
     const outboxRef: { current?: ReturnType<typeof createPushOutbox> } = {};
+    const followRef: { current?: SourceFollow } = {};
     const mosqueOps = createMosqueOps({
       db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
       grants: people.grants,
@@ -252,7 +269,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       logger.info({ devices: retained.devices, leases_renewed: retained.renewed, ms: Math.round(performance.now() - startedAt) }, 'device configs retained');
     }
     plane.start();
-    const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
     if (audio) {
       audio.start();
       closers.push({ name: 'audio', close: () => audio.stop() });
@@ -287,10 +303,30 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push({ name: 'push sender', close: () => sender.close?.() });
     const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
     outboxRef.current = outbox;
+    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own address.
+    let origin = '';
+    const serviceOrigin = () => origin;
     const fanout = createFanout({
       db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link,
       ...(addresses && { streamUrl: addresses.mount }),
+      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? serviceOrigin(), mosqueId),
     });
+    const follow = createSourceFollow({
+      broadcasts: people.broadcasts, fanout, audio, logger,
+      recordingSeconds: (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
+    });
+    followRef.current = follow;
+    closers.push({ name: 'fallback timers', close: () => follow.stop() });
+    people.broadcastHooks.waitsForSource = follow.waitsForSource;
+    audio?.onAirChange((mosqueId, live) => {
+      follow.onAirChanged(mosqueId, live);
+      mosqueEvents.publish(mosqueId, () => ({ type: 'on_air', live, at: at() }));
+    });
+    // The devices' own reports, and with an audio server who it admitted and for how long.
+    const report = (b: BroadcastRow): DeliveryReport => {
+      const devices = fanout.report(b);
+      return audio ? { ...devices, listeners: whoHeard(audio, b, Math.floor(clock() / 1000)) } : devices;
+    };
     const broadcastEvent = (b: BroadcastRow, action: 'start' | 'stop') =>
       mosqueEvents.publish(b.mosque_id, () => ({ type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() }));
     // issue 13: the broker has the start event before any bookkeeping (the broadcast row is already committed).
@@ -298,9 +334,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // returns); an azaan started without a prayer names the slot's prayer to its transmitters and in its push,
     // which wait until the broker has written the start event to the players (fanout.afterStart).
     people.broadcastHooks.onStart = (b) => {
-      fanout.publishStart(b);
+      // Waiting for the source (src/broadcasts/source-follow.ts): the transmitters go on air first, the players
+      // hear the start when the source is live. A fallback plays the recording: the transmitters have no part.
+      if (b.waiting_for_source === 0) fanout.publishStart(b);
       const slot = scheduler.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });
-      fanout.afterStart(b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b);
+      const named = b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b;
+      if (b.waiting_for_source === 1) fanout.startTransmitters(named);
+      else fanout.afterStart(named, { transmitters: b.fallback === 0 });
       broadcastEvent(b, 'start');
     };
     people.broadcastHooks.onStop = (b) => {
@@ -325,12 +365,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       broker: broker.isHealthy() ? 'ok' : 'down',
       ...(audio && { audio: audio.health() }),
     });
-    const recordings = createRecordings({ db, clock, activity: people.activity });
     // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
     const admitRecording = leaseAdmission({ clock, verifyLease: plane.signer.verify, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
     const api = createApi({
       ...people, audio, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
-      deliveryReport: fanout.report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
+      deliveryReport: report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
       streamHttpHosts: config.streamHttpHosts,
@@ -342,7 +381,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
       reportFor: (mosqueId, broadcastId) => {
         const b = people.broadcasts.find(mosqueId, broadcastId);
-        return b ? fanout.report(b) : null;
+        return b ? report(b) : null;
       },
     });
     const httpServer = createAdaptorServer({ fetch: api.fetch, serverOptions: httpServerOptions(config) }) as http.Server;
@@ -371,6 +410,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // stop's deadline must not keep it running past db.close. What is written meanwhile checkpoints inline.
     closers.push({ name: 'database checkpointer (first to stop)', close: () => checkpointer.close() });
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+    origin = `http://${shownHost}:${httpPort}`;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
 
     return {

@@ -33,7 +33,9 @@ export const MAX_OPEN_TICKETS = 10_000;
 export type MosqueEvent =
   | { type: 'device_status'; device_id: string; from: string; to: string; reason: string | null; at: string }
   | { type: 'broadcast'; broadcast_id: string; action: 'start' | 'stop'; kind: string; at: string }
-  | { type: 'schedule'; date: string; prayer: string; index: number; status: string; at: string };
+  | { type: 'schedule'; date: string; prayer: string; index: number; status: string; at: string }
+  /** The mosque's source went on or off air at the audio server (docs/api.md, "Broadcasts and the audio server"). */
+  | { type: 'on_air'; live: boolean; at: string };
 
 interface Ticket { userId: string; role: string; mosqueId: string; token: string; expiresAt: number }
 interface Stream { userId: string; mosqueId: string; send(e: MosqueEvent): void; close(): void; recheck(): void }

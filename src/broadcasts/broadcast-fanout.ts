@@ -54,6 +54,8 @@ export function createFanout(deps: {
   link: () => DeviceLink;
   /** The stream address a start event names: the mosque's mount with an audio server, else its own stream_url. */
   streamUrl?: (mosqueId: string) => string | null;
+  /** The address of the mosque's recorded azaan (src/audio/recordings.ts), for a fallback broadcast. */
+  fallbackUrl?: (mosqueId: string) => string | null;
 }) {
   const recipientsByKind = Object.fromEntries(
     Object.entries(TOGGLE).map(([kind, toggle]) => [
@@ -77,7 +79,9 @@ export function createFanout(deps: {
   const startsPending = new Set<string>();
 
   function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
-    const streamUrl = deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findById(b.mosque_id)?.stream_url ?? null);
+    // A fallback names the recording; players add their lease to it (docs/firmware.md, "Broadcast events").
+    const streamUrl = b.fallback === 1 && deps.fallbackUrl ? deps.fallbackUrl(b.mosque_id)
+      : deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findById(b.mosque_id)?.stream_url ?? null);
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
     // Retained, so a leased player that (re)connects during the broadcast learns it is on.
     deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
@@ -98,17 +102,20 @@ export function createFanout(deps: {
      */
     publishStart: (b: BroadcastRow): void => publishEvent(b, 'start'),
 
+    /** broadcast_start to the transmitters alone: a broadcast waiting for its source asks them to go on air first. */
+    startTransmitters: (b: BroadcastRow): void => commandTransmitters(b, 'start'),
+
     /**
      * The rest of a start, once aedes has written the start event to the players: broadcast_start to the
      * transmitters (they read the slot's prayer, which `b` carries by now), then a push per member's
      * subscription.
      */
-    afterStart(b: BroadcastRow): void {
+    afterStart(b: BroadcastRow, opts: { transmitters?: boolean } = {}): void {
       startsPending.add(b.id);
       afterFanoutWrites(deps.link(), topics.broadcast(b.mosque_id), () => {
         // Stopped meanwhile: a broadcast_start now would leave the transmitters playing, a push would announce nothing.
         if (!startsPending.delete(b.id)) return;
-        commandTransmitters(b, 'start');
+        if (opts.transmitters !== false) commandTransmitters(b, 'start');
         const users = recipientsByKind[b.kind]!.all(b.mosque_id).map((r) => r.user_id);
         const mosque = deps.mosques.findById(b.mosque_id);
         const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;

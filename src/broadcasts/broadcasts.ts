@@ -3,6 +3,7 @@ import type { Db } from '../platform/db.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
+import type { Listeners } from './who-heard.ts';
 
 export const BROADCAST_KINDS = ['azaan', 'jummah', 'waaz', 'announcement'] as const;
 export type BroadcastKind = (typeof BROADCAST_KINDS)[number];
@@ -16,6 +17,8 @@ export interface DeliveryReport {
   stream_error: number;
   other: number;
   push: { queued: number; sent: number; failed: number };
+  /** With an audio server: who the audio server admitted and for how long (src/broadcasts/who-heard.ts). */
+  listeners?: Listeners;
   /** Only in the start's 201 (issue 13): the counts are not read yet, all zero; GET of the broadcast has them. */
   pending?: true;
 }
@@ -36,20 +39,32 @@ export interface BroadcastRow {
   started_at: number;
   stopped_by: string | null;
   stopped_at: number | null;
+  /** 1: started while the mosque's source was not on air; its players hear it when the source goes live. */
+  waiting_for_source: number;
+  /** 1: plays the mosque's recorded azaan because the live one was missed. */
+  fallback: number;
 }
 
-/** The HTTP shape: the row with ISO-8601 times. */
-export type Broadcast = Omit<BroadcastRow, 'started_at' | 'stopped_at'> & { started_at: string; stopped_at: string | null };
+/** The HTTP shape: the row with ISO-8601 times and flags as booleans. */
+export type Broadcast = Omit<BroadcastRow, 'started_at' | 'stopped_at' | 'waiting_for_source' | 'fallback'>
+  & { started_at: string; stopped_at: string | null; waiting_for_source: boolean; fallback: boolean };
 
 /** The record without its delivery report, which is read from the device timeline (src/broadcasts/broadcast-fanout.ts). */
 export function toBroadcast(row: BroadcastRow): Broadcast {
-  return { ...row, started_at: toIsoString(row.started_at), stopped_at: row.stopped_at === null ? null : toIsoString(row.stopped_at) };
+  return {
+    ...row, started_at: toIsoString(row.started_at), stopped_at: row.stopped_at === null ? null : toIsoString(row.stopped_at),
+    waiting_for_source: row.waiting_for_source === 1, fallback: row.fallback === 1,
+  };
 }
 
 export interface StartBroadcast {
   kind: BroadcastKind;
   prayer: string | null;
   title: string | null;
+  /** The mosque's source is not on air: the players wait for it (src/broadcasts/source-follow.ts). */
+  waitForSource?: boolean;
+  /** Plays the recorded azaan (a missed live one). */
+  fallback?: boolean;
 }
 
 /**
@@ -62,19 +77,29 @@ export function createBroadcasts(deps: {
   activity: ActivityLog;
   onStart?: (b: BroadcastRow) => void;
   onStop?: (b: BroadcastRow) => void;
+  /** Whether a start now waits for the mosque's source (src/broadcasts/source-follow.ts); never without an audio server. */
+  waitsForSource?: (mosqueId: string) => boolean;
 }) {
   const { db, activity } = deps;
   const byId = db.prepare<[string, string], BroadcastRow>('SELECT * FROM broadcasts WHERE id = ? AND mosque_id = ?');
   const live = db.prepare<[string], BroadcastRow>("SELECT * FROM broadcasts WHERE mosque_id = ? AND status = 'live'");
   const insert = db.prepare(
-    `INSERT INTO broadcasts (id, mosque_id, kind, prayer, title, status, started_by, started_at) VALUES (?, ?, ?, ?, ?, 'live', ?, ?)`,
+    `INSERT INTO broadcasts (id, mosque_id, kind, prayer, title, status, started_by, started_at, waiting_for_source, fallback)
+     VALUES (?, ?, ?, ?, ?, 'live', ?, ?, ?, ?)`,
   );
+  const sourceLive = db.prepare('UPDATE broadcasts SET waiting_for_source = 0 WHERE id = ? AND waiting_for_source = 1');
+  const becomeFallback = db.prepare("UPDATE broadcasts SET waiting_for_source = 0, fallback = 1 WHERE id = ? AND status = 'live'");
   const stop = db.prepare("UPDATE broadcasts SET status = 'stopped', stopped_by = ?, stopped_at = ? WHERE id = ?");
   const page = db.prepare<[string, number], BroadcastRow>('SELECT * FROM broadcasts WHERE mosque_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?');
   const now = () => toUnixSeconds(deps.clock());
 
   return {
     find: (mosqueId: string, id: string) => byId.get(id, mosqueId) ?? null,
+    findLive: (mosqueId: string) => live.get(mosqueId) ?? null,
+    /** The source went live: a waiting broadcast stops waiting. True for the one call that changed it (several processes may hear it). */
+    markSourceLive: (id: string) => sourceLive.run(id).changes > 0,
+    /** A waiting broadcast whose source never came plays the recording instead. */
+    markFallback: (id: string) => becomeFallback.run(id).changes > 0,
     list: (mosqueId: string, limit: number) => page.all(mosqueId, limit),
 
     /** One live broadcast per mosque at a time: a second start while one is live is a conflict. */
@@ -83,8 +108,10 @@ export function createBroadcasts(deps: {
       const started = db.transaction((): Result<BroadcastRow> => {
         if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
         const id = crypto.randomUUID();
-        insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now());
-        activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data: { kind: input.kind, prayer: input.prayer } });
+        const waits = !input.fallback && (input.waitForSource ?? deps.waitsForSource?.(mosqueId) ?? false);
+        insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now(), waits ? 1 : 0, input.fallback ? 1 : 0);
+        const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
+        activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
         return ok(byId.get(id, mosqueId)!);
       })();
       if (started.ok) deps.onStart?.(started.value);
@@ -92,7 +119,7 @@ export function createBroadcasts(deps: {
     },
 
     /** Stopping a stopped broadcast changes nothing and answers the record. */
-    stop(broadcast: BroadcastRow, actorId: string): BroadcastRow {
+    stop(broadcast: BroadcastRow, actorId: string | null): BroadcastRow {
       if (broadcast.status === 'stopped') return broadcast;
       db.transaction(() => {
         stop.run(actorId, now(), broadcast.id);

@@ -43,6 +43,16 @@ export interface SchedulerDeps {
   onSlotChange?: (slot: Pick<Slot, 'mosqueId' | 'date' | 'prayer' | 'index'>, status: Outcome['status']) => void;
   /** The auto_start port: starts an azaan broadcast, as a trigger admin would. */
   startAzaan: (mosqueId: string, prayer: string) => { ok: true; broadcastId: string } | { ok: false; message: string };
+  /**
+   * With an audio server (src/broadcasts/source-follow.ts), what it saw decides: whether the mosque's source was
+   * on air between the two times (ms), why not, and the recorded azaan played instead. Absent: a started azaan
+   * broadcast serves the slot.
+   */
+  source?: {
+    sounded(mosqueId: string, fromMs: number, toMs: number): boolean;
+    problem(): 'no_source' | 'audio_server_unreachable';
+    startFallback(mosqueId: string, prayer: string): string | null;
+  };
 }
 
 const title = (prayer: string) => (prayer === 'jumuah' ? "Jumu'ah" : prayer[0]!.toUpperCase() + prayer.slice(1));
@@ -96,9 +106,9 @@ export function createScheduler(deps: SchedulerDeps) {
     return events;
   }
 
-  function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness): void {
+  function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null = null): void {
     if (!store.claimAlert(slot, kind, clock())) return;
-    const text = alertText(row, slot, kind, r);
+    const text = alertText(row, slot, kind, r, reason);
     const admins = deps.admins.listForMosque(row.id).filter((a) => a.can_trigger === 1);
     for (const admin of admins) {
       const user = deps.users.findById(admin.user_id);
@@ -130,12 +140,19 @@ export function createScheduler(deps: SchedulerDeps) {
       store.record(slot, { status: 'live', broadcastId: started.broadcastId, autoStarted: true }, now);
       return;
     }
-    if (served || outcome?.status === 'missed') return;
+    // With an audio server, only a source on air serves the slot (a broadcast may wait for one that never came).
+    const source = deps.source;
+    const sounded = source ? source.sounded(row.id, slot.azaanAt - leadMs, now) : served;
+    if (sounded || outcome?.status === 'missed') return;
     const r = deps.readiness(row.id);
-    const reason = r.reason ?? 'not_started';
+    const reason = r.reason ?? (source ? source.problem() : 'not_started');
     store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
-    deps.activity.record({ mosqueId: row.id, actorUserId: null, kind: 'schedule.azaan_missed', subjectId: slotKey(slot), data: { date: slot.date, prayer: slot.prayer, azaan_local: slot.azaanLocal, reason } });
-    alertAdmins(row, slot, 'azaan_missed', r);
+    const fallback = source?.startFallback(row.id, slot.prayer) ?? null;
+    deps.activity.record({
+      mosqueId: row.id, actorUserId: null, kind: 'schedule.azaan_missed', subjectId: slotKey(slot),
+      data: { date: slot.date, prayer: slot.prayer, azaan_local: slot.azaanLocal, reason, ...(fallback && { fallback_broadcast_id: fallback }) },
+    });
+    alertAdmins(row, slot, 'azaan_missed', r, reason);
   }
 
   /** Handles every event that is due; returns the time of the next one (or null). */
@@ -242,7 +259,7 @@ function summary(r: Readiness): Record<string, unknown> {
   };
 }
 
-function alertText(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness): string {
+function alertText(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null): string {
   const what = `${row.name}: ${title(slot.prayer)} azaan at ${slot.azaanLocal} (${slot.date})`;
   const offline = r.transmitters.filter((t) => !t.connected);
   const why =
@@ -252,6 +269,10 @@ function alertText(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_
         : `transmitter offline ${offline[0]?.last_seen_at ? `since ${offline[0].last_seen_at}` : '(never connected)'}`
       : r.reason === 'transmitter_error'
         ? `transmitter error: ${r.transmitters.find((t) => t.error)?.error ?? 'unknown'}`
-        : 'no azaan broadcast was started';
+        : reason === 'no_source'
+          ? 'the transmitter is online but sent no audio to the audio server'
+          : reason === 'audio_server_unreachable'
+            ? 'the audio server could not be reached'
+            : 'no azaan broadcast was started';
   return kind === 'azaan_missed' ? `Missed: ${what}. Reason: ${why}.` : `Not ready: ${what}. ${why[0]!.toUpperCase()}${why.slice(1)}; ${r.players_ready} player(s) ready.`;
 }

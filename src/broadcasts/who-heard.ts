@@ -1,0 +1,52 @@
+import type { ListenerSessionRow, RefusalCount } from '../audio/listener-sessions.ts';
+import type { BroadcastRow } from './broadcasts.ts';
+
+/** At most this many listeners are named one by one in a report; the totals count them all. */
+export const HEARD_LIST_MAX = 1000;
+
+/** Who heard a broadcast, as the audio server saw it (docs/api.md, "Broadcasts and the audio server"). */
+export interface Listeners {
+  /** Players and members the audio server admitted to the mosque's mount while the broadcast was on. */
+  admitted: { devices: number; members: number };
+  /** Seconds heard within the broadcast, all listeners together. */
+  seconds: number;
+  /** Listeners refused in that time, by reason (no lease, expired, another mosque's, membership not approved...). */
+  refused: Record<string, number>;
+  /** Each listener with the seconds it heard within the broadcast, the longest first. */
+  heard: Array<{ device_id: string | null; user_id: string | null; seconds: number }>;
+  /** True when `heard` stops at HEARD_LIST_MAX. */
+  truncated: boolean;
+}
+
+/** What the audio gate records (src/audio/listener-sessions.ts) that the report reads. */
+export interface HeardSource {
+  listSessions(mosqueId: string, fromS: number, toS: number): ListenerSessionRow[];
+  countRefusals(mosqueId: string, fromS: number, toS: number): RefusalCount[];
+}
+
+/**
+ * The listeners of one broadcast: every session that overlapped it, each counted for the part that did
+ * (a player that joined before the start or stayed after the stop heard only the broadcast's part).
+ */
+export function whoHeard(source: HeardSource, b: BroadcastRow, nowS: number): Listeners {
+  const from = b.started_at;
+  const to = b.stopped_at ?? nowS;
+  const byListener = new Map<string, { device_id: string | null; user_id: string | null; seconds: number }>();
+  for (const s of source.listSessions(b.mosque_id, from, to)) {
+    const heard = Math.max(0, Math.min(s.ended_at ?? nowS, to) - Math.max(s.started_at, from));
+    const key = s.device_id ? `d:${s.device_id}` : `u:${s.user_id}`;
+    const entry = byListener.get(key) ?? { device_id: s.device_id, user_id: s.user_id, seconds: 0 };
+    entry.seconds += heard;
+    byListener.set(key, entry);
+  }
+  const all = [...byListener.values()].sort((a, b2) => b2.seconds - a.seconds);
+  const refused: Record<string, number> = {};
+  for (const r of source.countRefusals(b.mosque_id, from, to + 1)) if (r.kind === 'listener') refused[r.reason] = (refused[r.reason] ?? 0) + r.count;
+  return {
+    admitted: { devices: all.filter((l) => l.device_id).length, members: all.filter((l) => l.user_id).length },
+    seconds: all.reduce((sum, l) => sum + l.seconds, 0),
+    refused,
+    heard: all.slice(0, HEARD_LIST_MAX),
+    truncated: all.length > HEARD_LIST_MAX,
+  };
+}
