@@ -68,11 +68,16 @@ export async function mosqueView(page, id) {
         h('label', {}, h('span', {}, t('broadcast.prayer')), h('select', { name: 'prayer' }, h('option', { value: '' }, '—'), PRAYERS.map((p) => h('option', { value: p }, t(`prayer.${p}`))))),
         h('button', { type: 'submit' }, t('broadcast.start')),
       ], async (data) => {
-        await api('POST', `/mosques/${id}/broadcasts`, { kind: data.get('kind'), ...(data.get('prayer') && { prayer: data.get('prayer') }) });
+        const made = await api('POST', `/mosques/${id}/broadcasts`, { kind: data.get('kind'), ...(data.get('prayer') && { prayer: data.get('prayer') }) });
         await loadBroadcasts();
+        // The audio server hears no source yet: players will hear it once the transmitter sends (docs/api.md).
+        if (made.waiting_for_source) flash(t('broadcast.waiting_for_source'));
       }),
       list.length === 0 ? h('p', { class: 'muted' }, t('broadcast.none')) : h('ul', { class: 'list' }, list.map((b) => h('li', { 'data-broadcast': b.id },
         h('div', { class: 'row' }, h('strong', {}, t(`broadcast.kind_${b.kind}`)), b.prayer && h('span', {}, t(`prayer.${b.prayer}`)), badge(b.status), h('span', { class: 'muted' }, when(b.started_at))),
+        b.status === 'live' && b.waiting_for_source && h('p', { class: 'warn', role: 'status' }, t('broadcast.waiting_for_source')),
+        b.fallback && h('p', { class: 'muted' }, t('broadcast.fallback')),
+        b.report.listeners && h('p', { class: 'muted', 'data-listeners': '' }, t('broadcast.listeners', { devices: b.report.listeners.admitted.devices, members: b.report.listeners.admitted.members, minutes: Math.round(b.report.listeners.seconds / 60) })),
         report(b.report),
         canTrigger && b.status === 'live' && button(t('broadcast.stop'), async () => {
           await api('POST', `/mosques/${id}/broadcasts/${b.id}/stop`);
@@ -91,7 +96,7 @@ export async function mosqueView(page, id) {
       members));
   await Promise.all([loadMembers(), loadBroadcasts()]);
 
-  const stopLive = openLive(id, liveState, { broadcast: loadBroadcasts });
+  const stopLive = openLive(id, liveState, { broadcast: loadBroadcasts, on_air: loadBroadcasts });
   return () => {
     stopLive();
     clearInterval(reportTimer);
