@@ -22,6 +22,7 @@ export async function homeView(page) {
   const membership = (m) => h('li', {},
     h('div', { class: 'row' }, h('strong', {}, names.get(m.mosque_id) ?? m.mosque_id), badge(m.status)),
     h('p', { class: 'muted' }, t(`membership.${m.status}`)),
+    m.status === 'approved' && listenButton(m.mosque_id),
     h('fieldset', {}, h('legend', {}, t('membership.notifications')),
       TOGGLES.map((key) => h('label', { class: 'check' },
         h('input', { type: 'checkbox', checked: m[key], onchange: async (e) => {
@@ -87,6 +88,26 @@ export async function homeView(page) {
     if (++ticks % PLAYER_REFRESH_S === 0) void refreshPlayers().catch(() => {});
   }, 1000);
   return () => clearInterval(timer);
+}
+
+/**
+ * Listen in the browser (docs/api.md, "Listening in the console"): a 10-minute address from the API that the audio
+ * server admits for this member. Without an audio server (409) the button says so and goes.
+ */
+function listenButton(mosqueId) {
+  const slot = h('div', { class: 'listen' });
+  const start = h('button', { type: 'button', class: 'secondary' }, t('listen.button'));
+  start.addEventListener('click', async () => {
+    start.disabled = true;
+    try {
+      const { url } = await api('POST', `/mosques/${mosqueId}/listen`);
+      replace(slot, h('audio', { controls: true, autoplay: true, src: url, 'aria-label': t('listen.player') }));
+    } catch (err) {
+      replace(slot, h('p', { class: 'muted' }, err.status === 409 ? t('listen.off') : err.message));
+    }
+  });
+  replace(slot, start);
+  return slot;
 }
 
 function showCredentials(target, made) {
