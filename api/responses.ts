@@ -255,7 +255,17 @@ export const Why = v.object({
   deciding_field: v.string(),
   reason: v.string(),
   detail: object,
+  /** With the audio gate: whether the device's mosque's source is on air now; null without it or without a mosque. */
+  on_air: nullable(v.boolean()),
   checked_at: isoTime,
+});
+
+/** GET /mosques/{id}/on-air: what the audio server says of the mosque now (docs/api.md). */
+export const OnAir = v.object({
+  audio_server: v.boolean(),
+  on_air: v.boolean(),
+  since: nullable(isoTime),
+  listeners: count,
 });
 
 export const CommandOutcome = v.object({
@@ -366,7 +376,7 @@ const sameShapes: [
   Same<v.InferOutput<typeof Broadcast>['report'], DeliveryReport>,
   Same<v.InferOutput<typeof TokenResponse>, TokenRecord>,
   Same<v.InferOutput<typeof TimelineEntry>, ReturnType<typeof toTimelineEntry>>,
-  Same<v.InferOutput<typeof Why>, WhyAnswer & { device_id: string; status: string; checked_at: string }>,
+  Same<v.InferOutput<typeof Why>, WhyAnswer & { device_id: string; status: string; on_air: boolean | null; checked_at: string }>,
   Same<Omit<v.InferOutput<typeof Recording>, 'content_type'> & { content_type: string }, ReturnType<typeof toRecording>>,
 ] = [true, true, true, true, true, true, true, true, true, true, true];
 void sameShapes;

@@ -6,6 +6,7 @@ import type { DevicePlane } from '../../src/devices/device-plane.ts';
 import { toDevice, type DeviceRow } from '../../src/devices/devices.ts';
 import type { Clock } from '../../src/platform/clock.ts';
 import { explain } from '../../src/devices/why.ts';
+import type { Audio } from '../../src/audio/audio.ts';
 import { COMMANDS, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS } from '../../src/devices/commands.ts';
 import { parseOrThrow } from '../validate.ts';
 import type { MosqueStore } from '../../src/mosques/mosques.ts';
@@ -49,6 +50,8 @@ const SetLogLevelArgs = v.object({
 });
 
 interface Deps extends GateDeps {
+  /** The audio gate, null while ICECAST_URL is unset. */
+  audio: Pick<Audio, 'isOnAir'> | null;
   mosques: MosqueStore;
   admins: AdminStore;
   plane: DevicePlane;
@@ -187,7 +190,9 @@ export function deviceRoutes(deps: Deps) {
       statusDetail: detail.detail ?? {},
       now,
     });
-    return c.json({ device_id: row.id, status: plane.telemetry.currentStatus(row.id) ?? row.status, ...answer, checked_at: new Date(now * 1000).toISOString() });
+    // docs/api.md, "Broadcasts and the audio server": a player ready but silent during a broadcast may be waiting for the source.
+    const onAir = deps.audio && row.mosque_id ? deps.audio.isOnAir(row.mosque_id) : null;
+    return c.json({ device_id: row.id, status: plane.telemetry.currentStatus(row.id) ?? row.status, ...answer, on_air: onAir, checked_at: new Date(now * 1000).toISOString() });
   });
 
   app.patch('/devices/:id', async (c) => {

@@ -56,8 +56,12 @@ export async function mosqueView(page, id) {
   };
 
   let reportTimer = null;
+  const onAir = h('div', { 'aria-live': 'polite' });
   const loadBroadcasts = async () => {
-    const list = await api('GET', `/mosques/${id}/broadcasts?limit=5`);
+    const [list, air] = await Promise.all([api('GET', `/mosques/${id}/broadcasts?limit=5`), api('GET', `/mosques/${id}/on-air`)]);
+    // What the audio server hears now (docs/api.md, "Broadcasts and the audio server"); nothing without one.
+    replace(onAir, air.audio_server && h('p', { class: air.on_air ? 'row' : 'muted', 'data-on-air': String(air.on_air) },
+      air.on_air ? [badge('live'), t('onair.live', { since: when(air.since), listeners: air.listeners })] : t('onair.off')));
     const live = list.find((b) => b.status === 'live');
     clearInterval(reportTimer);
     // The report fills in as devices answer: read again while a broadcast is live.
@@ -89,7 +93,7 @@ export async function mosqueView(page, id) {
   replace(page,
     mosqueHeader(mosque, ''),
     liveState,
-    h('section', { 'aria-labelledby': 'bc-h' }, h('h2', { id: 'bc-h' }, t('admin.broadcasts')), broadcasts),
+    h('section', { 'aria-labelledby': 'bc-h' }, h('h2', { id: 'bc-h' }, t('admin.broadcasts')), onAir, broadcasts),
     h('section', { 'aria-labelledby': 'pend-h' }, h('h2', { id: 'pend-h' }, t('admin.pending')), pending),
     h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('admin.members')),
       h('label', {}, h('span', {}, t('admin.search')), h('input', { type: 'search', oninput: (e) => { search = e.target.value.trim().toLowerCase(); void loadMembers(); } })),

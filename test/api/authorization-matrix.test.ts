@@ -407,6 +407,11 @@ const ROWS: Row[] = [
     request: (w) => ({ path: `${mosquePath(w)}/listen` }),
     check: (w, _s, res) => assert.match(res.body.url, new RegExp(`/m/${w.M.id}\\?ticket=`)),
   },
+  {
+    route: `GET ${V1}/mosques/:id/on-air`, expect: inMosque('admin', 200),
+    request: (w) => ({ path: `${mosquePath(w)}/on-air` }),
+    check: (_w, _s, res) => assert.deepEqual([res.body.audio_server, res.body.on_air, res.body.listeners], [true, false, 0]),
+  },
 
   // --- broadcasts ---
   {

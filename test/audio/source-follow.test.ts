@@ -68,9 +68,13 @@ test('a start before the source is on air waits: players hear it when the source
   const refused = await listen(t, `http://127.0.0.1:${w.icecast.port}/m/${w.mosque.id}`);
   assert.notEqual(refused.status, 200);
   await waitFor('audio bytes at the player', () => heard.bytes() > 4000, 8000);
+  const air = (await w.ts.http.get(`${API}/mosques/${w.mosque.id}/on-air`, w.owner.token)).body;
+  assert.deepEqual([air.audio_server, air.on_air, air.listeners], [true, true, 1]);
+  assert.equal((await w.ts.http.get(`${API}/devices/${p.player.device.id}/why`, p.person.token)).body.on_air, true);
   await new Promise((r) => setTimeout(r, 1500));
 
   await source.stop();
+  await waitFor('the source off air', async () => (await w.ts.http.get(`${API}/mosques/${w.mosque.id}/on-air`, w.owner.token)).body.on_air === false, 10_000);
   await waitFor('the broadcast stopped with its source', async () => (await w.ts.http.get(`${API}/mosques/${w.mosque.id}/broadcasts/${started.body.id}`, w.owner.token)).body.status === 'stopped', 10_000);
   const report = (await w.ts.http.get(`${API}/mosques/${w.mosque.id}/broadcasts/${started.body.id}`, w.owner.token)).body.report;
   assert.deepEqual(report.listeners.admitted, { devices: 1, members: 0 });
