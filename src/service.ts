@@ -322,6 +322,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       follow.onAirChanged(mosqueId, live);
       mosqueEvents.publish(mosqueId, () => ({ type: 'on_air', live, at: at() }));
     });
+    audio?.onListenersChange((mosqueId) => mosqueEvents.publish(mosqueId, () => ({ type: 'listeners', count: audio.listOpenSessions(mosqueId).length, at: at() })));
     // The devices' own reports, and with an audio server who it admitted and for how long.
     const report = (b: BroadcastRow): DeliveryReport => {
       const devices = fanout.report(b);

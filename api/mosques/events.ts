@@ -35,7 +35,9 @@ export type MosqueEvent =
   | { type: 'broadcast'; broadcast_id: string; action: 'start' | 'stop'; kind: string; at: string }
   | { type: 'schedule'; date: string; prayer: string; index: number; status: string; at: string }
   /** The mosque's source went on or off air at the audio server (docs/api.md, "Broadcasts and the audio server"). */
-  | { type: 'on_air'; live: boolean; at: string };
+  | { type: 'on_air'; live: boolean; at: string }
+  /** How many the audio server lets listen to the mosque now, after one was admitted or left. */
+  | { type: 'listeners'; count: number; at: string };
 
 interface Ticket { userId: string; role: string; mosqueId: string; token: string; expiresAt: number }
 interface Stream { userId: string; mosqueId: string; send(e: MosqueEvent): void; close(): void; recheck(): void }

@@ -100,7 +100,7 @@ export async function mosqueView(page, id) {
       members));
   await Promise.all([loadMembers(), loadBroadcasts()]);
 
-  const stopLive = openLive(id, liveState, { broadcast: loadBroadcasts, on_air: loadBroadcasts });
+  const stopLive = openLive(id, liveState, { broadcast: loadBroadcasts, on_air: loadBroadcasts, listeners: loadBroadcasts });
   return () => {
     stopLive();
     clearInterval(reportTimer);

@@ -65,7 +65,8 @@ export function createAudio(deps: AudioDeps) {
     isAdmin: deps.isAdmin,
     verifyTicket: (token) => tickets.verify(token, nowSeconds()),
   });
-  const callbacks = createCallbacks({ facts, sessions, onAir, logger });
+  const listenerWatchers: Array<(mosqueId: string) => void> = [];
+  const callbacks = createCallbacks({ facts, sessions, onAir, logger, onListeners: (mosqueId) => listenerWatchers.forEach((fn) => fn(mosqueId)) });
   const revocation = createRevocation({ facts, sessions, server, logger, onError: deps.onError });
 
   let state: 'ok' | 'down' = 'ok';
@@ -125,6 +126,8 @@ export function createAudio(deps: AudioDeps) {
     currentOnAir: onAir.current,
     listOnAirIntervals: onAir.listIntervals,
     onAirChange: onAir.onAirChange,
+    /** Told when a listener of a mosque is admitted or leaves, in the process Icecast asked. */
+    onListenersChange: (fn: (mosqueId: string) => void) => void listenerWatchers.push(fn),
     listOpenSessions: sessions.listOpen,
     listSessions: sessions.listOverlapping,
     countRefusals: sessions.countRefusals,

@@ -29,7 +29,11 @@ export const HOOK_PATH = '/api/v1/audio/hooks';
 export const HOOK_USER = 'icecast';
 
 /** The five callbacks, answered from the admission rules and recorded in the audio tables. */
-export function createCallbacks(deps: { facts: () => AdmissionFacts; sessions: ListenerSessions; onAir: OnAir; logger: Logger }) {
+export function createCallbacks(deps: {
+  facts: () => AdmissionFacts; sessions: ListenerSessions; onAir: OnAir; logger: Logger;
+  /** A listener of the mosque was admitted or left (the console's live count). */
+  onListeners?: (mosqueId: string) => void;
+}) {
   const { sessions, onAir, logger } = deps;
   /** stream_auth's admitted transmitter per mount, until its mount_add names it in the on-air interval. */
   const pendingSource = new Map<string, string>();
@@ -55,13 +59,17 @@ export function createCallbacks(deps: { facts: () => AdmissionFacts; sessions: L
     // Icecast always sends `client` with listener_add; without it the session could never be closed or cut.
     if (r.client === undefined) return { kind: 'refuse', reason: 'no_client_id' };
     sessions.open({ mosqueId: decision.mosqueId, clientId: r.client, listener: decision.listener, ip: r.ip ?? null });
+    deps.onListeners?.(decision.mosqueId);
     return { kind: 'admit', timelimitS: Math.max(1, decision.untilSeconds - facts.nowSeconds) };
   };
 
   const listenerRemove = (r: HookRequest): HookAnswer => {
     const parsed = parseMount(r.mount);
     const open = parsed && r.client !== undefined ? sessions.findOpen(parsed.mosqueId, r.client) : null;
-    if (open) sessions.close(open, 'left', { seconds: r.duration, bytes: r.bytes });
+    if (open) {
+      sessions.close(open, 'left', { seconds: r.duration, bytes: r.bytes });
+      deps.onListeners?.(open.mosque_id);
+    }
     return { kind: 'noted' };
   };
 

@@ -62,8 +62,24 @@ test('a start before the source is on air waits: players hear it when the source
   const read = await w.ts.http.get(`${API}/mosques/${w.mosque.id}/broadcasts/${started.body.id}`, w.owner.token);
   assert.equal(read.body.waiting_for_source, false);
 
+  // The console's event stream counts listeners as they come.
+  const ticket = (await w.ts.http.post(`${API}/mosques/${w.mosque.id}/events/ticket`, {}, w.owner.token)).body.ticket;
+  const stream = await fetch(`${w.ts.url}/api/v1/mosques/${w.mosque.id}/events/stream?ticket=${encodeURIComponent(ticket)}`);
+  const reader = stream.body!.getReader();
+  t.after(() => reader.cancel().catch(() => undefined));
+  let sse = '';
+  const counted = (async () => {
+    while (!/event: listeners\ndata: \{[^\n]*"count":1/.test(sse)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      sse += Buffer.from(value).toString('utf8');
+    }
+    return sse;
+  })();
+
   // The player listens with its lease; a stranger without one is refused and counted.
   const heard = await listen(t, p.streamUrl);
+  assert.match(await Promise.race([counted, new Promise<string>((r) => setTimeout(() => r(sse), 5000))]), /event: listeners/);
   assert.equal(heard.status, 200);
   const refused = await listen(t, `http://127.0.0.1:${w.icecast.port}/m/${w.mosque.id}`);
   assert.notEqual(refused.status, 200);
