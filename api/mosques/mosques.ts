@@ -112,7 +112,7 @@ export function mosqueRoutes(deps: Deps) {
   app.get('/:id', gate('admin'), (c) => c.json(show(c, c.var.mosque)));
 
   // docs/api.md, "Flags decide": every setting of the mosque is the managers' (can_manage); an admin without
-  // the flag reads the mosque, its admins, memberships and activity (seed rule 5) and changes none of it.
+  // the flag reads the mosque, its admins, memberships and activity and changes none of it.
   app.patch('/:id', gate('manager'), async (c) => {
     const b = await readJson(c, MosqueUpdate);
     requireSomething(b);

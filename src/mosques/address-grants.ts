@@ -25,7 +25,7 @@ export interface AddressGrantRow {
 export type Contact = { channel: 'email'; email: string } | { channel: 'whatsapp'; phone: string };
 
 /**
- * An account for an address nobody claims yet (the seed: an invitation creates the user if needed): no
+ * An account for an address nobody claims yet (an invitation creates the user if needed: docs/api.md, "Invitations"): no
  * password and nothing in it, so only whoever proves the address, with a sign-in code sent to it, gets in.
  */
 export function claimUnclaimed(users: UserStore, contact: Contact): void {

@@ -52,10 +52,10 @@ interface Deps {
 }
 
 /**
- * POST /invites (seed "Membership status"; docs/api.md, "Invitations"): the membership (approved when
+ * POST /invites (docs/api.md, "Invitations"): the membership (approved when
  * auto_approve is asked, else pending; never lower than what they have; banned refused) goes to the account
  * that proved the address, or waits on the address until one does. An address nobody has claimed gets an
- * account, as the seed asks, which whoever proves the address signs in to.
+ * account, which whoever proves the address signs in to.
  */
 export function createInvites(deps: Deps) {
   const insert = deps.db.prepare(
