@@ -67,7 +67,7 @@ export function createAudio(deps: AudioDeps) {
   });
   const listenerWatchers: Array<(mosqueId: string) => void> = [];
   const callbacks = createCallbacks({ facts, sessions, onAir, logger, onListeners: (mosqueId) => listenerWatchers.forEach((fn) => fn(mosqueId)) });
-  const revocation = createRevocation({ facts, sessions, server, logger, onError: deps.onError });
+  const revocation = createRevocation({ facts, sessions, server, logger, onError: deps.onError, sourcedBy: onAir.sourcedBy });
 
   let state: 'ok' | 'down' = 'ok';
   let probing: Promise<void> | null = null;

@@ -22,6 +22,7 @@ export function createOnAir(db: Db, clock: Clock, onError: (err: unknown) => voi
   const now = () => toUnixSeconds(clock());
   const openOf = db.prepare<[string], OnAirRow>('SELECT * FROM audio_on_air WHERE mosque_id = ? AND ended_at IS NULL');
   const openAll = db.prepare<[], OnAirRow>('SELECT * FROM audio_on_air WHERE ended_at IS NULL ORDER BY started_at, id');
+  const openOfDevice = db.prepare<[string], OnAirRow>('SELECT * FROM audio_on_air WHERE device_id = ? AND ended_at IS NULL');
   const insert = db.prepare('INSERT INTO audio_on_air (id, mosque_id, device_id, started_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
   const end = db.prepare('UPDATE audio_on_air SET ended_at = ?, end_reason = ? WHERE mosque_id = ? AND ended_at IS NULL');
   const overlapping = db.prepare<[string, number, number], OnAirRow>(
@@ -43,6 +44,8 @@ export function createOnAir(db: Db, clock: Clock, onError: (err: unknown) => voi
     /** The open interval of a mosque, or null while it is off air. */
     current: (mosqueId: string) => openOf.get(mosqueId) ?? null,
     listOnAir: () => openAll.all(),
+    /** The open intervals this device is the source of (one, or none). */
+    sourcedBy: (deviceId: string) => openOfDevice.all(deviceId),
     /** Intervals of a mosque that overlap [from, to) (Unix seconds). */
     listIntervals: (mosqueId: string, from: number, to: number) => overlapping.all(mosqueId, to, from),
     onAirChange: (listener: OnAirListener) => void listeners.push(listener),

@@ -10,7 +10,11 @@ import { mountOf } from './mounts.ts';
  * the open sessions it concerns (they are in the shared store) and removes each that fails through the admin API.
  * Rechecks wait for the end of the turn, when the change's transaction has committed.
  */
-export function createRevocation(deps: { facts: () => AdmissionFacts; sessions: ListenerSessions; server: AudioServer; logger: Logger; onError: (what: string, err: unknown) => void }) {
+export function createRevocation(deps: {
+  facts: () => AdmissionFacts; sessions: ListenerSessions; server: AudioServer; logger: Logger; onError: (what: string, err: unknown) => void;
+  /** The mosques whose live source this device is (src/audio/on-air.ts). */
+  sourcedBy: (deviceId: string) => Array<{ mosque_id: string }>;
+}) {
   const { sessions, server, logger } = deps;
   const devices = new Set<string>();
   const users = new Set<string>();
@@ -48,8 +52,23 @@ export function createRevocation(deps: { facts: () => AdmissionFacts; sessions: 
     await server.killSource(mount);
   }
 
+  /**
+   * A transmitter deleted, disabled or moved to another mosque stops being its old mosque's source at once, as its
+   * MQTT connection does (its Icecast source authenticated when it still stood).
+   */
+  async function cutSources(ids: string[]): Promise<void> {
+    const facts = deps.facts();
+    await Promise.all(ids.flatMap((id) => deps.sourcedBy(id).map(async ({ mosque_id: mosqueId }) => {
+      const device = facts.device(id);
+      if (device && device.enabled && device.kind === 'transmitter' && device.mosqueId === mosqueId) return;
+      const killed = await server.killSource(mountOf(mosqueId));
+      logger.info({ mosque_id: mosqueId, device_id: id, ok: killed.ok }, 'audio source removed: its transmitter no longer stands');
+    })));
+  }
+
   async function run(): Promise<void> {
     scheduled = false;
+    const changedDevices = [...devices];
     const list = new Map<string, ListenerSessionRow>();
     for (const id of devices) for (const s of sessions.listOpenForDevice(id)) list.set(s.id, s);
     for (const id of users) for (const s of sessions.listOpenForUser(id)) list.set(s.id, s);
@@ -57,7 +76,7 @@ export function createRevocation(deps: { facts: () => AdmissionFacts; sessions: 
     devices.clear();
     users.clear();
     mosques.clear();
-    await Promise.all([recheck([...list.values()]), ...gone.map(cutMount)]);
+    await Promise.all([recheck([...list.values()]), ...gone.map(cutMount), cutSources(changedDevices)]);
   }
 
   const schedule = () => {

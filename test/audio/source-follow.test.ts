@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createManualClock, startTestService } from '../support/service.ts';
 import { API, member, setStatus, signInSuperadmin, createMosque, joinMosque, type Person } from '../support/people.ts';
 import { connectDevice, nextMessage, registerPlayer, registerTransmitter, subscribeCode, waitFor } from '../support/devices.ts';
-import { freePort, icecastEnv, listen, printedConfig, startIcecast, startSource } from './icecast.ts';
+import { freePort, ICECAST_ADMIN_PASSWORD, icecastEnv, listen, printedConfig, startIcecast, startSource } from './icecast.ts';
 import { toneOnce } from './audio-files.ts';
 
 /**
@@ -130,4 +130,17 @@ test('a slot missed with a recorded azaan plays the recording to entitled player
   assert.equal(refused.status, 403);
   await refused.body?.cancel();
   assert.deepEqual(banned.events.filter((e) => e.action === 'start'), [], 'an unleased player does not even hear the start');
+});
+
+test("a transmitter deleted while on air is no longer its mosque's source: Icecast drops it at once", async (t) => {
+  const w = await world(t);
+  startSource(t, w.icecast.port, `/m/${w.mosque.id}`, w.tx.credentials.username, w.tx.credentials.password);
+  const onAir = async () => (await w.ts.http.get(`${API}/mosques/${w.mosque.id}/on-air`, w.owner.token)).body.on_air as boolean;
+  await waitFor('on air', onAir, 10_000);
+  const deleted = Date.now();
+  assert.equal((await w.ts.http.delete(`${API}/devices/${w.tx.device.id}`, w.owner.token)).status, 204);
+  await waitFor('off air', async () => !(await onAir()), 5000);
+  assert.ok(Date.now() - deleted < 5000);
+  const mounts = await fetch(`http://127.0.0.1:${w.icecast.port}/admin/listmounts`, { headers: { authorization: `Basic ${Buffer.from(`admin:${ICECAST_ADMIN_PASSWORD}`).toString('base64')}` } });
+  assert.doesNotMatch(await mounts.text(), new RegExp(`/m/${w.mosque.id}`));
 });
