@@ -2,6 +2,7 @@ import { Hono, type MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { bodyLimit } from 'hono/body-limit';
 import type { PeopleAuth } from '../src/people/auth.ts';
+import type { FirstSuperadmin } from '../src/people/first-superadmin.ts';
 import type { Clock } from '../src/platform/clock.ts';
 import type { TrustProxy } from '../src/platform/net/client-address.ts';
 import { storageFaultOf, type Faults } from '../src/platform/faults.ts';
@@ -77,6 +78,8 @@ export interface ApiDeps {
   users: UserStore;
   tokens: AccessTokens;
   peopleAuth: PeopleAuth;
+  /** The setup link of a service without a superadmin (src/people/first-superadmin.ts). */
+  firstSuperadmin: FirstSuperadmin;
   superadminAuth: SuperadminAuth;
   /** The caller's own sessions: password change, logout, logout-all (src/people/sessions.ts). */
   sessions: Sessions;

@@ -38,6 +38,7 @@ export const TokenResponse = v.object({
   user: v.object({ id: v.string(), email: v.string(), role: v.picklist(['member', 'superadmin']) }),
 });
 export const SessionStarted = v.object({ session_token: v.string(), expires_in: count });
+export const SetupCreated = v.object({ user: v.object({ id: v.string(), email: v.string(), role: v.literal('superadmin') }) });
 export const ResetTokenIssued = v.object({ reset_token: v.string(), expires_in: count });
 
 export const User = v.object({

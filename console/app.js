@@ -14,6 +14,7 @@ const ROUTES = [
   [/^\/signin$/, () => import('./views/auth.js').then((m) => m.signInView), false],
   [/^\/signup$/, () => import('./views/auth.js').then((m) => m.signUpView), false],
   [/^\/superadmin$/, () => import('./views/auth.js').then((m) => m.superadminView), false],
+  [/^\/setup$/, () => import('./views/auth.js').then((m) => m.setupView), false],
   [/^\/join\/([A-Za-z0-9_-]+)$/, () => import('./views/member.js').then((m) => m.joinView), true],
   [/^\/mosques\/([^/]+)$/, () => import('./views/admin.js').then((m) => m.mosqueView), true],
   [/^\/mosques\/([^/]+)\/schedule$/, () => import('./views/schedule.js').then((m) => m.scheduleView), true],

@@ -45,6 +45,7 @@ import { loadTlsCredentials, type TlsCredentials } from './platform/net/tls-file
 import { createSuperadminAuth } from './people/superadmin.ts';
 import { createAccessTokens } from './people/tokens.ts';
 import { createUserAdmin } from './people/user-admin.ts';
+import { createFirstSuperadmin } from './people/first-superadmin.ts';
 import { createUserStore } from './people/users.ts';
 import { createRevokedTokens } from './people/revoked-tokens.ts';
 import { createSessions } from './people/sessions.ts';
@@ -368,8 +369,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
     const admitRecording = leaseAdmission({ clock, verifyLease: plane.signer.verify, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
+    const firstSuperadmin = createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
-      ...people, audio, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
+      ...people, firstSuperadmin, audio, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
       authRateLimit: config.authRateLimit,
@@ -413,6 +415,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
     origin = `http://${shownHost}:${httpPort}`;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
+    // The first start: one line with the setup link (the token in the fragment never reaches a server's log).
+    const setupToken = firstSuperadmin.token();
+    if (setupToken) logger.warn({ setup_url: `${config.publicUrl ?? `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${httpPort}`}/setup#token=${setupToken}` }, 'no superadmin yet: open setup_url in a browser to create the first one (valid until used or this process stops)');
 
     return {
       httpPort,

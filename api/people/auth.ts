@@ -3,7 +3,8 @@ import * as v from 'valibot';
 import type { PeopleAuth } from '../../src/people/auth.ts';
 import { identifierHash } from '../../src/platform/identifiers.ts';
 import type { SuperadminAuth } from '../../src/people/superadmin.ts';
-import { unwrap } from '../errors.ts';
+import type { FirstSuperadmin } from '../../src/people/first-superadmin.ts';
+import { ApiError, unwrap } from '../errors.ts';
 import type { AppEnv } from '../context.ts';
 import { createLimiter, perAddressLimit, type LimiterStore } from '../rate-limit.ts';
 import { readJson } from '../validate.ts';
@@ -28,6 +29,7 @@ export const SessionVerify = v.object({
   hmac: hex64,
 });
 export const SuperadminReset = v.object({ reset_token: opaqueToken, password_hash: hex64 });
+export const SetupBody = v.object({ token: opaqueToken, email, password_hash: hex64 });
 
 /**
  * Security headers on every auth response, errors and 404s included (seed, "Response headers").
@@ -43,6 +45,7 @@ export const authSecurityHeaders: MiddlewareHandler<AppEnv> = async (c, next) =>
 
 interface Deps {
   peopleAuth: PeopleAuth;
+  firstSuperadmin: FirstSuperadmin;
   superadminAuth: SuperadminAuth;
   authRateLimit: number;
   authIdentifierRateLimit: number;
@@ -121,6 +124,18 @@ export function authRoutes(deps: Deps) {
     const body = await readJson(c, SessionVerify);
     const input = { sessionToken: body.session_token, timestamp: body.timestamp, hmac: body.hmac };
     return c.json(unwrap(superadminAuth.verifyReset(input)), 200);
+  });
+
+  // docs/operator.md, "The first superadmin": open while none exists, with the token of the link the process logged.
+  app.get('/setup', (c) => {
+    if (!deps.firstSuperadmin.isOpen()) throw new ApiError('not_found');
+    return c.json({ status: 'open' }, 200);
+  });
+
+  app.post('/setup', async (c) => {
+    const body = await readJson(c, SetupBody);
+    const user = unwrap(await deps.firstSuperadmin.create(body.token, body.email, body.password_hash));
+    return c.json({ user: { id: user.id, email: user.email, role: user.role } }, 201);
   });
 
   app.post('/superadmin-reset-password', async (c) => {

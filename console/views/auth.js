@@ -90,3 +90,26 @@ export function superadminView(page) {
     })),
     step2);
 }
+
+/**
+ * /setup#token=...: the first superadmin, from the link the service logged at its first start (docs/operator.md,
+ * "The first superadmin"). The token stays in the fragment, which no request carries; the password is hashed here.
+ */
+export async function setupView(page) {
+  const token = new URLSearchParams(location.hash.slice(1)).get('token') ?? '';
+  const open = await api('GET', '/auth/setup').then(() => true, () => false);
+  if (!open) return replace(page, h('h1', {}, t('setup.title')), h('p', {}, t('setup.done')), h('a', { href: '/superadmin', 'data-nav': '' }, t('setup.sign_in')));
+  replace(page,
+    h('h1', {}, t('setup.title')),
+    h('p', { class: 'muted' }, t('setup.intro')),
+    h('section', {}, form({ 'aria-label': t('setup.title') }, [
+      field(t('auth.email'), { name: 'email', type: 'email', autocomplete: 'username', required: true }),
+      field(t('auth.password'), { name: 'password', type: 'password', autocomplete: 'new-password', minlength: 12, required: true }),
+      h('button', { type: 'submit' }, t('setup.create')),
+    ], async (data) => {
+      if (!token) throw new Error(t('setup.no_token'));
+      await api('POST', '/auth/setup', { token, email: String(data.get('email')).trim(), password_hash: await sha256Hex(String(data.get('password'))) });
+      history.replaceState(null, '', '/setup'); // the token is used up: it leaves the address bar
+      replace(page, h('h1', {}, t('setup.title')), h('p', { role: 'status' }, t('setup.created')), h('a', { href: '/superadmin', 'data-nav': '' }, t('setup.sign_in')));
+    })));
+}

@@ -113,6 +113,8 @@ export interface UserStore {
    * set goes, and with it every token (src/people/addresses/address-proof.ts).
    */
   resetAfterTakeover(id: string): void;
+  /** Whether any superadmin exists (the first start in the browser: src/people/first-superadmin.ts). */
+  hasSuperadmin(): boolean;
   /** Records that the address was told of a signup attempt now, unless it was within `gapSeconds`; true when recorded. */
   claimSignupNotice(addressHash: string, gapSeconds: number): boolean;
   setPassword(id: string, passwordBcrypt: string): void;
@@ -152,6 +154,7 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
      WHERE id = ? AND phone_hash = ?`,
   );
   const usedUnproven = db.prepare('UPDATE users SET used_unproven = 1 WHERE id = ? AND used_unproven = 0');
+  const anySuperadmin = db.prepare<[], { one: number }>("SELECT 1 AS one FROM users WHERE role = 'superadmin' LIMIT 1");
   const takeover = db.prepare(
     'UPDATE users SET password_bcrypt = NULL, used_unproven = 0, token_version = token_version + 1, updated_at = ? WHERE id = ?',
   );
@@ -219,6 +222,7 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
       refreshVersion(id);
       changed(id);
     },
+    hasSuperadmin: () => anySuperadmin.get() !== undefined,
     claimSignupNotice: (hash, gap) => notice.run({ hash, now: toUnixSeconds(clock()), gap }).changes > 0,
     markUsedUnproven(id) {
       if (usedUnproven.run(id).changes > 0) changed(id);

@@ -586,6 +586,9 @@ const EXEMPT = [
   `POST ${V1}/auth/superadmin-forgot`,
   `POST ${V1}/auth/superadmin-forgot/verify`,
   `POST ${V1}/auth/superadmin-reset-password`,
+  // The first superadmin's setup link: a token the process logged, never a bearer token (test/people/first-superadmin.test.ts).
+  `GET ${V1}/auth/setup`,
+  `POST ${V1}/auth/setup`,
   // Opened with a single-use ticket, never a bearer token: test/e2e/events-stream.test.ts holds who gets one.
   `GET ${V1}/mosques/:id/events/stream`,
   // Icecast's callbacks: authenticated by the hook secret, never a person (test/audio/callbacks.test.ts).
