@@ -57,6 +57,18 @@ export const statusAsOfSql = (head: string, until: string) => `(
   SELECT e.to_status FROM chain c JOIN mosque_device_events e ON e.id = c.id WHERE c.hit LIMIT 1)`;
 
 /**
+ * Whether the device whose newest row is `head` reported PLAYING at any time in [from, until] (Unix seconds): its
+ * chain walked back from the head only as far as `from`, so a broadcast's window costs the rows written since.
+ */
+export const playedBetweenSql = (head: string, from: string, until: string) => `(
+  WITH RECURSIVE chain(id, prev, at) AS (
+    SELECT e.id, e.prev_id, e.at FROM mosque_device_events e WHERE e.id = ${head}
+    UNION ALL
+    SELECT e.id, e.prev_id, e.at FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE c.at >= ${from})
+  SELECT EXISTS (SELECT 1 FROM chain c JOIN mosque_device_events e ON e.id = c.id
+    WHERE e.kind = 'status' AND e.to_status = 'PLAYING' AND e.at BETWEEN ${from} AND ${until}))`;
+
+/**
  * How long one slice of the timeline's upkeep may hold the event loop before it yields (issue 13: the hourly
  * per-device cap was one GROUP BY over the whole table, ~0.9 s on 850,000 rows, every device's packets waiting).
  */

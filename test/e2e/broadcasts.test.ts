@@ -524,3 +524,28 @@ test('a broadcast stopped within its first second still counts unbound and muted
   assert.equal(res.body.started_at, res.body.stopped_at);
   assert.deepEqual({ ...res.body.report, push: null }, { playing: 0, unbound: 1, muted: 1, offline: 0, stream_error: 0, other: 0, push: null });
 });
+
+test('a short announcement heard by three players reports three playing, though each went back to ONLINE within its second', async (t) => {
+  const w = await world(t);
+  const clients = [];
+  for (const email of ['a@short.test', 'b@short.test', 'c@short.test']) {
+    const { player } = await playerOf(w, email, 'approved');
+    const client = await connectDevice(t, player.credentials);
+    const topic = `devices/${player.device.id}/status`;
+    await publish(client, topic, statusPayload('ONLINE'), { retain: true });
+    await waitForStatus(w.ts, w.owner.token, player.device.id, 'ONLINE');
+    clients.push({ client, topic, id: player.device.id });
+  }
+  await nextSecond();
+  // Start, play, stop and back to ONLINE in one second: the report must still say each of them played it.
+  const b = await startBroadcast(w, { kind: 'announcement' });
+  for (const c of clients) await publish(c.client, c.topic, statusPayload('PLAYING', { prev: 'ONLINE', reason: 'broadcast_start' }), { retain: true });
+  for (const c of clients) await waitForStatus(w.ts, w.owner.token, c.id, 'PLAYING');
+  assert.equal((await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, undefined, w.trigger.token)).status, 200);
+  for (const c of clients) await publish(c.client, c.topic, statusPayload('ONLINE', { prev: 'PLAYING', reason: 'broadcast_stop' }), { retain: true });
+  for (const c of clients) await waitForStatus(w.ts, w.owner.token, c.id, 'ONLINE');
+  await nextSecond();
+  const after = await report(w, b.id);
+  assert.equal(after.playing, 3, JSON.stringify(after));
+  assert.equal(after.other, 0, 'ONLINE after the stop is not what the broadcast got');
+});
