@@ -127,6 +127,8 @@ export interface ApiDeps {
   mosqueEvents: MosqueEvents;
   /** The console's folder, served at `/`; null serves no console (API only). */
   consoleDir: string | null;
+  /** ICECAST_URL: the console's page may play audio from it (its CSP's media-src). */
+  icecastUrl: string | null;
   /** The audio gate (src/audio/audio.ts); null while ICECAST_URL is unset. */
   audio: Audio | null;
   /** ICECAST_HOOK_SECRET, which Icecast's callbacks carry; null while the audio gate is off. */
@@ -197,7 +199,7 @@ export function createApi(deps: ApiDeps) {
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.
-  const consolePages = deps.consoleDir ? consoleRoutes(deps.consoleDir, deps.publicUrl, deps.recordingMaxBytes) : null;
+  const consolePages = deps.consoleDir ? consoleRoutes(deps.consoleDir, deps.publicUrl, deps.recordingMaxBytes, deps.icecastUrl ? new URL(deps.icecastUrl).origin : null) : null;
   if (consolePages) app.route('/', consolePages.app);
 
   // A console page (its client-side routes) is what a path that names no route may still be.

@@ -18,7 +18,8 @@ import { ApiError } from '../errors.ts';
  * Accept-Encoding with `Vary`: on a phone's slow link the bytes are the first-load cost (bench/RESULTS.md,
  * "Console first load").
  */
-export const CONSOLE_CSP = [
+/** The page's policy; `mediaOrigin` is the audio server members listen to in the page (ICECAST_URL), if any. */
+export const consoleCsp = (mediaOrigin: string | null) => [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
@@ -26,10 +27,12 @@ export const CONSOLE_CSP = [
   "connect-src 'self'",
   "font-src 'self'",
   "manifest-src 'self'",
+  `media-src 'self'${mediaOrigin ? ` ${mediaOrigin}` : ''}`,
   "base-uri 'none'",
   "form-action 'self'",
   "frame-ancestors 'none'",
 ].join('; ');
+export const CONSOLE_CSP = consoleCsp(null);
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -39,9 +42,11 @@ const TYPES: Record<string, string> = {
   '.json': 'application/json; charset=utf-8',
   '.svg': 'image/svg+xml',
   '.png': 'image/png',
+  // The web app manifest (W3C Web Application Manifest): the console installs as an app on a phone's home screen.
+  '.webmanifest': 'application/manifest+json',
 };
 
-const PAGE_HEADERS = {
+const BASE_PAGE_HEADERS = {
   'Content-Security-Policy': CONSOLE_CSP,
   'X-Content-Type-Options': 'nosniff',
   'Referrer-Policy': 'no-referrer',
@@ -135,8 +140,9 @@ export const CONSOLE_PATHS = new Set(['/c/:build/*', '/sw.js']);
  * `publicUrl`: PUBLIC_URL's origin, handed to the page so a printed join link names it, not a LAN address.
  * `recordingMaxBytes`: RECORDING_MAX_BYTES, so the page refuses a file too large before sending it.
  */
-export function consoleRoutes(dir: string, publicUrl: string | null = null, recordingMaxBytes: number | null = null) {
+export function consoleRoutes(dir: string, publicUrl: string | null = null, recordingMaxBytes: number | null = null, mediaOrigin: string | null = null) {
   const app = new Hono<AppEnv>();
+  const PAGE_HEADERS = { ...BASE_PAGE_HEADERS, 'Content-Security-Policy': consoleCsp(mediaOrigin) };
   const files = readTree(dir);
   const require = createRequire(import.meta.url);
   for (const [name, pkg] of Object.entries(VENDORED)) files.set(name, fs.readFileSync(require.resolve(pkg).replace(/\.cjs$/, '.mjs')));

@@ -12,6 +12,9 @@ test('an approved member listens in the console through the gate; without an aud
   const owner = await member(ts, 'owner@listen.test');
   const mosque = await createMosque(ts, root.token, owner, { auto_approve_members: true });
   await joinMosque(ts, await member(ts, 'amina@listen.test'), mosque.id);
+  // The page may play the audio server's stream (its CSP names that origin in media-src).
+  const csp = (await fetch(`${ts.url}/`)).headers.get('content-security-policy') ?? '';
+  assert.match(csp, new RegExp(`media-src 'self' ${new URL(ts.config.icecast!.url).origin.replace(/[.]/g, '\\.')}`));
   const browser = await launchBrowser(t);
   const { page } = await phonePage(browser, t);
   await page.goto(`${ts.url}/signin`);

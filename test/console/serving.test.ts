@@ -160,3 +160,25 @@ test('the browser tests stop with one clear line when chromium is missing', asyn
   });
   await assert.rejects(launchBrowser(t), /console tests need a browser: \/nonexistent\/chromium is missing \(apt-get install chromium/);
 });
+
+test('the console installs as an app: a web app manifest with 192, 512 and maskable icons that load, and a theme colour', async (t) => {
+  const ts = await startTestService(t);
+  const page = await (await fetch(`${ts.url}/`)).text();
+  const href = /<link rel="manifest" href="([^"]+)">/.exec(page)?.[1];
+  assert.ok(href, 'the page links its manifest');
+  assert.match(page, /<meta name="theme-color" content="#[0-9a-f]{6}">/);
+  const res = await fetch(`${ts.url}${href}`);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'application/manifest+json');
+  const manifest = await res.json() as { name: string; start_url: string; display: string; theme_color: string; icons: Array<{ src: string; sizes: string; type: string; purpose: string }> };
+  assert.deepEqual([manifest.name, manifest.start_url, manifest.display], ['Minaret', '/', 'standalone']);
+  assert.deepEqual(manifest.icons.map((i) => `${i.sizes} ${i.purpose}`).sort(), ['192x192 any', '512x512 any', '512x512 maskable']);
+  for (const icon of manifest.icons) {
+    const png = await fetch(new URL(icon.src, `${ts.url}${href}`));
+    assert.equal(png.status, 200, icon.src);
+    const bytes = Buffer.from(await png.arrayBuffer());
+    // PNG: the signature, then IHDR's width and height (ISO/IEC 15948, 11.2.2).
+    assert.equal(bytes.subarray(1, 4).toString('latin1'), 'PNG');
+    assert.equal(`${bytes.readUInt32BE(16)}x${bytes.readUInt32BE(20)}`, icon.sizes);
+  }
+});
