@@ -2,7 +2,6 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,13 +19,10 @@ const run = promisify(execFile);
 export const HOOK_SECRET = 'test-hook-secret-0123456789abcdefghijklmnop';
 export const ICECAST_ADMIN_PASSWORD = 'test-admin-password-0123';
 
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+/** One free-port finder for every test (test/support/redis.ts). */
+import { freePort } from '../support/redis.ts';
+
+export { freePort };
 
 export const icecastEnv = (port: number) => ({
   ICECAST_URL: `http://127.0.0.1:${port}`,
