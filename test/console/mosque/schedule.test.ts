@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createManualClock } from '../../src/platform/clock.ts';
-import { createMosque, joinMosque, member, signInSuperadmin } from '../support/people.ts';
-import { mosqueWithOwner, registerTransmitter } from '../support/devices.ts';
-import { startTestService } from '../support/service.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
-import { audioFiles } from '../audio/audio-files.ts';
+import { createManualClock } from '../../../src/platform/clock.ts';
+import { createMosque, joinMosque, member, signInSuperadmin } from '../../support/people.ts';
+import { mosqueWithOwner, registerTransmitter } from '../../support/devices.ts';
+import { startTestService } from '../../support/service.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from '../browser.ts';
+import { audioFiles } from '../../audio/audio-files.ts';
 
 // Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC, Asr computed
 // (about 17:20 local). The ready check of Dhuhr runs at 11:50 UTC (lead 10 minutes).

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SimDevice } from '../../simulator/device.ts';
-import { joinMosque, member, mosqueMemberships } from '../support/people.ts';
-import { mosqueWithOwner } from '../support/devices.ts';
-import { startTestService } from '../support/service.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
+import { SimDevice } from '../../../simulator/device.ts';
+import { joinMosque, member, mosqueMemberships } from '../../support/people.ts';
+import { mosqueWithOwner } from '../../support/devices.ts';
+import { startTestService } from '../../support/service.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from '../browser.ts';
 
 test('a mosque admin approves a member, watches a transmitter go offline live, and starts and stops a broadcast', async (t) => {
   // The stream is a local Icecast over plain http, which the operator lists (docs/api.md, "Flags decide").

@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
-import { SimDevice } from '../../simulator/device.ts';
-import { API } from '../support/people.ts';
-import { createManualClock, startTestService, type TestService } from '../support/service.ts';
-import { connectDevice, endClient, mosqueWithOwner, publish, registerPlayer, registerTransmitter, statusPayload, waitForStatus } from '../support/devices.ts';
-import { WAIT_MS, assertAccessible, shot, signIn, signedInAdminPage } from './browser.ts';
+import { SimDevice } from '../../../simulator/device.ts';
+import { API } from '../../support/people.ts';
+import { createManualClock, startTestService, type TestService } from '../../support/service.ts';
+import { connectDevice, endClient, mosqueWithOwner, publish, registerPlayer, registerTransmitter, statusPayload, waitForStatus } from '../../support/devices.ts';
+import { WAIT_MS, assertAccessible, shot, signIn, signedInAdminPage } from '../browser.ts';
 
 const OFFLINE_FOR_MS = (3 * 3600 + 12 * 60) * 1000;
 

@@ -2,11 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { encode } from 'uqr';
-import { API, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, mosqueMemberships, setStatus, signInSuperadmin } from '../support/people.ts';
-import { mosqueWithOwner, registerTransmitter } from '../support/devices.ts';
-import { startTestService } from '../support/service.ts';
-import { createSuperadmin } from '../support/superadmin.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from './browser.ts';
+import { API, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, mosqueMemberships, setStatus, signInSuperadmin } from '../../support/people.ts';
+import { mosqueWithOwner, registerTransmitter } from '../../support/devices.ts';
+import { startTestService } from '../../support/service.ts';
+import { createSuperadmin } from '../../support/superadmin.ts';
+import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from '../browser.ts';
 
 const QR_OPTIONS = { ecc: 'M', border: 0 } as const; // console/qr.js
 
