@@ -33,7 +33,7 @@ export async function setLanguage(lang, remember = false) {
 
 export const language = () => current;
 
-/** t('device.offline_since', {since}) -> the catalogue's text with {since} filled in. */
+/** t('why.offline_since', {since}) -> the catalogue's text with {since} filled in. */
 export function t(key, vars = {}) {
   const text = strings[key] ?? fallback[key] ?? key;
   return text.replace(/\{(\w+)\}/g, (_, name) => (vars[name] ?? `{${name}}`));

@@ -21,6 +21,12 @@ function coalesced(reload) {
   return () => void run();
 }
 
+/** Shows the stream's state in words and as a class the style sheet colours (a reconnecting page says so). */
+function show(status, state) {
+  status.textContent = t(`live.${state}`);
+  status.dataset.live = state;
+}
+
 /** The mosque's event stream; a dropped stream is reopened with a fresh ticket (a ticket opens one stream). */
 export function openLive(id, status, handlers) {
   // One coalesced reload per handler function: the schedule page gives the same one for two event types.
@@ -41,20 +47,21 @@ export function openLive(id, status, handlers) {
       // stream was away) sent no event this page heard: read once more on every open. Without it, a device
       // that came online while the fleet page was opening stayed "offline" there until the next event.
       source.onopen = () => {
-        status.textContent = t('live.on');
+        show(status, 'on');
         for (const reload of new Set(Object.values(reloads))) reload();
       };
       for (const [type, reload] of Object.entries(reloads)) source.addEventListener(type, reload);
       source.onerror = () => {
         source.close();
-        status.textContent = t('live.off');
+        show(status, 'off');
         if (!stopped) timer = setTimeout(connect, RECONNECT_MS);
       };
     } catch {
-      status.textContent = t('live.off');
+      show(status, 'off');
       if (!stopped) timer = setTimeout(connect, RECONNECT_MS);
     }
   };
+  show(status, 'connecting');
   void connect();
   return () => {
     stopped = true;

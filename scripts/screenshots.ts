@@ -81,7 +81,7 @@ async function openMosque(page: Page) {
   await page.getByRole('heading', { name: 'Mosques you run' }).waitFor();
   await page.getByRole('link', { name: MOSQUE }).click();
   await page.getByRole('heading', { name: MOSQUE, level: 1 }).waitFor();
-  await page.getByText('Live updates on.').waitFor();
+  await page.getByText('Updating live').waitFor();
 }
 
 async function story(service: Service, browser: Browser, messages: OutgoingMessage[], databasePath: string) {
@@ -211,7 +211,7 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
 
     await step('the imam starts the Maghrib azaan and sees the delivery report count the player', imam, async () => {
       await imam.getByRole('link', { name: 'Overview' }).click();
-      await imam.getByText('Live updates on.').waitFor();
+      await imam.getByText('Updating live').waitFor();
       await imam.getByLabel('What').selectOption('azaan');
       await imam.getByLabel('Prayer').selectOption('maghrib');
       await imam.getByRole('button', { name: 'Start broadcast' }).click();

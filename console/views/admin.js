@@ -72,6 +72,8 @@ export async function mosqueView(page, id) {
         h('label', {}, h('span', {}, t('broadcast.prayer')), h('select', { name: 'prayer' }, h('option', { value: '' }, '—'), PRAYERS.map((p) => h('option', { value: p }, t(`prayer.${p}`))))),
         h('button', { type: 'submit' }, t('broadcast.start')),
       ], async (data) => {
+        // An azaan is always a prayer's call: the report, the push and the transmitter name it (docs/console.md).
+        if (data.get('kind') === 'azaan' && !data.get('prayer')) throw new Error(t('broadcast.prayer_needed'));
         const made = await api('POST', `/mosques/${id}/broadcasts`, { kind: data.get('kind'), ...(data.get('prayer') && { prayer: data.get('prayer') }) });
         await loadBroadcasts();
         // The audio server hears no source yet: players will hear it once the transmitter sends (docs/api.md).

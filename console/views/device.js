@@ -83,8 +83,16 @@ function card(d) {
     h('dl', { class: 'facts' },
       h('dt', {}, t('device.kind')), h('dd', {}, t(`device.kind_${d.kind}`)),
       h('dt', {}, t(offline ? 'fleet.offline_for_label' : 'device.last_seen')), h('dd', {}, since || t('time.never_seen')),
-      h('dt', {}, t('device.rssi')), h('dd', { 'data-rssi': '' }, d.rssi === null ? '—' : t('fleet.rssi', { rssi: d.rssi })),
+      h('dt', {}, t('device.rssi')), h('dd', { 'data-rssi': d.rssi ?? '' }, d.rssi === null ? '—' : t(`signal.${signalQuality(d.rssi)}`)),
       h('dt', {}, t('fleet.fw')), h('dd', { 'data-fw': '' }, d.fw ?? '—')));
+}
+
+/**
+ * Wi-Fi signal in words an imam knows (docs/console.md, "Plain words"): -67 dBm and stronger carries audio
+ * steadily, -68 to -75 mostly does, weaker drops out. The device page adds the dBm for whoever fixes it.
+ */
+export function signalQuality(rssi) {
+  return rssi >= -67 ? 'good' : rssi >= -75 ? 'fair' : 'weak';
 }
 
 /** Rewrites every "offline for ..." and "... ago" on the page from its timestamp. */
@@ -108,7 +116,7 @@ export async function deviceView(page, id) {
       api('GET', `/devices/${id}`), api('GET', `/devices/${id}/why`), api('GET', `/devices/${id}/events?limit=30`), api('GET', `/devices/${id}/logs?limit=30`),
     ]);
     const facts = [['status', badge(d.status)], ['kind', t(`device.kind_${d.kind}`)], ['last_seen', `${when(d.last_seen_at)} (${seenText(d)})`],
-      ['rssi', d.rssi ?? '—'], ['fw', d.fw ?? '—'], ['ip', d.ip ?? '—'], ['uptime', d.uptime_s ?? '—']];
+      ['rssi', d.rssi === null || d.rssi === undefined ? '—' : t('signal.with_dbm', { quality: t(`signal.${signalQuality(d.rssi)}`), rssi: d.rssi })], ['fw', d.fw ?? '—'], ['ip', d.ip ?? '—'], ['uptime', d.uptime_s ?? '—']];
     replace(body,
       h('h1', {}, d.name || d.id),
       h('section', { 'aria-labelledby': 'why-h' }, h('h2', { id: 'why-h' }, t('device.why')), h('p', { class: 'why' }, whyText(why, d))),

@@ -182,3 +182,20 @@ test('the console installs as an app: a web app manifest with 192, 512 and maska
     assert.equal(`${bytes.readUInt32BE(16)}x${bytes.readUInt32BE(20)}`, icon.sizes);
   }
 });
+
+test('both catalogues hold the same keys with the same placeholders, and every key the pages name exists', () => {
+  const read = (lang: string) => JSON.parse(fs.readFileSync(`console/i18n/${lang}.json`, 'utf8')) as Record<string, string>;
+  const en = read('en');
+  const ar = read('ar');
+  assert.deepEqual(Object.keys(ar).sort(), Object.keys(en).sort(), 'the Arabic catalogue has exactly the English keys');
+  const holes = (s: string) => [...s.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+  for (const [key, text] of Object.entries(en)) {
+    assert.ok(text.trim() && ar[key]!.trim(), `${key} is empty in a catalogue`);
+    assert.deepEqual(holes(ar[key]!), holes(text), `${key}: the placeholders differ`);
+  }
+  // Literal keys only (a key built at run time, t(`status.${s}`), is checked by the pages' own tests).
+  const sources = ['console', 'console/views'].flatMap((dir) => fs.readdirSync(dir).filter((f) => f.endsWith('.js')).map((f) => `${dir}/${f}`));
+  const missing = sources.flatMap((file) => [...fs.readFileSync(file, 'utf8').matchAll(/\bt\('([\w.]+)'/g)]
+    .map((m) => m[1]!).filter((key) => !(key in en)).map((key) => `${file}: ${key}`));
+  assert.deepEqual(missing, []);
+});

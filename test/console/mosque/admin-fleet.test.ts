@@ -43,7 +43,7 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
 
   const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}/devices` });
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
-  await page.getByText('Live updates on.').waitFor();
+  await page.getByText('Updating live').waitFor();
   const filter = page.getByLabel('Show');
 
   // Every filter against the API's own answer (contract 7 statuses; stale is OFFLINE with reason stale).
@@ -75,7 +75,8 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await filter.selectOption('online');
   const onlineCard = page.locator(`li[data-device="${online!.device.id}"]`);
   assert.equal(await onlineCard.locator('[data-fw]').innerText(), '1.4.2');
-  assert.equal(await onlineCard.locator('[data-rssi]').innerText(), '-61 dBm');
+  assert.equal(await onlineCard.locator('[data-rssi]').innerText(), 'Good', 'the card says the signal in a word');
+  assert.equal(await onlineCard.locator('[data-rssi]').getAttribute('data-rssi'), '-61');
   const before = await onlineCard.locator('[data-since]').innerText();
   assert.match(before, /^\d+ (s|min) ago$/);
   await page.waitForFunction(([sel, text]) => (globalThis as any).document.querySelector(sel!)?.textContent !== text, [`li[data-device="${online!.device.id}"] [data-since]`, before]);
@@ -111,7 +112,7 @@ test('a device that comes online while the fleet page is opening its live stream
   const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid An-Nur' });
   const tx = await registerTransmitter(ts, owner.token, mosque.id, 'Minbar');
   const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}` });
-  await page.getByText('Live updates on.').waitFor();
+  await page.getByText('Updating live').waitFor();
   // The fleet page's stream ticket is held until the device's change is committed: the page has read the
   // list (device never seen) and its stream is not open yet, so no event of that change can reach it.
   let release!: () => void;
@@ -128,8 +129,39 @@ test('a device that comes online while the fleet page is opening its live stream
   await publish(client, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { retain: true });
   await waitForStatus(ts, owner.token, tx.device.id, 'ONLINE', WAIT_MS);
   release();
-  await page.getByText('Live updates on.').waitFor();
+  await page.getByText('Updating live').waitFor();
   await card.locator('.badge', { hasText: 'Online' }).waitFor({ timeout: WAIT_MS });
+  assert.deepEqual(problems, []);
+});
+
+test('a page that loses its live stream says it is reconnecting, then catches up with what it missed', async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid An-Nur' });
+  const tx = await registerTransmitter(ts, owner.token, mosque.id, 'Minbar');
+  const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}/devices` });
+  const live = page.locator('[data-live]');
+  await live.filter({ hasText: 'Updating live' }).waitFor();
+  assert.equal(await live.getAttribute('data-live'), 'on');
+
+  // The link drops: every stream the page opens from now on fails (a dropped stream is reopened afresh).
+  await page.route('**/events/stream**', (route) => route.abort('connectionreset'));
+  await page.getByRole('link', { name: 'Overview' }).click();
+  await page.getByRole('link', { name: 'Devices' }).click();
+  await live.filter({ hasText: 'Reconnecting' }).waitFor({ timeout: WAIT_MS });
+  assert.equal(await live.getAttribute('data-live'), 'off', 'the reconnecting state is styled apart, not only worded');
+  const client = await connectDevice(t, tx.credentials); // meanwhile the transmitter comes online
+  await publish(client, `devices/${tx.device.id}/status`, statusPayload('ONLINE', { rssi: -80 }), { retain: true });
+  await waitForStatus(ts, owner.token, tx.device.id, 'ONLINE', WAIT_MS);
+  const card = page.locator(`li[data-device="${tx.device.id}"]`);
+  assert.equal(await card.locator('.badge', { hasText: 'Online' }).count(), 0, 'nothing reached the page while it was offline');
+
+  await page.unroute('**/events/stream**');
+  await live.filter({ hasText: 'Updating live' }).waitFor({ timeout: WAIT_MS });
+  await card.locator('.badge', { hasText: 'Online' }).waitFor({ timeout: WAIT_MS });
+  assert.equal(await card.locator('[data-rssi]').innerText(), 'Weak');
+  await card.getByRole('link', { name: 'Minbar' }).click();
+  await page.getByRole('heading', { name: 'Minbar' }).waitFor();
+  await page.getByText('Weak (-80 dBm)').waitFor(); // the device page gives the figure too
   assert.deepEqual(problems, []);
 });
 
@@ -179,6 +211,11 @@ test('a live broadcast\'s report on the page shows the transmitter playing as th
 
   const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}` });
   await page.getByLabel('What').selectOption('azaan');
+  // An azaan is a prayer's call: without the prayer the page refuses and nothing starts.
+  await page.getByRole('button', { name: 'Start broadcast' }).click();
+  await page.getByRole('alert').filter({ hasText: 'Choose the prayer' }).waitFor();
+  assert.equal(((await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body as unknown[]).length, 0, 'no broadcast started');
+  await page.getByLabel('Prayer').selectOption('maghrib');
   await page.getByRole('button', { name: 'Start broadcast' }).click();
   const live = page.locator('li[data-broadcast]').filter({ has: page.locator('.badge', { hasText: 'Live' }) });
   // The transmitter starts playing after the start: the page reads the report again while the broadcast is live.

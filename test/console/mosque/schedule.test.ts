@@ -75,7 +75,7 @@ test('a mosque admin opens the schedule from the mosque page, sees each slot wit
   await page.getByRole('link', { name: 'East London Mosque' }).click();
   await page.getByRole('link', { name: 'Azaan schedule' }).click();
   await page.getByRole('heading', { name: 'Azaan schedule: East London Mosque' }).waitFor();
-  await page.getByText('Live updates on.').waitFor({ timeout: WAIT_MS });
+  await page.getByText('Updating live').waitFor({ timeout: WAIT_MS });
   assert.equal(await page.getByLabel('Day', { exact: true }).inputValue(), '2026-06-10');
 
   const dhuhr = page.locator('li[data-slot="dhuhr-13:00"]');
