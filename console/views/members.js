@@ -95,7 +95,7 @@ export async function memberView(page, id, membershipId) {
         m.players.length === 0 ? h('p', { class: 'muted' }, t('members.no_players')) : h('ul', { class: 'list' }, m.players.map(player))),
       h('section', { 'aria-labelledby': 'history-h' }, h('h2', { id: 'history-h' }, t('members.history')),
         h('ul', { class: 'list' }, m.history.length === 0 ? h('li', { class: 'muted' }, t('activity.none')) : m.history.map((a) => h('li', { 'data-activity': a.id, 'data-kind': a.kind },
-          h('div', {}, activityText(a, emails)), h('time', { datetime: a.at, class: 'muted' }, when(a.at)))))));
+          h('div', { class: 'wrap' }, activityText(a, emails)), h('time', { datetime: a.at, class: 'muted' }, when(a.at)))))));
   };
 
   /** The moves the status allows, each asked about first in the page (a button that becomes "Yes" / "Cancel"). */
