@@ -145,7 +145,12 @@ export async function memberView(page, id, membershipId) {
     if (now) draw(now);
   };
 
-  const load = async () => draw(await api('GET', `/memberships/${membershipId}`));
+  const load = async () => {
+    const m = await api('GET', `/memberships/${membershipId}`);
+    // A membership of another mosque this admin also runs belongs under that mosque's heading, not this one.
+    if (m.mosque_id !== id) replace(body, h('p', { class: 'error', role: 'alert' }, t('error.not_found')));
+    else draw(m);
+  };
   await load();
 }
 
