@@ -36,6 +36,7 @@ const SCHEMAS = {
   Admin: r.Admin,
   Membership: r.Membership,
   MembershipWithEmail: r.MembershipWithEmail,
+  MemberDetail: r.MemberDetail,
   ActivityEntry: r.ActivityEntry,
   Invite: r.Invite,
   Broadcast: r.Broadcast,
@@ -183,6 +184,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'listDeviceLogs', method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first, and whether logging is on', gate: 'self or admin', success: 200, query: LogsQuery, response: 'DeviceLogs' },
   { operationId: 'joinByCode', method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode, response: 'Membership', errors: [403, 404] },
   { operationId: 'invite', method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp (at most INVITES_PER_MOSQUE_PER_HOUR per mosque, INVITES_PER_ADDRESS_PER_DAY per address)', gate: 'admin', success: 201, body: InviteCreate, response: 'Invite', errors: [403, 404, 409, 429] },
+  { operationId: 'getMembership', method: 'GET', path: '/api/v1/memberships/:id', summary: "One member as the mosque's admins see them: the membership, the member's email and phone, its status history and the member's players at the mosque (404 to others; 403 to the member themselves)", gate: 'admin', success: 200, response: 'MemberDetail' },
   { operationId: 'updateMembership', method: 'PATCH', path: '/api/v1/memberships/:id', summary: 'Self: the four notify toggles; admin: the status', gate: 'self or admin', success: 200, body: MembershipPatch, response: 'Membership' },
   { operationId: 'removeMembership', method: 'DELETE', path: '/api/v1/memberships/:id', summary: 'Leave (self, unless banned) or remove (admin)', gate: 'self or admin', success: 204 },
 ];

@@ -99,7 +99,7 @@ export const Membership = v.object({
   created_at: isoTime,
   updated_at: isoTime,
 });
-export const MembershipWithEmail = v.object({ ...Membership.entries, user_email: v.string() });
+export const MembershipWithEmail = v.object({ ...Membership.entries, user_email: v.string(), user_email_is_placeholder: v.boolean(), user_phone: nullable(v.string()) });
 
 export const Me = v.object({
   user: User,
@@ -244,6 +244,14 @@ export const Credentials = v.object({
   api_url: v.string(),
 });
 export const DeviceWithCredentials = v.object({ device: Device, credentials: Credentials });
+
+/** GET /memberships/{id}: one member as the mosque's admins see them (docs/api.md, "Memberships"). */
+export const MemberDetail = v.object({
+  ...MembershipWithEmail.entries,
+  admin: nullable(v.object(flags)),
+  history: v.array(ActivityEntry),
+  players: v.array(Device),
+});
 
 export const LeaseKeys = v.object({
   keys: v.array(v.object({ kty: v.literal('OKP'), crv: v.literal('Ed25519'), x: v.string(), kid: v.string(), alg: v.literal('EdDSA'), use: v.literal('sig') })),

@@ -20,6 +20,8 @@ const ROUTES = [
   [/^\/mosques\/([^/]+)\/schedule$/, () => import('./views/schedule.js').then((m) => m.scheduleView), true],
   [/^\/mosques\/([^/]+)\/devices$/, () => import('./views/device.js').then((m) => m.fleetView), true],
   [/^\/mosques\/([^/]+)\/team$/, () => import('./views/team.js').then((m) => m.teamView), true],
+  [/^\/mosques\/([^/]+)\/members$/, () => import('./views/members.js').then((m) => m.membersView), true],
+  [/^\/mosques\/([^/]+)\/members\/([^/]+)$/, () => import('./views/members.js').then((m) => m.memberView), true],
   [/^\/mosques\/([^/]+)\/activity$/, () => import('./views/admin.js').then((m) => m.activityView), true],
   [/^\/mosques\/([^/]+)\/print$/, () => import('./views/team.js').then((m) => m.printView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],

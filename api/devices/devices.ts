@@ -62,6 +62,32 @@ interface Deps extends GateDeps {
   clock: Clock;
 }
 
+/** A device as GET /devices/{id} answers it (the member's page lists a member's players in this shape too). */
+export function deviceBody(plane: DevicePlane) {
+  /** Players only: what the store decides and the lease the player holds (transmitters: null). */
+  const entitlementOf = (row: DeviceRow) => {
+    if (row.kind !== 'stream_player') return null;
+    const decision = plane.entitlement.decisionFor(row);
+    const lease = plane.entitlement.lease(row.id);
+    return {
+      entitled: decision.entitled,
+      reason: decision.entitled ? null : decision.reason,
+      mosque_id: row.mosque_id,
+      lease_expires_at: lease ? new Date(lease.expiresAt * 1000).toISOString() : null,
+    };
+  };
+  return (row: DeviceRow) => ({
+    ...toDevice(row, { lastSeenAt: lastSeenOf(plane, row.id), connected: plane.telemetry.isConnected(row.id), heartbeat: plane.telemetry.lastHeartbeat(row.id) }),
+    counters: plane.telemetry.counters(row.id),
+    entitlement: entitlementOf(row),
+  });
+}
+
+function lastSeenOf(plane: DevicePlane, deviceId: string): number | null {
+  const ms = plane.telemetry.lastSeenMs(deviceId);
+  return ms === null ? null : Math.floor(ms / 1000);
+}
+
 /** CONTRACT 7: the device registry over HTTP (commands and why come with later issues). */
 export function deviceRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
@@ -84,27 +110,8 @@ export function deviceRoutes(deps: Deps) {
     if (need === 'write' && !a.write) throw new ApiError('forbidden');
     return { row, access: a };
   };
-  const body = (row: DeviceRow) => ({
-    ...toDevice(row, { lastSeenAt: lastSeenSeconds(row.id), connected: plane.telemetry.isConnected(row.id), heartbeat: plane.telemetry.lastHeartbeat(row.id) }),
-    counters: plane.telemetry.counters(row.id),
-    entitlement: entitlementOf(row),
-  });
-  /** Players only: what the store decides and the lease the player holds (transmitters: null). */
-  const entitlementOf = (row: DeviceRow) => {
-    if (row.kind !== 'stream_player') return null;
-    const decision = plane.entitlement.decisionFor(row);
-    const lease = plane.entitlement.lease(row.id);
-    return {
-      entitled: decision.entitled,
-      reason: decision.entitled ? null : decision.reason,
-      mosque_id: row.mosque_id,
-      lease_expires_at: lease ? new Date(lease.expiresAt * 1000).toISOString() : null,
-    };
-  };
-  const lastSeenSeconds = (deviceId: string) => {
-    const ms = plane.telemetry.lastSeenMs(deviceId);
-    return ms === null ? null : Math.floor(ms / 1000);
-  };
+  const body = deviceBody(plane);
+  const lastSeenSeconds = (deviceId: string) => lastSeenOf(plane, deviceId);
   /** What firmware needs to connect and to reach the API (the lease JWKS): from PUBLIC_URL, else from the request. */
   const credentials = (c: AppContext, row: DeviceRow, password: string) => {
     const url = new URL(deps.publicUrl ?? c.req.url);

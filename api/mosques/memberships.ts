@@ -2,7 +2,11 @@ import { Hono } from 'hono';
 import * as v from 'valibot';
 import { standingOf } from '../../src/mosques/admins.ts';
 import type { AdminStore } from '../../src/mosques/admins.ts';
-import { MEMBERSHIP_STATUSES, NOTIFY_TOGGLES, toMembership, type MembershipRow, type Memberships } from '../../src/mosques/memberships.ts';
+import { MEMBERSHIP_STATUSES, NOTIFY_TOGGLES, toMembership, type MemberRow, type MembershipRow, type Memberships } from '../../src/mosques/memberships.ts';
+import type { ActivityLog } from '../../src/mosques/activity.ts';
+import type { DevicePlane } from '../../src/devices/device-plane.ts';
+import { isSyntheticEmail } from '../../src/platform/identifiers.ts';
+import { deviceBody } from '../devices/devices.ts';
 import type { MosqueStore } from '../../src/mosques/mosques.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
@@ -26,6 +30,19 @@ interface Deps {
   mosques: MosqueStore;
   admins: AdminStore;
   memberships: Memberships;
+  activity: ActivityLog;
+  plane: DevicePlane;
+}
+
+/** How many of a membership's own activity entries GET /memberships/{id} returns (newest first). */
+const HISTORY_LIMIT = 100;
+
+/**
+ * A membership as a mosque's admins see it: with the member's email and phone. A phone-only account's
+ * placeholder email is flagged, so a console shows the phone instead (docs/console.md, "Users").
+ */
+export function memberBody(r: MemberRow) {
+  return { ...toMembership(r), user_email: r.email, user_email_is_placeholder: isSyntheticEmail(r.email), user_phone: r.phone };
 }
 
 /** CONTRACT 5: POST /join, PATCH and DELETE /memberships/{id}. */
@@ -46,8 +63,29 @@ export function membershipRoutes(deps: Deps) {
     // owner): a plain admin must not ban the owner from their own mosque's azaan.
     const ofOwner = deps.admins.find(membership.mosque_id, membership.user_id)?.is_owner === 1;
     const mayChangeStatus = isAdmin && (!isSelf || actor.isSuperadmin) && (!ofOwner || isSelf || actor.isSuperadmin);
-    return { membership, isSelf, isAdmin, mayChangeStatus };
+    // The refusal in words an admin can act on (docs/api.md, "Memberships").
+    const refusal = !isAdmin ? null : isSelf ? 'Only a superadmin may change their own membership.' : ofOwner ? "Only a superadmin may change the owner's membership." : null;
+    return { membership, isSelf, isAdmin, mayChangeStatus, refusal };
   };
+
+  // docs/api.md, "Memberships": one member as the mosque's admins see them, read-only. Membership of a
+  // mosque says what someone believes, so only its admins (and superadmins) read it here; the member
+  // reads their own through /me, and anyone else is told 404 as for an unknown id.
+  app.get('/memberships/:id', (c) => {
+    const { membership, isAdmin } = load(c);
+    if (!isAdmin) throw new ApiError('forbidden', 'Only an admin of the mosque may read this.');
+    const member = deps.memberships.findWithMember(membership.id)!;
+    const admin = deps.admins.find(membership.mosque_id, membership.user_id);
+    const body = deviceBody(deps.plane);
+    const players = deps.plane.devices.listForOwner(membership.user_id)
+      .filter((d) => d.kind === 'stream_player' && d.mosque_id === membership.mosque_id);
+    return c.json({
+      ...memberBody(member),
+      admin: admin && { is_owner: admin.is_owner === 1, can_trigger: admin.can_trigger === 1, can_manage: admin.can_manage === 1 },
+      history: deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
+      players: players.map(body),
+    });
+  });
 
   app.post('/join', async (c) => {
     const b = await readJson(c, JoinByCode);
@@ -60,10 +98,11 @@ export function membershipRoutes(deps: Deps) {
   // Seed rule 1: a member edits only the four notify toggles of their own membership; an admin of its
   // mosque (or a superadmin) only its status. Any other key from that caller: 403, nothing changed.
   app.patch('/memberships/:id', async (c) => {
-    const { membership, isSelf, mayChangeStatus } = load(c);
+    const { membership, isSelf, mayChangeStatus, refusal } = load(c);
     const body = await readJson(c, PatchKeys);
     const allowed = new Set<string>([...(isSelf ? NOTIFY_TOGGLES : []), ...(mayChangeStatus ? ['status'] : [])]);
     const refused = Object.keys(body).filter((k) => !allowed.has(k));
+    if (refused.includes('status') && refusal) throw new ApiError('forbidden', refusal);
     if (refused.length > 0) throw new ApiError('forbidden', `You may not change: ${refused.join(', ')}.`);
     if (Object.keys(body).length === 0) throw new ApiError('validation_failed', 'Nothing to change.', { details: [{ path: '', message: 'empty body' }] });
     const patch = parseOrThrow(MembershipPatch, body);

@@ -3,6 +3,7 @@ import * as v from 'valibot';
 import type { ActivityLog } from '../../src/mosques/activity.ts';
 import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
 import { MEMBERSHIP_STATUSES, toMembership, type Memberships } from '../../src/mosques/memberships.ts';
+import { memberBody } from './memberships.ts';
 import type { MosqueOps } from '../../src/mosques/mosque-ops.ts';
 import { CALCULATION_METHODS, HIGH_LATITUDE_RULES, streamUrlProblem, toMosque, type MosqueRow, type MosqueStore, type ScheduleFields } from '../../src/mosques/mosques.ts';
 import type { UserStore } from '../../src/people/users.ts';
@@ -166,7 +167,7 @@ export function mosqueRoutes(deps: Deps) {
   app.get('/:id/memberships', gate('admin'), (c) => {
     const q = readQuery(c, MembershipQuery);
     const rows = deps.memberships.listForMosque(c.var.mosque.id, q.status ?? null);
-    return c.json(rows.map((r) => ({ ...toMembership(r), user_email: r.email })));
+    return c.json(rows.map(memberBody));
   });
 
   app.post('/:id/memberships', gate('admin'), async (c) => {

@@ -1,4 +1,4 @@
-// A mosque admin's pages: the overview (broadcasts, pending members, members), the tabs that lead to the
+// A mosque admin's pages: the overview (broadcasts, pending members, a link to the members), the tabs that lead to the
 // other mosque pages, and the activity feed. Live updates come from the API's event stream (never MQTT),
 // opened with a single-use ticket.
 import { api, currentUser } from '../api.js';
@@ -13,7 +13,7 @@ const KINDS = ['azaan', 'jummah', 'waaz', 'announcement'];
 const PRAYERS = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
 const LIVE_REPORT_REFRESH_MS = 5_000;
 const ACTIVITY_PAGE = 20;
-const TABS = [['', 'admin.tab_overview'], ['/devices', 'admin.tab_devices'], ['/team', 'admin.tab_team'], ['/activity', 'admin.tab_activity'], ['/schedule', 'schedule.link']];
+const TABS = [['', 'admin.tab_overview'], ['/members', 'admin.tab_members'], ['/devices', 'admin.tab_devices'], ['/team', 'admin.tab_team'], ['/activity', 'admin.tab_activity'], ['/schedule', 'schedule.link']];
 
 /** The mosque and what the signed-in person may do there (the API decides; this only hides what it would refuse). */
 export async function mosqueContext(id) {
@@ -22,6 +22,9 @@ export async function mosqueContext(id) {
   const row = me.admin_of.find((a) => a.mosque_id === id);
   return { mosque, superadmin, canTrigger: superadmin || Boolean(row?.can_trigger), canManage: superadmin || Boolean(row?.can_manage) };
 }
+
+/** How a member is named to admins: their email, or their phone when the email is an account's placeholder. */
+export const memberName = (m) => (m.user_email_is_placeholder ? m.user_phone ?? m.user_email : m.user_email);
 
 /** The mosque's heading and its tabs; the open tab carries aria-current. */
 export function mosqueHeader(mosque, current) {
@@ -36,23 +39,22 @@ export function mosqueHeader(mosque, current) {
 export async function mosqueView(page, id) {
   const { mosque, canTrigger } = await mosqueContext(id);
   const pending = h('ul', { class: 'list' });
-  const members = h('ul', { class: 'list' });
+  const members = h('p', {});
   const broadcasts = h('div');
   const liveState = h('p', { class: 'muted', role: 'status' }, t('live.connecting'));
-  let search = '';
 
   const loadMembers = async () => {
     const all = await api('GET', `/mosques/${id}/memberships`);
     const waiting = all.filter((m) => m.status === 'pending');
     replace(pending, waiting.length === 0 ? h('li', { class: 'muted' }, t('admin.no_pending')) : waiting.map((m) => h('li', {},
-      h('div', {}, h('strong', {}, m.user_email), ' ', h('span', { class: 'muted' }, when(m.created_at))),
+      h('div', {}, h('a', { href: `/mosques/${id}/members/${m.id}`, 'data-nav': '', class: 'email' }, memberName(m)), ' ', h('span', { class: 'muted' }, when(m.created_at))),
       h('div', { class: 'row' }, ['approved', 'rejected', 'banned'].map((status) => button(t(`admin.${status}_action`), async () => {
         await api('PATCH', `/memberships/${m.id}`, { status });
         flash(t('admin.member_now', { email: m.user_email, status: t(`status.${status}`) }));
         await loadMembers();
-      }, flash, { class: status === 'approved' ? '' : 'secondary', 'aria-label': `${t(`admin.${status}_action`)}: ${m.user_email}` }))))));
-    const shown = all.filter((m) => m.status !== 'pending' && m.user_email.toLowerCase().includes(search));
-    replace(members, shown.length === 0 ? h('li', { class: 'muted' }, t('admin.no_members')) : shown.map((m) => h('li', { class: 'row' }, h('span', {}, m.user_email), badge(m.status))));
+      }, flash, { class: status === 'approved' ? '' : 'secondary', 'aria-label': `${t(`admin.${status}_action`)}: ${memberName(m)}` }))))));
+    // The whole list, its search and the actions on one member live on the Members tab (views/members.js).
+    replace(members, h('a', { href: `/mosques/${id}/members`, 'data-nav': '' }, t('admin.all_members', { n: all.length })));
   };
 
   let reportTimer = null;
@@ -97,9 +99,7 @@ export async function mosqueView(page, id) {
     liveState,
     h('section', { 'aria-labelledby': 'bc-h' }, h('h2', { id: 'bc-h' }, t('admin.broadcasts')), onAir, broadcasts),
     h('section', { 'aria-labelledby': 'pend-h' }, h('h2', { id: 'pend-h' }, t('admin.pending')), pending),
-    h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('admin.members')),
-      h('label', {}, h('span', {}, t('admin.search')), h('input', { type: 'search', oninput: (e) => { search = e.target.value.trim().toLowerCase(); void loadMembers(); } })),
-      members));
+    h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('admin.members')), members));
   await Promise.all([loadMembers(), loadBroadcasts()]);
 
   const stopLive = openLive(id, liveState, { broadcast: loadBroadcasts, on_air: loadBroadcasts, listeners: loadBroadcasts });

@@ -44,6 +44,8 @@ export interface ActivityLog {
   record(entry: NewActivity): void;
   /** Newest first; `before` is the id of the last entry of the previous page. */
   list(mosqueId: string, limit: number, before: number | null): ActivityEntry[];
+  /** One subject's entries (a membership's status changes), newest first, at most `limit`. */
+  listForSubject(mosqueId: string, subjectId: string, limit: number): ActivityEntry[];
 }
 
 export function createActivityLog(db: Db, clock: Clock): ActivityLog {
@@ -53,12 +55,18 @@ export function createActivityLog(db: Db, clock: Clock): ActivityLog {
   const page = db.prepare<[string, number, number], ActivityRow>(
     'SELECT * FROM activity WHERE mosque_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
   );
+  const ofSubject = db.prepare<[string, string, number], ActivityRow>(
+    'SELECT * FROM activity WHERE mosque_id = ? AND subject_id = ? ORDER BY id DESC LIMIT ?',
+  );
   return {
     record(e) {
       insert.run(e.mosqueId, toUnixSeconds(clock()), e.actorUserId, e.kind, e.subjectId, JSON.stringify(e.data ?? {}));
     },
     list(mosqueId, limit, before) {
       return page.all(mosqueId, before ?? Number.MAX_SAFE_INTEGER, limit).map(toActivityEntry);
+    },
+    listForSubject(mosqueId, subjectId, limit) {
+      return ofSubject.all(mosqueId, subjectId, limit).map(toActivityEntry);
     },
   };
 }

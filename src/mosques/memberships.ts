@@ -52,6 +52,9 @@ export function toMembership(row: MembershipRow): Membership {
   };
 }
 
+/** A membership with its member's addresses: what a mosque's admins see of them. */
+export type MemberRow = MembershipRow & { email: string; phone: string | null };
+
 /** The order used by "never lower an existing membership" (invites). Banned is handled apart. */
 const RANK: Record<MembershipStatus, number> = { rejected: 0, pending: 1, approved: 2, banned: -1 };
 
@@ -76,13 +79,14 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     `INSERT INTO memberships (id, mosque_id, user_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
   );
   const setStatus = db.prepare('UPDATE memberships SET status = ?, updated_at = ? WHERE id = ?');
-  const ofMosque = db.prepare<[string], MembershipRow & { email: string }>(
-    `SELECT m.*, u.email FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? ORDER BY m.created_at, m.id`,
+  const ofMosque = db.prepare<[string], MemberRow>(
+    `SELECT m.*, u.email, u.phone FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? ORDER BY m.created_at, m.id`,
   );
-  const ofMosqueByStatus = db.prepare<[string, string], MembershipRow & { email: string }>(
-    `SELECT m.*, u.email FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? AND m.status = ?
+  const ofMosqueByStatus = db.prepare<[string, string], MemberRow>(
+    `SELECT m.*, u.email, u.phone FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? AND m.status = ?
      ORDER BY m.created_at, m.id`,
   );
+  const oneWithUser = db.prepare<[string], MemberRow>('SELECT m.*, u.email, u.phone FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.id = ?');
   const ofUser = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, id');
   const setToggles = db.prepare(
     `UPDATE memberships SET notify_azaan = COALESCE(@notify_azaan, notify_azaan), notify_jummah = COALESCE(@notify_jummah, notify_jummah),
@@ -128,6 +132,8 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     wasRemoved: (mosqueId: string, userId: string) => removedEntry.get(mosqueId, userId) !== undefined,
     findById: (id: string) => byId.get(id) ?? null,
     findFor: (mosqueId: string, userId: string) => byPair.get(mosqueId, userId) ?? null,
+    /** The membership with its member's email and phone, for the mosque's admins (docs/api.md, "Memberships"). */
+    findWithMember: (id: string) => oneWithUser.get(id) ?? null,
     listForMosque: (mosqueId: string, status: MembershipStatus | null) =>
       status ? ofMosqueByStatus.all(mosqueId, status) : ofMosque.all(mosqueId),
     listForUser: (userId: string) => ofUser.all(userId),

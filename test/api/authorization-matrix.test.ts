@@ -383,6 +383,11 @@ const ROWS: Row[] = [
     request: (w) => ({ path: `${V1}/invites`, body: { mosque_id: w.M.id, email: `${unique('invited')}@matrix.test`, auto_approve: true } }),
   },
   {
+    // One member as M's admins see them (the console's member page); a fellow member is told 404.
+    route: `GET ${V1}/memberships/:id`, expect: membershipOfM(200),
+    request: async (w) => ({ path: `${V1}/memberships/${await freshPendingMembership(w)}` }),
+  },
+  {
     // A status change on someone else's membership in M.
     route: `PATCH ${V1}/memberships/:id`, expect: membershipOfM(200), mutates: true,
     request: async (w) => ({ path: `${V1}/memberships/${await freshPendingMembership(w)}`, body: { status: 'approved' } }),

@@ -278,7 +278,7 @@ test('the memberships list shows each entry with user_email and filters by ?stat
   assert.ok(Array.isArray(all));
   // The owner's own membership is listed too (issue 10).
   assert.deepEqual(all.map((m) => m.user_email).sort(), ['amina@example.com', 'bilal@example.com', 'owner@example.com']);
-  for (const m of all) assert.deepEqual(Object.keys(m).sort(), [...MEMBERSHIP_KEYS, 'user_email'].sort());
+  for (const m of all) assert.deepEqual(Object.keys(m).sort(), [...MEMBERSHIP_KEYS, 'user_email', 'user_email_is_placeholder', 'user_phone'].sort());
   const pending = await ts.http.get(`${API}/mosques/${mosque.id}/memberships?status=pending`, owner.token);
   assert.equal(pending.status, 200);
   assert.deepEqual(pending.body.map((m: { user_email: string }) => m.user_email), ['bilal@example.com']);
@@ -286,6 +286,55 @@ test('the memberships list shows each entry with user_email and filters by ?stat
   assert.equal(approved.status, 200);
   assert.deepEqual(approved.body.map((m: { user_email: string }) => m.user_email).sort(), ['amina@example.com', 'owner@example.com']);
   assertError(await ts.http.get(`${API}/mosques/${mosque.id}/memberships?status=vip`, owner.token), 400, 'validation_failed');
+});
+
+test("GET /memberships/{id}: an admin reads the member's addresses, their status history newest first and their players at this mosque only", async (t) => {
+  const { ts, root, owner, mosque, amina } = await world(t);
+  const elsewhere = await createMosque(ts, root.token, owner, { name: 'Masjid Elsewhere' });
+  const joined = await joinMosque(ts, amina, mosque.id);
+  await setStatus(ts, owner.token, joined.id, 'approved');
+  assert.equal((await ts.http.post(`${API}/devices`, { kind: 'stream_player', name: 'here', mosque_id: mosque.id }, amina.token)).status, 201);
+  await setStatus(ts, owner.token, joined.id, 'banned');
+  await joinMosque(ts, amina, elsewhere.id);
+  assert.equal((await ts.http.post(`${API}/devices`, { kind: 'stream_player', name: 'there', mosque_id: elsewhere.id }, amina.token)).status, 201);
+
+  const res = await ts.http.get(`${API}/memberships/${joined.id}`, owner.token);
+  assert.equal(res.status, 200);
+  assert.equal(res.body.user_email, 'amina@example.com');
+  assert.equal(res.body.user_email_is_placeholder, false);
+  assert.equal(res.body.user_phone, null);
+  assert.equal(res.body.status, 'banned');
+  assert.equal(res.body.admin, null);
+  assert.deepEqual(res.body.history.map((a: { kind: string; data: { to?: string } }) => `${a.kind}:${a.data.to}`),
+    ['membership.status_changed:banned', 'membership.status_changed:approved', 'membership.joined:pending']);
+  assert.deepEqual(res.body.players.map((d: { name: string }) => d.name), ['here']);
+  assert.deepEqual(res.body.players[0].entitlement, { entitled: false, reason: 'membership_lapsed', mosque_id: mosque.id, lease_expires_at: null });
+  // The owner's own membership says they are the owner.
+  const owners = (await mosqueMemberships(ts, owner.token, mosque.id)).find((m) => m.user_id === owner.id)!;
+  assert.deepEqual((await ts.http.get(`${API}/memberships/${owners.id}`, root.token)).body.admin, { is_owner: true, can_trigger: true, can_manage: true });
+});
+
+test('GET /memberships/{id}: the member themselves gets 403, another member and an admin of another mosque 404', async (t) => {
+  const { ts, root, mosque, amina } = await world(t);
+  const joined = await joinMosque(ts, amina, mosque.id);
+  const bilal = await member(ts, 'bilal@example.com');
+  await joinMosque(ts, bilal, mosque.id);
+  const stranger = await member(ts, 'stranger@example.com');
+  await createMosque(ts, root.token, stranger, { name: 'Other' });
+  assertError(await ts.http.get(`${API}/memberships/${joined.id}`, amina.token), 403, 'forbidden');
+  assertError(await ts.http.get(`${API}/memberships/${joined.id}`, bilal.token), 404, 'not_found');
+  assertError(await ts.http.get(`${API}/memberships/${joined.id}`, stranger.token), 404, 'not_found');
+  assert.equal((await ts.http.get(`${API}/memberships/${joined.id}`, root.token)).status, 200);
+});
+
+test("a manager changing the owner's membership is told only a superadmin may, and nothing changes", async (t) => {
+  const { ts, root, owner, mosque, amina } = await world(t);
+  await makeAdmin(ts, root.token, mosque.id, amina, { can_manage: true });
+  const owners = (await mosqueMemberships(ts, owner.token, mosque.id)).find((m) => m.user_id === owner.id)!;
+  const res = await ts.http.patch(`${API}/memberships/${owners.id}`, { status: 'banned' }, amina.token);
+  assertError(res, 403, 'forbidden');
+  assert.equal(res.body.error.message, "Only a superadmin may change the owner's membership.");
+  assert.equal((await ts.http.get(`${API}/memberships/${owners.id}`, owner.token)).body.status, 'approved');
 });
 
 test('a member cannot change the status of their own membership: 403 and it stays pending', async (t) => {
