@@ -92,12 +92,12 @@ async function world(ts: TestService) {
   assert.equal((await ts.http.patch(`${API}/memberships/${theirs.id}`, { status: 'approved' }, owner.token)).status, 200);
   const started = await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts`, { kind: 'announcement', title: LONG_NAME }, owner.token);
   assert.equal(started.status, 201);
-  return { owner, mosque, tx, listener, player };
+  return { owner, mosque, tx, listener, player, membership: theirs };
 }
 
 test('every page fits 320, 390 and 768 px with 80-character names, and every control is a 44 px target', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
-  const { owner, mosque, tx, listener, player } = await world(ts);
+  const { owner, mosque, tx, listener, player, membership } = await world(ts);
   const browser = await launchBrowser(t);
   const failures: string[] = [];
 
@@ -118,7 +118,7 @@ test('every page fits 320, 390 and 768 px with 80-character names, and every con
   await signIn(imam.page, owner.email);
   const base = `/mosques/${mosque.id}`;
   failures.push(...await checkEvery(t, imam.page,
-    ['/', base, `${base}/devices`, `${base}/team`, `${base}/activity`, `${base}/schedule`, `${base}/print`, `/devices/${tx.device.id}`, `/devices/${player.device.id}`, '/account'], 'admin'));
+    ['/', base, `${base}/members`, `${base}/members/${membership.id}`, `${base}/devices`, `${base}/team`, `${base}/activity`, `${base}/schedule`, `${base}/print`, `/devices/${tx.device.id}`, `/devices/${player.device.id}`, '/account'], 'admin'));
 
   // The superadmin: all mosques and people.
   const root = await phonePage(browser, t);
