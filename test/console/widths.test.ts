@@ -104,7 +104,7 @@ test('every page fits 320, 390 and 768 px with 80-character names, and every con
   // Signed out: the pages a stranger sees.
   const stranger = await phonePage(browser, t);
   await stranger.page.goto(`${ts.url}/signin`);
-  failures.push(...await checkEvery(t, stranger.page, ['/signin', '/signup', '/superadmin', `/join/${mosque.join_code}`], 'stranger'));
+  failures.push(...await checkEvery(t, stranger.page, ['/signin', '/signup', '/superadmin', '/setup', `/join/${mosque.join_code}`], 'stranger'));
 
   // A member: home (prayer times, their players, notifications), the account page, a join link.
   const home = await phonePage(browser, t);

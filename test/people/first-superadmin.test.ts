@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { hmacHex, sha256, startTestService } from '../support/service.ts';
 import { createSuperadmin } from '../support/superadmin.ts';
 import { assertError } from '../support/api.ts';
-import { launchBrowser, phonePage, WAIT_MS } from '../console/browser.ts';
+import { assertAccessible, launchBrowser, phonePage, WAIT_MS } from '../console/browser.ts';
 
 /** docs/operator.md, "The first superadmin": a setup link logged while none exists, used once, then 404. */
 
@@ -55,6 +55,7 @@ test('the setup page in the browser creates the first superadmin from the link, 
   const { page, problems } = await phonePage(browser, t);
   await page.goto(setupUrlOf(ts.logs));
   await page.getByRole('heading', { name: 'Set up Minaret' }).waitFor({ timeout: WAIT_MS });
+  await assertAccessible(page, 'setup page');
   await page.getByLabel('Email').fill('imam@setup.test');
   await page.getByLabel('Password').fill('a long enough password');
   await page.getByRole('button', { name: 'Create the superadmin' }).click();
