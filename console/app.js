@@ -21,6 +21,7 @@ const ROUTES = [
   [/^\/mosques\/([^/]+)\/devices$/, () => import('./views/device.js').then((m) => m.fleetView), true],
   [/^\/mosques\/([^/]+)\/team$/, () => import('./views/team.js').then((m) => m.teamView), true],
   [/^\/mosques\/([^/]+)\/activity$/, () => import('./views/admin.js').then((m) => m.activityView), true],
+  [/^\/mosques\/([^/]+)\/settings$/, () => import('./views/settings.js').then((m) => m.settingsView), true],
   [/^\/mosques\/([^/]+)\/print$/, () => import('./views/team.js').then((m) => m.printView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
   [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],
