@@ -1,4 +1,4 @@
-// The mosque's settings page (docs/console.md, "The settings page"): everything PATCH /mosques/{id}, the
+// The mosque's settings page (docs/console.md, "The settings page: decisions"): everything PATCH /mosques/{id}, the
 // timetable routes and the join code route take, for the mosque's managers. Each form sends only what changed
 // and says what was saved; a refusal shows the API's reason next to the form that caused it.
 import { api, apiUpload } from '../api.js';
