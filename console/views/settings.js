@@ -42,9 +42,11 @@ function refusal(err) {
   const details = (err.details ?? []).filter((d) => d.path);
   if (err.code !== 'validation_failed' || details.length === 0) return err.message;
   const named = details.map((d) => {
-    const top = d.path.split('.')[0];
+    const [top, ...rest] = d.path.split('.');
     const known = t(`settings.what_${top}`);
-    return `${known === `settings.what_${top}` || top !== d.path ? d.path : known}: ${d.message}`;
+    if (known === `settings.what_${top}`) return `${d.path}: ${d.message}`;
+    // A nested path keeps its tail: "calculation method (fajr_angle): must be 0..30 degrees".
+    return `${known}${rest.length > 0 ? ` (${rest.join('.')})` : ''}: ${d.message}`;
   });
   return t('settings.refused', { why: named.join('; ') });
 }
