@@ -4,7 +4,7 @@ import { httpStatus } from './errors.ts';
 import * as r from './responses.ts';
 import * as auth from './people/auth.ts';
 import { BroadcastQuery, BroadcastStart } from './broadcasts/broadcasts.ts';
-import { ScheduleQuery, TimetableJson } from './schedule/schedule.ts';
+import { SchedulePreview, ScheduleQuery, TimetableJson } from './schedule/schedule.ts';
 import { InviteCreate } from './mosques/invites.ts';
 import { AddressConfirm, AddressVerify, MeUpdate, PushSubscription, PushUnsubscribe } from './people/me.ts';
 import { PasswordChange } from './people/sessions.ts';
@@ -56,6 +56,7 @@ const SCHEMAS = {
   ScheduleSlot: r.ScheduleSlot,
   Calendar: r.Calendar,
   TimetableUploaded: r.TimetableUploaded,
+  SchedulePreview: r.SchedulePreview,
   ListenAddress: r.ListenAddress,
   OnAir: r.OnAir,
   HookAnswer: r.HookAnswer,
@@ -159,6 +160,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getBroadcast', method: 'GET', path: `${M}/broadcasts/:bid`, summary: 'One broadcast with its delivery report', gate: 'admin', success: 200, response: 'Broadcast' },
   { operationId: 'getSchedule', method: 'GET', path: `${M}/schedule`, summary: 'Azaan slots of 1..31 days with their status and report (approved members and admins)', gate: 'any', success: 200, query: ScheduleQuery, response: 'ScheduleSlot', list: true, errors: [403, 404] },
   { operationId: 'getScheduleIcs', method: 'GET', path: `${M}/schedule.ics`, summary: 'The azaan times as iCalendar, 30 days ahead (approved members and admins)', gate: 'any', success: 200, response: 'Calendar', contentType: 'text/calendar', errors: [403, 404] },
+  { operationId: 'previewSchedule', method: 'POST', path: `${M}/schedule/preview`, summary: "One date's slots (default today in the zone) with the settings given laid over the saved ones, as PATCH /mosques/{id} would set them; computed, nothing stored", gate: 'manager', success: 200, body: SchedulePreview, response: 'SchedulePreview' },
   { operationId: 'putTimetable', method: 'PUT', path: `${M}/timetable/:month`, summary: "Upload a month's times (text/csv Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha in standard time, or JSON rows); month 1..12 recurs yearly", gate: 'manager', success: 200, body: TimetableJson, csvBody: true, response: 'TimetableUploaded' },
   { operationId: 'deleteTimetable', method: 'DELETE', path: `${M}/timetable/:month`, summary: 'Remove an uploaded month: back to computed times', gate: 'manager', success: 204 },
   { operationId: 'putRecording', method: 'PUT', path: `${M}/recording`, summary: "Upload the mosque's recorded azaan: the raw file as the body, MP3, Ogg Vorbis or Ogg Opus, at most RECORDING_MAX_BYTES (5 MiB) and 10 minutes; 201, or 200 when it replaces the one stored", gate: 'manager', success: 201, audioBody: Object.keys(UPLOAD_TYPES), response: 'Recording' },

@@ -350,6 +350,21 @@ export const ScheduleSlot = v.object({
 /** An iCalendar feed (RFC 5545), one event per azaan. */
 export const Calendar = v.string();
 
+/** POST /mosques/{id}/schedule/preview: one date's slots with the settings asked about; nothing is stored. */
+export const SchedulePreview = v.object({
+  date: v.string(),
+  timezone: v.string(),
+  slots: v.array(v.object({
+    prayer: v.picklist(['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha']),
+    starts_at: isoTime,
+    azaan_at: isoTime,
+    iqamah_at: nullable(isoTime),
+    azaan_local: v.string(),
+    iqamah_local: nullable(v.string()),
+    source: v.picklist(['calculated', 'timetable', 'fixed']),
+  })),
+});
+
 /** PUT /mosques/{id}/timetable/{month}: what was stored, and rows far (> 30 min) from the computed times. */
 export const TimetableUploaded = v.object({
   month: int,

@@ -19,7 +19,7 @@ export function signOut() {
 
 /** An API answer that is not 2xx: `code` is the contract's error code, `message` already translated. */
 export class ApiFailure extends Error {
-  constructor(status, code, serverMessage) {
+  constructor(status, code, serverMessage, details) {
     const key = `error.${code}`;
     const text = t(key);
     super(text === key ? serverMessage || t('error.unknown') : text);
@@ -27,6 +27,8 @@ export class ApiFailure extends Error {
     this.code = code;
     /** The service's own words (English), for a view that shows why a file was refused. */
     this.serverMessage = serverMessage ?? '';
+    /** The API's {path, message} list for a 400 validation_failed (which field, and why). */
+    this.details = Array.isArray(details) ? details : [];
   }
 }
 
@@ -54,7 +56,7 @@ async function send(method, path, body, contentType) {
   const code = data?.error?.code ?? 'unknown';
   // A revoked or expired token: back to sign-in rather than a page of failures.
   if (res.status === 401 && code === 'unauthorized' && session) signOut();
-  throw new ApiFailure(res.status, code, data?.error?.message);
+  throw new ApiFailure(res.status, code, data?.error?.message, data?.error?.details);
 }
 
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, '0')).join('');

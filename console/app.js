@@ -23,6 +23,7 @@ const ROUTES = [
   [/^\/mosques\/([^/]+)\/members$/, () => import('./views/members.js').then((m) => m.membersView), true],
   [/^\/mosques\/([^/]+)\/members\/([^/]+)$/, () => import('./views/members.js').then((m) => m.memberView), true],
   [/^\/mosques\/([^/]+)\/activity$/, () => import('./views/admin.js').then((m) => m.activityView), true],
+  [/^\/mosques\/([^/]+)\/settings$/, () => import('./views/settings.js').then((m) => m.settingsView), true],
   [/^\/mosques\/([^/]+)\/print$/, () => import('./views/team.js').then((m) => m.printView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
   [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],

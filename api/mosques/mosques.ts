@@ -19,7 +19,7 @@ const perPrayer = <S extends v.GenericSchema>(rule: S) =>
   v.strictObject({ fajr: v.optional(rule), dhuhr: v.optional(rule), asr: v.optional(rule), maghrib: v.optional(rule), isha: v.optional(rule) });
 const angle = v.pipe(v.number(), v.minValue(0, 'must be 0..30 degrees'), v.maxValue(30, 'must be 0..30 degrees'));
 /** contract 9: the schedule fields, on create and PATCH (manager). */
-const scheduleEntries = {
+export const scheduleEntries = {
   latitude: v.optional(v.nullable(v.pipe(v.number(), v.minValue(-90, 'must be -90..90'), v.maxValue(90, 'must be -90..90')))),
   longitude: v.optional(v.nullable(v.pipe(v.number(), v.minValue(-180, 'must be -180..180'), v.maxValue(180, 'must be -180..180')))),
   prayer_times: v.optional(v.nullable(v.pipe(
@@ -41,7 +41,7 @@ const scheduleEntries = {
 const SCHEDULE_KEYS = Object.keys(scheduleEntries) as Array<keyof typeof scheduleEntries>;
 
 /** The schedule fields a body names, or undefined when it names none. */
-function scheduleOf(b: Partial<Record<keyof typeof scheduleEntries, unknown>>): Partial<ScheduleFields> | undefined {
+export function scheduleOf(b: Partial<Record<keyof typeof scheduleEntries, unknown>>): Partial<ScheduleFields> | undefined {
   const named = SCHEDULE_KEYS.filter((k) => b[k] !== undefined);
   return named.length === 0 ? undefined : (Object.fromEntries(named.map((k) => [k, b[k]])) as Partial<ScheduleFields>);
 }

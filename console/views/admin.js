@@ -13,7 +13,9 @@ const KINDS = ['azaan', 'jummah', 'waaz', 'announcement'];
 const PRAYERS = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
 const LIVE_REPORT_REFRESH_MS = 5_000;
 const ACTIVITY_PAGE = 20;
-const TABS = [['', 'admin.tab_overview'], ['/members', 'admin.tab_members'], ['/devices', 'admin.tab_devices'], ['/team', 'admin.tab_team'], ['/activity', 'admin.tab_activity'], ['/schedule', 'schedule.link']];
+const TABS = [['', 'admin.tab_overview'], ['/members', 'admin.tab_members'], ['/devices', 'admin.tab_devices'], ['/team', 'admin.tab_team'], ['/activity', 'admin.tab_activity'], ['/schedule', 'schedule.link'], ['/settings', 'admin.tab_settings']];
+/** Tabs only managers see: the API refuses everything on them to anyone else. */
+const MANAGERS_TABS = new Set(['/settings']);
 
 /** The mosque and what the signed-in person may do there (the API decides; this only hides what it would refuse). */
 export async function mosqueContext(id) {
@@ -27,17 +29,17 @@ export async function mosqueContext(id) {
 export const memberName = (m) => (m.user_email_is_placeholder ? m.user_phone ?? m.user_email : m.user_email);
 
 /** The mosque's heading and its tabs; the open tab carries aria-current. */
-export function mosqueHeader(mosque, current) {
+export function mosqueHeader(mosque, current, canManage = false) {
   return [
     h('h1', {}, mosque.name),
-    h('nav', { class: 'tabs', 'aria-label': t('admin.tabs') }, TABS.map(([suffix, key]) => h('a', {
+    h('nav', { class: 'tabs', 'aria-label': t('admin.tabs') }, TABS.filter(([suffix]) => canManage || !MANAGERS_TABS.has(suffix)).map(([suffix, key]) => h('a', {
       href: `/mosques/${mosque.id}${suffix}`, 'data-nav': '', 'aria-current': suffix === current ? 'page' : undefined,
     }, t(key)))),
   ];
 }
 
 export async function mosqueView(page, id) {
-  const { mosque, canTrigger } = await mosqueContext(id);
+  const { mosque, canTrigger, canManage } = await mosqueContext(id);
   const pending = h('ul', { class: 'list' });
   const members = h('p', {});
   const broadcasts = h('div');
@@ -95,7 +97,7 @@ export async function mosqueView(page, id) {
   };
 
   replace(page,
-    mosqueHeader(mosque, ''),
+    mosqueHeader(mosque, '', canManage),
     liveState,
     h('section', { 'aria-labelledby': 'bc-h' }, h('h2', { id: 'bc-h' }, t('admin.broadcasts')), onAir, broadcasts),
     h('section', { 'aria-labelledby': 'pend-h' }, h('h2', { id: 'pend-h' }, t('admin.pending')), pending),
@@ -118,7 +120,7 @@ function report(r) {
 
 /** The activity feed, newest first, in plain words; "Load older" asks for the page before the last row. */
 export async function activityView(page, id) {
-  const { mosque, superadmin } = await mosqueContext(id);
+  const { mosque, superadmin, canManage } = await mosqueContext(id);
   // Activity names people by id: the admins and members lists (and a superadmin's users list) give their emails.
   const [admins, memberships, users] = await Promise.all([
     api('GET', `/mosques/${id}/admins`), api('GET', `/mosques/${id}/memberships`), superadmin ? allUsers() : [],
@@ -138,7 +140,7 @@ export async function activityView(page, id) {
     before = rows.at(-1)?.id ?? before;
   };
   const older = button(t('activity.older'), loadPage, flash, { class: 'secondary' });
-  replace(page, mosqueHeader(mosque, '/activity'),
+  replace(page, mosqueHeader(mosque, '/activity', canManage),
     h('section', { 'aria-labelledby': 'act-h' }, h('h2', { id: 'act-h' }, t('activity.title')), list, older));
   await loadPage();
 }

@@ -28,7 +28,7 @@ const FILTERS = {
 };
 
 export async function fleetView(page, id) {
-  const { mosque } = await mosqueContext(id);
+  const { mosque, canManage } = await mosqueContext(id);
   const liveState = h('p', { class: 'muted', role: 'status' }, t('live.connecting'));
   const select = h('select', { id: 'fleet-filter' });
   const summary = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
@@ -61,7 +61,7 @@ export async function fleetView(page, id) {
     draw();
   });
 
-  replace(page, mosqueHeader(mosque, '/devices'), liveState,
+  replace(page, mosqueHeader(mosque, '/devices', canManage), liveState,
     h('section', { 'aria-labelledby': 'dev-h' }, h('h2', { id: 'dev-h' }, t('admin.devices')),
       h('label', { for: 'fleet-filter' }, h('span', {}, t('fleet.filter'))), select, summary, list));
   await load();

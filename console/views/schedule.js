@@ -252,7 +252,9 @@ export async function scheduleView(page, id) {
   const load = async () => {
     const list = await api('GET', `/mosques/${id}/schedule?date=${encodeURIComponent(date)}`);
     heading.textContent = date === todayIn(mosque.timezone) ? t('prayer.today', { day: dayName(date) }) : dayName(date);
-    replace(slots, list.length === 0 ? h('li', { class: 'muted' }, t('schedule.not_set_up')) : list.map((s) => slotItem(s, mosque)));
+    replace(slots, list.length === 0 ? h('li', { class: 'muted', 'data-not-set-up': '' }, t('schedule.not_set_up'),
+      // A manager can fix it: the settings page holds the location, method and timetable.
+      canManage && [' ', h('a', { href: `/mosques/${id}/settings`, 'data-nav': '' }, t('schedule.set_up_link'))]) : list.map((s) => slotItem(s, mosque)));
   };
   picker.addEventListener('change', () => {
     if (!/^\d{4}-\d{2}-\d{2}$/.test(picker.value)) return;

@@ -3,6 +3,7 @@ import { api } from '../api.js';
 import { field, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
 import { flash } from '../nav.js';
+import { browserZone, zoneField } from './settings.js';
 
 const USERS_PAGE = 200; // GET /users' largest page
 const USERS_MAX_PAGES = 50;
@@ -47,6 +48,8 @@ export async function superView(page) {
     h('section', {}, form({ 'aria-labelledby': 'new-h' }, [
       h('h2', { id: 'new-h' }, t('super.new_mosque')),
       field(t('super.name'), { name: 'name', required: true, maxlength: 120 }),
+      // The mosque's times and dates are in its zone: the browser's is the likeliest, and it can be changed here.
+      zoneField(t('settings.timezone'), { name: 'timezone', value: browserZone(), required: true }),
       field(t('super.owner_email'), { name: 'owner', type: 'email' }),
       // Players are entitled only to a mosque that has a stream: without one they stay unbound.
       field(t('super.stream_url'), { name: 'stream_url', type: 'url' }),
@@ -58,7 +61,7 @@ export async function superView(page) {
       const owner = String(data.get('owner') ?? '').trim();
       const streamUrl = String(data.get('stream_url') ?? '').trim();
       const made = await api('POST', '/mosques', {
-        name: String(data.get('name')).trim(), auto_approve_members: data.get('auto') === 'on',
+        name: String(data.get('name')).trim(), timezone: String(data.get('timezone') ?? '').trim() || 'UTC', auto_approve_members: data.get('auto') === 'on',
         ...(owner && { owner_email: owner }), ...(streamUrl && { stream_url: streamUrl }),
       });
       if (owner && (await api('GET', `/mosques/${made.id}/admins`)).length === 0) flash(t('super.owner_waiting', { email: owner }));

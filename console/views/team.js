@@ -39,7 +39,7 @@ export async function teamView(page, id) {
   };
 
   replace(page,
-    mosqueHeader(ctx.mosque, '/team'),
+    mosqueHeader(ctx.mosque, '/team', ctx.canManage),
     h('section', { 'aria-labelledby': 'adm-h' }, h('h2', { id: 'adm-h', tabindex: -1 }, t('admins.title')),
       !ctx.canManage && h('p', { class: 'muted' }, t('admins.managers_only')),
       admins,

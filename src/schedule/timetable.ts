@@ -15,17 +15,36 @@ const COLUMNS = ['day', 'fajr', 'shuruk', 'dhuhr', 'asr', 'maghrib', 'isha'] as 
  * Mawaqit's calendar CSV: `Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha`, one row per day, "HH:MM" local standard
  * time. A header row is optional; `;` works as separator too (spreadsheets in many locales write it).
  */
-export function parseTimetableCsv(text: string): { rows: Array<Record<string, string>>; problems: RowProblem[] } {
-  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
+export function parseTimetableCsv(text: string): { rows: Array<Record<string, string>>; lines: number[]; problems: RowProblem[] } {
   const rows: Array<Record<string, string>> = [];
+  const lines: number[] = [];
   const problems: RowProblem[] = [];
-  lines.forEach((line, i) => {
+  let first = true;
+  // Lines are counted as an editor numbers them (blank ones too), so "line 14" is the line a person opens.
+  text.replace(/^\uFEFF/, '').split(/\r?\n/).forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === '') return;
     const cells = line.split(/[;,]/).map((c) => c.trim().replace(/^"|"$/g, ''));
-    if (i === 0 && /^day$/i.test(cells[0] ?? '')) return;
+    const header = first && /^day$/i.test(cells[0] ?? '');
+    first = false;
+    if (header) return;
     if (cells.length !== COLUMNS.length) return void problems.push({ path: `line ${i + 1}`, message: `expected ${COLUMNS.length} columns (Day,Fajr,Shuruk,Duhr,Asr,Maghrib,Isha)` });
     rows.push(Object.fromEntries(COLUMNS.map((c, k) => [c, cells[k]!])));
+    lines.push(i + 1);
   });
-  return { rows, problems };
+  return { rows, lines, problems };
+}
+
+/**
+ * docs/schedule.md, "Uploading a timetable": a CSV's problems name the file's line (`line 14.fajr`), which a
+ * person can find, rather than the row's index among the parsed rows.
+ */
+export function onLines(problems: RowProblem[], lines: number[]): RowProblem[] {
+  return problems.map((p) => {
+    const m = /^(\d+)(\..*)?$/.exec(p.path);
+    const line = m ? lines[Number(m[1])] : undefined;
+    return line === undefined ? p : { ...p, path: `line ${line}${m![2] ?? ''}` };
+  });
 }
 
 /** Checks rows (from CSV or JSON) for a month: days 1..n once each, every time "HH:MM". */

@@ -1,7 +1,8 @@
-import { PRAYERS, type MosqueRow } from '../mosques/mosques.ts';
+import { PRAYERS, scheduleFieldsOf, type MosqueRow, type ScheduleFields } from '../mosques/mosques.ts';
 import { toIsoString } from '../platform/clock.ts';
 import type { OutcomeRow, ScheduleStore, SlotStatus } from './schedule-store.ts';
-import { computedStarts, mosqueTimes, slotKey, timetableStarts, type Slot } from './slots.ts';
+import { parametersFor } from './prayer-times.ts';
+import { computedStarts, mosqueTimes, slotKey, slotsOn, timetableStarts, type Slot, type TimetableDay } from './slots.ts';
 import type { TimetableRow } from './timetable.ts';
 import { addDays, formatDate, localHhMm, type CivilDate } from './zone.ts';
 
@@ -99,4 +100,30 @@ function standardHhMm(computedMs: number, uploadedMs: number, uploaded: string):
   const [hh, mm] = uploaded.split(':').map(Number) as [number, number];
   const minutes = ((hh * 60 + mm + Math.round((computedMs - uploadedMs) / 60_000)) % 1440 + 1440) % 1440;
   return `${String(Math.floor(minutes / 60)).padStart(2, '0')}:${String(minutes % 60).padStart(2, '0')}`;
+}
+
+/** One slot of a preview: what the schedule would be on that date with the settings asked about. */
+export interface SlotPreview {
+  prayer: string;
+  starts_at: string;
+  azaan_at: string;
+  iqamah_at: string | null;
+  azaan_local: string;
+  iqamah_local: string | null;
+  source: string;
+}
+
+/**
+ * docs/schedule.md, "Previewing settings": the slots of one date with `change` laid over the mosque's saved
+ * fields (and `timezone` over its zone), computed here and stored nowhere. Derived apart from the scheduler's
+ * cache, which is keyed by the saved row.
+ */
+export function previewSlots(row: MosqueRow, change: Partial<ScheduleFields>, timezone: string, date: CivilDate, timetable: TimetableDay | null): SlotPreview[] {
+  const fields = { ...scheduleFieldsOf(row), ...change };
+  const times = { id: row.id, timezone, fields, params: fields.prayer_times ? parametersFor(fields.prayer_times) : null };
+  return slotsOn(times, date, timetable).map((s) => ({
+    prayer: s.prayer, starts_at: new Date(s.startsAt).toISOString(), azaan_at: new Date(s.azaanAt).toISOString(),
+    iqamah_at: s.iqamahAt === null ? null : new Date(s.iqamahAt).toISOString(), azaan_local: s.azaanLocal,
+    iqamah_local: s.iqamahAt === null ? null : localHhMm(s.iqamahAt, timezone), source: s.source,
+  }));
 }

@@ -446,6 +446,12 @@ const ROWS: Row[] = [
   { route: `GET ${V1}/mosques/:id/schedule`, expect: memberOrAdminOfM(200), request: (w) => ({ path: `${mosquePath(w)}/schedule?days=2` }) },
   { route: `GET ${V1}/mosques/:id/schedule.ics`, expect: memberOrAdminOfM(200), answersText: true, request: (w) => ({ path: `${mosquePath(w)}/schedule.ics` }) },
   {
+    // A preview shows what unsaved settings would give: the managers', like the settings themselves.
+    route: `POST ${V1}/mosques/:id/schedule/preview`, expect: inMosque('manager', 200),
+    request: (w) => ({ path: `${mosquePath(w)}/schedule/preview`, body: { timezone: 'Europe/London', latitude: 51.5, longitude: -0.1, prayer_times: { method: 'muslim_world_league', madhab: 'shafi' }, date: '2026-06-10' } }),
+    check: (_w, _s, res) => assert.deepEqual(res.body.slots.map((s: { prayer: string }) => s.prayer), ['fajr', 'dhuhr', 'asr', 'maghrib', 'isha']),
+  },
+  {
     route: `PUT ${V1}/mosques/:id/timetable/:month`, expect: inMosque('manager', 200), mutates: true,
     request: (w) => ({ path: `${mosquePath(w)}/timetable/4`, body: [timetableDay()] }),
   },

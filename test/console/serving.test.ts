@@ -140,7 +140,7 @@ test('the QR encoder is served from node_modules under the hash, and PUBLIC_URL 
   assert.equal(uqr.headers.get('cache-control'), 'public, max-age=31536000, immutable');
   const shipped = fs.readFileSync(createRequire(import.meta.url).resolve('uqr').replace(/\.cjs$/, '.mjs'), 'utf8');
   assert.equal(await uqr.text(), shipped, 'the npm package as installed, not a copy in the repo');
-  for (const page of ['team', 'activity', 'print', 'members', 'members/ms1']) assert.equal((await fetch(`${ts.url}/mosques/m1/${page}`)).status, 200);
+  for (const page of ['team', 'activity', 'print', 'members', 'members/ms1', 'settings']) assert.equal((await fetch(`${ts.url}/mosques/m1/${page}`)).status, 200);
   assert.equal((await fetch(`${ts.url}/mosques/m1/nope`)).status, 404);
   assert.equal((await fetch(`${ts.url}/mosques/m1/members/ms1/nope`)).status, 404);
 });
