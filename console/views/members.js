@@ -26,7 +26,7 @@ const ACTIONS = {
 const TARGET = { approve: 'approved', reject: 'rejected', ban: 'banned', unban: 'pending' };
 
 export async function membersView(page, id) {
-  const { mosque } = await mosqueContext(id);
+  const { mosque, canManage } = await mosqueContext(id);
   const select = h('select', { id: 'member-filter' });
   const summary = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
   const list = h('ul', { class: 'list', 'aria-labelledby': 'members-h' });
@@ -59,7 +59,7 @@ export async function membersView(page, id) {
     draw();
   });
 
-  replace(page, mosqueHeader(mosque, '/members'),
+  replace(page, mosqueHeader(mosque, '/members', canManage),
     h('section', { 'aria-labelledby': 'members-h' }, h('h2', { id: 'members-h' }, t('admin.members')),
       h('label', {}, h('span', {}, t('members.search')), h('input', { type: 'search', oninput: (e) => { search = e.target.value.trim().toLowerCase(); draw(); } })),
       h('label', { for: 'member-filter' }, h('span', {}, t('members.filter'))), select, summary, list));
@@ -69,11 +69,11 @@ export async function membersView(page, id) {
 }
 
 export async function memberView(page, id, membershipId) {
-  const { mosque, superadmin } = await mosqueContext(id);
+  const { mosque, superadmin, canManage } = await mosqueContext(id);
   const admins = await api('GET', `/mosques/${id}/admins`);
   const body = h('div');
   const refusal = h('p', { class: 'error', role: 'alert' });
-  replace(page, mosqueHeader(mosque, '/members'),
+  replace(page, mosqueHeader(mosque, '/members', canManage),
     h('p', {}, h('a', { href: `/mosques/${id}/members`, 'data-nav': '', class: 'button' }, t('members.back'))),
     refusal, body);
 

@@ -118,7 +118,7 @@ test('every page fits 320, 390 and 768 px with 80-character names, and every con
   await signIn(imam.page, owner.email);
   const base = `/mosques/${mosque.id}`;
   failures.push(...await checkEvery(t, imam.page,
-    ['/', base, `${base}/members`, `${base}/members/${membership.id}`, `${base}/devices`, `${base}/team`, `${base}/activity`, `${base}/schedule`, `${base}/print`, `/devices/${tx.device.id}`, `/devices/${player.device.id}`, '/account'], 'admin'));
+    ['/', base, `${base}/members`, `${base}/members/${membership.id}`, `${base}/devices`, `${base}/team`, `${base}/activity`, `${base}/schedule`, `${base}/settings`, `${base}/print`, `/devices/${tx.device.id}`, `/devices/${player.device.id}`, '/account'], 'admin'));
 
   // The superadmin: all mosques and people.
   const root = await phonePage(browser, t);

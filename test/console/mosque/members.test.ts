@@ -201,6 +201,8 @@ test('the members list finds people by email or phone and by status, fits a phon
   await rows.first().waitFor();
   const shown = async () => (await rows.evaluateAll((els) => els.map((e) => e.getAttribute('data-member')))).sort();
   assert.equal(await rows.count(), 6, 'the owner and five members');
+  const tabs = page.getByRole('navigation', { name: 'Mosque pages' });
+  assert.equal(await tabs.getByRole('link', { name: 'Settings' }).count(), 1, 'the owner manages: every tab, Settings too');
   await assertAccessible(page, 'members list');
 
   const filter = page.getByLabel('Status');
