@@ -138,6 +138,42 @@ test('docs/: every shell block is ```sh, and each one that is not run says why o
   assert.ok(walk && walk.blocks.filter((b) => b.notRun === null).length >= 10, 'docs/walkthrough.md has its runnable blocks');
 });
 
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
+function slug(heading: string): string {
+  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+}
+
+test('README.md and docs/: every relative link reaches a file, and every #anchor a heading in it', () => {
+  const withoutCode = (text: string): string => text.replace(/^```[\s\S]*?^```/gm, '');
+  const files = ['README.md', 'SECURITY.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const broken: string[] = [];
+  let links = 0;
+  for (const file of files) {
+    const text = withoutCode(fs.readFileSync(path.join(ROOT, file), 'utf8'));
+    for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = m[1]!;
+      if (/^[a-z]+:/.test(target)) continue;
+      links++;
+      const [rel, anchor] = target.split('#') as [string, string | undefined];
+      const to = rel ? path.join(path.dirname(path.join(ROOT, file)), rel) : path.join(ROOT, file);
+      if (!fs.existsSync(to)) { broken.push(`${file}: ${target} (no such file)`); continue; }
+      if (anchor === undefined || !to.endsWith('.md')) continue;
+      const headings = [...withoutCode(fs.readFileSync(to, 'utf8')).matchAll(/^#+\s+(.*)$/gm)].map((h) => slug(h[1]!));
+      if (!headings.includes(anchor)) broken.push(`${file}: ${target} (no such heading)`);
+    }
+  }
+  assert.ok(links > 50, `found ${links} links`);
+  assert.deepEqual(broken, []);
+});
+
+test('README.md stays the front door: at most 200 lines, one picture, and a link to every document in docs/', () => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  assert.ok(readme.split('\n').length <= 200, `README.md has ${readme.split('\n').length} lines`);
+  assert.equal([...readme.matchAll(/!\[[^\]]*\]\(docs\/console\/[^)]+\.png\)/g)].length, 1, 'one picture from docs/console/');
+  const docsFiles = fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => /\.(md|json)$/.test(f));
+  assert.deepEqual(docsFiles.filter((f) => !readme.includes(`](docs/${f}`)), [], 'README.md links every document');
+});
+
 test('the runner names the doc, the block and its output when a block fails, and a variable the doc never set fails too', async () => {
   const fake = readDoc('fake.md', ['```sh', 'A=1', 'echo "first $A"', '```', '', '```text', 'not run', '```', '', '```sh', 'echo "second $NEVER_SET"', '```'].join('\n'));
   const run = await runBlocks(fake.blocks, { PATH: process.env.PATH ?? '/usr/bin:/bin' }, 20_000);
@@ -172,8 +208,8 @@ test('every runnable shell block in docs/ runs, in order, against a service the 
   }
 });
 
-// Issue 12: the same story in the browser (scripts/screenshots.ts, `npm run screenshots`), which also makes
-// the README's pictures: every step passes, and each main page is pictured at phone and desktop width.
+// The same story in the browser (scripts/screenshots.ts, `npm run screenshots`), which also makes the pictures
+// of docs/console.md and the README: every step passes, and each main page is pictured at phone and desktop width.
 const PAGES = ['signin', 'signin-arabic', 'superadmin-step2', 'superadmin-mosques', 'member-player-credentials', 'admin-member-waiting', 'member-player-online', 'admin-broadcast-live'];
 
 /** Width and height from a PNG's IHDR chunk; throws when the file is no PNG. */
