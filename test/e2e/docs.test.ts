@@ -83,7 +83,10 @@ async function runBlocks(blocks: Block[], env: NodeJS.ProcessEnv, timeoutMs: num
   clearTimeout(timer);
   await stopGroup(child.pid!);
   const done = out.includes(`${MARK} done`);
-  if (code === 0 && done) return { ok: true, report: out };
+  if (code === 0 && done) {
+    const unmet = blocks.map((b) => unmetExpectation(b, outputOf(out, b))).filter((x): x is string => x !== null);
+    return unmet.length ? { ok: false, report: unmet.join('\n\n') } : { ok: true, report: out };
+  }
   const at = out.lastIndexOf(MARK);
   const [, doc, n] = at === -1 ? [] : /^@@docs-shell-block (\S+) (\S+)/.exec(out.slice(at))!;
   const block = blocks.find((b) => b.doc === doc && String(b.n) === n);
@@ -91,6 +94,33 @@ async function runBlocks(blocks: Block[], env: NodeJS.ProcessEnv, timeoutMs: num
     ? `${block.doc}, block ${block.n} (line ${block.line}) failed with exit ${code}:\n${block.body}\n--- its output ---\n${out.slice(at).split('\n').slice(1).join('\n')}`
     : `the blocks failed (exit ${code}) before the first block:\n${out}`;
   return { ok: false, report };
+}
+
+/** What one block printed: from its own marker to the next one. */
+function outputOf(out: string, b: Block): string {
+  const start = out.indexOf(`${MARK} ${b.doc} ${b.n}\n`);
+  if (start === -1) return '';
+  const from = out.indexOf('\n', start) + 1;
+  const next = out.indexOf(MARK, from);
+  return out.slice(from, next === -1 ? undefined : next);
+}
+
+/**
+ * A block's `#   ` lines (three spaces) are what it prints: each must be one of its output lines, in the order
+ * given, with `...` standing for anything. Other comment lines are notes and are not checked.
+ */
+function unmetExpectation(b: Block, output: string): string | null {
+  const expected = b.body.split('\n').filter((l) => l.startsWith('#   ')).map((l) => l.slice(4).trimEnd());
+  const lines = output.split('\n').map((l) => l.trimEnd());
+  let at = 0;
+  for (const want of expected) {
+    const escaped = want.split('...').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+    const pattern = new RegExp('^' + escaped.join('.*') + '$');
+    const found = lines.findIndex((line, i) => i >= at && pattern.test(line));
+    if (found === -1) return `${b.doc}, block ${b.n} (line ${b.line}) does not print "${want}" (after its earlier lines):\n${b.body}\n--- its output ---\n${output}`;
+    at = found + 1;
+  }
+  return null;
 }
 
 function killGroup(pgid: number, signal: NodeJS.Signals): boolean {
@@ -174,7 +204,7 @@ test('README.md stays the front door: at most 200 lines, one picture, and a link
   assert.deepEqual(docsFiles.filter((f) => !readme.includes(`](docs/${f}`)), [], 'README.md links every document');
 });
 
-test('the runner names the doc, the block and its output when a block fails, and a variable the doc never set fails too', async () => {
+test('the runner names the doc, the block and its output when a block fails, when a variable the doc never set is used, and when a block does not print what its #   lines show', async () => {
   const fake = readDoc('fake.md', ['```sh', 'A=1', 'echo "first $A"', '```', '', '```text', 'not run', '```', '', '```sh', 'echo "second $NEVER_SET"', '```'].join('\n'));
   const run = await runBlocks(fake.blocks, { PATH: process.env.PATH ?? '/usr/bin:/bin' }, 20_000);
   assert.equal(run.ok, false);
@@ -183,6 +213,12 @@ test('the runner names the doc, the block and its output when a block fails, and
   const good = await runBlocks(fake.blocks.slice(0, 1), { PATH: process.env.PATH ?? '/usr/bin:/bin' }, 20_000);
   assert.equal(good.ok, true, good.report);
   assert.match(good.report, /first 1/);
+  // A block's `#   ` lines are checked against what it printed, in order, `...` standing for anything.
+  const shown = readDoc('shown.md', ['```sh', 'echo "id 42, ok"', 'echo done', '#   id ..., ok', '#   done', '```', '', '```sh', 'echo two', '#   three', '```'].join('\n'));
+  const checked = await runBlocks(shown.blocks, { PATH: process.env.PATH ?? '/usr/bin:/bin' }, 20_000);
+  assert.equal(checked.ok, false);
+  assert.match(checked.report, /^shown\.md, block 2 \(line 8\) does not print "three"/);
+  assert.equal((await runBlocks(shown.blocks.slice(0, 1), { PATH: process.env.PATH ?? '/usr/bin:/bin' }, 20_000)).ok, true);
 });
 
 test('every runnable shell block in docs/ runs, in order, against a service the doc itself starts', { timeout: 420_000 }, async (t) => {
