@@ -103,7 +103,7 @@ export interface ApiDeps {
   /** STREAM_HTTP_HOSTS: hosts a mosque's stream address may name over plain http. */
   streamHttpHosts: readonly string[];
   authIdentifierRateLimit: number;
-  /** POST /invites budgets (README, settings): per mosque an hour, per invited address a day. */
+  /** POST /invites budgets (docs/settings.md): per mosque an hour, per invited address a day. */
   invitesPerMosquePerHour: number;
   invitesPerAddressPerDay: number;
   /** With REDIS_URL, the service's Redis connection: the auth rate limits are counted there, for all processes. */

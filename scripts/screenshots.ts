@@ -1,11 +1,11 @@
 /**
- * The README's five-minute walk-through, done in the browser the way an imam, a member and the operator
+ * The walk-through (docs/walkthrough.md), done in the browser the way an imam, a member and the operator
  * would: Debian's chromium (playwright-core) drives the console of a fresh service (its own data folder,
  * ports 0, 127.0.0.1), the superadmin is made with the operator CLI, and the simulator plays the member's
  * player. Every step is checked; the first that fails stops the run with its name (and a picture of the
  * page in the temp folder). One picture per main page at phone width lands in --out (`<page>.png`, the
- * ones the README shows and git keeps) and one at desktop width in --out/desktop/ (git-ignored under docs/:
- * no folder may hold more than 12 files, and the README shows phones, as members use them).
+ * ones docs/console.md and the README show and git keeps) and one at desktop width in --out/desktop/ (git-ignored under docs/:
+ * no folder may hold more than 12 files, and the docs show phones, as members use them).
  *
  *   npm run screenshots [-- --out docs/console/walkthrough]
  *

@@ -28,7 +28,7 @@
  *                         publishes each device's will: OFFLINE reason lwt) and exit
  *   --quiet               print no per-transition / per-command lines, only the summary
  *   --follow-schedule     the first transmitter plays the azaan itself at each azaan_at of --mosque's
- *                         schedule (GET /mosques/{id}/schedule with --token): it publishes its own
+ *                         schedule (GET /mosques/{id}/schedule with the token): it publishes its own
  *                         broadcast start on mosques/{id}/broadcast, and a stop after --azaan-secs
  *   --miss <prayers>      with --follow-schedule, leave these out (e.g. fajr,isha): the service then
  *                         alerts the trigger admins of a missed azaan after the grace
@@ -169,7 +169,7 @@ function parseOptionsStrict(argv: string[]): Options {
   const unknown = [...opts.miss].find((p) => !prayers.includes(p));
   if (unknown) throw new UsageError(`--miss: ${JSON.stringify(unknown)} is not one of ${prayers.join(', ')}`);
   if (opts.miss.size > 0 && !opts.followSchedule) throw new UsageError('--miss needs --follow-schedule');
-  if (opts.followSchedule && (!opts.token || !opts.mosque)) throw new UsageError('--follow-schedule needs --token <bearer> and --mosque <mosque id>');
+  if (opts.followSchedule && (!opts.token || !opts.mosque)) throw new UsageError('--follow-schedule needs an access token (MINARET_TOKEN or --token-file <path>) and --mosque <mosque id>');
   if (opts.credentials) {
     if (opts.transmitters || opts.players) throw new UsageError('--credentials replaces registration: drop --transmitters/--players');
   } else {

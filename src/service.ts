@@ -263,7 +263,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     plane.attach(broker.link);
     // Memory mode: every retained config is rebuilt before the broker listens (issue 13). With REDIS_URL the
     // configs outlive this process in Redis; a pass here would push every one through the shared pub/sub to
-    // the devices connected to the other processes (README, "Device configs are rebuilt at start, not on connect").
+    // the devices connected to the other processes (docs/decisions.md, "Device configs are rebuilt at start, not on connect").
     if (!config.redisUrl) {
       const startedAt = performance.now();
       const retained = await plane.retainAllConfigs();

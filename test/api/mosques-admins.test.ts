@@ -5,7 +5,7 @@ import { API, createMosque, joinMosque, makeAdmin, member, mosqueActivity, mosqu
 import { connectDevice, nextMessage, registerPlayer } from '../support/devices.ts';
 import { assertError } from '../support/api.ts';
 
-/** Contract 5: mosques and their admins, with the owner rules of the README. */
+/** Mosques and their admins, with the owner rules of docs/decisions.md ("Ownership"). */
 
 // Issue 11 added the schedule fields (contract 9).
 const MOSQUE_KEYS = ['auto_approve_members', 'auto_start', 'azaan', 'created_at', 'id', 'iqamah', 'join_code', 'jumuah', 'latitude', 'longitude', 'name', 'prayer_times', 'stream_url', 'timezone'];

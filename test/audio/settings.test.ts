@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadConfig } from '../../src/platform/config.ts';
 
-/** The ICECAST_* settings (README, settings; docs/operator.md#audio-icecast): off unless ICECAST_URL, one line naming a bad one. */
+/** The ICECAST_* settings (docs/settings.md; docs/operator.md#audio-icecast): off unless ICECAST_URL, one line naming a bad one. */
 const SECRET = 'h'.repeat(32);
 const base = { ICECAST_URL: 'https://audio.example.org/', ICECAST_ADMIN_PASSWORD: 'admin-password-1', ICECAST_HOOK_SECRET: SECRET };
 

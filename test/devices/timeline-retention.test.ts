@@ -8,7 +8,7 @@ import { migrate, openDatabase } from '../../src/platform/db.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
 import { createTimeline } from '../../src/devices/timeline.ts';
 
-// DEVICE_EVENTS_RETENTION_DAYS and DEVICE_EVENTS_MAX_PER_DEVICE (README settings), on the real SQLite file.
+// DEVICE_EVENTS_RETENTION_DAYS and DEVICE_EVENTS_MAX_PER_DEVICE (docs/settings.md), on the real SQLite file.
 
 const DAY_MS = 86_400_000;
 

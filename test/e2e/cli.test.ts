@@ -148,6 +148,40 @@ test('an unknown command exits non-zero with one usage line', async (t) => {
   await assertRefused(t, [], '', /usage/);
 });
 
+/**
+ * `npx minaret ...` exactly as an operator types it: npx finds the package's own bin (bin/minaret.mjs) in the
+ * checkout. No npx option goes before the name (after one, npx takes `--help` as its own); npm_config_yes=false
+ * makes npx refuse to fetch a package of that name from the registry should the local bin ever be missing.
+ */
+function npxMinaret(args: string[]) {
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.tmpdir(), NODE_ENV: 'test', npm_config_yes: 'false' };
+  const child = spawn('npx', ['minaret', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+test('npx minaret --help, -h and help print every command on stdout and exit 0', { timeout: 60_000 }, async () => {
+  for (const flag of ['--help', '-h', 'help']) {
+    const run = await npxMinaret([flag]);
+    assert.equal(run.code, 0, `${flag}: ${run.stderr}`);
+    assert.equal(run.stderr, '', flag);
+    assert.match(run.stdout, /^minaret: operator commands\n/, flag);
+    for (const command of ['superadmin create', 'backup <file>', 'restore <file>', 'device diagnose', 'device timeline', 'icecast-config']) {
+      assert.ok(run.stdout.includes(command), `${flag} names ${command}`);
+    }
+  }
+});
+
+test('npx minaret with an unknown command exits 1 with the usage line on stderr', { timeout: 60_000 }, async () => {
+  const run = await npxMinaret(['sing']);
+  assert.equal(run.code, 1);
+  assert.equal(run.stdout, '');
+  assert.match(run.stderr, /^minaret: usage: minaret superadmin create/);
+});
+
 test('a bad setting (BCRYPT_COST=99) stops the command with one line naming it', async (t) => {
   const databasePath = tempDb(t);
   const run = await cli(['superadmin', 'create', '--email', 'cost@example.com'], `${PASSWORD}\n`, databasePath, { BCRYPT_COST: '99' });
