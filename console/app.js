@@ -1,5 +1,5 @@
 // The console's shell: language, navigation and a tiny router over history.pushState.
-import { api, currentUser, onSessionChange, signOut } from './api.js';
+import { api, currentUser, onSessionChange, restoreSession, signOut } from './api.js';
 import { h, replace } from './dom.js';
 import { chosenLanguage, setLanguage, t } from './i18n.js';
 import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
@@ -73,7 +73,10 @@ function renderNav() {
   document.querySelector('.skip').textContent = t('nav.skip');
 }
 
-/** This token stops working on the server too (docs/api.md, "Signing out"); the page forgets it either way. */
+/**
+ * This token stops working on the server too (docs/api.md, "Signing out"), and with it the console session it was
+ * minted from: the answer clears the cookie. The page forgets the token either way.
+ */
 async function signOutHere() {
   await api('POST', '/auth/logout').catch(() => {});
   signOut();
@@ -99,5 +102,7 @@ select.addEventListener('change', async () => {
 });
 await setLanguage(chosenLanguage());
 select.value = document.documentElement.lang;
+// A reload stays signed in: the session cookie, if any, gives this page its token before the first render.
+await restoreSession();
 await render();
 warmViews();
