@@ -141,6 +141,8 @@ export interface ConsoleSessions {
   open(userId: string): string | null;
   /** A short-lived token from a live session, which counts as used now; null (and the row gone) otherwise. */
   mint(cookie: string): Promise<TokenResponse | null>;
+  /** Whether the user's session is live now (an open event stream asks: it outlives the token it opened with). */
+  isLive(sessionId: string, userId: string): boolean;
   end(sessionId: string): void;
   endAllFor(userId: string): void;
 }
@@ -203,6 +205,11 @@ export function createConsoleSessions(deps: {
       touch.run(at, row.id);
       // Never past the session's own end.
       return deps.tokens.issue(user, { sessionId: row.id, ttlSeconds: Math.min(settings.tokenTtlSeconds, row.expires_at - at) });
+    },
+
+    isLive(sessionId, userId) {
+      const row = byId.get(sessionId);
+      return row !== undefined && row.user_id === userId && isLive(row, now());
     },
 
     end: (sessionId) => void remove.run(sessionId),

@@ -290,3 +290,43 @@ test('a sign-in older than 10 minutes cannot open a session', async (t) => {
   assert.equal((await me(ts, token)).status, 200, 'and the token was not traded');
   assert.deepEqual(sessionRows(ts), []);
 });
+
+/** Reads a Server-Sent Events body until `wanted` shows up (true) or the server ends the stream (false). */
+async function readUntil(reader: ReadableStreamDefaultReader<Uint8Array>, wanted: string): Promise<boolean> {
+  const decoder = new TextDecoder();
+  let text = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return false;
+    text += decoder.decode(value, { stream: true });
+    if (text.includes(wanted)) return true;
+  }
+}
+
+test("an admin's event stream opened with a session's token lives with the session, past the token, and ends with it", async (t) => {
+  const clock = createManualClock(Date.parse('2026-03-01T10:00:00Z'));
+  const ts = await startTestService(t, { logLevel: 'warn', clock });
+  const root = await signInSuperadmin(ts, 'root@session.test');
+  const imam = await signup(ts, 'imam@session.test');
+  const mosque = await ts.http.post('/api/v1/mosques', { name: 'Masjid Al-Noor', owner_user_id: imam.id }, root.token);
+  assert.equal(mosque.status, 201);
+  const s = await openSession(ts, imam.token);
+  const ticket = await ts.http.post(`/api/v1/mosques/${mosque.body.id}/events/ticket`, undefined, s.token);
+  assert.equal(ticket.status, 201);
+  const stream = await fetch(`${ts.url}/api/v1/mosques/${mosque.body.id}/events/stream?ticket=${ticket.body.ticket}`);
+  assert.equal(stream.status, 200);
+  const reader = stream.body!.getReader();
+  t.after(() => reader.cancel().catch(() => {}));
+
+  clock.advance(20 * 60 * 1000); // the token the stream opened with has expired
+  const next = await mint(ts, s.cookie);
+  assert.equal(next.status, 200);
+  // A change naming the user re-checks the stream at once (api/mosques/events.ts); the session is live, so it stays.
+  assert.equal((await ts.http.patch('/api/v1/me', { phone: '+442079460123' }, next.body.access_token)).status, 200);
+  const started = await ts.http.post(`/api/v1/mosques/${mosque.body.id}/broadcasts`, { kind: 'azaan', prayer: 'fajr' }, next.body.access_token);
+  assert.equal(started.status, 201);
+  assert.equal(await readUntil(reader, 'event: broadcast'), true, 'the stream is still open and delivers');
+
+  assert.equal((await ts.http.post(`${AUTH}/logout-all`, undefined, next.body.access_token)).status, 204);
+  assert.equal(await readUntil(reader, 'never sent'), false, 'the session ended, and the stream with it');
+});
