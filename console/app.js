@@ -100,9 +100,11 @@ select.addEventListener('change', async () => {
   await setLanguage(select.value, true);
   await render();
 });
+// A reload stays signed in: the session cookie, if any, gives this page its token before the first render. Asked
+// for alongside the language's strings, so on a slow link it costs no round trip of its own.
+const restoring = restoreSession();
 await setLanguage(chosenLanguage());
 select.value = document.documentElement.lang;
-// A reload stays signed in: the session cookie, if any, gives this page its token before the first render.
-await restoreSession();
+await restoring;
 await render();
 warmViews();
