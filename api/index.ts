@@ -39,7 +39,8 @@ import { ApiError, errorBody, httpStatus } from './errors.ts';
 import { requireUser } from './guards.ts';
 import { meRoutes } from './people/me.ts';
 import { passwordRoutes, signOutRoutes } from './people/sessions.ts';
-import type { Sessions } from '../src/people/sessions.ts';
+import type { ConsoleSessions, Sessions } from '../src/people/sessions.ts';
+import { consoleSessionRoutes } from './people/console-session.ts';
 import type { LimiterStore } from './rate-limit.ts';
 import type { ChangeFeed } from '../src/platform/changes.ts';
 import type { Audio } from '../src/audio/audio.ts';
@@ -83,6 +84,9 @@ export interface ApiDeps {
   superadminAuth: SuperadminAuth;
   /** The caller's own sessions: password change, logout, logout-all (src/people/sessions.ts). */
   sessions: Sessions;
+  /** The console's session cookies (docs/api.md "Console sessions") and their absolute lifetime (the cookie's Max-Age). */
+  consoleSessions: ConsoleSessions;
+  consoleSessionSettings: { absoluteSeconds: number };
   userAdmin: UserAdmin;
   mosques: MosqueStore;
   admins: AdminStore;
@@ -173,6 +177,7 @@ export function createApi(deps: ApiDeps) {
   const signedIn = requireUser(deps.tokens);
   v1.route('/auth', authRoutes(deps));
   v1.route('/auth', signOutRoutes(deps));
+  v1.route('/auth', consoleSessionRoutes(deps));
   // Everything but /auth needs a signed-in person; a device password never opens this door. A path that
   // names no route answers 404 with or without a token (contract 2), so it skips the check.
   let isRoute: (path: string) => boolean = () => true;

@@ -74,7 +74,7 @@ export interface RouteDoc {
   path: string;
   summary: string;
   /** Who may call it (contract 5 standings). */
-  gate: 'public' | 'any' | 'superadmin' | 'admin' | 'trigger' | 'manager' | 'owner' | 'self or admin';
+  gate: 'public' | 'any' | 'superadmin' | 'admin' | 'trigger' | 'manager' | 'owner' | 'self or admin' | 'console session';
   success: number;
   /** The success body (absent for 204); `list` when it is a bare array of it. */
   response?: ResponseName;
@@ -93,6 +93,8 @@ export interface RouteDoc {
   formBody?: v.GenericSchema;
   /** Authenticated by ICECAST_HOOK_SECRET as HTTP basic instead of a bearer token. */
   hookSecret?: true;
+  /** Sets or reads the console's session cookie: the CSRF rule of docs/api.md "Console sessions" applies (403). */
+  consoleCsrf?: true;
   /** The request body is a raw audio file of one of these media types (the recording upload), not JSON. */
   audioBody?: readonly string[];
   /** The success body is audio of one of these media types, opened with `?lease=` (or `?ticket=`). */
@@ -125,6 +127,8 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'resetSuperadminPassword', method: 'POST', path: `${A}/superadmin-reset-password`, summary: 'Superadmin reset, step 3', gate: 'public', success: 200, body: auth.SuperadminReset, response: 'PasswordReset', errors: [429] },
   { operationId: 'logout', method: 'POST', path: `${A}/logout`, summary: 'Sign out: this token stops working at once, in every process', gate: 'any', success: 204 },
   { operationId: 'logoutAll', method: 'POST', path: `${A}/logout-all`, summary: "Sign out everywhere: every token of the account and its pending superadmin sign-ins and resets stop working", gate: 'any', success: 204 },
+  { operationId: 'openConsoleSession', method: 'POST', path: `${A}/session`, summary: "The console's: trade a token from a sign-in in the last 10 minutes for the HttpOnly session cookie (the token stops working); answers a short-lived token. Needs X-Minaret-Console: 1 and the service's own Origin", gate: 'any', success: 201, response: 'TokenResponse', consoleCsrf: true, errors: [429] },
+  { operationId: 'mintConsoleToken', method: 'POST', path: `${A}/session/token`, summary: "The console's: a short-lived token from the session cookie (401 and the cookie cleared once the session ended). Needs X-Minaret-Console: 1 and the service's own Origin", gate: 'console session', success: 200, response: 'TokenResponse', consoleCsrf: true, errors: [429] },
   { operationId: 'getVapidPublicKey', method: 'GET', path: '/api/v1/push/vapid-public-key', summary: 'The VAPID public key browsers subscribe with', gate: 'public', success: 200, response: 'VapidKey' },
   { operationId: 'getMe', method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200, response: 'Me' },
   { operationId: 'listMyMemberships', method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200, response: 'Membership', list: true },
@@ -233,7 +237,7 @@ function errorStatuses(doc: RouteDoc): number[] {
   if (doc.body || doc.formBody || doc.audioBody) [400, 413, 415].forEach((s) => statuses.add(s));
   if (doc.query) statuses.add(400);
   if (doc.gate !== 'public') statuses.add(401);
-  if (doc.gate !== 'public' && doc.gate !== 'any') statuses.add(403);
+  if ((doc.gate !== 'public' && doc.gate !== 'any') || doc.consoleCsrf) statuses.add(403);
   if (doc.path.includes(':')) statuses.add(404);
   return [...statuses].sort((a, b) => a - b);
 }
@@ -249,18 +253,23 @@ function successResponse(doc: RouteDoc) {
 }
 const SUCCESS_TEXT: Record<number, string> = { 200: 'OK', 201: 'Created', 202: 'Accepted' };
 
+/** docs/api.md "Console sessions": the header a cross-site form cannot send (and the Origin, which a browser sets). */
+const CONSOLE_HEADER_PARAM = { name: 'X-Minaret-Console', in: 'header', required: true, schema: { type: 'string', const: '1' } };
+
 function operation(doc: RouteDoc) {
   const params = [...doc.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
   const query = doc.query ? (schemaOf(doc.query) as { properties?: Record<string, unknown> }) : null;
   const queryParams = Object.entries(query?.properties ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema }));
   if (doc.eventStream) queryParams.push({ name: 'ticket', in: 'query', required: true, schema: { type: 'string' } });
   if (doc.audioResponse) queryParams.push({ name: 'lease', in: 'query', required: false, schema: { type: 'string' } }, { name: 'ticket', in: 'query', required: false, schema: { type: 'string' } });
+  const parameters = [...params, ...queryParams, ...(doc.consoleCsrf ? [CONSOLE_HEADER_PARAM] : [])];
   return {
     operationId: doc.operationId,
     summary: doc.summary,
     'x-minaret-gate': doc.gate,
     ...(doc.gate === 'public' ? { security: doc.hookSecret ? [{ hookSecret: [] }] : [] } : {}),
-    ...(params.length + queryParams.length > 0 && { parameters: [...params, ...queryParams] }),
+    ...(doc.gate === 'console session' && { security: [{ consoleSession: [] }] }),
+    ...(parameters.length > 0 && { parameters }),
     ...(doc.audioBody && {
       requestBody: { required: true, content: Object.fromEntries(doc.audioBody.map((type) => [type, { schema: { type: 'string', contentMediaType: type } }])) },
     }),
@@ -303,6 +312,7 @@ export function buildOpenApi(docs: RouteDoc[] = ROUTE_DOCS) {
     components: {
       securitySchemes: {
         hookSecret: { type: 'http', scheme: 'basic', description: "Icecast's callbacks: user `icecast`, password ICECAST_HOOK_SECRET (icecast.xml from `minaret icecast-config`)" },
+        consoleSession: { type: 'apiKey', in: 'cookie', name: 'minaret_console', description: "The browser console's session cookie (HttpOnly, SameSite=Strict, Path=/api/v1/auth/session): docs/api.md \"Console sessions\"" },
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify, /auth/superadmin-2fa/verify or /me/password' },
       },
       schemas: Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, schemaOf(schema)])),

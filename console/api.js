@@ -1,20 +1,73 @@
-// The console talks to the public HTTP API only. The access token lives in this module's memory and
-// nowhere else (no localStorage, no cookie): injected script cannot read it from storage, the API stays
-// bearer-only with no CSRF surface, and a reload asks to sign in again (docs/console.md).
+// The console talks to the public HTTP API only, with bearer tokens like any app. Its tokens are short-lived
+// (CONSOLE_TOKEN_TTL_MINUTES) and live in this module's memory only (no localStorage): right after a sign-in the
+// page trades its fresh token for the console session cookie, which is HttpOnly (script never sees it),
+// SameSite=Strict, and sent to /api/v1/auth/session only; from then on the page asks that route for the next
+// token a minute before this one ends, after a 401, and once on load, so a reload stays signed in. Every cookie
+// request carries X-Minaret-Console: 1 (the CSRF rule: docs/api.md "Console sessions", docs/console.md "Token storage").
 import { t } from './i18n.js';
 
-let session = null; // { token, user: {id, email, role} }
+let session = null; // { token, user: {id, email, role}, fromCookie }
 const listeners = new Set();
+let refreshTimer = null;
+let minting = null; // one request for a token at a time, however many callers wait on it
+
+const SESSION_HEADERS = { Accept: 'application/json', 'X-Minaret-Console': '1' };
+/** Ask for the next token this long before the current one ends. */
+const REFRESH_MARGIN_S = 60;
+const RETRY_AFTER_FAILURE_MS = 30_000;
 
 export const currentUser = () => session?.user ?? null;
 export const onSessionChange = (fn) => listeners.add(fn);
-export function signIn(tokenResponse) {
-  session = { token: tokenResponse.access_token, user: tokenResponse.user };
-  listeners.forEach((fn) => fn());
+const announce = () => listeners.forEach((fn) => fn());
+
+function adopt(tokenResponse, fromCookie) {
+  session = { token: tokenResponse.access_token, user: tokenResponse.user, fromCookie };
+  clearTimeout(refreshTimer);
+  if (fromCookie) refreshTimer = setTimeout(() => void refresh(), Math.max(10, tokenResponse.expires_in - REFRESH_MARGIN_S) * 1000);
 }
+
+/**
+ * A sign-in's token response: the page trades the token for the session cookie (the token stops working in the
+ * trade) and goes on with the short-lived one it gets back. Where the service opens no session (plain http on a
+ * LAN address, where the browser would drop the Secure cookie) the page keeps the token it has, as before.
+ */
+export async function signIn(tokenResponse) {
+  adopt(tokenResponse, false);
+  const res = await fetch('/api/v1/auth/session', {
+    method: 'POST', headers: { ...SESSION_HEADERS, Authorization: `Bearer ${tokenResponse.access_token}` },
+  }).catch(() => null);
+  if (res?.status === 201) adopt(await res.json(), true);
+  announce();
+}
+
 export function signOut() {
   session = null;
-  listeners.forEach((fn) => fn());
+  clearTimeout(refreshTimer);
+  announce();
+}
+
+/** A new token from the session cookie: 'ok', 'ended' (no live session: sign in again) or 'failed' (try later). */
+function mint() {
+  minting ??= (async () => {
+    const res = await fetch('/api/v1/auth/session/token', { method: 'POST', headers: SESSION_HEADERS, credentials: 'same-origin' }).catch(() => null);
+    if (res?.ok) {
+      adopt(await res.json(), true);
+      return 'ok';
+    }
+    return res?.status === 401 ? 'ended' : 'failed';
+  })().finally(() => { minting = null; });
+  return minting;
+}
+
+async function refresh() {
+  const outcome = await mint();
+  if (outcome === 'ended' && session?.fromCookie) signOut();
+  else if (outcome === 'failed' && session?.fromCookie) refreshTimer = setTimeout(() => void refresh(), RETRY_AFTER_FAILURE_MS);
+}
+
+/** On load, before the first page: a live session cookie signs the page back in (true), else it stays signed out. */
+export async function restoreSession() {
+  return (await mint()) === 'ok';
 }
 
 /** An API answer that is not 2xx: `code` is the contract's error code, `message` already translated. */
@@ -41,7 +94,7 @@ export function apiUpload(method, path, blob, contentType) {
   return send(method, path, blob, contentType);
 }
 
-async function send(method, path, body, contentType) {
+async function send(method, path, body, contentType, retried = false) {
   const headers = { Accept: 'application/json' };
   if (contentType) headers['Content-Type'] = contentType;
   if (session) headers.Authorization = `Bearer ${session.token}`;
@@ -54,8 +107,12 @@ async function send(method, path, body, contentType) {
   const data = res.status === 204 ? null : await res.json().catch(() => null);
   if (res.ok) return data;
   const code = data?.error?.code ?? 'unknown';
-  // A revoked or expired token: back to sign-in rather than a page of failures.
-  if (res.status === 401 && code === 'unauthorized' && session) signOut();
+  if (res.status === 401 && code === 'unauthorized' && session) {
+    // An expired short-lived token (a tab asleep past its refresh): one new token from the cookie, one more try.
+    if (session.fromCookie && !retried && (await mint()) === 'ok') return send(method, path, body, contentType, true);
+    // A revoked session or token: back to sign-in rather than a page of failures.
+    signOut();
+  }
   throw new ApiFailure(res.status, code, data?.error?.message, data?.error?.details);
 }
 

@@ -1,5 +1,5 @@
 // The console's shell: language, navigation and a tiny router over history.pushState.
-import { api, currentUser, onSessionChange, signOut } from './api.js';
+import { api, currentUser, onSessionChange, restoreSession, signOut } from './api.js';
 import { h, replace } from './dom.js';
 import { chosenLanguage, setLanguage, t } from './i18n.js';
 import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
@@ -76,7 +76,10 @@ function renderNav() {
   document.querySelector('.skip').textContent = t('nav.skip');
 }
 
-/** This token stops working on the server too (docs/api.md, "Signing out"); the page forgets it either way. */
+/**
+ * This token stops working on the server too (docs/api.md, "Signing out"), and with it the console session it was
+ * minted from: the answer clears the cookie. The page forgets the token either way.
+ */
 async function signOutHere() {
   await api('POST', '/auth/logout').catch(() => {});
   signOut();
@@ -100,7 +103,11 @@ select.addEventListener('change', async () => {
   await setLanguage(select.value, true);
   await render();
 });
+// A reload stays signed in: the session cookie, if any, gives this page its token before the first render. Asked
+// for alongside the language's strings, so on a slow link it costs no round trip of its own.
+const restoring = restoreSession();
 await setLanguage(chosenLanguage());
 select.value = document.documentElement.lang;
+await restoring;
 await render();
 warmViews();

@@ -48,7 +48,7 @@ import { createUserAdmin } from './people/user-admin.ts';
 import { createFirstSuperadmin } from './people/first-superadmin.ts';
 import { createUserStore } from './people/users.ts';
 import { createRevokedTokens } from './people/revoked-tokens.ts';
-import { createSessions } from './people/sessions.ts';
+import { createConsoleSessions, createSessions } from './people/sessions.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
@@ -135,10 +135,12 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const addressListeners: AddressProvenListener[] = [];
   const proof = createAddressProof({ db, users, listeners: addressListeners });
   const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock });
+  const consoleSessions = createConsoleSessions({ db, users, tokens, clock, settings: config.consoleSessions });
   return {
     users, tokens, revoked, activity, mosques, admins, memberships, membershipListeners, superadminAuth, grants, addressListeners,
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
-    sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, clock }),
+    sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
+    consoleSessions,
     invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
     broadcastHooks,
     broadcasts: createBroadcasts({
@@ -373,7 +375,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const api = createApi({
       ...people, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
-      asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir,
+      asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir, consoleSessionSettings: config.consoleSessions,
       authRateLimit: config.authRateLimit,
       streamHttpHosts: config.streamHttpHosts,
       authIdentifierRateLimit: config.authIdentifierRateLimit,

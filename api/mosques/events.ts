@@ -5,6 +5,7 @@ import type { Memberships } from '../../src/mosques/memberships.ts';
 import type { MosqueStore } from '../../src/mosques/mosques.ts';
 import type { ChangeFeed } from '../../src/platform/changes.ts';
 import type { Clock } from '../../src/platform/clock.ts';
+import type { ConsoleSessions } from '../../src/people/sessions.ts';
 import type { AccessTokens } from '../../src/people/tokens.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -13,8 +14,8 @@ import { bearerToken, mosqueGate } from '../guards.ts';
 /**
  * Live updates of one mosque for its admins, as Server-Sent Events (the console's only live source: people
  * never see MQTT). EventSource cannot send an Authorization header, so the stream opens with a ticket:
- * 30 s, single use, bound to one user, one mosque and the bearer token it was issued under, kept in memory
- * as SHA-256 only. A ticket in a URL is short-lived and useless once redeemed; the request log records the
+ * 30 s, single use, bound to one user, one mosque and the bearer token it was issued under (or the console
+ * session that token was minted from), kept in memory as SHA-256 only. A ticket in a URL is short-lived and useless once redeemed; the request log records the
  * path without the query.
  */
 export const TICKET_TTL_S = 30;
@@ -39,7 +40,8 @@ export type MosqueEvent =
   /** How many the audio server lets listen to the mosque now, after one was admitted or left. */
   | { type: 'listeners'; count: number; at: string };
 
-interface Ticket { userId: string; role: string; mosqueId: string; token: string; expiresAt: number }
+/** `sessionId`: the console session the token was minted from (docs/api.md "Console sessions"), or null. */
+interface Ticket { userId: string; role: string; mosqueId: string; token: string; sessionId: string | null; expiresAt: number }
 interface Stream { userId: string; mosqueId: string; send(e: MosqueEvent): void; close(): void; recheck(): void }
 
 /** The hub the composition root feeds from the core's listeners (device status, broadcast start/stop). */
@@ -66,6 +68,7 @@ export type MosqueEvents = ReturnType<typeof createMosqueEvents>;
 interface Deps {
   clock: Clock;
   tokens: AccessTokens;
+  consoleSessions: Pick<ConsoleSessions, 'isLive'>;
   mosques: MosqueStore;
   admins: AdminStore;
   memberships: Memberships;
@@ -82,10 +85,18 @@ export function eventRoutes(deps: Deps) {
   const sweep = () => {
     for (const [key, t] of tickets) if (t.expiresAt <= nowS()) tickets.delete(key);
   };
-  const stillAllowed = async (t: Pick<Ticket, 'userId' | 'role' | 'mosqueId' | 'token'>) => {
+  /**
+   * A token minted from a console session lives minutes, the console's stream for as long as the page is open: such
+   * a stream lives with the session, which every revocation of the account or of that token ends too.
+   */
+  const credentialLive = async (t: Pick<Ticket, 'userId' | 'token' | 'sessionId'>) => {
+    if (t.sessionId) return deps.consoleSessions.isLive(t.sessionId, t.userId);
     const claims = await deps.tokens.verify(t.token);
-    if (!claims || claims.id !== t.userId) return false;
-    return claims.role === 'superadmin' || deps.admins.find(t.mosqueId, t.userId) !== null;
+    return claims !== null && claims.id === t.userId;
+  };
+  const stillAllowed = async (t: Pick<Ticket, 'userId' | 'role' | 'mosqueId' | 'token' | 'sessionId'>) => {
+    if (!(await credentialLive(t))) return false;
+    return t.role === 'superadmin' || deps.admins.find(t.mosqueId, t.userId) !== null;
   };
   recheckOnChange(deps.changes, deps.mosqueEvents);
 
@@ -95,7 +106,7 @@ export function eventRoutes(deps: Deps) {
     // The bearer token was checked by requireUser; the ticket remembers it so the stream dies with it.
     const token = bearerToken(c)!;
     const ticket = crypto.randomBytes(32).toString('base64url');
-    tickets.set(sha256(ticket), { userId: c.var.user.id, role: c.var.user.role, mosqueId: c.var.mosque.id, token, expiresAt: nowS() + TICKET_TTL_S });
+    tickets.set(sha256(ticket), { userId: c.var.user.id, role: c.var.user.role, mosqueId: c.var.mosque.id, token, sessionId: c.var.user.sid, expiresAt: nowS() + TICKET_TTL_S });
     return c.json({ ticket, expires_in: TICKET_TTL_S }, 201);
   });
 

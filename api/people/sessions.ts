@@ -2,12 +2,13 @@ import { Hono } from 'hono';
 import * as v from 'valibot';
 import type { Sessions } from '../../src/people/sessions.ts';
 import type { AccessTokens } from '../../src/people/tokens.ts';
-import type { AppEnv } from '../context.ts';
+import type { AppContext, AppEnv } from '../context.ts';
 import { unwrap } from '../errors.ts';
 import { requireUser } from '../guards.ts';
 import { createLimiter, type LimiterStore } from '../rate-limit.ts';
 import { hex64 } from '../schemas.ts';
 import { readJson } from '../validate.ts';
+import { clearedCookie } from './console-session.ts';
 
 /** docs/api.md "Changing the password": the current password may be left out only by an account that has none. */
 export const PasswordChange = v.object({ current_password_hash: v.optional(v.nullable(hex64)), new_password_hash: hex64 });
@@ -42,18 +43,25 @@ export function passwordRoutes(deps: Deps) {
 /**
  * POST /auth/logout and /auth/logout-all. Paths under /auth are public by default (api/index.ts), so these
  * two check the bearer token themselves; they carry the auth routes' security headers and address limit.
+ * A token minted from a console session (docs/api.md "Console sessions") ends its session, and the answer
+ * makes the browser forget the cookie; a token from a sign-in gets the same answer as ever.
  */
-export function signOutRoutes(deps: Pick<Deps, 'sessions' | 'tokens'>) {
+export function signOutRoutes(deps: Pick<Deps, 'sessions' | 'tokens'> & { publicUrl: string | null }) {
   const app = new Hono<AppEnv>();
   const signedIn = requireUser(deps.tokens);
+  const forgetCookie = (c: AppContext) => {
+    if (c.var.user.sid) c.header('Set-Cookie', clearedCookie(c, deps.publicUrl));
+  };
 
   app.post('/logout', signedIn, (c) => {
     deps.sessions.logout(c.var.user);
+    forgetCookie(c);
     return c.body(null, 204);
   });
 
   app.post('/logout-all', signedIn, (c) => {
     deps.sessions.logoutAll(c.var.user.id);
+    forgetCookie(c);
     return c.body(null, 204);
   });
 

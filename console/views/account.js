@@ -23,7 +23,7 @@ export async function accountView(page) {
       new_password_hash: await sha256Hex(String(data.get('next'))),
     };
     // Every older token stops working: the answer carries the one this page goes on with.
-    signIn(await api('POST', '/me/password', body));
+    await signIn(await api('POST', '/me/password', body));
     flash(t('account.password_changed'));
   });
 

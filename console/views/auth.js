@@ -15,7 +15,7 @@ export function signInView(page) {
     h('button', { type: 'submit' }, t('auth.sign_in')),
   ], async (data) => {
     const body = { identifier_hash: await identifierHash(data.get('email')), password_hash: await sha256Hex(data.get('password')) };
-    signIn(await api('POST', '/auth/login', body));
+    await signIn(await api('POST', '/auth/login', body));
     signedIn();
   });
 
@@ -32,7 +32,7 @@ export function signInView(page) {
       field(t('auth.code'), { name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', pattern: '[0-9]{6}', maxlength: 6, required: true }),
       h('button', { type: 'submit' }, t('auth.sign_in')),
     ], async (d) => {
-      signIn(await api('POST', '/auth/login-code/verify', { identifier_hash, code: String(d.get('code')).trim() }));
+      await signIn(await api('POST', '/auth/login-code/verify', { identifier_hash, code: String(d.get('code')).trim() }));
       signedIn();
     }));
     codeStep.querySelector('input')?.focus();
@@ -55,7 +55,7 @@ export function signUpView(page) {
       h('button', { type: 'submit' }, t('auth.create_account')),
     ], async (data) => {
       const body = { email: String(data.get('email')).trim().toLowerCase(), password_hash: await sha256Hex(data.get('password')) };
-      signIn(await api('POST', '/auth/signup', body));
+      await signIn(await api('POST', '/auth/signup', body));
       signedIn();
     })),
     h('p', {}, t('auth.have_account'), ' ', link('/signin', 'nav.sign_in')));
@@ -83,7 +83,7 @@ export function superadminView(page) {
       ], async (d) => {
         const timestamp = Math.floor(Date.now() / 1000);
         const hmac = await hmacHex(started.session_token, `${String(d.get('otp')).trim()}|${timestamp}`);
-        signIn(await api('POST', '/auth/superadmin-2fa/verify', { session_token: started.session_token, timestamp, hmac }));
+        await signIn(await api('POST', '/auth/superadmin-2fa/verify', { session_token: started.session_token, timestamp, hmac }));
         signedIn();
       })));
       step2.querySelector('input')?.focus();

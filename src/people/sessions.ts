@@ -1,5 +1,9 @@
+import crypto from 'node:crypto';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { Db } from '../platform/db.ts';
 import { fail, failUntil, ok, type Result } from '../platform/failure.ts';
+import { sha256Hex } from '../platform/identifiers.ts';
+import { hexEquals } from '../platform/secret-codes.ts';
 import { guessSubject, type GuessBudget } from './guess-budget.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { RevokedTokens } from './revoked-tokens.ts';
@@ -21,6 +25,7 @@ interface Deps {
   revoked: RevokedTokens;
   /** The superadmin two-step flow's pending sessions and reset tokens (src/people/superadmin.ts). */
   superadmin: { endPendingSessions(userId: string): void };
+  consoleSessions: ConsoleSessions;
   clock: Clock;
 }
 
@@ -32,6 +37,8 @@ export function createSessions(deps: Deps) {
   const endPending = (userId: string) => {
     deps.revoked.forgetUser(userId);
     deps.superadmin.endPendingSessions(userId);
+    // Refused by version already (mint checks it); the rows go now rather than when next presented.
+    deps.consoleSessions.endAllFor(userId);
   };
 
   /** Guard for `current === null`: allowed only for an account without a password, from a fresh sign-in. */
@@ -78,12 +85,134 @@ export function createSessions(deps: Deps) {
     endPending(userId);
   }
 
-  /** This token stops working, in every process (the change feed carries it); the account's others go on. */
+  /**
+   * This token stops working, in every process (the change feed carries it); the account's others go on. A token
+   * minted from a console session ends that session too: signing out of the console is signing out of its cookie.
+   */
   function logout(claims: AccessClaims): void {
+    if (claims.sid) deps.consoleSessions.end(claims.sid);
     if (deps.revoked.revoke(claims.id, claims.tokenIdHash, claims.exp) === 'over_cap') logoutAll(claims.id);
   }
 
-  return { changePassword, logout, logoutAll };
+  /**
+   * docs/api.md "Console sessions": a token from a sign-in in the last 10 minutes is traded for a session cookie and
+   * dies in the trade, so the page holds short-lived tokens only. A token minted from a session may not open
+   * another: that would stretch a session past its absolute lifetime.
+   */
+  async function openConsoleSession(claims: AccessClaims): Promise<Result<{ cookie: string; token: TokenResponse }>> {
+    if (claims.sid) return fail('forbidden', 'A token minted from a console session cannot open another one: sign in again.');
+    if (toUnixSeconds(deps.clock()) - claims.iat > FRESH_SIGN_IN_SECONDS) {
+      return fail('forbidden', 'A console session needs a sign-in from the last 10 minutes: sign in again.');
+    }
+    logout(claims);
+    const cookie = deps.consoleSessions.open(claims.id);
+    const token = cookie ? await deps.consoleSessions.mint(cookie) : null;
+    return cookie && token ? ok({ cookie, token }) : fail('unauthorized');
+  }
+
+  return { changePassword, logout, logoutAll, openConsoleSession };
 }
 
 export type Sessions = ReturnType<typeof createSessions>;
+
+/** docs/api.md "Console sessions": CONSOLE_SESSION_* and CONSOLE_TOKEN_TTL_MINUTES, in seconds. */
+export interface ConsoleSessionSettings {
+  idleSeconds: number;
+  absoluteSeconds: number;
+  tokenTtlSeconds: number;
+  maxPerUser: number;
+}
+
+interface ConsoleSessionRow {
+  id: string;
+  secret_hash: string;
+  user_id: string;
+  token_version: number;
+  created_at: number;
+  last_used_at: number;
+  expires_at: number;
+}
+
+/** The cookie's value: `<id>.<secret>`, 128 random bits of id and 256 of secret, base64url. */
+const COOKIE_VALUE = /^([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/;
+
+export interface ConsoleSessions {
+  /** A new session of the user at their current token version; the cookie value, or null when the user is gone. */
+  open(userId: string): string | null;
+  /** A short-lived token from a live session, which counts as used now; null (and the row gone) otherwise. */
+  mint(cookie: string): Promise<TokenResponse | null>;
+  /** Whether the user's session is live now (an open event stream asks: it outlives the token it opened with). */
+  isLive(sessionId: string, userId: string): boolean;
+  end(sessionId: string): void;
+  endAllFor(userId: string): void;
+}
+
+/**
+ * The console_sessions table. Only a SHA-256 of each secret is kept and compared in constant time (ARCHITECTURE
+ * "Secrets": a 256-bit random secret needs no bcrypt). Nothing is held in memory: a session is read once per
+ * minted token (every few minutes per open page), never per API request, so every process sees the same rows.
+ */
+export function createConsoleSessions(deps: {
+  db: Db;
+  users: Pick<UserStore, 'findById' | 'tokenVersion'>;
+  tokens: AccessTokens;
+  clock: Clock;
+  settings: ConsoleSessionSettings;
+}): ConsoleSessions {
+  const { db, settings } = deps;
+  const insert = db.prepare(
+    `INSERT INTO console_sessions (id, secret_hash, user_id, token_version, created_at, last_used_at, expires_at)
+     VALUES (@id, @secret_hash, @user_id, @token_version, @now, @now, @expires_at)`,
+  );
+  const byId = db.prepare<[string], ConsoleSessionRow>('SELECT * FROM console_sessions WHERE id = ?');
+  const touch = db.prepare('UPDATE console_sessions SET last_used_at = ? WHERE id = ?');
+  const remove = db.prepare('DELETE FROM console_sessions WHERE id = ?');
+  const removeUser = db.prepare('DELETE FROM console_sessions WHERE user_id = ?');
+  const prune = db.prepare('DELETE FROM console_sessions WHERE expires_at <= ? OR last_used_at <= ?');
+  // The newest `maxPerUser` by use stay; a person signing in on an eleventh browser ends the one unused longest.
+  const evict = db.prepare(
+    `DELETE FROM console_sessions WHERE user_id = @user_id AND id NOT IN
+       (SELECT id FROM console_sessions WHERE user_id = @user_id ORDER BY last_used_at DESC, created_at DESC LIMIT @keep)`,
+  );
+  const now = () => toUnixSeconds(deps.clock());
+  const isLive = (row: ConsoleSessionRow, at: number) =>
+    row.expires_at > at && row.last_used_at + settings.idleSeconds > at && deps.users.tokenVersion(row.user_id) === row.token_version;
+
+  return {
+    open(userId) {
+      const version = deps.users.tokenVersion(userId);
+      if (version === undefined) return null;
+      const at = now();
+      prune.run(at, at - settings.idleSeconds);
+      const id = crypto.randomBytes(16).toString('base64url');
+      const secret = crypto.randomBytes(32).toString('base64url');
+      insert.run({ id, secret_hash: sha256Hex(secret), user_id: userId, token_version: version, now: at, expires_at: at + settings.absoluteSeconds });
+      evict.run({ user_id: userId, keep: settings.maxPerUser });
+      return `${id}.${secret}`;
+    },
+
+    async mint(cookie) {
+      const parts = COOKIE_VALUE.exec(cookie);
+      const row = parts ? byId.get(parts[1]!) : undefined;
+      // A wrong secret leaves the row alone: the id travels in tokens (`sid`), so knowing it must not end a session.
+      if (!row || !hexEquals(sha256Hex(parts![2]!), row.secret_hash)) return null;
+      const at = now();
+      const user = deps.users.findById(row.user_id);
+      if (!user || !isLive(row, at)) {
+        remove.run(row.id);
+        return null;
+      }
+      touch.run(at, row.id);
+      // Never past the session's own end.
+      return deps.tokens.issue(user, { sessionId: row.id, ttlSeconds: Math.min(settings.tokenTtlSeconds, row.expires_at - at) });
+    },
+
+    isLive(sessionId, userId) {
+      const row = byId.get(sessionId);
+      return row !== undefined && row.user_id === userId && isLive(row, now());
+    },
+
+    end: (sessionId) => void remove.run(sessionId),
+    endAllFor: (userId) => void removeUser.run(userId),
+  };
+}

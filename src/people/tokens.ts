@@ -16,6 +16,17 @@ export interface AccessClaims {
    * (src/people/revoked-tokens.ts); for a token issued before tokens carried a jti, of the whole token.
    */
   tokenIdHash: string;
+  /**
+   * The console session the token was minted from (docs/api.md "Console sessions"); null for a token from a
+   * sign-in. Signing such a token out ends its session too.
+   */
+  sid: string | null;
+}
+
+/** A token minted from a console session: short-lived, and naming the session. */
+export interface IssueOptions {
+  sessionId: string;
+  ttlSeconds: number;
 }
 
 export interface TokenResponse {
@@ -26,7 +37,7 @@ export interface TokenResponse {
 }
 
 export interface AccessTokens {
-  issue(user: Pick<UserRow, 'id' | 'email' | 'role' | 'token_version'>): Promise<TokenResponse>;
+  issue(user: Pick<UserRow, 'id' | 'email' | 'role' | 'token_version'>, options?: IssueOptions): Promise<TokenResponse>;
   /** The claims of a valid, unexpired, unrevoked token; null otherwise. */
   verify(token: string): Promise<AccessClaims | null>;
 }
@@ -62,15 +73,17 @@ export function createAccessTokens(deps: Deps): AccessTokens {
   };
 
   return {
-    async issue(user) {
+    async issue(user, options) {
       const iat = Math.floor(deps.clock() / 1000);
-      const token = await new SignJWT({ id: user.id, email: user.email, role: user.role, ver: user.token_version })
+      const ttl = options?.ttlSeconds ?? ttlSeconds;
+      const claims = { id: user.id, email: user.email, role: user.role, ver: user.token_version, ...(options && { sid: options.sessionId }) };
+      const token = await new SignJWT(claims)
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setJti(crypto.randomBytes(16).toString('base64url'))
         .setIssuedAt(iat)
-        .setExpirationTime(iat + ttlSeconds)
+        .setExpirationTime(iat + ttl)
         .sign(key);
-      return { access_token: token, token_type: 'Bearer', expires_in: ttlSeconds, user: { id: user.id, email: user.email, role: user.role } };
+      return { access_token: token, token_type: 'Bearer', expires_in: ttl, user: { id: user.id, email: user.email, role: user.role } };
     },
 
     async verify(token) {
@@ -96,11 +109,11 @@ async function verifySignature(token: string, key: Uint8Array, clock: Clock): Pr
       requiredClaims: ['exp', 'iat'],
       currentDate: new Date(clock()),
     });
-    const { id, email, role, ver, iat, exp, jti } = payload as Record<string, unknown>;
+    const { id, email, role, ver, iat, exp, jti, sid } = payload as Record<string, unknown>;
     if (typeof id !== 'string' || typeof email !== 'string' || typeof ver !== 'number') return null;
     if (role !== 'member' && role !== 'superadmin') return null;
     const tokenIdHash = sha256Hex(typeof jti === 'string' ? jti : token);
-    return { id, email, role, ver, iat: iat as number, exp: exp as number, tokenIdHash };
+    return { id, email, role, ver, iat: iat as number, exp: exp as number, tokenIdHash, sid: typeof sid === 'string' ? sid : null };
   } catch (err) {
     if (err instanceof joseErrors.JOSEError || err instanceof TypeError) return null;
     throw err;

@@ -27,6 +27,8 @@ export interface Config {
   consoleDir: string | null;
   jwtSecret: string | undefined;
   accessTokenExpireDays: number;
+  /** The console's session cookie (docs/api.md "Console sessions"): lifetimes, the tokens it mints, sessions per person. */
+  consoleSessions: { idleSeconds: number; absoluteSeconds: number; tokenTtlSeconds: number; maxPerUser: number };
   passwordResetTtlHours: number;
   leaseTtlHours: number;
   notifyTransport: 'console' | 'smtp' | 'webhook';
@@ -187,6 +189,11 @@ const EnvSchema = v.object({
   DATA_DIR: optionalText,
   JWT_SECRET: v.optional(v.string()),
   ACCESS_TOKEN_EXPIRE_DAYS: wholeNumber(1, 365, 7),
+  CONSOLE_SESSION_IDLE_HOURS: wholeNumber(1, 720, 168),
+  CONSOLE_SESSION_MAX_DAYS: wholeNumber(1, 90, 30),
+  // At least 2: the page asks for the next token a minute before this one ends.
+  CONSOLE_TOKEN_TTL_MINUTES: wholeNumber(2, 60, 15),
+  CONSOLE_SESSIONS_PER_USER: wholeNumber(1, 50, 10),
   // Clamped into 1..168 below (with a warning) rather than refused: the contract says so.
   PASSWORD_RESET_TTL_HOURS: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^\d+$/, 'must be a whole number of hours'), v.transform(Number)), '24'),
   LEASE_TTL_HOURS: wholeNumber(1, 720, 24),
@@ -325,6 +332,9 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
   if (resetHours !== e.PASSWORD_RESET_TTL_HOURS) {
     warnings.push(`PASSWORD_RESET_TTL_HOURS: ${e.PASSWORD_RESET_TTL_HOURS} is outside 1..168; using ${resetHours}`);
   }
+  if (e.CONSOLE_SESSION_IDLE_HOURS > e.CONSOLE_SESSION_MAX_DAYS * 24) {
+    return { ok: false, error: `CONSOLE_SESSION_IDLE_HOURS: must not exceed CONSOLE_SESSION_MAX_DAYS (${e.CONSOLE_SESSION_MAX_DAYS}) x 24` };
+  }
   const memory = e.DATABASE_PATH === ':memory:';
   return {
     ok: true,
@@ -344,6 +354,12 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       consoleDir: e.CONSOLE_DIR === 'off' ? null : path.resolve(e.CONSOLE_DIR),
       jwtSecret: e.JWT_SECRET,
       accessTokenExpireDays: e.ACCESS_TOKEN_EXPIRE_DAYS,
+      consoleSessions: {
+        idleSeconds: e.CONSOLE_SESSION_IDLE_HOURS * 3600,
+        absoluteSeconds: e.CONSOLE_SESSION_MAX_DAYS * 86_400,
+        tokenTtlSeconds: e.CONSOLE_TOKEN_TTL_MINUTES * 60,
+        maxPerUser: e.CONSOLE_SESSIONS_PER_USER,
+      },
       passwordResetTtlHours: resetHours,
       leaseTtlHours: e.LEASE_TTL_HOURS,
       notifyTransport: e.NOTIFY_TRANSPORT,

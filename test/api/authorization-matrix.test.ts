@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
 import type { DeviceKind } from '../../src/devices/device-config.ts';
 import { createMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
-import { sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
+import { hmacHex, sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
 import { toneOnce } from '../audio/audio-files.ts';
 
 /**
@@ -217,6 +217,10 @@ interface Call {
   body?: unknown;
   /** A body that is not JSON (the recorded azaan's raw audio) and its Content-Type. */
   raw?: { data: Uint8Array; type: string };
+  /** Headers beyond the bearer token (the console's Origin, X-Minaret-Console and cookie). */
+  headers?: Record<string, string>;
+  /** Another bearer token of the caller than the world's (a fresh sign-in the call spends). */
+  token?: string;
 }
 
 interface Row {
@@ -300,6 +304,23 @@ const ROWS: Row[] = [
   // --- signing out (under /auth, yet the bearer token is required) ---
   { route: `POST ${V1}/auth/logout`, expect: anyone(204), mutates: true, request: () => ({ path: `${V1}/auth/logout` }) },
   { route: `POST ${V1}/auth/logout-all`, expect: anyone(204), mutates: true, request: () => ({ path: `${V1}/auth/logout-all` }) },
+
+  // --- the console's session cookie (docs/api.md "Console sessions"); CSRF and revocation: test/people/console-session.test.ts ---
+  {
+    // Trades a fresh sign-in of the caller (the world's own tokens stay alive) for the cookie.
+    route: `POST ${V1}/auth/session`, expect: anyone(201), mutates: true,
+    request: async (w, _s, caller) => ({ path: `${V1}/auth/session`, headers: consoleHeaders(w), ...(caller && { token: await signInAgain(w, caller) }) }),
+    check: (_w, _s, res) => {
+      assert.equal(res.body.expires_in, 15 * 60);
+      assert.match(res.headers.get('set-cookie') ?? '', /^minaret_console=[\w-]+\.[\w-]+; Path=\/api\/v1\/auth\/session; /);
+    },
+  },
+  {
+    // The cookie is the credential: the caller's own session mints a token for the caller; without one, 401.
+    route: `POST ${V1}/auth/session/token`, expect: anyone(200),
+    request: async (w, _s, caller) => ({ path: `${V1}/auth/session/token`, headers: { ...consoleHeaders(w), ...(caller && { cookie: await consoleCookie(w, caller) }) } }),
+    check: (w, s, res) => assert.equal(res.body.user.id, w.caller(s)!.id),
+  },
 
   // --- users: superadmin only, all-or-nothing at the route ---
   { route: `GET ${V1}/users`, expect: superadminOnly(200), request: () => ({ path: `${V1}/users` }) },
@@ -661,6 +682,32 @@ function changedParts(before: Snapshot, after: Snapshot): string[] {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// The console's session: the headers its page sends, and a session of the caller's own.
+
+const consoleHeaders = (w: World) => ({ origin: new URL(w.ts.url).origin, 'x-minaret-console': '1' });
+
+/** A new token of `p` from a sign-in now: the superadmin by the two-step flow, the others by password. */
+async function signInAgain(w: World, p: Person): Promise<string> {
+  if (p.id !== w.root.id) {
+    const res = await must(w.ts.http.post(`${V1}/auth/login`, { identifier_hash: sha256(p.email), password_hash: sha256('correct horse battery staple') }), 200, 'login');
+    return res.access_token;
+  }
+  const started = await must(w.ts.http.post(`${V1}/auth/superadmin-2fa`, { identifier_hash: sha256('root@example.com'), password_hash: sha256('root password 123') }), 200, 'superadmin step 1');
+  await w.ts.service.notifier.idle();
+  const otp = w.ts.messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)!.code!;
+  const timestamp = Math.floor(w.ts.clock() / 1000);
+  const verified = await must(w.ts.http.post(`${V1}/auth/superadmin-2fa/verify`, { session_token: started.session_token, timestamp, hmac: hmacHex(started.session_token, `${otp}|${timestamp}`) }), 200, 'superadmin step 2');
+  return verified.access_token;
+}
+
+/** `minaret_console=...` of a new console session of `p`. */
+async function consoleCookie(w: World, p: Person): Promise<string> {
+  const res = await w.ts.http.request('POST', `${V1}/auth/session`, { token: await signInAgain(w, p), headers: consoleHeaders(w) });
+  if (res.status !== 201) throw new Error(`open a console session: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.headers.get('set-cookie')!.split(';')[0]!;
+}
+
+// ---------------------------------------------------------------------------------------------------
 
 const ERROR_CODES: Record<number, string> = { 401: 'unauthorized', 403: 'forbidden', 404: 'not_found' };
 
@@ -673,8 +720,10 @@ async function runStanding(w: World, row: Row, s: Standing): Promise<{ succeeded
   const call = await row.request(w, s, caller);
   assert.match(call.path, patternOf(pattern), `the request of ${row.route} must hit that route`);
   const before = row.mutates ? await snapshot(w) : null;
+  const token = call.token ?? caller?.token;
   const res = await w.ts.http.request(method, call.path, {
-    ...(call.body !== undefined && { body: call.body }), ...(call.raw && { raw: call.raw.data, headers: { 'content-type': call.raw.type } }), ...(caller && { token: caller.token }),
+    ...(call.body !== undefined && { body: call.body }), headers: { ...call.headers, ...(call.raw && { 'content-type': call.raw.type }) },
+    ...(call.raw && { raw: call.raw.data }), ...(token && { token }),
   });
   const expected = row.expect[s];
   assert.equal(res.status, expected, `expected ${expected}, got ${res.status} ${JSON.stringify(res.body)}`);

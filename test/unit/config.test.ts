@@ -29,7 +29,16 @@ test('push and player limits default to 10 subscriptions, 8 sends at once and 20
   assert.deepEqual([r.config.maxPushSubscriptionsPerUser, r.config.pushConcurrency, r.config.maxPlayersPerUser], [10, 8, 20]);
 });
 
+test('console sessions default to 7 days idle, 30 days in all, 15-minute tokens and 10 per person', () => {
+  const r = loadConfig({});
+  assert.ok(r.ok);
+  assert.deepEqual(r.config.consoleSessions, { idleSeconds: 7 * 86_400, absoluteSeconds: 30 * 86_400, tokenTtlSeconds: 15 * 60, maxPerUser: 10 });
+});
+
 const refused: Array<[string, Record<string, string>, RegExp]> = [
+  ['a console session idle longer than its whole life', { CONSOLE_SESSION_IDLE_HOURS: '25', CONSOLE_SESSION_MAX_DAYS: '1' }, /^CONSOLE_SESSION_IDLE_HOURS: must not exceed CONSOLE_SESSION_MAX_DAYS/],
+  ['console tokens of one minute (the page refreshes a minute early)', { CONSOLE_TOKEN_TTL_MINUTES: '1' }, /^CONSOLE_TOKEN_TTL_MINUTES: must be a whole number from 2 to 60/],
+  ['no console sessions per person', { CONSOLE_SESSIONS_PER_USER: '0' }, /^CONSOLE_SESSIONS_PER_USER: /],
   ['a port that is not a number', { HTTP_PORT: 'abc' }, /^HTTP_PORT: .*whole number.*"abc"/],
   ['a port above 65535', { MQTT_PORT: '70000' }, /^MQTT_PORT: /],
   ['zero token days', { ACCESS_TOKEN_EXPIRE_DAYS: '0' }, /^ACCESS_TOKEN_EXPIRE_DAYS: /],
