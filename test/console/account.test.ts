@@ -64,7 +64,8 @@ test('signing out from the menu ends that token on the server, not only in the p
   const browser = await launchBrowser(t);
   const { page } = await phonePage(browser, t);
   await page.goto(`${ts.url}/signin`);
-  const loggedIn = page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/login') && r.status() === 200, { timeout: WAIT_MS });
+  // The page trades its sign-in token for a console session and works with the session's token from then on.
+  const loggedIn = page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/session') && r.status() === 201, { timeout: WAIT_MS });
   await signIn(page, 'bilal@console.test');
   const token = ((await (await loggedIn).json()) as { access_token: string }).access_token;
   assert.equal((await ts.http.get('/api/v1/me', token)).status, 200);

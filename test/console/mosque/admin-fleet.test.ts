@@ -5,7 +5,7 @@ import { SimDevice } from '../../../simulator/device.ts';
 import { API } from '../../support/people.ts';
 import { createManualClock, startTestService, type TestService } from '../../support/service.ts';
 import { connectDevice, endClient, mosqueWithOwner, publish, registerPlayer, registerTransmitter, statusPayload, waitForStatus } from '../../support/devices.ts';
-import { WAIT_MS, assertAccessible, shot, signIn, signedInAdminPage } from '../browser.ts';
+import { WAIT_MS, assertAccessible, shot, signedInAdminPage } from '../browser.ts';
 
 const OFFLINE_FOR_MS = (3 * 3600 + 12 * 60) * 1000;
 
@@ -89,7 +89,7 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await page.locator(`li[data-device="${online!.device.id}"]`).waitFor({ timeout: WAIT_MS });
   assert.deepEqual(await shownIds(page), [online!.device.id, stale!.device.id, gone!.device.id].sort());
 
-  // Back from a device page and a reload (which signs in again: the token lives in memory) keep the filter.
+  // Back from a device page and a reload (the console session keeps the page signed in) keep the filter.
   await staleCard.getByRole('link', { name: 'Courtyard' }).click();
   await page.getByRole('heading', { name: 'Courtyard' }).waitFor();
   await page.goBack();
@@ -98,7 +98,6 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   assert.equal(await filter.inputValue(), 'offline');
   await page.reload();
-  await signIn(page, owner.email);
   await page.getByRole('heading', { name: 'Masjid An-Nur' }).waitFor();
   await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('li[data-device]').length === 3);
   assert.equal(await filter.inputValue(), 'offline');
