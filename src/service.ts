@@ -125,11 +125,11 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock, changes);
-  const admins = createAdminStore(db, clock, changes);
+  const admins = createAdminStore(db, clock, users, changes);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];
   // Late-bound: the fan-out needs the device plane, which is built after the people.
   const broadcastHooks: { onStart?: (b: BroadcastRow) => void; onStop?: (b: BroadcastRow) => void; waitsForSource?: (mosqueId: string) => boolean } = {};
-  const memberships = createMemberships({ db, clock, activity, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
+  const memberships = createMemberships({ db, clock, activity, users, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   const grants = createAddressGrants({ db, clock, activity, memberships, admins });
   // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
   const addressListeners: AddressProvenListener[] = [];
@@ -201,7 +201,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     people.addressListeners.push(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
     const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
-    const scheduleStore = createScheduleStore(db);
+    const scheduleStore = createScheduleStore(db, people.mosques);
     const scheduler: Scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
@@ -310,7 +310,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     let origin = '';
     const serviceOrigin = () => origin;
     const fanout = createFanout({
-      db, clock, logger, devices: plane.devices, mosques: people.mosques, commands: plane.commands, outbox, link: () => broker.link,
+      db, clock, logger, devices: plane.devices, mosques: people.mosques, memberships: people.memberships, commands: plane.commands, outbox, link: () => broker.link,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? serviceOrigin(), mosqueId),
     });

@@ -171,3 +171,52 @@ test('the service never loads ajv: the compiled payload checks are generated cod
   assert.deepEqual(importsOf(path.join('broker', 'payload-checks.ts')), []);
   assert.doesNotMatch(fs.readFileSync(path.join(ROOT, 'broker', 'payload-checks.ts'), 'utf8'), /\brequire\(|\bimport\(/);
 });
+
+/**
+ * One owner per table (docs/layout.md): each table is named in SQL only inside its owning domain's folder;
+ * any other domain asks that domain's store. A new table needs a row here, so its owner is a decision.
+ */
+const TABLE_OWNERS: Record<string, string> = {
+  data_steps: 'src/platform',
+  users: 'src/people', login_codes: 'src/people', reset_tokens: 'src/people', superadmin_sessions: 'src/people',
+  superadmin_decoy_sessions: 'src/people', revoked_tokens: 'src/people', wrong_guesses: 'src/people',
+  signup_notices: 'src/people', console_sessions: 'src/people',
+  mosques: 'src/mosques', mosque_admins: 'src/mosques', memberships: 'src/mosques', membership_removals: 'src/mosques',
+  invites: 'src/mosques', activity: 'src/mosques', address_grants: 'src/mosques',
+  devices: 'src/devices', mosque_device_events: 'src/devices', device_logs: 'src/devices', device_timeline_orphans: 'src/devices',
+  audio_on_air: 'src/audio', audio_listener_sessions: 'src/audio', audio_refusals: 'src/audio', recordings: 'src/audio',
+  broadcasts: 'src/broadcasts', push_subscriptions: 'src/broadcasts', push_outbox: 'src/broadcasts',
+  schedule_timetables: 'src/schedule', schedule_slots: 'src/schedule', schedule_alerts: 'src/schedule',
+};
+const SQL_NAMING = (table: string) => new RegExp(`\\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\\s+${table}\\b`, 'i');
+
+/** Where a table is named in SQL outside its owner's folder, in the given source files. */
+function tablesOutOfPlace(files: Array<{ file: string; text: string }>): string[] {
+  const found: string[] = [];
+  for (const { file, text } of files) {
+    for (const [table, owner] of Object.entries(TABLE_OWNERS)) {
+      if (!file.startsWith(`${owner}/`) && SQL_NAMING(table).test(text)) found.push(`${file} names ${table} (owned by ${owner})`);
+    }
+  }
+  return found;
+}
+
+test('every table of the schema has an owner, and is named in SQL only inside its owner\'s folder', async () => {
+  const { openDatabase, migrate } = await import('../src/platform/db.ts');
+  const db = openDatabase(':memory:');
+  migrate(db);
+  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((r) => r.name);
+  db.close();
+  assert.deepEqual(tables.filter((t) => !(t in TABLE_OWNERS)), [], 'a table without an owner in TABLE_OWNERS');
+  const files = ['src', 'api', 'broker', 'notify', 'icecast', 'cli', 'simulator'].flatMap((dir) => sourceFiles(dir))
+    .map((file) => ({ file: file.split(path.sep).join('/'), text: fs.readFileSync(path.join(ROOT, file), 'utf8') }));
+  assert.ok(files.length > 100, `read ${files.length} source files`);
+  assert.deepEqual(tablesOutOfPlace(files), []);
+});
+
+test('the table-owner check catches a later domain reading an earlier one\'s table', () => {
+  assert.deepEqual(tablesOutOfPlace([
+    { file: 'src/broadcasts/fanout.ts', text: "db.prepare(`SELECT user_id FROM memberships WHERE mosque_id = ?`)" },
+    { file: 'src/mosques/memberships.ts', text: "db.prepare('SELECT * FROM memberships WHERE id = ?')" },
+  ]), ['src/broadcasts/fanout.ts names memberships (owned by src/mosques)']);
+});

@@ -4,9 +4,10 @@ import type { BroadcastRow, DeliveryReport } from './broadcasts.ts';
 import type { Commands } from '../devices/commands.ts';
 import { topics, type DeviceLink } from '../devices/device-link.ts';
 import type { DeviceStore } from '../devices/devices.ts';
-import { playedBetweenSql, statusAsOfSql } from '../devices/timeline.ts';
+import { createDeliveryStatuses } from '../devices/timeline.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueStore } from '../mosques/mosques.ts';
+import type { Memberships } from '../mosques/memberships.ts';
 import type { PushOutbox } from './push-outbox.ts';
 
 /**
@@ -51,6 +52,7 @@ export function createFanout(deps: {
   logger: Logger;
   devices: DeviceStore;
   mosques: MosqueStore;
+  memberships: Pick<Memberships, 'notifiedMembers'>;
   commands: Commands;
   outbox: PushOutbox;
   link: () => DeviceLink;
@@ -59,27 +61,7 @@ export function createFanout(deps: {
   /** The address of the mosque's recorded azaan (src/audio/recordings.ts), for a fallback broadcast. */
   fallbackUrl?: (mosqueId: string) => string | null;
 }) {
-  const recipientsByKind = Object.fromEntries(
-    Object.entries(TOGGLE).map(([kind, toggle]) => [
-      kind,
-      deps.db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`),
-    ]),
-  );
-  // Each device's latest status up to a time (within the window after the start, or else the one it was
-  // in at the start), for all the mosque's devices in one statement.
-  // docs/api.md, "Broadcasts and their delivery report": a device that reported PLAYING for the broadcast at any
-  // time between its start and its stop (plus REPORT_TAIL_SECONDS) counts as playing, whatever it reported later.
-  const statusesAsOf = deps.db.prepare<{ until: number; mosque: string; from: number; played_until: number }, { status: string | null; played: number }>(
-    `SELECT ${statusAsOfSql('d.timeline_head', '@until')} AS status, ${playedBetweenSql('d.timeline_head', '@from', '@played_until')} AS played
-     FROM devices d WHERE d.mosque_id = @mosque`,
-  );
-
-  // The same while the window reaches now (a live broadcast's first REPORT_WINDOW_SECONDS, when the console
-  // reads the report every 5 s): a device row's status is its newest committed status, written in the same
-  // transaction as its timeline row, so no chain needs walking (1.3 ms against 3.8 ms per 1,000 devices, warm).
-  const statusesNow = deps.db.prepare<{ mosque: string; from: number; played_until: number }, { status: string; played: number }>(
-    `SELECT d.status, ${playedBetweenSql('d.timeline_head', '@from', '@played_until')} AS played FROM devices d WHERE d.mosque_id = @mosque`,
-  );
+  const statuses = createDeliveryStatuses(deps.db);
 
   // Starts whose transmitter commands and pushes still wait behind the fan-out writes (afterStart). The POST
   // answers before they run, so a stop can come first: its broadcast_stop must stay the transmitters' last word.
@@ -123,7 +105,7 @@ export function createFanout(deps: {
         // Stopped meanwhile: a broadcast_start now would leave the transmitters playing, a push would announce nothing.
         if (!startsPending.delete(b.id)) return;
         if (opts.transmitters !== false) commandTransmitters(b, 'start');
-        const users = recipientsByKind[b.kind]!.all(b.mosque_id).map((r) => r.user_id);
+        const users = deps.memberships.notifiedMembers(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE]);
         const mosque = deps.mosques.findById(b.mosque_id);
         const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
         deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer });
@@ -147,8 +129,8 @@ export function createFanout(deps: {
       const now = toUnixSeconds(deps.clock());
       const windowEnd = Math.max(b.started_at, Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, now));
       const played = { from: b.started_at, played_until: (b.stopped_at ?? now) + REPORT_TAIL_SECONDS, mosque: b.mosque_id };
-      const statuses = windowEnd >= now ? statusesNow.all(played) : statusesAsOf.all({ ...played, until: windowEnd });
-      for (const row of statuses) report[row.played === 1 ? 'playing' : outcomeOf(row.status ?? 'UNKNOWN')]++;
+      const rows = windowEnd >= now ? statuses.now(played) : statuses.asOf({ ...played, until: windowEnd });
+      for (const row of rows) report[row.played === 1 ? 'playing' : outcomeOf(row.status ?? 'UNKNOWN')]++;
       return report;
     },
   };

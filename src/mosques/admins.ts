@@ -1,6 +1,7 @@
 import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import type { UserStore } from '../people/users.ts';
 
 export interface AdminRow {
   mosque_id: string;
@@ -68,12 +69,9 @@ export interface AdminStore {
 }
 
 /** Every write is announced on `changes` (kind `standing`, the user's id): /me shows a user's admin rows. */
-export function createAdminStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): AdminStore {
+export function createAdminStore(db: Db, clock: Clock, users: Pick<UserStore, 'contactsOf'>, changes: ChangePublisher = noChanges): AdminStore {
   const one = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
-  const ofMosque = db.prepare<[string], AdminRow & { email: string }>(
-    `SELECT a.*, u.email FROM mosque_admins a JOIN users u ON u.id = a.user_id WHERE a.mosque_id = ?
-     ORDER BY a.is_owner DESC, a.created_at, u.email`,
-  );
+  const ofMosque = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? ORDER BY is_owner DESC, created_at');
   const ofUser = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');
   const insert = db.prepare(
     `INSERT INTO mosque_admins (mosque_id, user_id, is_owner, can_trigger, can_manage, created_at, updated_at)
@@ -90,7 +88,15 @@ export function createAdminStore(db: Db, clock: Clock, changes: ChangePublisher 
 
   return {
     find: (mosqueId, userId) => one.get(mosqueId, userId) ?? null,
-    listForMosque: (mosqueId) => ofMosque.all(mosqueId),
+    // Each admin with their email, which the people's store keeps: the owner first, then by when and by email.
+    listForMosque: (mosqueId) => {
+      const rows = ofMosque.all(mosqueId);
+      const contacts = users.contactsOf(rows.map((r) => r.user_id));
+      return rows.flatMap((r) => {
+        const c = contacts.get(r.user_id);
+        return c ? [{ ...r, email: c.email }] : [];
+      }).sort((a, b) => b.is_owner - a.is_owner || a.created_at - b.created_at || (a.email < b.email ? -1 : a.email > b.email ? 1 : 0));
+    },
     listForUser: (userId) => ofUser.all(userId),
     insert(mosqueId, userId, f) {
       insert.run(mosqueId, userId, bit(f.is_owner), bit(f.can_trigger), bit(f.can_manage), now(), now());

@@ -5,6 +5,7 @@ import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { MosqueRow } from './mosques.ts';
+import type { UserStore } from '../people/users.ts';
 
 export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
 export const MEMBERSHIP_STATUSES = ['pending', 'approved', 'rejected', 'banned'] as const;
@@ -69,7 +70,7 @@ export interface MembershipChange {
 export type MembershipListener = (change: MembershipChange) => void;
 
 /** Every write is announced on `changes` (kind `standing`, the member's user id): /me lists memberships. */
-export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; onChange?: MembershipListener; changes?: ChangePublisher }) {
+export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; onChange?: MembershipListener; changes?: ChangePublisher }) {
   const { db, activity } = deps;
   const changes = deps.changes ?? noChanges;
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
@@ -79,14 +80,19 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     `INSERT INTO memberships (id, mosque_id, user_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
   );
   const setStatus = db.prepare('UPDATE memberships SET status = ?, updated_at = ? WHERE id = ?');
-  const ofMosque = db.prepare<[string], MemberRow>(
-    `SELECT m.*, u.email, u.phone FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? ORDER BY m.created_at, m.id`,
-  );
-  const ofMosqueByStatus = db.prepare<[string, string], MemberRow>(
-    `SELECT m.*, u.email, u.phone FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.mosque_id = ? AND m.status = ?
-     ORDER BY m.created_at, m.id`,
-  );
-  const oneWithUser = db.prepare<[string], MemberRow>('SELECT m.*, u.email, u.phone FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.id = ?');
+  const ofMosque = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? ORDER BY created_at, id');
+  const ofMosqueByStatus = db.prepare<[string, string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? AND status = ? ORDER BY created_at, id');
+  /** Each membership with its member's email and phone, which the people's store keeps (one statement for the list). */
+  const withMembers = (rows: MembershipRow[]): MemberRow[] => {
+    const contacts = deps.users.contactsOf(rows.map((r) => r.user_id));
+    return rows.flatMap((r) => {
+      const c = contacts.get(r.user_id);
+      return c ? [{ ...r, email: c.email, phone: c.phone }] : [];
+    });
+  };
+  // Who a broadcast of each kind notifies: the approved members with that toggle on (one statement per toggle).
+  const notified = new Map(NOTIFY_TOGGLES.map((toggle) => [toggle,
+    db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`)] as const));
   const ofUser = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, id');
   const setToggles = db.prepare(
     `UPDATE memberships SET notify_azaan = COALESCE(@notify_azaan, notify_azaan), notify_jummah = COALESCE(@notify_jummah, notify_jummah),
@@ -131,11 +137,16 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     /** Whether an admin removed this user's membership of the mosque and it was not re-created since (one key lookup). */
     wasRemoved: (mosqueId: string, userId: string) => removedEntry.get(mosqueId, userId) !== undefined,
     findById: (id: string) => byId.get(id) ?? null,
+    /** The users of the mosque's approved members who have `toggle` on: whom a broadcast's push reaches. */
+    notifiedMembers: (mosqueId: string, toggle: NotifyToggle): string[] => notified.get(toggle)!.all(mosqueId).map((r) => r.user_id),
     findFor: (mosqueId: string, userId: string) => byPair.get(mosqueId, userId) ?? null,
     /** The membership with its member's email and phone, for the mosque's admins (docs/api.md, "Memberships"). */
-    findWithMember: (id: string) => oneWithUser.get(id) ?? null,
+    findWithMember: (id: string) => {
+      const row = byId.get(id);
+      return row ? (withMembers([row])[0] ?? null) : null;
+    },
     listForMosque: (mosqueId: string, status: MembershipStatus | null) =>
-      status ? ofMosqueByStatus.all(mosqueId, status) : ofMosque.all(mosqueId),
+      withMembers(status ? ofMosqueByStatus.all(mosqueId, status) : ofMosque.all(mosqueId)),
     listForUser: (userId: string) => ofUser.all(userId),
 
     /**

@@ -137,7 +137,10 @@ export interface MosqueStore {
   findByJoinCode(code: string): MosqueRow | null;
   create(fields: MosqueFields): MosqueRow;
   update(id: string, fields: Partial<MosqueFields>): MosqueRow;
-  listScheduled(): MosqueRow[];
+  /** Mosques whose times are calculated (a location and a method), by id; the schedule adds those with a timetable. */
+  listCalculated(): MosqueRow[];
+  /** The mosque's schedule changed (a timetable uploaded or removed): no event before now fires for it. */
+  scheduleChanged(id: string, nowSeconds: number): void;
   rotateJoinCode(id: string): MosqueRow;
   delete(id: string): void;
   listAll(): MosqueRow[];
@@ -160,10 +163,10 @@ export function createMosqueStore(db: Db, clock: Clock, changes: ChangePublisher
     `UPDATE mosques SET latitude = @latitude, longitude = @longitude, prayer_times = @prayer_times, azaan = @azaan, iqamah = @iqamah,
        jumuah = @jumuah, auto_start = @auto_start, schedule_since = @now, updated_at = @now WHERE id = @id`,
   );
-  const withSchedule = db.prepare<[], MosqueRow>(
-    `SELECT * FROM mosques WHERE (latitude IS NOT NULL AND longitude IS NOT NULL AND prayer_times IS NOT NULL)
-        OR id IN (SELECT mosque_id FROM schedule_timetables) ORDER BY id`,
+  const withCalculation = db.prepare<[], MosqueRow>(
+    'SELECT * FROM mosques WHERE latitude IS NOT NULL AND longitude IS NOT NULL AND prayer_times IS NOT NULL ORDER BY id',
   );
+  const touchSchedule = db.prepare('UPDATE mosques SET schedule_since = ?, updated_at = ? WHERE id = ?');
   const setCode = db.prepare('UPDATE mosques SET join_code = ?, updated_at = ? WHERE id = ?');
   const remove = db.prepare('DELETE FROM mosques WHERE id = ?');
   const all = db.prepare<[], MosqueRow>('SELECT * FROM mosques ORDER BY name, id');
@@ -215,7 +218,8 @@ export function createMosqueStore(db: Db, clock: Clock, changes: ChangePublisher
       return byId.get(id)!;
     },
     /** Mosques that have times: a location with a method, or an uploaded timetable. */
-    listScheduled: () => withSchedule.all(),
+    listCalculated: () => withCalculation.all(),
+    scheduleChanged: (id, nowSeconds) => void touchSchedule.run(nowSeconds, nowSeconds, id),
     rotateJoinCode(id) {
       setCode.run(unusedCode(), now(), id);
       return byId.get(id)!;

@@ -89,8 +89,16 @@ export function addressKindOf(row: Pick<UserRow, 'email_hash' | 'phone_hash'>, h
  * against (no query per request). Every write that touches a version goes through here, so the map
  * cannot drift from the table within one process.
  */
+/** How an account is reached: what a mosque's admins see of a member or an admin. */
+export interface Contact {
+  email: string;
+  phone: string | null;
+}
+
 export interface UserStore {
   findById(id: string): UserRow | null;
+  /** The email and phone of each of these accounts, by id (another domain's list names its people by them). */
+  contactsOf(ids: readonly string[]): Map<string, Contact>;
   /**
    * The account a sign-in with this identifier reaches: the one that proved the address, else the first
    * that claimed it (docs/api.md, "Addresses: claims and proof").
@@ -134,6 +142,8 @@ export interface UserStore {
 /** Every write here is announced on `changes` (kind `user`) right after it commits. */
 export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): UserStore {
   const byId = db.prepare<[string], UserRow>('SELECT * FROM users WHERE id = ?');
+  // One statement for a whole list: the ids travel as one JSON array (a mosque's members are hundreds).
+  const contacts = db.prepare<[string], Contact & { id: string }>('SELECT id, email, phone FROM users WHERE id IN (SELECT value FROM json_each(?))');
   const provenHolder = db.prepare<[string, string], UserRow>(
     `SELECT * FROM users WHERE email_hash = ? AND email_proven_at IS NOT NULL
      UNION ALL SELECT * FROM users WHERE phone_hash = ? AND phone_proven_at IS NOT NULL LIMIT 1`,
@@ -200,6 +210,7 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
 
   return {
     findById: (id) => byId.get(id) ?? null,
+    contactsOf: (ids) => new Map(ids.length === 0 ? [] : contacts.all(JSON.stringify([...new Set(ids)])).map(({ id, email, phone }) => [id, { email, phone }])),
     findByIdentifierHash: (hash) => provenHolder.get(hash, hash) ?? claimants.get(hash, hash) ?? null,
     findProvenHolder: (hash) => provenHolder.get(hash, hash) ?? null,
     listUnprovenClaimants: (hash) => claimants.all(hash, hash),

@@ -1,5 +1,5 @@
 import type { Db } from '../platform/db.ts';
-import type { Prayer } from '../mosques/mosques.ts';
+import type { MosqueStore, Prayer } from '../mosques/mosques.ts';
 import type { Slot, SlotSource, TimetableDay } from './slots.ts';
 
 export type SlotStatus = 'upcoming' | 'ready' | 'not_ready' | 'live' | 'done' | 'missed';
@@ -32,13 +32,12 @@ export interface Outcome {
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
 /** Uploaded timetables and the recorded outcome of each slot (the only part of a slot that is stored). */
-export function createScheduleStore(db: Db) {
+export function createScheduleStore(db: Db, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
   const monthRows = db.prepare<[string, number], TimetableDay & { day: number }>('SELECT day, fajr, dhuhr, asr, maghrib, isha FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
   const deleteMonth = db.prepare('DELETE FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
   const insertDay = db.prepare(
     'INSERT INTO schedule_timetables (mosque_id, month, day, fajr, shuruk, dhuhr, asr, maghrib, isha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
-  const touch = db.prepare('UPDATE mosques SET schedule_since = ?, updated_at = ? WHERE id = ?');
   const one = db.prepare<[string, string, string, number], OutcomeRow>('SELECT * FROM schedule_slots WHERE mosque_id = ? AND date = ? AND prayer = ? AND idx = ?');
   const range = db.prepare<[string, string, string], OutcomeRow>('SELECT * FROM schedule_slots WHERE mosque_id = ? AND date BETWEEN ? AND ?');
   const byBroadcast = db.prepare<[string, string], OutcomeRow>('SELECT * FROM schedule_slots WHERE mosque_id = ? AND broadcast_id = ?');
@@ -77,20 +76,22 @@ export function createScheduleStore(db: Db) {
       return uploaded.get(mosqueId)?.get(month)?.get(day) ?? null;
     },
     hasTimetable: (mosqueId: string) => (uploaded.get(mosqueId)?.size ?? 0) > 0,
+    /** Every mosque with at least one month uploaded. */
+    timetableMosques: (): string[] => [...uploaded].filter(([, months]) => months.size > 0).map(([id]) => id),
 
     /** Replaces a month in one transaction; the schedule's "since" moves so no past event fires for it. */
     replaceMonth(mosqueId: string, month: number, rows: Array<TimetableDay & { day: number; shuruk: string | null }>, nowMs: number): void {
       db.transaction(() => {
         deleteMonth.run(mosqueId, month);
         for (const r of rows) insertDay.run(mosqueId, month, r.day, r.fajr, r.shuruk, r.dhuhr, r.asr, r.maghrib, r.isha);
-        touch.run(seconds(nowMs), seconds(nowMs), mosqueId);
+        mosques.scheduleChanged(mosqueId, seconds(nowMs));
       })();
       cache(mosqueId, month);
     },
     deleteMonth(mosqueId: string, month: number, nowMs: number): boolean {
       const removed = db.transaction(() => {
         const n = deleteMonth.run(mosqueId, month).changes;
-        if (n > 0) touch.run(seconds(nowMs), seconds(nowMs), mosqueId);
+        if (n > 0) mosques.scheduleChanged(mosqueId, seconds(nowMs));
         return n > 0;
       })();
       cache(mosqueId, month);

@@ -155,13 +155,24 @@ export function createScheduler(deps: SchedulerDeps) {
     alertAdmins(row, slot, 'azaan_missed', r, reason);
   }
 
+  /** Every mosque with prayer times: calculated ones, and those with an uploaded timetable, by id. */
+  function scheduledMosques(): MosqueRow[] {
+    const rows = deps.mosques.listCalculated();
+    const seen = new Set(rows.map((r) => r.id));
+    for (const id of deps.store.timetableMosques()) {
+      const row = seen.has(id) ? null : deps.mosques.findById(id);
+      if (row) rows.push(row);
+    }
+    return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
   /** Handles every event that is due; returns the time of the next one (or null). */
   function runDue(): number | null {
     const now = clock();
     const floor = now - CATCH_UP_MS;
     let next: number | null = null;
     for (const [key, at] of handled) if (at < floor) handled.delete(key);
-    for (const row of deps.mosques.listScheduled()) {
+    for (const row of scheduledMosques()) {
       const since = (row.schedule_since ?? 0) * 1000;
       for (const slot of nearSlots(row, now)) {
         for (const [kind, at] of eventsOf(row, slot)) {
