@@ -16,6 +16,7 @@ import { createPeopleAuth } from './people/auth.ts';
 import { createBroadcasts, type BroadcastRow, type DeliveryReport } from './broadcasts/broadcasts.ts';
 import { whoHeard } from './broadcasts/who-heard.ts';
 import { createFanout } from './broadcasts/broadcast-fanout.ts';
+import { createBroadcastStory } from './broadcasts/broadcast-story.ts';
 import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
 import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
 import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
@@ -219,8 +220,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
           startFallback: (mosqueId: string, prayer: string) => followRef.current?.startFallback(mosqueId, prayer) ?? null,
         },
       }),
-      startAzaan: (mosqueId, prayer) => {
-        const started = people.broadcasts.start(mosqueId, { kind: prayer === 'jumuah' ? 'jummah' : 'azaan', prayer, title: null }, null);
+      startAzaan: (mosqueId, call) => {
+        const started = people.broadcasts.start(mosqueId, { ...call, title: null }, null);
         return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
       },
     });
@@ -331,27 +332,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       const devices = fanout.report(b);
       return audio ? { ...devices, listeners: whoHeard(audio, b, Math.floor(clock() / 1000)) } : devices;
     };
-    const broadcastEvent = (b: BroadcastRow, action: 'start' | 'stop') =>
-      mosqueEvents.publish(b.mosque_id, () => ({ type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: at() }));
-    // issue 13: the broker has the start event before any bookkeeping (the broadcast row is already committed).
-    // The schedule then records the slot at once (an auto_start writes its own outcome right after this
-    // returns); an azaan started without a prayer names the slot's prayer to its transmitters and in its push,
-    // which wait until the broker has written the start event to the players (fanout.afterStart).
-    people.broadcastHooks.onStart = (b) => {
-      // Waiting for the source (src/broadcasts/source-follow.ts): the transmitters go on air first, the players
-      // hear the start when the source is live. A fallback plays the recording: the transmitters have no part.
-      if (b.waiting_for_source === 0) fanout.publishStart(b);
-      const slot = scheduler.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });
-      const named = b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b;
-      if (b.waiting_for_source === 1) fanout.startTransmitters(named);
-      else fanout.afterStart(named, { transmitters: b.fallback === 0 });
-      broadcastEvent(b, 'start');
-    };
-    people.broadcastHooks.onStop = (b) => {
-      fanout.onStop(b);
-      scheduler.broadcastStopped({ id: b.id, mosqueId: b.mosque_id });
-      broadcastEvent(b, 'stop');
-    };
+    const story = createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock });
+    people.broadcastHooks.onStart = story.started;
+    people.broadcastHooks.onStop = story.stopped;
     scheduler.start();
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
     const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);

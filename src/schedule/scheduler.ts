@@ -41,8 +41,8 @@ export interface SchedulerDeps {
   push: (userIds: string[], payload: Record<string, unknown>) => void;
   /** A slot's recorded status changed (the console's live schedule page, wired in service.ts). */
   onSlotChange?: (slot: Pick<Slot, 'mosqueId' | 'date' | 'prayer' | 'index'>, status: Outcome['status']) => void;
-  /** The auto_start port: starts an azaan broadcast, as a trigger admin would. */
-  startAzaan: (mosqueId: string, prayer: string) => { ok: true; broadcastId: string } | { ok: false; message: string };
+  /** The auto_start port: starts the broadcast of a slot, as a trigger admin would. */
+  startAzaan: (mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }) => { ok: true; broadcastId: string } | { ok: false; message: string };
   /**
    * With an audio server (src/broadcasts/source-follow.ts), what it saw decides: whether the mosque's source was
    * on air between the two times (ms), why not, and the recorded azaan played instead. Absent: a started azaan
@@ -132,7 +132,8 @@ export function createScheduler(deps: SchedulerDeps) {
     if (kind === 'start') {
       if (served || outcome?.auto_started === 1 || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
       if (!store.claimAutoStart(slot, now)) return; // another process started it
-      const started = deps.startAzaan(row.id, slot.prayer);
+      // A Jumu'ah slot's call is a jummah broadcast (its own notification toggle); every other slot's an azaan.
+      const started = deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer });
       if (!started.ok) {
         store.releaseAutoStart(slot);
         return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
