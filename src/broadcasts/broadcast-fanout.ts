@@ -27,7 +27,8 @@ export const REPORT_TAIL_SECONDS = 10;
 
 const TOGGLE = { azaan: 'notify_azaan', jummah: 'notify_jummah', waaz: 'notify_waaz', announcement: 'notify_announcement' } as const;
 
-/** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures (seed). */
+/** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures
+ * (docs/api.md, "Broadcasts and their delivery report"). */
 export function outcomeOf(status: string): keyof Omit<DeliveryReport, 'push'> {
   switch (status) {
     case 'PLAYING': return 'playing';
@@ -103,7 +104,7 @@ export function createFanout(deps: {
 
   return {
     /**
-     * issue 13: the start event goes to the broker before any bookkeeping of the start, so its caller calls
+     * The start event goes to the broker before any bookkeeping of the start, so its caller calls
      * this first. aedes stores the retained copy through a promise and only then fans out, so any synchronous
      * work left in the same turn (rows, the report) delays the first player as much as it lasts.
      */

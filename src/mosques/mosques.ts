@@ -31,7 +31,7 @@ export const CALCULATION_METHODS = [
 ] as const;
 export const HIGH_LATITUDE_RULES = ['middle_of_the_night', 'seventh_of_the_night', 'twilight_angle'] as const;
 
-/** contract 9: how the starts are computed (shape checked at the edge). */
+/** How the starts are computed (docs/schedule.md, "Setting a mosque's times"; shape checked at the edge). */
 export interface PrayerTimesSettings {
   method: (typeof CALCULATION_METHODS)[number];
   madhab: 'shafi' | 'hanafi';
@@ -128,7 +128,7 @@ export interface MosqueFields {
   timezone: string;
   autoApproveMembers: boolean;
   streamUrl: string | null;
-  /** Issue 11: any of these changes the mosque's times (and moves schedule_since). */
+  /** Any of these changes the mosque's times (and moves schedule_since). */
   schedule?: Partial<ScheduleFields>;
 }
 

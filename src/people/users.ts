@@ -247,7 +247,7 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
       changed(id);
       return byId.get(id)!;
     },
-    // A new password revokes every older token (contract 3).
+    // A new password revokes every older token (docs/api.md, "Signing in").
     setPassword(id, passwordBcrypt) {
       updatePassword.run(passwordBcrypt, toUnixSeconds(clock()), id);
       refreshVersion(id);
