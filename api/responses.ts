@@ -12,7 +12,7 @@ import type { toRecording } from '../src/audio/recordings.ts';
 import { httpStatus } from './errors.ts';
 
 /**
- * Response shapes (contract 2-7), beside the request schemas: GET /api/v1/openapi.json is built from them
+ * Response shapes, beside the request schemas: GET /api/v1/openapi.json is built from them
  * and test/api/openapi.test.ts holds real answers of the running service to them, so the document cannot
  * drift from what the mappers (toUser, toMosque, toDevice, ...) return.
  */

@@ -18,7 +18,7 @@ const RULES: Rule[] = [
     allowedFolders: ['src'],
     // The composition root and the process edge wire every part together.
     exempt: ['src/main.ts', 'src/service.ts'],
-    // The change feed's Redis side (issue 13) is plumbing like the database driver; only it may use ioredis.
+    // The change feed's Redis side (docs/decisions.md, "Several processes") is plumbing like the database driver; only it may use ioredis.
     alsoAllowed: {
       [path.join('src', 'platform', 'net', 'redis-changes.ts')]: /^ioredis$/,
       // What a recorded azaan must be (a whole MP3, Ogg Vorbis or Ogg Opus file) is the audio domain's rule,
@@ -140,7 +140,7 @@ test('no folder holds more than 12 files', () => {
   assert.deepEqual(crowded, []);
 });
 
-// issue 13 goal 2: what only some services use loads when first used, not with the process (idle memory).
+// What only some services use loads when first used, not with the process (idle memory).
 // music-metadata: read only when a mosque uploads its recorded azaan.
 const LOADED_WHEN_USED = /^(ioredis|web-push|nodemailer|music-metadata)(\/.*)?$/;
 
@@ -157,7 +157,7 @@ test('ioredis, web-push, nodemailer and music-metadata are never imported at sta
   assert.deepEqual(eager, []);
 });
 
-// issue 13 goal 2: the payload checks are ajv's generated code, so the service never loads ajv (~90 ms and
+// The payload checks are ajv's generated code, so the service never loads ajv (~90 ms and
 // ~13 MiB of RSS at start); the generated module itself loads nothing.
 test('the service never loads ajv: the compiled payload checks are generated code that imports nothing', () => {
   const loads: string[] = [];

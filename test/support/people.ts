@@ -51,7 +51,7 @@ export async function createMosque(ts: TestService, rootToken: string, owner: Pe
   return res.body as { id: string; join_code: string; name: string; auto_approve_members: boolean };
 }
 
-// ---- helpers for the people-and-mosques tests (contract 5) ----
+// ---- helpers for the people-and-mosques tests ----
 
 export const API = '/api/v1';
 
