@@ -882,7 +882,7 @@ export class SimDevice extends EventEmitter {
 
   // -------------------------------------------------------------------------------------------------
   /**
-   * What a start event asks this device to play (docs/firmware.md, "Broadcast events"): a player plays its config's
+   * What a start event asks this device to play (docs/firmware.md, "4.3 Broadcast events"): a player plays its config's
    * stream_url, which carries its lease, when the event names that same address without it; an event naming
    * another address (a recorded azaan played because the live one was missed) is fetched with the lease added.
    */
@@ -1124,7 +1124,7 @@ export class SimDevice extends EventEmitter {
     if (typeof args['kind'] === 'string') detail['kind'] = args['kind'];
     if (typeof args['prayer'] === 'string') detail['prayer'] = args['prayer'];
     if (this.source) {
-      // docs/firmware.md#31: PLAYING once the audio reaches the mount, not on the command.
+      // docs/firmware.md#31-status-devicesidstatus-qos-1-retained: PLAYING once the audio reaches the mount, not on the command.
       const url = this._config?.stream_url;
       if (typeof url !== 'string' || url === '') return { ok: false, error: 'no_stream_url' };
       if (this.audioBroadcast?.id !== broadcastId) this.startAudio(broadcastId, url, { ...detail, stream_url: publicStreamUrl(url) });

@@ -124,7 +124,7 @@ export function meRoutes(deps: Deps) {
     return c.json(await deps.tokens.issue(updated), 200);
   });
 
-  // docs/api.md, "Confirming an address": a 6-digit code to the account's own email or phone.
+  // docs/api.md, "Addresses: claims and proof": a 6-digit code to the account's own email or phone.
   app.post('/addresses/confirm', async (c) => {
     const b = await readJson(c, AddressConfirm);
     await confirmLimit(c.var.user.id);

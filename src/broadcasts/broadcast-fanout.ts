@@ -87,7 +87,7 @@ export function createFanout(deps: {
   const startsPending = new Set<string>();
 
   function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
-    // A fallback names the recording; players add their lease to it (docs/firmware.md, "Broadcast events").
+    // A fallback names the recording; players add their lease to it (docs/firmware.md, "4.3 Broadcast events").
     const streamUrl = b.fallback === 1 && deps.fallbackUrl ? deps.fallbackUrl(b.mosque_id)
       : deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findById(b.mosque_id)?.stream_url ?? null);
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };

@@ -17,7 +17,7 @@ export interface LeaseSigner {
   verify(token: string): LeaseClaims | null;
 }
 
-/** What a lease says (docs/firmware.md, "Leases"): the player, its mosque, and until when. */
+/** What a lease says (docs/firmware.md, "5. The lease, and checking it offline"): the player, its mosque, and until when. */
 export interface LeaseClaims {
   sub: string;
   mosqueId: string;

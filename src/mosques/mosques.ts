@@ -91,7 +91,7 @@ export function toMosque(row: MosqueRow, opts: { showJoinCode: boolean }): Mosqu
 }
 
 /**
- * docs/api.md, "Mosque settings": a stream address players will fetch must be https, or plain http only to a
+ * docs/api.md, "Flags decide": a stream address players will fetch must be https, or plain http only to a
  * host the operator listed (STREAM_HTTP_HOSTS): an admin must not be able to send every player to any server.
  * Returns why not, or null when it may be used.
  */

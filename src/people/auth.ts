@@ -178,7 +178,7 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
   }
 
   /**
-   * docs/api.md, "Confirming an address": a code to the signed-in account's own unproven email or phone.
+   * docs/api.md, "Addresses: claims and proof": a code to the signed-in account's own unproven email or phone.
    * Redeemed while signed in, it proves the address and the account keeps all it has.
    */
   function requestAddressConfirmation(userId: string, channel: 'email' | 'sms'): Result<void> {

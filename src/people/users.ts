@@ -122,7 +122,7 @@ export interface UserStore {
   revokeTokens(id: string): void;
   delete(id: string): boolean;
   list(limit: number, offset: number): UserRow[];
-  /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Tokens"). */
+  /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Signing in"). */
   update(id: string, fields: UserUpdate): UserRow;
   tokenVersion(id: string): number | undefined;
   /** Re-reads every token version (several processes sharing one database: see src/service.ts). */

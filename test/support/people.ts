@@ -22,7 +22,7 @@ export interface Person {
 }
 
 /**
- * A member who signed up and confirmed their email while signed in (docs/api.md, "Confirming an address"),
+ * A member who signed up and confirmed their email while signed in (docs/api.md, "Addresses: claims and proof"),
  * as anyone who receives invitations has. `unproven` leaves the email a claim.
  */
 export async function member(ts: TestService, email: string, opts: { unproven?: boolean } = {}): Promise<Person> {
