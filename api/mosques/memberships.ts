@@ -57,8 +57,8 @@ export function membershipRoutes(deps: Deps) {
     const isSelf = membership.user_id === actor.id;
     const isAdmin = standingOf(actor, actor.isSuperadmin ? null : deps.admins.find(membership.mosque_id, actor.id)).admin;
     if (!isSelf && !isAdmin) throw new ApiError('not_found');
-    // docs/decisions.md, "Nobody but a superadmin changes the status of their own membership", admins too: nobody but a superadmin changes the status of their own membership
-    // (an admin banned from a mosque must not lift their own ban).
+    // Admins included, nobody but a superadmin changes the status of their own membership: an admin banned from
+    // a mosque must not lift their own ban (docs/decisions.md, "Nobody but a superadmin changes the status of their own membership").
     // The owner's own membership is theirs like the owner row is (only a superadmin demotes or removes the
     // owner): a plain admin must not ban the owner from their own mosque's azaan.
     const ofOwner = deps.admins.find(membership.mosque_id, membership.user_id)?.is_owner === 1;

@@ -232,7 +232,7 @@ test('the owner deletes the mosque (204): it is gone, with its admins and member
   assert.deepEqual((await ts.http.get(`${API}/me`, owner.token)).body.admin_of, []);
 });
 
-// A member is refused (403), and a stranger is not told the mosque exists (404): docs/api.md, "Flags decide".
+// A member is refused (403), and a stranger is not told the mosque exists (404): docs/walkthrough.md, "3. The mosque and its members".
 test('a member cannot delete the mosque (403) and a stranger cannot see it (404); it stays', async (t) => {
   const { ts, root, mosque } = await world(t);
   const amina = await member(ts, 'amina@example.com');

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createForwardCheck, mayReceive, maySubscribe, parseBroadcastTopic, parseDeviceTopic, publishChannel, type DeviceIdentity } from '../../broker/topics.ts';
 import { filterMatches, fixedPrefix } from '../../broker/delivery/retained-index.ts';
 
-// docs/firmware.md#topics rules, as pure functions (broker/topics.ts).
+// The topic rules of docs/firmware.md#topics, as pure functions (broker/topics.ts).
 
 const tx: DeviceIdentity = { id: 'dtx', kind: 'transmitter', mosqueId: 'm1' };
 const player: DeviceIdentity = { id: 'dpl', kind: 'stream_player', mosqueId: 'm1' };
