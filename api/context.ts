@@ -32,7 +32,7 @@ export type AppContext = Context<AppEnv>;
 /**
  * A request header as `Headers.get` gives it (repeated fields joined with ", "), read from Node's raw header
  * list. Hono's `c.req.header` builds a WHATWG Headers object for the request, and Node's `headers` or
- * `headersDistinct` an object of every field, only to read one; that cost more than a bare route (issue 13).
+ * `headersDistinct` an object of every field, only to read one; that cost more than a bare route.
  * Node's `headers` would also keep only the first of two Authorization lines: joined, they fail the bearer check.
  */
 export function rawHeader(incoming: IncomingMessage, name: string): string | undefined {

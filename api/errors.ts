@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { Failure, Result } from '../src/platform/failure.ts';
 
-/** Failure -> HTTP status, in one table (contract 2). A new Failure does not compile until it is mapped here. */
+/** Failure -> HTTP status, in one table (docs/api.md, "Errors"). A new Failure does not compile until it is mapped here. */
 export const httpStatus = {
   validation_failed: 400,
   invalid_token: 400,
@@ -88,7 +88,7 @@ const BAD_REQUEST = { status: 400, reason: 'Bad Request', code: 'bad_request', m
 
 /**
  * Node's HTTP parser answers a request it cannot parse (a URL or headers over 16 KiB, bad framing) by
- * itself, before any route, with an empty body; contract 2 wants every error in the error shape, so the
+ * itself, before any route, with an empty body; docs/api.md, "Errors" wants every error in the error shape, so the
  * server's 'clientError' listener answers here instead.
  */
 export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {

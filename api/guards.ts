@@ -25,7 +25,7 @@ export function requireUser(tokens: AccessTokens): MiddlewareHandler<AppEnv> {
   };
 }
 
-/** Superadmin-only routes are gated here, all-or-nothing, from the token alone (seed, rule 6). */
+/** Superadmin-only routes are gated here, all-or-nothing, from the token alone (docs/walkthrough.md, "3. The mosque and its members": a superadmin from the token's role). */
 export const superadminOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (c.var.user.role !== 'superadmin') throw new ApiError('forbidden');
   await next();

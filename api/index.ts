@@ -160,7 +160,7 @@ export function createApi(deps: ApiDeps) {
   const limitBody = bodyLimit({ maxSize: BODY_LIMIT_BYTES, onError: () => { throw new ApiError('payload_too_large'); } });
   // Only where a body can come: @hono/node-server gives GET and HEAD none, and bodyLimit's look at
   // c.req.raw.body would build the full WHATWG Request (an AbortController, undici Headers) for every one of
-  // them just to find that out. Registered by method, a GET does not even pass through it (issue 13).
+  // them just to find that out. Registered by method, a GET does not even pass through it.
   // The recording upload (raw audio, RECORDING_MAX_BYTES) is the one exception: its route sets its own limit.
   app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', (c, next) => (c.req.method === 'PUT' && RECORDING_UPLOAD_PATH.test(c.req.path) ? next() : limitBody(c, next)));
   // Outside the v1 group's bearer check and its JSON bodies: Icecast posts forms, authenticated by the hook secret.
@@ -179,10 +179,10 @@ export function createApi(deps: ApiDeps) {
   v1.route('/auth', signOutRoutes(deps));
   v1.route('/auth', consoleSessionRoutes(deps));
   // Everything but /auth needs a signed-in person; a device password never opens this door. A path that
-  // names no route answers 404 with or without a token (contract 2), so it skips the check.
+  // names no route answers 404 with or without a token (docs/api.md, "Base URL and conventions"), so it skips the check.
   let isRoute: (path: string) => boolean = () => true;
   v1.use('*', async (c, next) => (isPublic(c.req.path) || !isRoute(c.req.path) ? next() : signedIn(c, next)));
-  // Built on their first request, not at start (issue 13 goal 2: ~0.7 MiB of heap most services never serve).
+  // Built on their first request, not at start (~0.7 MiB of heap most services never serve).
   let openapi: Record<string, unknown> | null = null;
   let asyncapi: Record<string, unknown> | null = null;
   v1.get('/openapi.json', (c) => c.json((openapi ??= buildOpenApi())));

@@ -73,7 +73,7 @@ export interface RouteDoc {
   /** Hono's path syntax (`/api/v1/mosques/:id`). */
   path: string;
   summary: string;
-  /** Who may call it (contract 5 standings). */
+  /** Who may call it (the standings of docs/api.md, "Flags decide"). */
   gate: 'public' | 'any' | 'superadmin' | 'admin' | 'trigger' | 'manager' | 'owner' | 'self or admin' | 'console session';
   success: number;
   /** The success body (absent for 204); `list` when it is a bare array of it. */
@@ -101,7 +101,7 @@ export interface RouteDoc {
   audioResponse?: readonly string[];
 }
 
-/** The API's base, relative to the host serving the document (contract 2). */
+/** The API's base, relative to the host serving the document (docs/api.md, "Base URL and conventions"). */
 export const API_BASE = '/api/v1';
 
 const A = '/api/v1/auth';
@@ -148,7 +148,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'listMosques', method: 'GET', path: '/api/v1/mosques', summary: "Mosques the caller administers or belongs to (all for a superadmin)", gate: 'any', success: 200, response: 'Mosque', list: true },
   { operationId: 'getMosque', method: 'GET', path: M, summary: 'Read a mosque', gate: 'admin', success: 200, response: 'Mosque' },
   { operationId: 'updateMosque', method: 'PATCH', path: M, summary: 'Update a mosque', gate: 'admin', success: 200, body: MosqueUpdate, response: 'Mosque' },
-  { operationId: 'deleteMosque', method: 'DELETE', path: M, summary: 'Delete a mosque (seed: the coarser admin check)', gate: 'admin', success: 204 },
+  { operationId: 'deleteMosque', method: 'DELETE', path: M, summary: 'Delete a mosque: its owner or a superadmin; any other admin gets 403', gate: 'admin', success: 204 },
   { operationId: 'rotateJoinCode', method: 'POST', path: `${M}/join-code`, summary: 'Issue a new join code (the old one stops working)', gate: 'manager', success: 200, response: 'Mosque' },
   { operationId: 'listAdmins', method: 'GET', path: `${M}/admins`, summary: "The mosque's admins", gate: 'admin', success: 200, response: 'Admin', list: true },
   { operationId: 'addAdmin', method: 'POST', path: `${M}/admins`, summary: 'Add an admin by user_id, or by email (202 while nobody has proven the address: the row waits on it)', gate: 'manager', success: 201, body: AdminCreate, response: 'Admin', errors: [409] },
@@ -217,7 +217,7 @@ const ERROR_STATUS_TEXT: Record<number, string> = {
 
 function errorCodes(status: number): string[] {
   const codes = Object.entries(httpStatus).filter(([, s]) => s === status).map(([code]) => code);
-  // api/mosques/invites.ts: inviting a banned person answers 409 with the banned code (contract 5).
+  // api/mosques/invites.ts: inviting a banned person answers 409 with the banned code (docs/api.md, "Errors").
   return status === 409 ? [...codes, 'membership_banned'] : codes;
 }
 

@@ -33,7 +33,7 @@ class Bindings implements RequestBindings {
  * random UUID, and echoed in the response), its client address (resolved when first asked for), and the
  * request line in the log once the response is done.
  *
- * Outside Hono, not a `use('*')` middleware (issue 13): one middleware on every path gave every route a
+ * Outside Hono, not a `use('*')` middleware: one middleware on every path gave every route a
  * compose chain, so even a route with one handler answered through a promise and a microtask, and a header
  * set through Hono made it build an undici Headers for every response. Here the header goes on Node's
  * response (Node merges it into whatever writeHead is given: errors and streams included) and a route with

@@ -12,7 +12,7 @@ import type { toRecording } from '../src/audio/recordings.ts';
 import { httpStatus } from './errors.ts';
 
 /**
- * Response shapes (contract 2-7), beside the request schemas: GET /api/v1/openapi.json is built from them
+ * Response shapes, beside the request schemas: GET /api/v1/openapi.json is built from them
  * and test/api/openapi.test.ts holds real answers of the running service to them, so the document cannot
  * drift from what the mappers (toUser, toMosque, toDevice, ...) return.
  */
@@ -65,7 +65,7 @@ const MosqueCore = {
 /** The record without its schedule fields (the mapper's `Mosque` type, held equal below). */
 const MosqueBase = v.object(MosqueCore);
 const byPrayer = <S extends v.GenericSchema>(rule: S) => v.record(v.picklist(['fajr', 'dhuhr', 'asr', 'maghrib', 'isha']), rule);
-/** A mosque with its schedule fields (issue 11): how its prayer and azaan times are set. */
+/** A mosque with its schedule fields (docs/schedule.md, "Setting a mosque's times"): how its prayer and azaan times are set. */
 export const Mosque = v.object({
   ...MosqueCore,
   latitude: nullable(v.number()),
@@ -162,7 +162,8 @@ export const Broadcast = v.object({
       heard: v.array(v.object({ device_id: nullable(v.string()), user_id: nullable(v.string()), seconds: count })),
       truncated: v.boolean(),
     })),
-    /** Only in the start's 201: the counts are not read yet (all zero); GET of the broadcast has them (issue 13). */
+    /** Only in the start's 201: the counts are not read yet (all zero); GET of the broadcast has them
+     * (docs/decisions.md, "The start's `201` carries a pending report"). */
     pending: v.optional(v.literal(true)),
   }),
 });
@@ -212,7 +213,7 @@ export const Device = v.object({
     payloads_rejected: count,
     publishes_refused: count,
     connects: count,
-    // Over a per-device budget (issue 9): dropped in memory, never written.
+    // Over a per-device budget (SECURITY.md, "Per-device budgets"): dropped in memory, never written.
     status_dropped: count,
     heartbeats_dropped: count,
     acks_dropped: count,
@@ -328,7 +329,7 @@ export const ListenAddress = v.object({ url: v.string(), expires_at: v.string() 
 /** An Icecast callback's answer when it admits (with `icecast-auth-user: 1`) or records a notice. */
 export const HookAnswer = v.object({ admitted: v.optional(v.literal(true)), time_limit_s: v.optional(v.pipe(v.number(), v.integer())), recorded: v.optional(v.literal(true)) });
 
-/** One azaan slot of GET /mosques/{id}/schedule (issue 11). */
+/** One azaan slot of GET /mosques/{id}/schedule (docs/schedule.md, "The schedule, for apps"). */
 export const ScheduleSlot = v.object({
   date: v.string(),
   prayer: v.picklist(['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha']),

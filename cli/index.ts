@@ -12,7 +12,7 @@ import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
 import { icecastXml } from '../icecast/icecast-xml.ts';
 
 /**
- * Operator commands (contract 1), as `minaret ...` or `npm run cli -- ...`. Every failure is one line on
+ * Operator commands (docs/operator.md, "The operator CLI"), as `minaret ...` or `npm run cli -- ...`. Every failure is one line on
  * stderr and a non-zero exit.
  *   superadmin create --email <email> [--phone <phone>]   (password: one line on standard input)
  *   backup <file> | restore <file>                        (the database at DATABASE_PATH)
@@ -83,7 +83,7 @@ async function createSuperadmin(args: string[]): Promise<string> {
     if (users.findProvenHolder(identifierHash(email)) || (phone && users.findProvenHolder(identifierHash(phone)))) {
       throw new CliError(`a user with that email or phone already exists`);
     }
-    // The server stores bcrypt of the client-side SHA-256 hex digest, never the password (contract 3).
+    // The server stores bcrypt of the client-side SHA-256 hex digest, never the password (docs/decisions.md, "How secrets are kept").
     const passwordBcrypt = bcrypt.hashSync(sha256Hex(password), loaded.config.bcryptCost);
     // The operator vouches for the addresses: a superadmin's are proven from the start (docs/api.md, "Addresses: claims and proof").
     const user = users.create({

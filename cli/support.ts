@@ -74,7 +74,7 @@ export async function timeline(target: ApiTarget, deviceId: string, limit = 30):
   const events = await call(target, 'GET', `/devices/${encodeURIComponent(deviceId)}/events?limit=${limit}`);
   if (events.status !== 200) throw new SupportError(`device ${deviceId}: ${errorOf(events)}`);
   const rows = (events.body as Array<Record<string, any>>).map((e) => {
-    // A command_* event names its command (issue 10): `ping ok 12 ms` reads better than a bare kind.
+    // A command_* event names its command: `ping ok 12 ms` reads better than a bare kind.
     const change = e.from || e.to ? `${e.from ?? '?'} -> ${e.to ?? '?'}` : commandSummary(e.kind, e.detail);
     return `${e.at}  ${String(e.kind).padEnd(18)} ${change.padEnd(24)} ${e.reason ?? ''}`.trimEnd();
   });

@@ -119,7 +119,7 @@ async function send(method, path, body, contentType, retried = false) {
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, '0')).join('');
 const bytes = (s) => new TextEncoder().encode(s);
 
-/** Contract 3: lowercase hex SHA-256. */
+/** Lowercase hex SHA-256 (docs/api.md, "Signing in"). */
 export async function sha256Hex(text) {
   return hex(await crypto.subtle.digest('SHA-256', bytes(text)));
 }
@@ -134,7 +134,7 @@ export function identifierHash(identifier) {
   return sha256Hex(s.includes('@') ? s.toLowerCase() : s.replace(/[^+\d]/g, ''));
 }
 
-/** Contract 4: HMAC-SHA256 keyed with the session token string; computed here so the OTP never leaves the page. */
+/** docs/api.md, "Signing in", step 5: HMAC-SHA256 keyed with the session token string; computed here so the OTP never leaves the page. */
 export async function hmacHex(key, message) {
   const k = await crypto.subtle.importKey('raw', bytes(key), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
   return hex(await crypto.subtle.sign('HMAC', k, bytes(message)));

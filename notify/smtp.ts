@@ -16,7 +16,7 @@ const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
 
 /** Mail through nodemailer (SMTP_URL, SMTP_FROM). SMTP carries email only: SMS and WhatsApp need the webhook. */
 export function smtpTransport(url: string, from: string): Transport {
-  // Loaded at the first mail: most services never send one, and nodemailer is ~3 MiB of RSS (issue 13).
+  // Loaded at the first mail: most services never send one, and nodemailer is ~3 MiB of RSS.
   type Mailer = ReturnType<typeof nodemailer.createTransport>;
   let mailer: Mailer | null = null;
   let loading: Promise<Mailer> | null = null;

@@ -1,6 +1,6 @@
 import type { Transport } from '../src/platform/notify.ts';
 
-/** POSTs the message as JSON (contract 6). Anything but a 2xx answer is a failed attempt, retried by the notifier. */
+/** POSTs the message as JSON (docs/settings.md, `NOTIFY_WEBHOOK_URL`). Anything but a 2xx answer is a failed attempt, retried by the notifier. */
 export function webhookTransport(url: string, timeoutMs = 10_000): Transport {
   return {
     name: 'webhook',

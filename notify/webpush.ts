@@ -40,7 +40,7 @@ export function generateVapidKeys(): { publicKey: string; privateKey: string } {
 
 /**
  * web-push (with its JWT and HTTP dependencies, ~4 MiB of RSS) loads with the first push, not at start
- * (issue 13 goal 2: many services never send one).
+ * (many services never send one).
  */
 let webPushModule: Promise<typeof WebPush> | null = null;
 const loadWebPush = () => (webPushModule ??= import('web-push').then((m) => m.default));
@@ -59,7 +59,7 @@ export interface PushNetwork {
   port?: number;
   /** An extra trusted certificate authority (PEM). */
   ca?: string;
-  /** Each send, from connect to the last byte of the answer (issue 9: 10 s). */
+  /** Each send, from connect to the last byte of the answer (10 s: docs/decisions.md, "Push sending order"). */
   timeoutMs?: number;
 }
 

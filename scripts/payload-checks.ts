@@ -1,7 +1,7 @@
 /**
  * Writes broker/payload-checks.ts (with `npm run docs`): the device payload schemas of broker/payloads.ts,
  * converted to JSON Schema by @valibot/to-json-schema and compiled to plain functions by ajv's standalone
- * code generator. The service runs those functions without loading ajv (issue 13, goal 2: ajv compiled at
+ * code generator. The service runs those functions without loading ajv (ajv compiled at
  * start cost ~90 ms and ~13 MiB of RSS; the generated module loads in ~2 ms). valibot stays the schema of
  * record: test/broker/payload-checks.test.ts fails when the committed file differs from what this writes,
  * and holds the checks against valibot over a generated corpus.

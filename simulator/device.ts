@@ -673,7 +673,7 @@ export class SimDevice extends EventEmitter {
 
   /**
    * A transmitter starting or stopping a broadcast on its own (a local recording at the azaan time): the
-   * event on its mosque's broadcast topic, as firmware publishes it (contract 8). Resolves once acknowledged.
+   * event on its mosque's broadcast topic, as firmware publishes it (docs/firmware.md, "4.3 Broadcast events"). Resolves once acknowledged.
    */
   announceBroadcast(mosqueId: string, broadcastId: string, action: 'start' | 'stop', kind = 'azaan'): Promise<void> {
     const client = this.client;
@@ -729,7 +729,7 @@ export class SimDevice extends EventEmitter {
     this._counters.malformedConfigs++;
     this.noteError(`config rejected: ${error}${keys.length ? ` (${keys.join(', ')})` : ''}`);
     this.log('warn', `config rejected error=${error} keys=${keys.join(',')}`);
-    // Seed: ONLINE -> CONFIG_ERROR when a config cannot be applied; elsewhere it is only counted.
+    // docs/firmware.md, "4.1 Config": ONLINE -> CONFIG_ERROR when a config cannot be applied; elsewhere it is only counted.
     if (this._status === 'ONLINE') this.transition('CONFIG_ERROR', 'config_error', { keys, error });
   }
 
@@ -882,7 +882,7 @@ export class SimDevice extends EventEmitter {
 
   // -------------------------------------------------------------------------------------------------
   /**
-   * What a start event asks this device to play (docs/firmware.md, "Broadcast events"): a player plays its config's
+   * What a start event asks this device to play (docs/firmware.md, "4.3 Broadcast events"): a player plays its config's
    * stream_url, which carries its lease, when the event names that same address without it; an event naming
    * another address (a recorded azaan played because the live one was missed) is fetched with the lease added.
    */
@@ -1083,7 +1083,7 @@ export class SimDevice extends EventEmitter {
 
   private setLogLevel(args: Record<string, unknown>): CommandOutcome {
     const level = args['level'];
-    // The levels the backend accepts for set_log_level and in log payloads (contract 8).
+    // The levels the backend accepts for set_log_level and in log payloads (docs/firmware.md, "3.3 Log" and "4.2 Commands").
     if (level !== 'error' && level !== 'warn' && level !== 'info' && level !== 'debug') return { ok: false, error: 'invalid_args' };
     const ttlRaw = args['ttl_s'] ?? 600;
     if (typeof ttlRaw !== 'number' || !Number.isFinite(ttlRaw) || ttlRaw <= 0) return { ok: false, error: 'invalid_args' };
@@ -1124,7 +1124,7 @@ export class SimDevice extends EventEmitter {
     if (typeof args['kind'] === 'string') detail['kind'] = args['kind'];
     if (typeof args['prayer'] === 'string') detail['prayer'] = args['prayer'];
     if (this.source) {
-      // docs/firmware.md#31: PLAYING once the audio reaches the mount, not on the command.
+      // docs/firmware.md#31-status-devicesidstatus-qos-1-retained: PLAYING once the audio reaches the mount, not on the command.
       const url = this._config?.stream_url;
       if (typeof url !== 'string' || url === '') return { ok: false, error: 'no_stream_url' };
       if (this.audioBroadcast?.id !== broadcastId) this.startAudio(broadcastId, url, { ...detail, stream_url: publicStreamUrl(url) });

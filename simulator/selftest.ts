@@ -138,7 +138,7 @@ function checkStatusShape(label: string, s: Seen | null, kind: DeviceKind): void
   if (kind === 'transmitter' && typeof b['temp_c'] !== 'number') problems.push('temp_c missing');
   if (kind === 'stream_player' && 'temp_c' in b) problems.push('temp_c on a player');
   if (Math.abs((b['ts'] as number) - nowS()) > 5) problems.push('ts not Unix seconds');
-  check(`${label}: status shape (seed fields and types)`, problems.length === 0, problems);
+  check(`${label}: status shape (docs/firmware.md 3.1 fields and types)`, problems.length === 0, problems);
   check(`${label}: status is QoS 1, retained`, s.qos === 1 && s.retain === true, { qos: s.qos, retain: s.retain });
 }
 

@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     await service?.close();
     process.exit(code);
   };
-  // Issue 9: an error nothing caught is a bug, and the process may be in a state nobody planned for. Log it
+  // docs/operator.md, "Faults": an error nothing caught is a bug, and the process may be in a state nobody planned for. Log it
   // as fatal, stop gracefully within SHUTDOWN_TIMEOUT_S (the last flush and db.close run), and exit 1 so
   // the supervisor (systemd, Docker) starts a fresh process.
   const fatal = (kind: string, err: unknown) => {

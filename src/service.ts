@@ -108,7 +108,7 @@ export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
  * JSON lines on stdout, written asynchronously: pino's default is a synchronous write(2) per line, which
- * holds the event loop (HTTP and MQTT alike) whenever the reader of the pipe is slow (issue 13). pino
+ * holds the event loop (HTTP and MQTT alike) whenever the reader of the pipe is slow. pino
  * flushes what is buffered, synchronously, when the process exits, process.exit() included.
  * `fatal` is for the process edge only (main.ts); the rest of the code gets a Logger.
  */
@@ -117,7 +117,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
   return pino({ level: config.logLevel, base: { service: 'minaret' } }, stdout);
 }
 
-/** People, their credentials, their mosques and standing (contract 3-6). */
+/** People, their credentials, their mosques and standing. */
 function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher) {
   const users = createUserStore(db, clock, changes);
   const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
@@ -190,7 +190,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
     const plane = createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens (issue 13).
+      // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens.
       onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, () => ({ type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() })),
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
@@ -264,7 +264,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       },
     });
     plane.attach(broker.link);
-    // Memory mode: every retained config is rebuilt before the broker listens (issue 13). With REDIS_URL the
+    // Memory mode: every retained config is rebuilt before the broker listens. With REDIS_URL the
     // configs outlive this process in Redis; a pass here would push every one through the shared pub/sub to
     // the devices connected to the other processes (docs/decisions.md, "Device configs are rebuilt at start, not on connect").
     if (!config.redisUrl) {
@@ -345,7 +345,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push({ name: 'broker', close: () => broker.close() });
 
     // Whether the connection is open, read without a query: a SELECT 1 reads no page of the file, so it
-    // told nothing more, and it was the largest part of a probe's cost (issue 13). Whether the file takes
+    // told nothing more, and it was the largest part of a probe's cost. Whether the file takes
     // writes is faults.storageState(), from the last real write and a probe while degraded.
     const health = () => ({
       db: db.open ? faults.storageState() : 'down',
@@ -474,7 +474,7 @@ function buildAudio(
 async function openChangeFeed(config: Config, logger: Logger, faults: { report(what: string, err: unknown): unknown }): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
   const onError = (what: string, err: unknown) => void faults.report(what, err);
   if (!config.redisUrl) return { changes: createLocalChangeFeed((err) => onError('change listener', err)), redis: null, startFeed: () => undefined };
-  // Loaded only with REDIS_URL (issue 13 goal 2: ~40 modules a single process never needs).
+  // Loaded only with REDIS_URL (~40 modules a single process never needs).
   const { Redis: RedisClient } = await import('ioredis');
   const redis = new RedisClient(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   redis.on('error', (err: Error) => onError('redis connection', err));

@@ -18,7 +18,7 @@ const RULES: Rule[] = [
     allowedFolders: ['src'],
     // The composition root and the process edge wire every part together.
     exempt: ['src/main.ts', 'src/service.ts'],
-    // The change feed's Redis side (issue 13) is plumbing like the database driver; only it may use ioredis.
+    // The change feed's Redis side (docs/decisions.md, "Several processes") is plumbing like the database driver; only it may use ioredis.
     alsoAllowed: {
       [path.join('src', 'platform', 'net', 'redis-changes.ts')]: /^ioredis$/,
       // What a recorded azaan must be (a whole MP3, Ogg Vorbis or Ogg Opus file) is the audio domain's rule,
@@ -140,7 +140,7 @@ test('no folder holds more than 12 files', () => {
   assert.deepEqual(crowded, []);
 });
 
-// issue 13 goal 2: what only some services use loads when first used, not with the process (idle memory).
+// What only some services use loads when first used, not with the process (idle memory).
 // music-metadata: read only when a mosque uploads its recorded azaan.
 const LOADED_WHEN_USED = /^(ioredis|web-push|nodemailer|music-metadata)(\/.*)?$/;
 
@@ -157,7 +157,7 @@ test('ioredis, web-push, nodemailer and music-metadata are never imported at sta
   assert.deepEqual(eager, []);
 });
 
-// issue 13 goal 2: the payload checks are ajv's generated code, so the service never loads ajv (~90 ms and
+// The payload checks are ajv's generated code, so the service never loads ajv (~90 ms and
 // ~13 MiB of RSS at start); the generated module itself loads nothing.
 test('the service never loads ajv: the compiled payload checks are generated code that imports nothing', () => {
   const loads: string[] = [];
@@ -219,4 +219,87 @@ test('the table-owner check catches a later domain reading an earlier one\'s tab
     { file: 'src/broadcasts/fanout.ts', text: "db.prepare(`SELECT user_id FROM memberships WHERE mosque_id = ?`)" },
     { file: 'src/mosques/memberships.ts', text: "db.prepare('SELECT * FROM memberships WHERE id = ?')" },
   ]), ['src/broadcasts/fanout.ts names memberships (owned by src/mosques)']);
+});
+
+// Comments, test names and docs cite what a reader of the repository can open: a docs/ section, SECURITY.md, an
+// RFC or the MQTT spec, or the test that holds a rule. Never a private document's section ("contract N"), the
+// private description ("seed"), or a private tracker ("issue N"). A random seed (FUZZ_SEED, a PRNG's seed) is
+// a word like any other: only the forms that name the description are caught.
+// The forms are listed, with examples, in the checker's own test below (this file must not cite them itself).
+const PRIVATE_CITATIONS: RegExp[] = [
+  /\bcontracts?\s*[-§#]?\s*\d/i, // a private section number, alone, as a range or a list
+  /\bissues?\s*#?\d/i, // a private tracker's number
+  /\bseed\s+rules?\b/i, // a rule of the description
+  /\bseed(?:'s)?\s+["“]/i, // a section of it, by its quoted name
+  /\bthe\s+seed's\b/i, // something of it
+  /\(seed\)/i, // the description as a bare citation
+  /\(seed[,:;]\s*(?:rule\b|["“]|[a-z]+\s+[a-z])/i, // a citation followed by a rule, a name or words (never a parameter's type)
+  /\bseed\s+(?:table|fields|description|document|says|requires|wants)\b/i, // a part of it, or what it says
+  /(?:\/\/|\/\*|^\s*\*|--|#)\s*seed[:;,]\s/im, // a comment that opens by citing it
+];
+
+/** The lines of `text` that cite a private document, as `line: text`. */
+function privateCitations(text: string): string[] {
+  const found: string[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (PRIVATE_CITATIONS.some((re) => re.test(line))) found.push(`${i + 1}: ${line.trim().slice(0, 160)}`);
+  });
+  return found;
+}
+
+/**
+ * Every source, test and doc file the repository tracks, as paths from ROOT. Left out: what git ignores (node_modules,
+ * data/ but its migrations, .tmp/, logs, the walk-through's desktop shots), images, and what `npm run docs` generates
+ * from sources that are checked (docs/openapi.json from api/openapi.ts, docs/asyncapi.json). broker/ and bench/ are
+ * left out for now.
+ */
+function citingFiles(): string[] {
+  const SKIP_DIRS = new Set(['node_modules', '.git', '.tmp', '.minaret', 'generated', 'broker', 'bench']);
+  const SKIP_FILES = new Set([path.join('docs', 'openapi.json'), path.join('docs', 'asyncapi.json')]);
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const e of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      const rel = path.join(dir, e.name);
+      if (e.isDirectory()) {
+        if (SKIP_DIRS.has(e.name) || rel === path.join('docs', 'console', 'walkthrough', 'desktop')) continue;
+        if (rel === 'data') { walk(path.join('data', 'migrations')); continue; }
+        walk(rel);
+      } else if (e.isFile() && !/\.(png|jpe?g|webp|gif|ico|svg|mp3|ogg|opus|db|sqlite|log)$/i.test(e.name) && !SKIP_FILES.has(rel)) {
+        out.push(rel);
+      }
+    }
+  };
+  walk('');
+  return out;
+}
+
+test('comments, test names and docs cite no private contract section, seed or issue number', () => {
+  const files = citingFiles();
+  for (const must of ['README.md', 'SECURITY.md', path.join('src', 'service.ts'), path.join('docs', 'api.md'), path.join('data', 'migrations', '001_people_auth.sql')]) {
+    assert.ok(files.includes(must), `${must} is checked`);
+  }
+  const cited = files.flatMap((file) => privateCitations(fs.readFileSync(path.join(ROOT, file), 'utf8')).map((hit) => `${file}:${hit}`));
+  assert.deepEqual(cited, [], 'cite a docs/ section, SECURITY.md, an RFC or the test that holds the rule instead');
+});
+
+test('the citation checker catches each private form and leaves a random seed alone', () => {
+  // Written in pieces, so that this file does not cite what it forbids.
+  const [C, I, S] = ['con' + 'tract', 'is' + 'sue', 'se' + 'ed'];
+  const caught = [
+    `/** ${C} 7: the device registry. */`, `// ${C.toUpperCase()} 5 as one table`, `Response shapes (${C} 2-7)`,
+    `// ${I} 13: the 201 goes now`, `(${I} 9, item 5)`, `see ${I} #12`,
+    `(${S} rule 2)`, `// ${S[0]!.toUpperCase()}${S.slice(1)} "Heartbeat cadence": per-kind minimum.`, `the ${S}'s "Membership status" table`,
+    `-- The ${S}'s mosque_device_events timeline`, `never failures (${S}). */`, `(${S}, rule 6)`, `(${S}, "Response headers")`,
+    `summary: 'Delete a mosque (${S}: the coarser admin check)'`, `status shape (${S} fields and types)`, `Self-service join (${S} table)`,
+    `    // ${S[0]!.toUpperCase()}${S.slice(1)}: ONLINE -> CONFIG_ERROR when a config cannot be applied`,
+  ];
+  for (const line of caught) assert.equal(privateCitations(line).length, 1, `caught: ${line}`);
+  const allowed = [
+    ` *   FUZZ_${S.toUpperCase()}=<n>        the run's ${S} (default: a fixed one)`, ` * derived from (${S}, iteration), so one can be replayed alone.`,
+    `  ${S}: number;`, `export function createRng(${S}: number): Rng {`, `  let a = ${S} >>> 0;`, `function random(${S}: number) {`,
+    'const rng = iterationRng(settings.' + S + ', i);', `failure prints the ${S} and iteration to replay it`,
+    'assert.deepEqual(errors, [], `error-level log lines after ' + S + ' ${settings.' + S + '}`);',
+    `the contract's error body`, `a mosque's issues are its own`, `[MQTT-3.3.5-2] allows either`, `RFC 9110 §14.2`,
+  ];
+  for (const line of allowed) assert.deepEqual(privateCitations(line), [], `allowed: ${line}`);
 });

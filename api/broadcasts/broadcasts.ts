@@ -14,7 +14,7 @@ export const BroadcastStart = v.object({
 });
 export const BroadcastQuery = v.object({ limit: limit(50, 200) });
 
-/** CONTRACT 5: broadcasts of a mosque. Starting and stopping need can_trigger (superadmin passes). */
+/** Broadcasts of a mosque (docs/api.md, "Broadcasts and their delivery report"). Starting and stopping need can_trigger (superadmin passes). */
 export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliveryReport: (b: BroadcastRow) => DeliveryReport }) {
   const app = new Hono<AppEnv>();
   const show = (row: BroadcastRow) => ({ ...toBroadcast(row), report: deps.deliveryReport(row) });
@@ -27,7 +27,8 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
   app.post('/:id/broadcasts', mosqueGate(deps, 'trigger'), async (c) => {
     const b = await readJson(c, BroadcastStart);
     const row = unwrap(deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
-    // issue 13: the row is committed and the start event is with the broker, so the 201 goes now. Any count
+    // The row is committed and the start event is with the broker, so the 201 goes now (docs/decisions.md,
+    // "The start's `201` carries a pending report"). Any count
     // (a statement over the timeline, or even a pass over 10,000 devices in memory: 16-26 ms of CPU here) would
     // run before aedes writes to the first player, so the report is marked pending; GET of the broadcast has it.
     return c.json({ ...toBroadcast(row), report: PENDING_REPORT }, 201);

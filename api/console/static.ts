@@ -129,7 +129,7 @@ const CLIENT_ROUTES = /^\/(?:|signin|signup|setup|account|superadmin|admin|join\
 
 /**
  * npm packages the console imports, served from node_modules under the same hash (no copy in the repo,
- * no CDN): `vendor/uqr.mjs` draws the join link's QR code (issue 12).
+ * no CDN): `vendor/uqr.mjs` draws the join link's QR code (docs/console.md, "Mosque admin and superadmin pages: decisions").
  */
 const VENDORED = { 'vendor/uqr.mjs': 'uqr' };
 
@@ -180,7 +180,7 @@ export function consoleRoutes(dir: string, publicUrl: string | null = null, reco
   /**
    * The page for a console path, or null: called from the API's not-found handler rather than registered as
    * a `get('*')`, which every GET would match beside its own route and so pass through a compose chain
-   * (issue 13: /healthz answered through a promise because of it).
+   * (/healthz answered through a promise because of it).
    */
   const pageFor = (c: AppContext): Response | null => {
     if ((c.req.method !== 'GET' && c.req.method !== 'HEAD') || !CLIENT_ROUTES.test(c.req.path)) return null;

@@ -40,7 +40,7 @@ export const EventsQuery = v.object({
 export const LogsQuery = v.object({ limit: limit(100, 500) });
 export const CommandRequest = v.object({
   name: v.picklist(['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque']),
-  // valibot's record takes an array (and turns it into {"0": ...}); contract 8 publishes `args` as an object.
+  // valibot's record takes an array (and turns it into {"0": ...}); docs/firmware.md, "4.2 Commands" publishes `args` as an object.
   args: v.optional(v.pipe(v.custom<unknown>((a) => typeof a === 'object' && a !== null && !Array.isArray(a), 'must be an object'), v.record(v.string(), v.unknown()))),
   timeout_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(100, 'must be at least 100'), v.maxValue(MAX_TIMEOUT_MS, `must be at most ${MAX_TIMEOUT_MS}`))),
 });
@@ -88,7 +88,7 @@ function lastSeenOf(plane: DevicePlane, deviceId: string): number | null {
   return ms === null ? null : Math.floor(ms / 1000);
 }
 
-/** CONTRACT 7: the device registry over HTTP (commands and why come with later issues). */
+/** The device registry over HTTP, its commands, logs and why (docs/api.md, "Devices, from the app's side"). */
 export function deviceRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
   const { plane } = deps;
@@ -231,7 +231,8 @@ export function deviceRoutes(deps: Deps) {
     return c.json({ device: body(row), credentials: credentials(c, row, password) });
   });
 
-  // Seed "Remote diagnostics": answerable while UNBOUND; the owner, a manager of its mosque, or a superadmin.
+  // Remote diagnostics (docs/firmware.md, "4.2 Commands"): answerable while UNBOUND; the owner, a manager of its
+  // mosque, or a superadmin (test/api/authorization-matrix.test.ts holds who).
   app.post('/devices/:id/commands', async (c) => {
     const { row } = load(c, 'write');
     const b = await readJson(c, CommandRequest);
@@ -277,7 +278,7 @@ export function deviceRoutes(deps: Deps) {
 }
 
 /**
- * Says in words why the list is what it is (issue 10: right after set_log_level the list is empty and a
+ * Says in words why the list is what it is (docs/decisions.md, "`GET /devices/{id}/logs`": right after set_log_level the list is empty and a
  * person must learn that the device is expected to send, not that logging failed).
  */
 function logsNote(kind: DeviceKind, enabled: boolean, until: string | null, count: number, connected: boolean): string | null {
@@ -291,7 +292,7 @@ function logsNote(kind: DeviceKind, enabled: boolean, until: string | null, coun
   return `Logging is on${window}; waiting for the device's first line (at most one a second).`;
 }
 
-/** Seed "Heartbeat cadence": per-kind minimum. */
+/** docs/firmware.md, "3.2 Heartbeat": a per-kind minimum. */
 function checkHeartbeat(kind: DeviceKind, secs: number | undefined): void {
   if (secs === undefined || secs >= HEARTBEAT[kind].min) return;
   throw new ApiError('validation_failed', undefined, { details: [{ path: 'config.heartbeat_secs', message: `must be at least ${HEARTBEAT[kind].min} for a ${kind}` }] });

@@ -51,7 +51,7 @@ export function createMosqueEvents() {
     streams,
     /**
      * `event` is built only when a stream of that mosque is open: publishers run on hot paths (every status
-     * transition of every device, issue 13) while streams are few and usually none.
+     * transition of every device) while streams are few and usually none.
      */
     publish(mosqueId: string | null, event: () => MosqueEvent): void {
       if (!mosqueId || streams.size === 0) return;

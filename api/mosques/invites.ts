@@ -21,7 +21,7 @@ interface InviteLimits {
   rateLimitStore: LimiterStore;
 }
 
-/** CONTRACT 5: POST /invites, by an admin of mosque_id (superadmin passes). */
+/** POST /invites, by an admin of mosque_id (superadmin passes; docs/api.md, "Invitations"). */
 export function inviteRoutes(deps: GateDeps & InviteLimits & { invites: Invites }) {
   const app = new Hono<AppEnv>();
   // SECURITY.md "Limits": an invitation sends a message to someone who asked for none, so it is budgeted per
@@ -39,7 +39,7 @@ export function inviteRoutes(deps: GateDeps & InviteLimits & { invites: Invites 
     await perMosque(mosque.id);
     await perAddress(identifierHash(b.email ?? b.whatsapp!));
     const result = deps.invites.invite(mosque, contact, b.auto_approve ?? false, c.var.user.id);
-    // Contract 5: inviting a banned person is 409 membership_banned (the invite conflicts with the ban).
+    // docs/api.md, "Errors": inviting a banned person is 409 membership_banned (the invite conflicts with the ban).
     // The error table's 403 for that code is the banned member's own join, so it is overridden here only.
     if (!result.ok && result.failure === 'membership_banned') return c.json(errorBody('membership_banned'), 409);
     return c.json(unwrap(result), 201);

@@ -45,7 +45,7 @@ export function memberBody(r: MemberRow) {
   return { ...toMembership(r), user_email: r.email, user_email_is_placeholder: isSyntheticEmail(r.email), user_phone: r.phone };
 }
 
-/** CONTRACT 5: POST /join, PATCH and DELETE /memberships/{id}. */
+/** POST /join, PATCH and DELETE /memberships/{id} (docs/api.md, "Memberships"). */
 export function membershipRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
 
@@ -57,8 +57,8 @@ export function membershipRoutes(deps: Deps) {
     const isSelf = membership.user_id === actor.id;
     const isAdmin = standingOf(actor, actor.isSuperadmin ? null : deps.admins.find(membership.mosque_id, actor.id)).admin;
     if (!isSelf && !isAdmin) throw new ApiError('not_found');
-    // Seed rule 2 holds for admins too: nobody but a superadmin changes the status of their own membership
-    // (an admin banned from a mosque must not lift their own ban).
+    // Admins included, nobody but a superadmin changes the status of their own membership: an admin banned from
+    // a mosque must not lift their own ban (docs/decisions.md, "Nobody but a superadmin changes the status of their own membership").
     // The owner's own membership is theirs like the owner row is (only a superadmin demotes or removes the
     // owner): a plain admin must not ban the owner from their own mosque's azaan.
     const ofOwner = deps.admins.find(membership.mosque_id, membership.user_id)?.is_owner === 1;
@@ -95,7 +95,7 @@ export function membershipRoutes(deps: Deps) {
     return c.json(toMembership(membership), created ? 201 : 200);
   });
 
-  // Seed rule 1: a member edits only the four notify toggles of their own membership; an admin of its
+  // docs/walkthrough.md, "3. The mosque and its members": a member edits only the four notify toggles of their own membership; an admin of its
   // mosque (or a superadmin) only its status. Any other key from that caller: 403, nothing changed.
   app.patch('/memberships/:id', async (c) => {
     const { membership, isSelf, mayChangeStatus, refusal } = load(c);

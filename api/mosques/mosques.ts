@@ -18,7 +18,7 @@ const minutes = (max: number) => v.pipe(v.number(), v.integer('must be whole min
 const perPrayer = <S extends v.GenericSchema>(rule: S) =>
   v.strictObject({ fajr: v.optional(rule), dhuhr: v.optional(rule), asr: v.optional(rule), maghrib: v.optional(rule), isha: v.optional(rule) });
 const angle = v.pipe(v.number(), v.minValue(0, 'must be 0..30 degrees'), v.maxValue(30, 'must be 0..30 degrees'));
-/** contract 9: the schedule fields, on create and PATCH (manager). */
+/** The schedule fields, on create and PATCH (manager; docs/schedule.md, "Setting a mosque's times"). */
 export const scheduleEntries = {
   latitude: v.optional(v.nullable(v.pipe(v.number(), v.minValue(-90, 'must be -90..90'), v.maxValue(90, 'must be -90..90')))),
   longitude: v.optional(v.nullable(v.pipe(v.number(), v.minValue(-180, 'must be -180..180'), v.maxValue(180, 'must be -180..180')))),
@@ -85,7 +85,7 @@ interface Deps extends GateDeps {
   activity: ActivityLog;
 }
 
-/** CONTRACT 5: mosques, their admins, their memberships, join and the activity feed. */
+/** Mosques, their admins, their memberships, join and the activity feed (docs/api.md, "Flags decide"). */
 export function mosqueRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
   const gate = (g: Parameters<typeof mosqueGate>[1]) => mosqueGate(deps, g);
@@ -174,7 +174,7 @@ export function mosqueRoutes(deps: Deps) {
     const b = await readJson(c, Enrol);
     if (!deps.users.findById(b.user_id)) throw new ApiError('not_found', 'No user has that user_id.');
     const result = deps.memberships.enrol(c.var.mosque.id, b.user_id, actorOf(c));
-    // As for invites (contract 5): enrolling a banned user conflicts with the ban, 409 rather than the
+    // As for invites (docs/decisions.md, "Enrolment never lifts a ban."): enrolling a banned user conflicts with the ban, 409 rather than the
     // table's 403, which is the banned member's own join.
     if (!result.ok && result.failure === 'membership_banned') return c.json(errorBody('membership_banned', result.message), 409);
     const { membership, created } = unwrap(result);

@@ -32,7 +32,7 @@ export const SuperadminReset = v.object({ reset_token: opaqueToken, password_has
 export const SetupBody = v.object({ token: opaqueToken, email, password_hash: hex64 });
 
 /**
- * Security headers on every auth response, errors and 404s included (seed, "Response headers").
+ * Security headers on every auth response, errors and 404s included (test/api/http-edges.test.ts holds them).
  * Mounted by createApi ahead of the body limit: a 413 is refused before this router is reached.
  */
 export const authSecurityHeaders: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -53,7 +53,7 @@ interface Deps {
   rateLimitStore: LimiterStore;
 }
 
-/** CONTRACT 4: every route under /api/v1/auth. */
+/** Every route under /api/v1/auth (docs/api.md, "Signing in"). */
 export function authRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
   const { peopleAuth, superadminAuth } = deps;

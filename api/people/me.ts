@@ -17,7 +17,7 @@ import { readJson } from '../validate.ts';
 
 const key = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+=*$/, 'must be base64url'), v.minLength(8, 'is too short'), v.maxLength(256, 'is too long'));
 export const PushSubscription = v.object({
-  // Issue 9: checked without DNS here; the address it resolves to is checked again on every send.
+  // docs/decisions.md, "Push endpoints": checked without DNS here; the address it resolves to is checked again on every send.
   endpoint: v.pipe(
     v.string(),
     v.maxLength(2048, 'is too long'),
@@ -58,7 +58,7 @@ interface Deps {
 export const ME_CACHE_SIZE = 10_000;
 
 /**
- * GET /me's body per user, as JSON text (issue 13: three SQLite reads were ~18 % of the request). An entry
+ * GET /me's body per user, as JSON text (three SQLite reads were ~18 % of the request). An entry
  * goes whenever the change feed names its user (row, memberships, admin rows) or a mosque goes away (its
  * rows cascade), in this process at once and in the others when the message arrives; everything goes on a
  * resync. Entries are filled only from the database, never from a message, so a lost message leaves an
@@ -84,7 +84,7 @@ function createMeCache(deps: Deps, read: (userId: string) => string | null) {
   };
 }
 
-/** CONTRACT 5: GET /me, GET /me/memberships, POST and DELETE /me/push-subscriptions; the console's test push. */
+/** GET /me, GET /me/memberships, POST and DELETE /me/push-subscriptions; the console's test push. */
 export function meRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
   const testLimit = createLimiter(TEST_PUSHES_PER_MINUTE);
@@ -124,7 +124,7 @@ export function meRoutes(deps: Deps) {
     return c.json(await deps.tokens.issue(updated), 200);
   });
 
-  // docs/api.md, "Confirming an address": a 6-digit code to the account's own email or phone.
+  // docs/api.md, "Addresses: claims and proof": a 6-digit code to the account's own email or phone.
   app.post('/addresses/confirm', async (c) => {
     const b = await readJson(c, AddressConfirm);
     await confirmLimit(c.var.user.id);

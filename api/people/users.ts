@@ -19,7 +19,7 @@ export const UserQuery = v.object({
   offset,
 });
 
-/** CONTRACT 5: user administration, superadmin only, gated once for the whole route (seed rule 6). */
+/** User administration, superadmin only, gated once for the whole route (docs/walkthrough.md, "3. The mosque and its members"). */
 export function userRoutes(deps: { users: UserStore; userAdmin: UserAdmin }) {
   const app = new Hono<AppEnv>();
   app.use('*', superadminOnly);

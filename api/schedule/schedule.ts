@@ -33,7 +33,7 @@ interface Deps extends GateDeps {
   reportFor: (mosqueId: string, broadcastId: string) => unknown;
 }
 
-/** contract 9: the azaan schedule of a mosque, its ICS feed and its uploaded timetables. */
+/** The azaan schedule of a mosque, its ICS feed and its uploaded timetables (docs/schedule.md, "The schedule, for apps"). */
 export function scheduleRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
 

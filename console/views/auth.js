@@ -1,5 +1,5 @@
 // Sign in (password or 6-digit code), sign up, and the superadmin's two steps. Identifiers and passwords
-// are hashed here with WebCrypto exactly as the API requires (contract 3): the server never sees either.
+// are hashed here with WebCrypto exactly as the API requires (docs/api.md, "Signing in"): the server never sees either.
 import { api, hmacHex, identifierHash, sha256Hex, signIn } from '../api.js';
 import { field, form, h, replace } from '../dom.js';
 import { t } from '../i18n.js';

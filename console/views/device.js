@@ -9,7 +9,7 @@ import { badge, durationText, seenText, whyText } from './why.js';
 
 const COMMANDS = ['ping', 'identify', 'play_test', 'diag_bundle'];
 const LOG_LEVELS = ['error', 'warn', 'info', 'debug'];
-const MAX_LOG_TTL_S = 3600; // contract 7: set_log_level's ttl_s <= 3600
+const MAX_LOG_TTL_S = 3600; // docs/firmware.md, "4.2 Commands": set_log_level's ttl_s <= 3600
 const ERROR_STATES = new Set(['STREAM_ERROR', 'CONFIG_ERROR', 'ERROR']);
 const TICK_MS = 1_000;
 
@@ -124,7 +124,7 @@ export async function deviceView(page, id) {
         h('dl', { class: 'facts' }, facts.map(([k, v]) => [h('dt', {}, t(`device.${k}`)), h('dd', {}, v)]))),
       h('section', { 'aria-labelledby': 'cmd-h' }, h('h2', { id: 'cmd-h' }, t('device.commands')),
         h('div', { class: 'row' }, COMMANDS.map((name) => button(t(`command.${name}`), () => send(name), (message) => { result.textContent = message; }, { class: 'secondary' }))),
-        // contract 7: set_log_level is a stream player's command; a transmitter logs by its log_enabled setting.
+        // docs/firmware.md, "4.2 Commands": set_log_level is a stream player's command; a transmitter logs by its log_enabled setting.
         d.kind === 'stream_player' && logLevelForm(send),
         result),
       h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, t('device.timeline')),

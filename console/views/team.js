@@ -51,7 +51,7 @@ export async function teamView(page, id) {
 }
 
 /**
- * One admin. Managers change flags and remove; the owner's row is the superadmin's alone (contract 5:
+ * One admin. Managers change flags and remove; the owner's row is the superadmin's alone (docs/decisions.md, "Ownership":
  * only a superadmin may remove or demote the owner), so a manager sees it without controls.
  */
 function adminRow(a, ctx, reload) {

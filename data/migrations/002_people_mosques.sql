@@ -10,7 +10,7 @@ CREATE TABLE mosques (
   updated_at           INTEGER NOT NULL
 );
 
--- One row per user per mosque (seed "Mosque-admin relationship").
+-- One row per user per mosque (docs/api.md, "Flags decide").
 CREATE TABLE mosque_admins (
   mosque_id   TEXT NOT NULL REFERENCES mosques(id) ON DELETE CASCADE,
   user_id     TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,

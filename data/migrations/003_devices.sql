@@ -30,7 +30,7 @@ CREATE TABLE devices (
 CREATE INDEX devices_mosque ON devices(mosque_id);
 CREATE INDEX devices_owner ON devices(owner_user_id);
 
--- The seed's mosque_device_events timeline: transitions, connections, refused input, config pushes, commands.
+-- The device timeline, mosque_device_events: transitions, connections, refused input, config pushes, commands.
 CREATE TABLE mosque_device_events (
   id            INTEGER PRIMARY KEY AUTOINCREMENT,
   device_id     TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,

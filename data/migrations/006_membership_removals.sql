@@ -1,6 +1,6 @@
 -- Memberships an admin removed, one row per (mosque, user), so entitlement tells "removed" (membership_lapsed)
 -- from "never joined" (awaiting_approval) with one primary-key lookup instead of scanning the mosque's
--- activity feed with json_extract on every CONNECT of an unbound player (issue 9).
+-- activity feed with json_extract on every CONNECT of an unbound player (docs/decisions.md, "Removed memberships").
 CREATE TABLE membership_removals (
   mosque_id  TEXT NOT NULL REFERENCES mosques(id) ON DELETE CASCADE,
   user_id    TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,

@@ -1,4 +1,4 @@
--- The azaan schedule (issue 11). A mosque's times are derived from these fields each time they are needed;
+-- The azaan schedule (docs/schedule.md). A mosque's times are derived from these fields each time they are needed;
 -- only a slot's outcome is stored (schedule_slots), so a change of times recomputes only future slots.
 ALTER TABLE mosques ADD COLUMN latitude REAL;
 ALTER TABLE mosques ADD COLUMN longitude REAL;

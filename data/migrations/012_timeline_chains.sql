@@ -1,4 +1,4 @@
--- Issue 13: the `(device_id, id)` index put every status transition in a random leaf page (a commit of 28
+-- The `(device_id, id)` index put every status transition in a random leaf page (a commit of 28
 -- statuses from 28 devices wrote ~28 of them: 7.7 KiB of WAL per status, ~10 µs of its ~37 µs of CPU).
 -- Each row now points to the same device's previous row (`prev_id`) and the device row to its newest
 -- (`timeline_head`), so a row is an append to the end of the table. A device's page walks its chain back

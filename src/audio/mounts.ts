@@ -1,6 +1,6 @@
 /**
  * A mosque's mount on the audio server is `/m/<mosque id>` (docs/operator.md#audio-icecast); its stream address is
- * that mount under ICECAST_URL, and a player's carries its lease as `?lease=` (docs/firmware.md, "Stream address").
+ * that mount under ICECAST_URL, and a player's carries its lease as `?lease=` (docs/firmware.md, "4.1 Config").
  */
 export const MOUNT_PREFIX = '/m/';
 /** Mosque ids are UUIDs; anything else after /m/ names no mosque. */

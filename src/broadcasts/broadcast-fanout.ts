@@ -28,7 +28,8 @@ export const REPORT_TAIL_SECONDS = 10;
 
 const TOGGLE = { azaan: 'notify_azaan', jummah: 'notify_jummah', waaz: 'notify_waaz', announcement: 'notify_announcement' } as const;
 
-/** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures (seed). */
+/** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures
+ * (docs/api.md, "Broadcasts and their delivery report"). */
 export function outcomeOf(status: string): keyof Omit<DeliveryReport, 'push'> {
   switch (status) {
     case 'PLAYING': return 'playing';
@@ -68,7 +69,7 @@ export function createFanout(deps: {
   const startsPending = new Set<string>();
 
   function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
-    // A fallback names the recording; players add their lease to it (docs/firmware.md, "Broadcast events").
+    // A fallback names the recording; players add their lease to it (docs/firmware.md, "4.3 Broadcast events").
     const streamUrl = b.fallback === 1 && deps.fallbackUrl ? deps.fallbackUrl(b.mosque_id)
       : deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findById(b.mosque_id)?.stream_url ?? null);
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
@@ -85,7 +86,7 @@ export function createFanout(deps: {
 
   return {
     /**
-     * issue 13: the start event goes to the broker before any bookkeeping of the start, so its caller calls
+     * The start event goes to the broker before any bookkeeping of the start, so its caller calls
      * this first. aedes stores the retained copy through a promise and only then fans out, so any synchronous
      * work left in the same turn (rows, the report) delays the first player as much as it lasts.
      */

@@ -23,7 +23,8 @@ export interface BroadcastEvent {
 /**
  * The story of a broadcast starting and stopping, after its row is committed, in one place (docs/api.md,
  * "Broadcasts and their delivery report"; docs/firmware.md, "Broadcast events"):
- * 1. the players hear the start event first, before any bookkeeping, unless the broadcast waits for its source
+ * 1. the players hear the start event first, before any bookkeeping (docs/decisions.md, "The start's `201` carries
+ *    a pending report"), unless the broadcast waits for its source
  *    (src/broadcasts/source-follow.ts: the transmitters go on air first, the players hear it once the source is
  *    live) or plays the recorded azaan (a fallback: the transmitters have no part);
  * 2. the schedule records the slot the start serves at once (an auto start writes its own outcome right after);

@@ -8,7 +8,7 @@ import type { Listeners } from './who-heard.ts';
 export const BROADCAST_KINDS = ['azaan', 'jummah', 'waaz', 'announcement'] as const;
 export type BroadcastKind = (typeof BROADCAST_KINDS)[number];
 
-/** contract 7: counts per outcome over the mosque's devices, plus push deliveries. */
+/** Counts per outcome over the mosque's devices, plus push deliveries (docs/api.md, "Broadcasts and their delivery report"). */
 export interface DeliveryReport {
   playing: number;
   unbound: number;
@@ -19,7 +19,7 @@ export interface DeliveryReport {
   push: { queued: number; sent: number; failed: number };
   /** With an audio server: who the audio server admitted and for how long (src/broadcasts/who-heard.ts). */
   listeners?: Listeners;
-  /** Only in the start's 201 (issue 13): the counts are not read yet, all zero; GET of the broadcast has them. */
+  /** Only in the start's 201 (docs/decisions.md, "The start's `201` carries a pending report"): the counts are not read yet, all zero; GET of the broadcast has them. */
   pending?: true;
 }
 
@@ -103,7 +103,7 @@ export function createBroadcasts(deps: {
     list: (mosqueId: string, limit: number) => page.all(mosqueId, limit),
 
     /** One live broadcast per mosque at a time: a second start while one is live is a conflict. */
-    /** `actorId` is null when the service starts it itself (a mosque's auto_start, issue 11). */
+    /** `actorId` is null when the service starts it itself (a mosque's `auto_start`, docs/schedule.md, "Setting a mosque's times"). */
     start(mosqueId: string, input: StartBroadcast, actorId: string | null): Result<BroadcastRow> {
       const started = db.transaction((): Result<BroadcastRow> => {
         if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');

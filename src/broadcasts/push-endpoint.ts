@@ -1,7 +1,7 @@
 import net from 'node:net';
 
 /**
- * Which push endpoints the server may POST to (issue 9: a push subscription must not turn the server into
+ * Which push endpoints the server may POST to (docs/decisions.md, "Push endpoints": a push subscription must not turn the server into
  * a proxy onto its own network). Pure: the URL rule runs without DNS when subscribing and again before
  * every send; the address rule runs on every address a push host resolves to, at connect time.
  */

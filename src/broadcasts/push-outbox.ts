@@ -27,7 +27,7 @@ interface OutboxRow {
  * none; failures retry with exponential backoff (5 s, 10 s, ... at most an hour); a subscription the push
  * service reports gone (404/410) is removed. At most `concurrency` sends are in flight; each free slot
  * takes the next due row, first attempts before retries, so a slow or dead push service met by retries
- * does not hold back a new broadcast's pushes (issue 9).
+ * does not hold back a new broadcast's pushes (docs/decisions.md, "Push sending order").
  */
 export function createPushOutbox(deps: { db: Db; clock: Clock; sender: PushSender; subscriptions: PushSubscriptions; logger: Logger; concurrency: number }) {
   const { db } = deps;

@@ -32,7 +32,8 @@ export function createPushSubscriptions(db: Db, clock: Clock, maxPerUser: number
   return {
     /**
      * A browser re-subscribing with the same endpoint replaces its keys (and owner: the endpoint is the
-     * device), and does not count twice. Beyond `maxPerUser` endpoints: conflict, nothing dropped (issue 9).
+     * device), and does not count twice. Beyond `maxPerUser` endpoints: conflict, nothing dropped
+     * (docs/decisions.md, "The 11th push subscription is `409 conflict`, not "drop the oldest"").
      */
     save: (userId: string, endpoint: string, p256dh: string, auth: string): Result<null> => saveWithinCap.immediate(userId, endpoint, p256dh, auth),
     remove: (userId: string, endpoint: string) => remove.run(endpoint, userId).changes > 0,

@@ -40,7 +40,7 @@ interface Pending {
 }
 
 /**
- * Commands to devices and their acknowledgements (contract 7 and 8): published at QoS 1 on the device's
+ * Commands to devices and their acknowledgements (docs/api.md, "Devices, from the app's side"; docs/firmware.md, "4.2 Commands"): published at QoS 1 on the device's
  * cmd topic and correlated by id; a late, duplicate or foreign ack is ignored. Every command and its
  * outcome goes to the device timeline with the actor.
  */
@@ -72,7 +72,8 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
       await publish(deviceId, id, name, args, Math.ceil(opts.timeoutMs / 1000));
       const ack = await acked;
       const rtt = Math.round(performance.now() - started);
-      // Its timeline went with it: nothing to record, and the caller learns the device is gone (issue 9).
+      // Its timeline went with it: nothing to record, and the caller learns the device is gone
+      // (docs/decisions.md, "A command to a device deleted while it waits for the ack").
       if (ack === 'deleted') return fail('not_found', 'The device was deleted while the command waited for its acknowledgement.');
       if (!ack) {
         deps.timeline.record({ deviceId, mosqueId, kind: 'command_timeout', actorUserId: opts.actorUserId, detail: { command_id: id, name, timeout_ms: opts.timeoutMs } });

@@ -1,4 +1,4 @@
-/** Per-kind device settings (seed "Heartbeat cadence", contract 8 config topic). Pure. */
+/** Per-kind device settings (docs/firmware.md, "3.2 Heartbeat" for the cadence, "4.1 Config" for the topic). Pure. */
 export type DeviceKind = 'transmitter' | 'stream_player';
 
 export const HEARTBEAT = {
@@ -46,7 +46,7 @@ export interface Binding {
   unbound_reason: string | null;
 }
 
-/** The retained payload on devices/{id}/config (contract 8). Absent optional fields are left out. */
+/** The retained payload on devices/{id}/config (docs/firmware.md, "4.1 Config"). Absent optional fields are left out. */
 export function configPayload(kind: DeviceKind, version: number, s: DeviceSettings, b: Binding): Record<string, unknown> {
   const e = effectiveSettings(kind, s);
   return {

@@ -116,7 +116,7 @@ export function createDevicePlane(deps: {
   };
   let timers: NodeJS.Timeout[] = [];
 
-  /** Contract 7: rotated, deleted or disabled elsewhere, a live connection here is closed at once. */
+  /** Rotated, deleted or disabled elsewhere, a live connection here is closed at once. */
   const cutOffIfRevoked = (id: string, before: DeviceInfo) => {
     const after = devices.info(id);
     if (after && after.enabled && after.secretHash.equals(before.secretHash)) return;
@@ -135,11 +135,11 @@ export function createDevicePlane(deps: {
     else service.ensureConfigPublished(id, row);
   };
   /**
-   * A device that authenticated is configured after its CONNACK, in the turn's group commit (issue 13):
+   * A device that authenticated is configured after its CONNACK, in the turn's group commit:
    * its lease write shares the commit of its connected note and of the turn's statuses. Still before it can
    * subscribe: a SUBSCRIBE needs the CONNACK's round trip, so it is read in a later turn than this one.
    */
-  // Built once: better-sqlite3 makes a new set of wrapper functions for every db.transaction() call (issue 13).
+  // Built once: better-sqlite3 makes a new set of wrapper functions for every db.transaction() call.
   const configureInSavepoint = db.transaction((id: string) => configureArrival(id));
   /** A class rather than a closure pair per CONNECT (under tsx each such closure also costs a keepNames __name call). */
   class ArrivalWrite implements GroupWrite {
@@ -176,7 +176,7 @@ export function createDevicePlane(deps: {
   };
 
   /**
-   * Every device's retained config, once, before the broker listens (issue 13): after a restart the
+   * Every device's retained config, once, before the broker listens (docs/decisions.md, "Device configs are rebuilt at start, not on connect"): after a restart the
    * in-memory broker holds none, and rebuilding each on its first CONNECT put that work (and any lease
    * signing) in the middle of the reconnect storm the restart causes. The rules are configureArrival's: a
    * player whose lease is missing, stale or half spent gets a new config (version and timeline note, reason

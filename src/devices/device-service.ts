@@ -26,7 +26,7 @@ export function createDeviceService(deps: {
   db: Db;
   devices: DeviceStore;
   timeline: Timeline;
-  /** The mosque's activity feed (contract 5: it carries device events beside membership, admin and broadcast ones). */
+  /** The mosque's activity feed (it carries device events beside membership, admin and broadcast ones). */
   activity: ActivityLog;
   telemetry: Telemetry;
   link: () => DeviceLink;
@@ -114,7 +114,7 @@ export function createDeviceService(deps: {
     },
 
     /**
-     * A person registers a stream player they own, within MAX_PLAYERS_PER_USER (issue 9: an account must not
+     * A person registers a stream player they own, within MAX_PLAYERS_PER_USER (docs/decisions.md, "Stream players per person": an account must not
      * mint devices without bound). A superadmin is the operator and is not counted against it.
      */
     registerPlayer(name: string | null, mosqueId: string | null, owner: { id: string; isSuperadmin: boolean }): Result<Registered> {

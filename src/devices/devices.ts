@@ -76,7 +76,7 @@ export interface HeartbeatFields {
   config_version?: number | undefined;
 }
 
-/** The HTTP shape of a device (contract 7); `entitlement` is filled by the caller. */
+/** The HTTP shape of a device (the `Device` schema of docs/openapi.json); `entitlement` is filled by the caller. */
 export function toDevice(row: DeviceRow, live: { lastSeenAt: number | null; connected: boolean; heartbeat: HeartbeatFields | null }) {
   const lastSeen = Math.max(row.last_seen_at ?? 0, live.lastSeenAt ?? 0);
   const hb = live.heartbeat;
@@ -269,7 +269,7 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
     releaseConnection: (id: string, brokerId: string) => void release.run(id, brokerId),
     connectionOwner: (id: string) => owner.get(id)?.connected_broker ?? null,
     /**
-     * A single process claims nothing (issue 13: no write per CONNECT), so a claim left from a run with
+     * A single process claims nothing (no write per CONNECT), so a claim left from a run with
      * REDIS_URL would name a process that no longer exists and hide a device's own will: it goes at start.
      */
     releaseAllConnections: () => void releaseAll.run(),
@@ -278,7 +278,7 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
     verifySecret(id: string, password: string): boolean {
       if (!registry.has(id)) refresh(id);
       const info = registry.get(id);
-      // One-shot hash (node >= 20.12): the same SHA-256 without a Hash object per CONNECT (issue 13).
+      // One-shot hash (node >= 20.12): the same SHA-256 without a Hash object per CONNECT.
       const presented = crypto.hash('sha256', password, 'buffer');
       const expected = info?.secretHash ?? crypto.randomBytes(32);
       return crypto.timingSafeEqual(presented, expected) && info !== undefined && info.enabled;

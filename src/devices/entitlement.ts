@@ -14,7 +14,7 @@ export type Decision =
   | { entitled: false; reason: UnboundReason; decidingField: string };
 
 /**
- * Seed "Entitlement": a stream player may hear its mosque's azaan only while it is enabled, bound to a
+ * Entitlement (docs/api.md, "Devices, from the app's side"): a stream player may hear its mosque's azaan only while it is enabled, bound to a
  * mosque, and its owner's membership there is approved. Pure; the lease is checked apart.
  */
 export function decide(device: Pick<DeviceRow, 'mosque_id' | 'enabled'>, membership: MembershipStatus | null, removed = false): Decision {
@@ -121,7 +121,7 @@ export function createEntitlement(deps: Deps) {
 
     /**
      * What a device's config says beyond its own settings. An entitled player gets the lease it holds while
-     * that is not due for renewal (issue 13: no signature and no lease write per reconnect or config change),
+     * that is not due for renewal (no signature and no lease write per reconnect or config change),
      * else a freshly signed one; an unentitled one loses its lease here.
      */
     binding(row: DeviceRow): Binding {

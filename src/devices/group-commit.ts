@@ -1,7 +1,7 @@
 import type { Db } from '../platform/db.ts';
 
 /**
- * Group commit (issue 13): the device writes of one event-loop turn go into ONE SQLite transaction, and
+ * Group commit: the device writes of one event-loop turn go into ONE SQLite transaction, and
  * each write's `settle` (a status's PUBACK, its callbacks) runs only after the commit that holds it, so an
  * acknowledgement still means "written". A status costs a commit's fixed price once per batch instead of
  * once per message.
@@ -16,7 +16,7 @@ export const MAX_BATCH = 256;
 /**
  * How long a write that need not commit in its own turn (addLater: a `connected` note) may wait for a batch
  * to ride in. In a reconnect storm the CONNECTs of a turn had a commit of their own, ~60-130 µs each when a
- * turn held only a few of them (issue 13); now they join the next statuses' batch, or commit together.
+ * turn held only a few of them; now they join the next statuses' batch, or commit together.
  */
 export const LATER_MS = 50;
 
@@ -32,7 +32,7 @@ export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBa
   let batch: GroupWrite[] = [];
   let scheduled = false;
   let later: NodeJS.Timeout | null = null;
-  // Built once: better-sqlite3 makes new wrapper functions for every db.transaction() call (issue 13).
+  // Built once: better-sqlite3 makes new wrapper functions for every db.transaction() call.
   const writeAll = db.transaction((items: GroupWrite[]) => {
     for (const item of items) item.write();
   });

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /**
- * Entitlement leases (contract 8): JWTs signed with an Ed25519 key kept in the data folder, so firmware can
+ * Entitlement leases (docs/firmware.md, "5. The lease, and checking it offline"): JWTs signed with an Ed25519 key kept in the data folder, so firmware can
  * check a lease offline against the public JWKS (GET /api/v1/devices/lease-keys). Signing is synchronous
  * (node:crypto), so a config can be built and pushed in the same tick as the change that caused it.
  */
@@ -17,7 +17,7 @@ export interface LeaseSigner {
   verify(token: string): LeaseClaims | null;
 }
 
-/** What a lease says (docs/firmware.md, "Leases"): the player, its mosque, and until when. */
+/** What a lease says (docs/firmware.md, "5. The lease, and checking it offline"): the player, its mosque, and until when. */
 export interface LeaseClaims {
   sub: string;
   mosqueId: string;

@@ -14,7 +14,7 @@ export interface TimelineRow {
   detail: string;
 }
 
-/** contract 7: `{id, at, device_id, mosque_id, kind, from, to, reason, detail}`. */
+/** One entry of GET /devices/{id}/events: `{id, at, device_id, mosque_id, kind, from, to, reason, detail}`. */
 export function toTimelineEntry(row: TimelineRow) {
   return {
     id: String(row.id),
@@ -90,7 +90,7 @@ export function createDeliveryStatuses(db: Db) {
 }
 
 /**
- * How long one slice of the timeline's upkeep may hold the event loop before it yields (issue 13: the hourly
+ * How long one slice of the timeline's upkeep may hold the event loop before it yields (the hourly
  * per-device cap was one GROUP BY over the whole table, ~0.9 s on 850,000 rows, every device's packets waiting).
  */
 export const PRUNE_SLICE_MS = 5;
@@ -98,7 +98,7 @@ export const PRUNE_SLICE_MS = 5;
 const AGE_CHUNK = 500;
 
 /**
- * The seed's mosque_device_events timeline, with retention so a Raspberry Pi's card does not fill up.
+ * The device timeline (mosque_device_events), with retention so a Raspberry Pi's card does not fill up.
  * `pendingFirst` commits notes still waiting in the device group commit, so that a note written directly
  * (outside a transaction) and a page read come after them, in the order things happened.
  */

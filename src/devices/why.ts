@@ -38,11 +38,11 @@ const BY_STATUS: Record<string, PlaybackState> = {
   UNKNOWN: 'unknown',
 };
 
-/** Every time in an HTTP body is ISO-8601 UTC (contract 2); the facts carry Unix seconds. */
+/** Every time in an HTTP body is ISO-8601 UTC (docs/api.md, "Base URL and conventions"); the facts carry Unix seconds. */
 const isoOf = (seconds: number | null): string | null => (seconds === null ? null : new Date(seconds * 1000).toISOString());
 
 /**
- * GET /devices/{id}/why: the first fact in the chain that decides, in this order (issue 5):
+ * GET /devices/{id}/why: the first fact in the chain that decides, in this order (test/unit/why.test.ts holds it):
  * device enabled -> mosque binding -> membership -> lease -> presence/last_seen -> last status -> last error.
  * Pure: every fact is passed in, so each link is table-tested.
  */

@@ -28,14 +28,14 @@ export function toFlags(row: AdminRow): AdminFlags {
   return { is_owner: row.is_owner === 1, can_trigger: row.can_trigger === 1, can_manage: row.can_manage === 1 };
 }
 
-/** Who is asking: the token's id and whether its role is superadmin (no query for that, seed rule 1a). */
+/** Who is asking: the token's id and whether its role is superadmin (no query for that: docs/walkthrough.md, "3. The mosque and its members"). */
 export interface Actor {
   id: string;
   isSuperadmin: boolean;
 }
 
 /**
- * A caller's standing in one mosque (seed "Authorization rules"). A superadmin passes every per-mosque
+ * A caller's standing in one mosque (docs/walkthrough.md, "3. The mosque and its members"). A superadmin passes every per-mosque
  * check without a row; there is no global mosque-admin role.
  */
 export interface Standing {

@@ -150,7 +150,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     listForUser: (userId: string) => ofUser.all(userId),
 
     /**
-     * Self-service join (seed table): pending, or approved when the mosque auto-approves. An existing
+     * Self-service join (docs/walkthrough.md, "3. The mosque and its members"): pending, or approved when the mosque auto-approves. An existing
      * membership is returned as it is; a rejected one may reapply; a banned one is refused.
      */
     join(mosque: MosqueRow, userId: string): Result<{ membership: MembershipRow; created: boolean }> {
@@ -165,9 +165,9 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     },
 
     /**
-     * An admin enrols a user: always approved (seed: no admin-initiated pending state). Enrolment never
-     * lifts a ban, not even a superadmin's: a ban is lifted only by a status change (issue 9), and nobody
-     * but a superadmin enrols themselves (seed rule 2: members cannot change their own status).
+     * An admin enrols a user: always approved (there is no admin-initiated pending state). Enrolment never
+     * lifts a ban, not even a superadmin's: a ban is lifted only by a status change, and nobody but a
+     * superadmin enrols themselves (docs/decisions.md, "Enrolment never lifts a ban.").
      */
     enrol(mosqueId: string, userId: string, actor: { id: string; isSuperadmin: boolean }): Result<{ membership: MembershipRow; created: boolean }> {
       if (userId === actor.id && !actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may enrol themselves.');
@@ -178,7 +178,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     },
 
     /**
-     * An owner or admin of a mosque is one of its members (issue 10): approved, unless banned, which only a
+     * An owner or admin of a mosque is one of its members (docs/decisions.md, "Owners and admins are members"): approved, unless banned, which only a
      * status change lifts. Never lowers a membership; returns it as it ends up (null when none could be made).
      */
     admitAdmin(mosqueId: string, userId: string, actorId: string | null): MembershipRow | null {
@@ -196,12 +196,12 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       return ok(put(mosqueId, userId, wanted, actorId, 'membership.invited').membership);
     },
 
-    /** Admins and superadmins only: the caller has checked the standing (seed rule 1). */
+    /** Admins and superadmins only: the caller has checked the standing (docs/api.md, "Memberships"). */
     changeStatus(membership: MembershipRow, status: MembershipStatus, actorId: string): MembershipRow {
       return put(membership.mosque_id, membership.user_id, status, actorId, 'membership.status_changed').membership;
     },
 
-    /** The member's own four toggles (seed rule 1). */
+    /** The member's own four toggles (docs/walkthrough.md, "3. The mosque and its members"). */
     setToggles(membership: MembershipRow, toggles: Partial<Record<NotifyToggle, boolean>>, actorId: string): MembershipRow {
       const keys = NOTIFY_TOGGLES.filter((k) => toggles[k] !== undefined);
       if (keys.length === 0) return membership;

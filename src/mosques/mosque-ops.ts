@@ -105,7 +105,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
       return ok(tx(() => {
         const row = admins.insert(mosque.id, userId, { is_owner: false, ...flags });
         activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: userId, data: flags });
-        // Removing the admin row later leaves this membership as it is (issue 10).
+        // Removing the admin row later leaves this membership as it is (docs/decisions.md, "Owners and admins are members").
         deps.memberships.admitAdmin(mosque.id, userId, actor.id);
         return row;
       }));

@@ -31,7 +31,7 @@ export const CALCULATION_METHODS = [
 ] as const;
 export const HIGH_LATITUDE_RULES = ['middle_of_the_night', 'seventh_of_the_night', 'twilight_angle'] as const;
 
-/** contract 9: how the starts are computed (shape checked at the edge). */
+/** How the starts are computed (docs/schedule.md, "Setting a mosque's times"; shape checked at the edge). */
 export interface PrayerTimesSettings {
   method: (typeof CALCULATION_METHODS)[number];
   madhab: 'shafi' | 'hanafi';
@@ -91,7 +91,7 @@ export function toMosque(row: MosqueRow, opts: { showJoinCode: boolean }): Mosqu
 }
 
 /**
- * docs/api.md, "Mosque settings": a stream address players will fetch must be https, or plain http only to a
+ * docs/api.md, "Flags decide": a stream address players will fetch must be https, or plain http only to a
  * host the operator listed (STREAM_HTTP_HOSTS): an admin must not be able to send every player to any server.
  * Returns why not, or null when it may be used.
  */
@@ -128,7 +128,7 @@ export interface MosqueFields {
   timezone: string;
   autoApproveMembers: boolean;
   streamUrl: string | null;
-  /** Issue 11: any of these changes the mosque's times (and moves schedule_since). */
+  /** Any of these changes the mosque's times (and moves schedule_since). */
   schedule?: Partial<ScheduleFields>;
 }
 

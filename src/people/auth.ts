@@ -35,7 +35,7 @@ export type SignupOutcome = { created: boolean; token: TokenResponse };
 export const SIGNUP_NOTICE_GAP_SECONDS = 86_400;
 
 /**
- * Sign-in for members and mosque admins (seed "Regular login"). Every flow answers an unknown account
+ * Sign-in for members and mosque admins (docs/api.md, "Signing in"). Every flow answers an unknown account
  * the way it answers a known one, and spends the same bcrypt time on it (a dummy comparison).
  */
 export function createPeopleAuth(deps: PeopleAuthDeps) {
@@ -178,7 +178,7 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
   }
 
   /**
-   * docs/api.md, "Confirming an address": a code to the signed-in account's own unproven email or phone.
+   * docs/api.md, "Addresses: claims and proof": a code to the signed-in account's own unproven email or phone.
    * Redeemed while signed in, it proves the address and the account keeps all it has.
    */
   function requestAddressConfirmation(userId: string, channel: 'email' | 'sms'): Result<void> {

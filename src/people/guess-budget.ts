@@ -8,7 +8,7 @@ const PRUNE_EVERY_SECONDS = 60;
 export type GuessFlow = 'login_code' | 'superadmin_login' | 'superadmin_reset' | 'password_change';
 
 /**
- * Caps wrong guesses per account and flow over a sliding hour (issue 9: a fresh code must not bring fresh
+ * Caps wrong guesses per account and flow over a sliding hour (docs/decisions.md, "Guessing is capped per account": a fresh code must not bring fresh
  * guesses). Counted in SQLite, so a restart does not hand out a new budget. An identifier without an account
  * gets a budget of its own under the same rule, so the 429 that follows 20 wrong guesses says nothing about
  * whether the account exists.

@@ -25,7 +25,7 @@ type Pending = { task: Task; resolve: (v: string | boolean) => void; reject: (e:
 
 export const DEFAULT_MAX_QUEUE = 64;
 /**
- * A worker thread is a whole V8 isolate (~10 MiB of RSS each, issue 13): started when a job needs one and
+ * A worker thread is a whole V8 isolate (~10 MiB of RSS each): started when a job needs one and
  * ended after this long without work, so a service nobody signs in to holds none.
  */
 export const WORKER_IDLE_MS = 60_000;
@@ -105,7 +105,7 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
 
   // A well-formed hash of the configured cost with a random salt and digest: comparing against it costs what
   // a real comparison costs (bcrypt derives from the salt and cost, then compares), and no worker is needed to
-  // make it at start (issue 13: an idle service holds no worker thread).
+  // make it at start (an idle service holds no worker thread).
   const BCRYPT_BASE64 = './ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
   const dummyHash = `$2b$${String(opts.cost).padStart(2, '0')}$${[...crypto.randomBytes(53)].map((b) => BCRYPT_BASE64[b & 63]).join('')}`;
 

@@ -55,7 +55,7 @@ interface PendingSession {
 }
 
 /**
- * The superadmin two-step login and reset (seed "Superadmin login"). The client never sends the OTP: it
+ * The superadmin two-step login and reset (docs/api.md, "Signing in", step 5). The client never sends the OTP: it
  * proves it with HMAC-SHA256(session_token, "otp|timestamp"). The server keeps SHA-256 of the session token
  * and the OTP sealed under a key derived from that token, so a database dump alone reveals neither.
  */

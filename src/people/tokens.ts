@@ -54,7 +54,7 @@ interface Deps {
 }
 
 /**
- * HS256 access tokens (contract 3). jose's verify costs ~90 µs here, 27x a node:crypto HMAC (bench/RESULTS.md), so verified tokens are
+ * HS256 access tokens (docs/api.md, "Signing in"). jose's verify costs ~90 µs here, 27x a node:crypto HMAC (bench/RESULTS.md), so verified tokens are
  * cached (bounded, until their exp); the version check against memory still runs on every request.
  */
 export function createAccessTokens(deps: Deps): AccessTokens {

@@ -21,7 +21,7 @@ export interface MosqueOwnership {
 /** Called just before a user is deleted; the function it returns runs just after (their devices stop working). */
 export type BeforeUserDelete = (userId: string, actorId: string | null) => (() => void) | void;
 
-/** Superadmin user administration (seed "Other known operations": users list/create/update/delete). */
+/** Superadmin user administration (users list/create/update/delete; docs/walkthrough.md, "3. The mosque and its members"). */
 export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnership; hasher: PasswordHasher; beforeDelete?: BeforeUserDelete }) {
   const { users } = deps;
 

@@ -130,7 +130,7 @@ export interface UserStore {
   revokeTokens(id: string): void;
   delete(id: string): boolean;
   list(limit: number, offset: number): UserRow[];
-  /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Tokens"). */
+  /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Signing in"). */
   update(id: string, fields: UserUpdate): UserRow;
   tokenVersion(id: string): number | undefined;
   /** Re-reads every token version (several processes sharing one database: see src/service.ts). */
@@ -258,7 +258,7 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
       changed(id);
       return byId.get(id)!;
     },
-    // A new password revokes every older token (contract 3).
+    // A new password revokes every older token (docs/api.md, "Signing in").
     setPassword(id, passwordBcrypt) {
       updatePassword.run(passwordBcrypt, toUnixSeconds(clock()), id);
       refreshVersion(id);

@@ -1,5 +1,5 @@
 /**
- * The change feed (issue 13, goal 4): every write that an in-memory cache depends on names what changed,
+ * The change feed (docs/decisions.md, "Several processes"): every write that an in-memory cache depends on names what changed,
  * right after its SQLite commit, and every process reloads just that entry from SQLite. One process: the
  * feed only tells this process's own listeners (the /me cache). Several (REDIS_URL): the same changes also
  * travel on one Redis channel (src/platform/net/redis-changes.ts).

@@ -61,7 +61,7 @@ export interface Config {
   /** STREAM_HTTP_HOSTS: hosts a stream address may name over plain http. */
   streamHttpHosts: string[];
   mqtt: MqttLimits;
-  /** Per-device publish budgets (issue 9): token buckets per channel, per second with a burst. */
+  /** Per-device publish budgets (SECURITY.md, "Per-device budgets"): token buckets per channel, per second with a burst. */
   deviceBudgets: Record<'status' | 'heartbeat' | 'ack', { perSecond: number; burst: number }>;
   /** A device this long 10x over a budget, every second of it, is disconnected and banned as flapping. */
   deviceFloodWindowS: number;
@@ -78,7 +78,7 @@ export interface Config {
   testFault: 'uncaught_exception' | 'unhandled_rejection' | undefined;
 }
 
-/** What an MQTT connection may cost before and after it is trusted (issue 9). */
+/** What an MQTT connection may cost before and after it is trusted (SECURITY.md, "Connection limits"). */
 export interface MqttLimits {
   maxConnectBytes: number;
   maxPacketBytes: number;

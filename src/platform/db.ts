@@ -35,7 +35,7 @@ export const CHECKPOINT_INTERVAL_MS = 100;
 export const WAL_INLINE_CHECKPOINT_BYTES = 64 * 1024 * 1024;
 /**
  * The worker starts once the WAL file has grown past this (SQLite's own inline checkpoint comes at 1000 pages,
- * ~4 MiB), looked at this often, and ends after this long without a new frame (issue 13: an idle service
+ * ~4 MiB), looked at this often, and ends after this long without a new frame (an idle service
  * holds no worker thread, ~10 MiB of RSS each).
  */
 export const CHECKPOINT_START_WAL_BYTES = 1024 * 1024;
@@ -99,7 +99,7 @@ export interface CheckpointerOptions {
 }
 
 /**
- * Moves WAL checkpoints off the event loop (issue 13: a commit that carried SQLite's automatic checkpoint stalled
+ * Moves WAL checkpoints off the event loop (a commit that carried SQLite's automatic checkpoint stalled
  * the loop 40-171 ms, copying pages and syncing the file). While the worker runs, the main connection does not
  * checkpoint; the worker's own connection runs PASSIVE checkpoints, which never wait on or block the writer. Under
  * a write load the worker cannot catch up with, the WAL would grow without bound: past WAL_INLINE_CHECKPOINT_BYTES

@@ -44,7 +44,7 @@ function probeWrite(db: Db): StorageFault | null {
 }
 
 /**
- * Faults the service rides out instead of dying of them (issue 9): a write the disk refused, a broker hook
+ * Faults the service rides out instead of dying of them (docs/operator.md, "Faults"): a write the disk refused, a broker hook
  * or a timer that threw. Each is counted by kind and logged at most once a minute per kind; a storage fault
  * also makes /healthz answer 503 until a probe write succeeds again.
  */

@@ -5,7 +5,7 @@ export type Purpose =
   | 'login_code' | 'confirm_address' | 'signup_attempt' | 'password_reset' | 'superadmin_otp' | 'superadmin_reset' | 'invite'
   | 'azaan_not_ready' | 'azaan_missed';
 
-/** contract 6: the body a webhook receives, and what the console transport prints. */
+/** The body a webhook receives (docs/settings.md, `NOTIFY_WEBHOOK_URL`), and what the console transport prints. */
 export interface OutgoingMessage {
   channel: Channel;
   to: string;

@@ -6,7 +6,7 @@ import { computedStarts, mosqueTimes, slotKey, slotsOn, timetableStarts, type Sl
 import type { TimetableRow } from './timetable.ts';
 import { addDays, formatDate, localHhMm, type CivilDate } from './zone.ts';
 
-/** contract 9: a slot as GET /mosques/{id}/schedule answers it. */
+/** A slot as GET /mosques/{id}/schedule answers it (docs/schedule.md, "The schedule, for apps"). */
 export interface SlotView {
   date: string;
   prayer: string;

@@ -400,7 +400,7 @@ test('the database never holds a session token, an OTP, a login code or a reset 
   assert.equal(sessions.length, 2);
   assert.equal(codes.length, 1);
   assert.equal(resets.length, 2);
-  // The server keeps SHA-256 of the session token (contract 4), nothing more of it.
+  // The server keeps SHA-256 of the session token (docs/decisions.md, "How secrets are kept"), nothing more of it.
   assert.deepEqual(sessions.map((r) => r.session_hash).sort(), [sha256(login.session), sha256(reset.session)].sort());
 
   for (const row of [...sessions, ...codes, ...resets]) {

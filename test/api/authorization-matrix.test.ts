@@ -7,7 +7,7 @@ import { hmacHex, sha256, startTestService, type HttpResult, type TestService } 
 import { toneOnce } from '../audio/audio-files.ts';
 
 /**
- * CONTRACT 5 as one table: every route x every caller standing -> the HTTP status it must get.
+ * Who may do what (docs/walkthrough.md, "3. The mosque and its members"; docs/api.md, "Flags decide") as one table: every route x every caller standing -> the HTTP status it must get.
  * Each route runs against a world of its own; after every refused call (401/403/404) on a route that
  * changes state, the whole state (read back through the API as superadmin, plus every table of the
  * database and the outgoing messages) must be exactly what it was. The last test holds the table to the
@@ -180,7 +180,7 @@ function inMosque(gate: keyof typeof HOLDERS, ok: number): Expect {
  * only to its member and to M's admins, so a fellow member of M is told 404 like a stranger (an unknown
  * id), not 403 as at M's own routes; test/api/memberships.test.ts holds the same line.
  */
-/** Approved members of M and its admins (contract 9: the schedule is for the mosque's people). */
+/** Approved members of M and its admins (the schedule is for the mosque's people: docs/schedule.md, "The schedule, for apps"). */
 const memberOrAdminOfM = (ok: number): Expect => ({ ...inMosque('admin', ok), member: ok });
 
 /** One uploaded day; its minutes differ per call so every upload changes the stored month. */
@@ -192,7 +192,7 @@ const timetableDay = () => {
 const membershipOfM = (ok: number): Expect => ({ ...inMosque('admin', ok), member: 404 });
 
 /**
- * A device of M named by its own id (CONTRACT 7): `view` (GET, why, events, logs) is for the admins of M,
+ * A device of M named by its own id: `view` (GET, why, events, logs) is for the admins of M,
  * `write` (PATCH, DELETE, credentials, commands) for its managers; the owner of a stream player holds both. Whoever
  * may not see the device is told 404 as for an unknown id, a member of M who does not own it included;
  * an admin who sees it but may not change it, 403.
@@ -205,7 +205,7 @@ const DEVICE_KINDS = ['transmitter', 'stream_player'] as const satisfies readonl
 
 /**
  * A self-service join of M: open to any signed-in caller; an existing membership comes back as is. M's admins
- * are its members too (issue 10), so for them, as for the member, that is a 200.
+ * are its members too (docs/decisions.md, "Owners and admins are members"), so for them, as for the member, that is a 200.
  */
 const joinM: Expect = { ...anyone(201), member: 200, admin: 200, trigger: 200, manager: 200, owner: 200 };
 
@@ -414,7 +414,7 @@ const ROWS: Row[] = [
     request: async (w) => ({ path: `${V1}/memberships/${await freshPendingMembership(w)}`, body: { status: 'approved' } }),
   },
   {
-    // Removing someone else's membership in M (a route this implementation adds beyond CONTRACT 5).
+    // Removing someone else's membership in M (docs/decisions.md, "`DELETE /memberships/{id}`").
     route: `DELETE ${V1}/memberships/:id`, expect: membershipOfM(204), mutates: true,
     request: async (w) => ({ path: `${V1}/memberships/${await freshPendingMembership(w)}` }),
   },
@@ -458,7 +458,7 @@ const ROWS: Row[] = [
     request: async (w) => ({ path: `${mosquePath(w)}/broadcasts/${await liveBroadcast(w)}` }),
   },
 
-  // --- the azaan schedule (CONTRACT 9) ---
+  // --- the azaan schedule (docs/schedule.md) ---
   {
     // The schedule fields of PATCH need can_manage; the rest of the mosque stays with its admins.
     route: `PATCH ${V1}/mosques/:id`, target: 'schedule fields', expect: inMosque('manager', 200), mutates: true,
@@ -511,7 +511,7 @@ const ROWS: Row[] = [
     },
   },
 
-  // --- devices (CONTRACT 7) ---
+  // --- devices (docs/api.md, "Devices, from the app's side") ---
   {
     route: `POST ${V1}/mosques/:id/devices`, expect: inMosque('manager', 201), mutates: true,
     request: (w) => ({ path: `${mosquePath(w)}/devices`, body: { kind: 'transmitter', name: unique('Transmitter') } }),
@@ -579,7 +579,7 @@ const ROWS: Row[] = [
     },
     {
       // The write gate, like PATCH. The matrix's devices never connect, so a caller who passes the gate gets
-      // 409 device_offline (CONTRACT 2), the "success" of this row, and nothing is sent or recorded. Refused
+      // 409 device_offline (docs/api.md, "Errors"), the "success" of this row, and nothing is sent or recorded. Refused
       // callers get their 401/403/404 instead of that 409: the gate is decided before the offline check (and
       // before the body). A connected device answering 200 is held in test/e2e/commands.test.ts.
       route: `POST ${V1}/devices/:id/commands`, target: kind, expect: deviceOfM(kind, 'write', 409), mutates: true,
@@ -593,7 +593,7 @@ const ROWS: Row[] = [
   { route: `GET ${V1}/openapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/openapi.json` }) },
   { route: `GET ${V1}/asyncapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/asyncapi.json` }) },
   {
-    // The JWKS firmware checks entitlement leases against (CONTRACT 7: "anyone").
+    // The JWKS firmware checks entitlement leases against: anyone may read it (docs/firmware.md, "5. The lease, and checking it offline").
     route: `GET ${V1}/devices/lease-keys`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/devices/lease-keys` }),
     check: (_w, _s, res) => assert.ok(Array.isArray(res.body.keys) && res.body.keys.length > 0, 'a JWKS with a key'),
   },
@@ -604,7 +604,7 @@ const ROWS: Row[] = [
   },
 ];
 
-/** Registered routes deliberately outside this matrix (CONTRACT 1 and 4: no bearer token there). */
+/** Registered routes deliberately outside this matrix (no bearer token there: docs/api.md, "Base URL and conventions"). */
 const EXEMPT = [
   'GET /healthz',
   `POST ${V1}/auth/signup`,

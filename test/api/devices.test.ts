@@ -5,7 +5,7 @@ import { startTestService, type TestService } from '../support/service.ts';
 import { deviceEvents, mosqueWithOwner, registerPlayer, registerTransmitter, wsUrlOf } from '../support/devices.ts';
 import { assertError } from '../support/api.ts';
 
-// Contract 7: the device registry over HTTP, its gates and its shapes.
+// docs/api.md, "Devices, from the app's side": the device registry over HTTP, its gates and its shapes.
 
 const DEVICE_FIELDS = ['id', 'kind', 'name', 'mosque_id', 'owner_user_id', 'status', 'status_detail', 'last_seen_at', 'fw', 'mac', 'ssid', 'ip', 'rssi', 'temp_c', 'uptime_s', 'config_version', 'config', 'entitlement'];
 

@@ -18,7 +18,7 @@ import { waitFor, settle } from '../support/devices.ts';
 import { browserKeys, decryptPush, deliveringTo, startPushService } from '../support/push-service.ts';
 import { TEST_PUSHES_PER_MINUTE } from '../../api/people/me.ts';
 
-/** Contract 5: POST /invites, the activity feed, and broadcast records with their delivery report. */
+/** POST /invites, the activity feed, and broadcast records with their delivery report. */
 
 async function world(t: Parameters<typeof startTestService>[0], extra: Record<string, unknown> = {}) {
   const ts = await startTestService(t);
@@ -93,7 +93,7 @@ test('an invite with auto_approve to a proven address makes an approved membersh
   assert.equal(res.body.membership.status, 'approved');
   assert.equal(res.body.membership.user_id, dana.id);
   assert.equal(res.body.invite.waiting_for_proof, false);
-  // The owner is a member of their own mosque (issue 10); the list holds both, in no set order within a second.
+  // The owner is a member of their own mosque (docs/decisions.md, "Owners and admins are members"); the list holds both, in no set order within a second.
   assert.deepEqual(
     (await mosqueMemberships(ts, owner.token, mosque.id)).map((m) => [m.user_email, m.status]).sort(),
     [['dana@example.com', 'approved'], ['owner@example.com', 'approved']],
@@ -168,7 +168,7 @@ test('an invite needs exactly one of email or whatsapp: 400, no user created, no
   }
   assert.equal(await userCount(ts, root.token), users);
   assert.deepEqual(await invites(ts), []);
-  // Only the owner's own membership (issue 10: owners are members); no invite made one.
+  // Only the owner's own membership (owners are members); no invite made one.
   assert.deepEqual((await mosqueMemberships(ts, owner.token, mosque.id)).map((m) => [m.user_id, m.status]), [[owner.id, 'approved']]);
 });
 
@@ -187,7 +187,7 @@ test('only an admin of the mosque invites: a member gets 403, a stranger and an 
   assertError(await ts.http.post(`${API}/invites`, { ...body, mosque_id: 'no-such-mosque' }, owner.token), 404, 'not_found');
   assert.equal(await userCount(ts, root.token), users);
   assert.deepEqual(await invites(ts), []);
-  // The owner's own membership (issue 10) and amina's; nobody else.
+  // The owner's own membership and amina's; nobody else.
   assert.deepEqual((await mosqueMemberships(ts, owner.token, mosque.id)).map((m) => m.user_id).sort(), [owner.id, amina.id].sort());
 });
 
@@ -223,7 +223,7 @@ test('every membership, admin, invite and broadcast change appears in the activi
   assert.equal((await ts.http.delete(`${API}/memberships/${b.id}`, owner.token)).status, 204);
   assert.equal((await ts.http.delete(`${API}/memberships/${a.id}`, amina.token)).status, 204);
 
-  // Adding chen as an admin admitted them as a member (issue 10); removing the admin row kept that membership.
+  // Adding chen as an admin admitted them as a member; removing the admin row kept that membership.
   const chenMembership = await ownMembership(ts, chen, mosque.id);
   assert.equal(chenMembership?.status, 'approved');
   const feed = await ts.http.get(`${API}/mosques/${mosque.id}/activity`, owner.token);
@@ -354,7 +354,7 @@ test('a trigger admin starts a broadcast (201, live) whose report is pending; GE
   assert.equal(res.body.started_by, muezzin.id);
   assert.match(res.body.started_at, /^\d{4}-\d\d-\d\dT/);
   assert.equal(res.body.stopped_at, null);
-  // issue 13: the 201 does not wait for the report.
+  // The 201 does not wait for the report (docs/decisions.md, "The start's `201` carries a pending report").
   assert.deepEqual(res.body.report, { ...ZERO_REPORT, pending: true });
   const read = await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts/${res.body.id}`, muezzin.token);
   assert.equal(read.status, 200);

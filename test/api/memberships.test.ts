@@ -15,7 +15,7 @@ import {
 } from '../support/people.ts';
 import { assertError } from '../support/api.ts';
 
-/** Contract 5 and the seed's "Membership status" table: joining, enrolling, status changes and toggles. */
+/** docs/api.md, "Memberships", and docs/walkthrough.md, "3. The mosque and its members": joining, enrolling, status changes and toggles. */
 
 const TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announcement'] as const;
 const MEMBERSHIP_KEYS = ['created_at', 'id', 'mosque_id', 'notify_announcement', 'notify_azaan', 'notify_jummah', 'notify_waaz', 'status', 'updated_at', 'user_id'];
@@ -39,7 +39,7 @@ async function readBack(ts: TestService, person: Person, mosqueId: string) {
 
 /**
  * A mosque's memberships as sorted [user_id, status] pairs. The owner and admins are members of their mosque
- * (issue 10), so these lists hold the owner's own approved membership beside everyone else's.
+ * (docs/decisions.md, "Owners and admins are members"), so these lists hold the owner's own approved membership beside everyone else's.
  */
 async function memberPairs(ts: TestService, token: string, mosqueId: string) {
   return (await mosqueMemberships(ts, token, mosqueId)).map((m) => [m.user_id, m.status]).sort();
@@ -87,7 +87,7 @@ test('joining again with a pending membership answers 200 with it as it is, even
   assert.equal(again.status, 200);
   assert.equal(again.body.id, first.id);
   assert.equal(again.body.status, 'pending');
-  // Amina's one pending membership beside the owner's own (issue 10); the second join made no new row.
+  // Amina's one pending membership beside the owner's own; the second join made no new row.
   assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved'], [amina.id, 'pending']].sort());
 });
 
@@ -163,7 +163,7 @@ test('a join code is accepted in lower case, with dashes and with spaces', async
   const chen = await member(ts, 'chen@example.com');
   const spaced = await ts.http.post(`${API}/join`, { code: ` ${code.slice(0, 4)} ${code.slice(4)} ` }, chen.token);
   assert.equal(spaced.status, 201);
-  // Three joins beside the owner's own membership (issue 10).
+  // Three joins beside the owner's own membership.
   assert.deepEqual(
     await memberPairs(ts, root.token, mosque.id),
     [[owner.id, 'approved'], [amina.id, 'pending'], [bilal.id, 'pending'], [chen.id, 'pending']].sort(),
@@ -174,7 +174,7 @@ test('an unknown join code answers 404 and makes no membership', async (t) => {
   const { ts, root, owner, mosque, amina } = await world(t);
   const unknown = mosque.join_code === 'ZZZZZZZZ' ? 'YYYYYYYY' : 'ZZZZZZZZ';
   assertError(await ts.http.post(`${API}/join`, { code: unknown }, amina.token), 404, 'not_found');
-  // Only the owner's own membership (issue 10).
+  // Only the owner's own membership.
   assert.deepEqual(await memberPairs(ts, root.token, mosque.id), [[owner.id, 'approved']]);
   assert.deepEqual((await ts.http.get(`${API}/me/memberships`, amina.token)).body, []);
 });
@@ -184,7 +184,7 @@ test('an empty or non-string join code answers 400 validation_failed', async (t)
   for (const body of [{}, { code: '' }, { code: 12345678 }]) {
     assertError(await ts.http.post(`${API}/join`, body, amina.token), 400, 'validation_failed');
   }
-  // Only the owner's own membership (issue 10).
+  // Only the owner's own membership.
   assert.deepEqual(await memberPairs(ts, root.token, mosque.id), [[owner.id, 'approved']]);
 });
 
@@ -233,7 +233,7 @@ test('enrolling an unknown user answers 404 and makes no membership', async (t) 
   const { ts, owner, mosque } = await world(t);
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, { user_id: 'no-such-user' }, owner.token), 404, 'not_found');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, {}, owner.token), 400, 'validation_failed');
-  // Only the owner's own membership (issue 10).
+  // Only the owner's own membership.
   assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved']]);
 });
 
@@ -243,7 +243,7 @@ test('a member who is not an admin cannot enrol anyone: 403, and nobody is enrol
   await joinMosque(ts, amina, mosque.id);
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, { user_id: bilal.id }, amina.token), 403, 'forbidden');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/memberships`, { user_id: amina.id }, amina.token), 403, 'forbidden');
-  // Amina still pending, bilal not enrolled; the owner's own membership (issue 10) is the only other row.
+  // Amina still pending, bilal not enrolled; the owner's own membership is the only other row.
   assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved'], [amina.id, 'pending']].sort());
 });
 
@@ -276,7 +276,7 @@ test('the memberships list shows each entry with user_email and filters by ?stat
   await setStatus(ts, owner.token, a.id, 'approved');
   const all = await mosqueMemberships(ts, owner.token, mosque.id);
   assert.ok(Array.isArray(all));
-  // The owner's own membership is listed too (issue 10).
+  // The owner's own membership is listed too.
   assert.deepEqual(all.map((m) => m.user_email).sort(), ['amina@example.com', 'bilal@example.com', 'owner@example.com']);
   for (const m of all) assert.deepEqual(Object.keys(m).sort(), [...MEMBERSHIP_KEYS, 'user_email', 'user_email_is_placeholder', 'user_phone'].sort());
   const pending = await ts.http.get(`${API}/mosques/${mosque.id}/memberships?status=pending`, owner.token);
@@ -348,7 +348,7 @@ test('a member cannot change the status of their own membership: 403 and it stay
   assert.equal(after.updated_at, joined.updated_at);
 });
 
-test('a banned member who sets their own status back to approved gets 403 and stays banned (seed rule 2)', async (t) => {
+test('a banned member who sets their own status back to approved gets 403 and stays banned', async (t) => {
   const { ts, owner, mosque, amina } = await world(t);
   const joined = await joinMosque(ts, amina, mosque.id);
   const banned = await setStatus(ts, owner.token, joined.id, 'banned');
@@ -479,7 +479,7 @@ test('a member may leave a mosque (204), and the membership is gone', async (t) 
   const res = await ts.http.delete(`${API}/memberships/${joined.id}`, amina.token);
   assert.equal(res.status, 204);
   assert.equal(await ownMembership(ts, amina, mosque.id), undefined);
-  // Only the owner's own membership is left (issue 10).
+  // Only the owner's own membership is left.
   assert.deepEqual(await memberPairs(ts, owner.token, mosque.id), [[owner.id, 'approved']]);
 });
 
@@ -499,7 +499,7 @@ test('GET /me shows the user, their memberships and the mosques they administer'
   const { ts, root, owner, mosque, amina } = await world(t);
   const second = await createMosque(ts, root.token, null, { name: 'Masjid Second', auto_approve_members: true });
   await makeAdmin(ts, root.token, second.id, amina, { can_trigger: true });
-  // Being made an admin of the second mosque admitted amina as an approved member of it (issue 10); joining finds it.
+  // Being made an admin of the second mosque admitted amina as an approved member of it; joining finds it.
   const admitted = await ownMembership(ts, amina, second.id);
   assert.equal(admitted?.status, 'approved');
   const m1 = await joinMosque(ts, amina, mosque.id);
@@ -516,7 +516,7 @@ test('GET /me shows the user, their memberships and the mosques they administer'
   );
   assert.deepEqual(me.body.admin_of, [{ mosque_id: second.id, is_owner: false, can_trigger: true, can_manage: false }]);
   const ownerMe = await ts.http.get(`${API}/me`, owner.token);
-  // The owner is an approved member of their own mosque (issue 10).
+  // The owner is an approved member of their own mosque.
   assert.deepEqual(
     ownerMe.body.memberships.map((m: { mosque_id: string; user_id: string; status: string }) => [m.mosque_id, m.user_id, m.status]),
     [[mosque.id, owner.id, 'approved']],

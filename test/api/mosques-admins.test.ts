@@ -7,7 +7,7 @@ import { assertError } from '../support/api.ts';
 
 /** Mosques and their admins, with the owner rules of docs/decisions.md ("Ownership"). */
 
-// Issue 11 added the schedule fields (contract 9).
+// The schedule fields of docs/schedule.md, "Setting a mosque's times".
 const MOSQUE_KEYS = ['auto_approve_members', 'auto_start', 'azaan', 'created_at', 'id', 'iqamah', 'join_code', 'jumuah', 'latitude', 'longitude', 'name', 'prayer_times', 'stream_url', 'timezone'];
 const JOIN_CODE = /^[ABCDEFGHJKMNPQRSTUVWXYZ23456789]{8}$/;
 
@@ -232,7 +232,7 @@ test('the owner deletes the mosque (204): it is gone, with its admins and member
   assert.deepEqual((await ts.http.get(`${API}/me`, owner.token)).body.admin_of, []);
 });
 
-// Seed rule 5 (the coarser admin check covers mosque CRUD) wins over the contract's "owner or superadmin".
+// A member is refused (403), and a stranger is not told the mosque exists (404): docs/walkthrough.md, "3. The mosque and its members".
 test('a member cannot delete the mosque (403) and a stranger cannot see it (404); it stays', async (t) => {
   const { ts, root, mosque } = await world(t);
   const amina = await member(ts, 'amina@example.com');
@@ -368,7 +368,7 @@ test('granting can_manage applies to the very next request, and removing the adm
   await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, { can_manage: true }, owner.token);
   assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/join-code`, {}, bilal.token)).status, 200);
   assert.equal((await ts.http.delete(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, owner.token)).status, 204);
-  // Admins are members (issue 10) and stay members when the row goes: a member, no longer an admin, gets 403.
+  // Admins are members (docs/decisions.md, "Owners and admins are members") and stay members when the row goes: a member, no longer an admin, gets 403.
   assertError(await ts.http.get(`${API}/mosques/${mosque.id}`, bilal.token), 403, 'forbidden');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/join-code`, {}, bilal.token), 403, 'forbidden');
   assert.deepEqual((await ts.http.get(`${API}/me`, bilal.token)).body.admin_of, []);
@@ -470,7 +470,7 @@ test('the admins list is for admins: a member gets 403, a stranger 404', async (
 
 // ---- owners and admins are members ----
 
-/** Issue 10: a mosque's owner and admins are its members, so their own players are entitled like anyone's. */
+/** docs/decisions.md, "Owners and admins are members": a mosque's owner and admins are its members, so their own players are entitled like anyone's. */
 
 test('creating a mosque enrols its owner as an approved member', async (t) => {
   const ts = await startTestService(t);

@@ -4,7 +4,7 @@ import { sha256, startTestService, type TestService } from '../support/service.t
 import { API, createMosque, joinMosque, makeAdmin, member, mosqueAdmins, mosqueMemberships, signInSuperadmin } from '../support/people.ts';
 import { assertError, emailId } from '../support/api.ts';
 
-/** Contract 5: user administration by the superadmin, gated for the whole route. */
+/** User administration by the superadmin, gated for the whole route. */
 
 const USER_KEYS = ['created_at', 'email', 'email_is_placeholder', 'email_proven', 'has_password', 'id', 'phone', 'phone_proven', 'role'];
 
@@ -174,7 +174,7 @@ test('deleting a user (204) revokes their tokens at once and removes their membe
   await joinMosque(ts, amina, mosque.id);
   await makeAdmin(ts, root.token, mosque.id, amina, { can_trigger: true });
   assert.equal((await ts.http.get(`${API}/me`, amina.token)).status, 200);
-  // The owner and admins are approved members (issue 10): amina's pending membership was admitted.
+  // The owner and admins are approved members (docs/decisions.md, "Owners and admins are members"): amina's pending membership was admitted.
   assert.deepEqual(
     (await mosqueMemberships(ts, root.token, mosque.id)).map((m) => [m.user_id, m.status]).sort(),
     [[owner.id, 'approved'], [amina.id, 'approved']].sort(),
@@ -184,7 +184,7 @@ test('deleting a user (204) revokes their tokens at once and removes their membe
   assertError(await ts.http.get(`${API}/me`, amina.token), 401, 'unauthorized');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts`, { kind: 'azaan' }, amina.token), 401, 'unauthorized');
   assertError(await ts.http.get(`${API}/users/${amina.id}`, root.token), 404, 'not_found');
-  // Amina's membership is gone; the owner's own (issue 10) stays.
+  // Amina's membership is gone; the owner's own stays.
   assert.deepEqual((await mosqueMemberships(ts, root.token, mosque.id)).map((m) => m.user_id), [owner.id]);
   assert.deepEqual((await mosqueAdmins(ts, root.token, mosque.id)).map((a) => a.user_id), [owner.id]);
   assert.ok(!(await listUsers(ts, root.token)).some((u) => u.id === amina.id));

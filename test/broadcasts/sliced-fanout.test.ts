@@ -6,9 +6,9 @@ import { API, joinMosque, member, setStatus, type Person } from '../support/peop
 import { startTestService, type TestService } from '../support/service.ts';
 import { connectDevice, mosqueWithOwner, nextMessage, registerPlayer, registerTransmitter, settle, subscribeCode, waitFor } from '../support/devices.ts';
 
-// issue 13, goal 3: the broker delivers a publish to many subscribers in slices (broker/delivery/sliced-delivery.ts).
+// The broker delivers a publish to many subscribers in slices (broker/delivery/sliced-delivery.ts).
 // A mosque with more leased players than one slice holds: who hears a broadcast, and in what order, is as
-// contract 8 says, with authorizeForward asked for each player in whichever slice it falls.
+// docs/firmware.md, "4.3 Broadcast events" says, with authorizeForward asked for each player in whichever slice it falls.
 
 const STREAM = 'https://radio.example/noor/live';
 const PLAYERS = FIRST_SLICE * 2 + 8; // more in the second slice than in the first

@@ -47,7 +47,7 @@ test('the document is valid AsyncAPI 3.0.0 with zero errors, and the validator c
   assert.equal(validate(broken), false, 'the validator is not a rubber stamp');
 });
 
-test('every topic of contract 8 is a channel with its direction, QoS and required fields', () => {
+test('every topic of docs/firmware.md is a channel with its direction, QoS and required fields', () => {
   const doc = buildAsyncApi();
   const addresses = Object.values(doc.channels).map((c) => c.address).sort();
   assert.deepEqual(addresses, [

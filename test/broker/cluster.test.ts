@@ -14,7 +14,7 @@ import {
   closed, connectDevice, connectOnce, mosqueWithOwner, nextMessage, registerPlayer, registerTransmitter, settle, subscribeCode, waitFor,
 } from '../support/devices.ts';
 
-// Issue 13, goal 4: several processes (REDIS_URL) agree within a second, through the change feed
+// docs/decisions.md, "Several processes": several processes (REDIS_URL) agree within a second, through the change feed
 // (src/platform/changes.ts). Two services run in this one test process, each with its own ports, stores,
 // caches and broker, and nothing in memory shared: what they share is exactly what two processes share, the
 // SQLite file, the data folder and Redis. (Child processes would add minutes of start-up on this busy host

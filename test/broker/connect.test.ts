@@ -7,7 +7,7 @@ import {
   settle, statusPayload, statusWill, waitFor, waitForStatus, wsUrlOf,
 } from '../support/devices.ts';
 
-// Contract 8 "Connect": clientId = username = device id, password = device password; anything else is refused.
+// docs/firmware.md, "1. Credentials and connecting": clientId = username = device id, password = device password; anything else is refused.
 
 test('a registered device connects with its credentials over TCP and over WebSocket at /mqtt', async (t) => {
   const ts = await startTestService(t);

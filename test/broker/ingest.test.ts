@@ -7,7 +7,7 @@ import {
   registerPlayer, registerTransmitter, settle, statusPayload, subscribeCode, waitFor,
 } from '../support/devices.ts';
 
-// Contract 8: what devices publish, what the backend makes of it, and what it refuses.
+// docs/firmware.md, "3. Device → backend" and "2. What the broker refuses, and why": what devices publish, what the backend makes of it, and what it refuses.
 
 test('a status transition is written at once: GET /devices/{id} and its events show it right after the PUBACK', async (t) => {
   const ts = await startTestService(t);

@@ -7,7 +7,8 @@ import {
   registerPlayer, registerTransmitter, settle, statusPayload, statusWill, subscribeCode, waitFor, waitForStatus,
 } from '../support/devices.ts';
 
-// Seed "Heartbeat cadence", transmitter/player "any -> OFFLINE" rows; contract 7 PATCH/DELETE effects.
+// docs/firmware.md, "3.2 Heartbeat" (the cadence and the stale rule) and every way to OFFLINE; what PATCH and
+// DELETE of a device do to its connection.
 
 /** Longer than one run of the 1 s sweep timer, so a sweep has certainly read the moved clock. */
 const SWEEP_WAIT_MS = 1300;

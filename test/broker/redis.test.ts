@@ -15,7 +15,7 @@ import {
 } from '../support/devices.ts';
 import { REDIS_SERVER, redisInstalled, startRedis as startRedisServer } from '../support/redis.ts';
 
-// Contract 1, REDIS_URL: broker persistence and pub/sub go through Redis. A real redis-server, on a free port.
+// docs/settings.md, `REDIS_URL`: broker persistence and pub/sub go through Redis. A real redis-server, on a free port.
 
 test('with REDIS_URL, retained state lives in Redis and outlives the process: a second service serves the retained config', { timeout: 30_000 }, async (t) => {
   if (!redisInstalled()) {

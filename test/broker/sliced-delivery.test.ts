@@ -7,7 +7,7 @@ import mqemitter from 'mqemitter';
 import { FIRST_SLICE, sliceDeliveries, type SubscriptionEmitter } from '../../broker/delivery/sliced-delivery.ts';
 import { nextMessage, settle, subscribeCode, waitFor } from '../support/devices.ts';
 
-// issue 13, goal 3: a publish to many subscribers is delivered in slices (broker/delivery/sliced-delivery.ts), so the
+// A publish to many subscribers is delivered in slices (broker/delivery/sliced-delivery.ts), so the
 // first subscribers are written to before the broker has walked the last ones. These tests run aedes with
 // that emitter alone (no Minaret hooks) over real sockets, and note in the broker, in order, each delivery
 // aedes asks about (authorizeForward, called in the walk) and each PUBLISH written to a socket.

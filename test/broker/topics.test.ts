@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createForwardCheck, mayReceive, maySubscribe, parseBroadcastTopic, parseDeviceTopic, publishChannel, type DeviceIdentity } from '../../broker/topics.ts';
 import { filterMatches, fixedPrefix } from '../../broker/delivery/retained-index.ts';
 
-// Contract 8 topic rules, as pure functions (broker/topics.ts).
+// The topic rules of docs/firmware.md#topics, as pure functions (broker/topics.ts).
 
 const tx: DeviceIdentity = { id: 'dtx', kind: 'transmitter', mosqueId: 'm1' };
 const player: DeviceIdentity = { id: 'dpl', kind: 'stream_player', mosqueId: 'm1' };
@@ -71,13 +71,13 @@ describe('publishChannel', () => {
     ['empty', tx, '', null],
     ['prefix of the own id', tx, 'devices/dt/status', null],
     ['own id as prefix', tx, 'devices/dtxx/status', null],
-    // The channel is matched by length and ending (issue 13): tails that share one or the other are refused.
+    // The channel is matched by length and ending: tails that share one or the other are refused.
     ['a channel ending a longer tail', tx, 'devices/dtx/x/status', null],
     ['a channel ending a longer word', tx, 'devices/dtx/catalog', null],
     ['a tail as long as a channel', tx, 'devices/dtx/statux', null],
     ['a channel name in another case', tx, 'devices/dtx/Log', null],
     ['two channels in a row', tx, 'devices/dtx/acklog', null],
-    // Issue 5: a transmitter announces its own mosque's broadcast; nobody else may publish there.
+    // docs/decisions.md, "A transmitter may publish on its own mosque's broadcast topic": a transmitter announces its own mosque's broadcast; nobody else may publish there.
     ['transmitter: own mosque broadcast', tx, 'mosques/m1/broadcast', 'broadcast'],
     ['transmitter: another mosque broadcast', tx, 'mosques/m2/broadcast', null],
     ['player: its mosque broadcast', player, 'mosques/m1/broadcast', null],

@@ -15,7 +15,7 @@ import {
   connectDevice, deviceEvents, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, statusWill, waitFor, waitForStatus,
 } from '../support/devices.ts';
 
-// Issue 9, item 9: a stored will is ingested only when the device has no live connection anywhere. With
+// A stored will is ingested only when the device has no live connection anywhere. With
 // REDIS_URL, aedes publishes the stored wills of a broker process whose heartbeat stopped, and passes the
 // device's live client when it is connected to the publishing process. (The same within one process, a
 // taken-over connection's will: test/broker/connect.test.ts.)
@@ -118,7 +118,7 @@ test('a single process releases, at start, the connection claims a run with REDI
     }
   };
   assert.equal(claim(), null);
-  // A single process claims nothing on CONNECT either (issue 13: no write per CONNECT).
+  // A single process claims nothing on CONNECT either (no write per CONNECT).
   const client = await connectDevice(t, { ...tx.credentials, mqtt_url: second.service.mqttUrl });
   await publish(client, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { retain: true });
   assert.equal(claim(), null);

@@ -42,7 +42,7 @@ test('a client route such as a join link answers the index page, so a reload wor
   const device = await html(`${ts.url}/devices/d123`);
   assert.equal(device.text, index.text);
   const unknown = await fetch(`${ts.url}/no-such-page`);
-  assert.equal(unknown.status, 404, 'a path that is no client route keeps the contract 404');
+  assert.equal(unknown.status, 404, 'a path that is no client route keeps the API\'s 404');
   assert.equal((await unknown.json() as any).error.code, 'not_found');
 });
 

@@ -10,7 +10,7 @@ import {
   type Registered,
 } from '../support/devices.ts';
 
-// Issue 13, goal 2: without REDIS_URL every device's retained config is rebuilt once at start, before the
+// docs/decisions.md, "Device configs are rebuilt at start, not on connect": without REDIS_URL every device's retained config is rebuilt once at start, before the
 // broker listens (any lease that must be signed anew is signed there), so a CONNECT in the reconnect storm a
 // restart causes answers from memory. The lease rules stay those of docs/firmware.md section 5.
 

@@ -15,7 +15,7 @@ import { durableFiles, startTestService } from '../support/service.ts';
 import { baseEnv, listening, startProcess, tempDir } from '../support/process.ts';
 import { httpClient, sha256 } from '../support/service.ts';
 
-// Issue 13, goal 2: statuses are written in group commits (one transaction per event-loop turn) and each
+// Statuses are written in group commits (one transaction per event-loop turn) and each
 // PUBACK still means "written": these tests read the SQLite file itself after the acknowledgements.
 
 /** The database file, read-only, as an operator's sqlite3 would see it. */

@@ -8,7 +8,7 @@ import { API, joinMosque, member, setStatus } from '../support/people.ts';
 import { restartableService, type TestService } from '../support/service.ts';
 import { configsOnConnect, connectDevice, mosqueWithOwner, registerPlayer, subscribeCode, type Registered } from '../support/devices.ts';
 
-// Issue 13: a player that reconnects while its lease is not yet half spent gets the same signed lease (no
+// docs/decisions.md, "Leases on reconnect": a player that reconnects while its lease is not yet half spent gets the same signed lease (no
 // signature, no lease write per CONNECT), after a restart of the service too; past half its life it gets a
 // new one, and a player no longer entitled gets none, whatever lease it held.
 

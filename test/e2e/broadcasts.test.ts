@@ -27,8 +27,8 @@ import {
   waitForStatus, type Registered,
 } from '../support/devices.ts';
 
-// Contract 5 (broadcasts), 7 (delivery report) and 8 (broadcast_start / broadcast_stop, the broadcast
-// topic): a broadcast reaches transmitters, leased players and members' browsers (Web Push, VAPID).
+// docs/api.md, "Broadcasts and their delivery report", and docs/firmware.md, "4.2 Commands" and "4.3 Broadcast
+// events": a broadcast reaches transmitters, leased players and members' browsers (Web Push, VAPID).
 
 const STREAM = 'https://radio.example/noor/live';
 
@@ -184,7 +184,7 @@ test('a broadcast start reaches the transmitter (broadcast_start), leased player
   assert.equal(unleased.status, 'UNBOUND');
 });
 
-// issue 13: the start event goes to the broker first and the POST answers at once; nothing the 201
+// docs/decisions.md, "The start's `201` carries a pending report": the start event goes to the broker first and the POST answers at once; nothing the 201
 // acknowledges may be missing when it arrives.
 test('when the POST answers 201, the broadcast row is on disk, the retained start is with the broker and the transmitter gets its command', async (t) => {
   const w = await world(t);
@@ -210,7 +210,7 @@ test('when the POST answers 201, the broadcast row is on disk, the retained star
   assert.deepEqual((await cmd).args, { broadcast_id: b.id, kind: 'announcement' });
 });
 
-// issue 13: the POST does not wait for the report. Its 201 carries the contract's report shape marked pending
+// The POST does not wait for the report. Its 201 carries the report's usual shape marked pending
 // (no counts read, so no player is guessed as playing); GET of the broadcast has the report.
 test('the 201 carries a pending report, and GET of the broadcast then has the full report', async (t) => {
   const push = await startPushService(t);
@@ -236,7 +236,7 @@ test('the 201 carries a pending report, and GET of the broadcast then has the fu
 });
 
 /**
- * issue 13: the POST answers before the start's transmitter commands go out (they wait behind the fan-out's
+ * The POST answers before the start's transmitter commands go out (they wait behind the fan-out's
  * writes), so a stop can come first. Over HTTP in one process the stop always arrives later, so the fan-out
  * runs here on its own real stores and SQLite file, with the broker port recording what it is handed.
  */
@@ -413,7 +413,7 @@ test('the delivery report counts playing, unbound, muted, offline and stream err
   }
 
   const b = await startBroadcast(w, { kind: 'azaan', prayer: 'asr' });
-  // At the start, what is already known counts at once (the 201's own report is pending, issue 13).
+  // At the start, what is already known counts at once (the 201's own report is pending).
   const atStart = await report(w, b.id);
   assert.equal(atStart.unbound, 1);
   assert.equal(atStart.muted, 1);

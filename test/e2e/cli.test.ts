@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
 import { hmacHex, sha256, startTestService } from '../support/service.ts';
 
-// The operator command (contract 1): `superadmin create --email <email> [--phone <phone>]`, password on stdin.
+// The operator command (docs/operator.md, "The first superadmin"): `superadmin create --email <email> [--phone <phone>]`, password on stdin.
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PASSWORD = 'operator chosen password';
@@ -87,7 +87,7 @@ test('superadmin create: exits 0, and the service on that database accepts the t
   assert.equal(me.status, 200);
   assert.equal(me.body.user.role, 'superadmin');
 
-  // A superadmin cannot use the member login with the same password (contract 4).
+  // A superadmin cannot use the member login with the same password (docs/decisions.md, "Superadmins sign in only through the two-step flow.").
   const memberLogin = await ts.http.post('/api/v1/auth/login', { identifier_hash: sha256('root@example.com'), password_hash: sha256(PASSWORD) });
   assert.equal(memberLogin.status, 401);
 });

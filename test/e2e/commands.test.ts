@@ -9,7 +9,8 @@ import {
   settle, subscribeCode, waitFor, type Registered, type TimelineEntry,
 } from '../support/devices.ts';
 
-// Seed "Remote diagnostics of a stream player"; contract 7 (POST /devices/{id}/commands) and 8 (cmd/ack topics),
+// Remote diagnostics: POST /devices/{id}/commands (docs/api.md, "Devices, from the app's side") and the cmd/ack
+// topics (docs/firmware.md, "4.2 Commands" and "3.4 Ack"),
 // end to end: HTTP in, MQTT out to a firmware simulator (or a raw client playing a device), ack back, HTTP answer.
 
 const STREAM_URL = 'https://radio.example.test/live';
@@ -527,7 +528,7 @@ test('set_log_level: a player\'s logs are dropped before, accepted during, and d
   assert.ok(set, 'log_level_set in the timeline');
   assert.equal(set.detail.level, 'debug');
 
-  // Right after the escalation, before any line: the answer explains that it is waiting (issue 10).
+  // Right after the escalation, before any line: the answer explains that it is waiting (docs/decisions.md, "`GET /devices/{id}/logs`").
   const waiting = await w.ts.http.get(`${API}/devices/${id}/logs`, w.playerOwner.token);
   assert.deepEqual(waiting.body.lines, []);
   assert.equal(waiting.body.logging.enabled, true);

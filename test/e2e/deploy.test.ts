@@ -42,7 +42,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     assert.equal(children.length, 1, JSON.stringify(children));
     assert.match(children[0]!.args, /^node --max-semi-space-size=8 --import tsx src\/main\.ts$/);
     const service = children[0]!.pid;
-    // issue 13 goal 2: glibc's malloc arenas capped at 2 (bench/RESULTS.md, "Idle memory").
+    // glibc's malloc arenas capped at 2 (bench/RESULTS.md, "Idle memory").
     assert.ok(fs.readFileSync(`/proc/${service}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=2'), 'npm start sets MALLOC_ARENA_MAX=2');
 
     run.child.kill(signal);

@@ -11,7 +11,8 @@ import {
   waitFor, waitForStatus, type Registered,
 } from '../support/devices.ts';
 
-// Contract 8 "Entitlement" and the seed's stream player status: a player hears its mosque's azaan only
+// Entitlement (docs/api.md, "Devices, from the app's side") and the stream player's status
+// (docs/firmware.md, "3.1 Status"): a player hears its mosque's azaan only
 // while bound, its owner approved there, and enabled; the lease rides in the retained config.
 
 const STREAM = 'https://radio.example/noor/live';

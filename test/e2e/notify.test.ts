@@ -9,7 +9,7 @@ import { createUserStore } from '../../src/people/users.ts';
 import { systemClock } from '../../src/platform/clock.ts';
 import { hmacHex, sha256, signupMember, startTestService, type TestService } from '../support/service.ts';
 
-// End to end through the real transports (contract 6): a webhook peer and an SMTP peer on loopback.
+// End to end through the real transports (docs/settings.md, `NOTIFY_WEBHOOK_URL`): a webhook peer and an SMTP peer on loopback.
 
 interface Hook {
   url: string;
@@ -63,7 +63,7 @@ async function webhookService(t: TestContext, url: string): Promise<TestService>
 
 const loginCodeRe = /^\d{6}$/;
 
-test('webhook: a login code arrives as the contract 6 JSON and signs the member in', async (t) => {
+test('webhook: a login code arrives as the documented JSON and signs the member in', async (t) => {
   const hook = await startHook(t);
   const ts = await webhookService(t, hook.url);
   const member = await signupMember(ts.http, 'Hook.Member@Example.com');
@@ -385,7 +385,7 @@ test('a message the transport can never carry is dropped at once, not retried', 
   assert.ok(lines.some((l) => l.msg.includes('cannot be delivered')));
 });
 
-// Contract 6: `console` prints the same object a webhook receives, as one JSON log line.
+// `console` prints the same object a webhook receives, as one JSON log line.
 test('the console transport prints the outgoing message as one JSON log line with the webhook keys', async (t) => {
   const ts = await startTestService(t, { env: { NOTIFY_TRANSPORT: 'console' }, useConfiguredTransport: true });
   await signupMember(ts.http, 'console@example.com');

@@ -8,7 +8,7 @@ import { databaseSize, fillUntilRefused } from '../support/database.ts';
 import { heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, connectDevice, firmwareClient, getDevice } from '../support/devices.ts';
 import { durableFiles, sha256, startTestService } from '../support/service.ts';
 
-// Issue 9, item 5: a full database (DATABASE_MAX_BYTES reached, against a real SQLite file) refuses writes
+// docs/operator.md, "Faults": a full database (DATABASE_MAX_BYTES reached, against a real SQLite file) refuses writes
 // with 503 storage_unavailable, keeps reads, tells /healthz, keeps its devices, and recovers once space is freed.
 
 /** A status whose row cannot fit in any page's slack: the detail alone spills onto a new (overflow) page. */

@@ -8,7 +8,7 @@ import type { OutgoingMessage, Transport } from '../../src/platform/notify.ts';
 import { connectDevice, heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, statusPayload, waitFor } from '../support/devices.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 
-// Issue 9, item 5: faults inside the process (a write lock held by another process, a part that fails or
+// docs/operator.md, "Faults": faults inside the process (a write lock held by another process, a part that fails or
 // hangs on the way down) never end it and never lose what it had accepted.
 
 const logged = (ts: TestService, msg: RegExp) => ts.logs.map((l) => JSON.parse(l) as Record<string, any>).filter((l) => msg.test(String(l.msg)));

@@ -43,7 +43,7 @@ export function assertError(res: HttpResult, status: number, code: string) {
   return res.body;
 }
 
-/** Asserts the exact token response of contract 3 and returns it. */
+/** Asserts the exact token response of docs/api.md, "Signing in", and returns it. */
 export function assertTokenResponse(res: HttpResult, status: number, user: { email: string; role: 'member' | 'superadmin'; id?: string }) {
   assert.equal(res.status, status, `expected ${status}, got ${res.status} ${JSON.stringify(res.body)}`);
   assert.deepEqual(Object.keys(res.body).sort(), ['access_token', 'expires_in', 'token_type', 'user']);

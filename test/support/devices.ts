@@ -4,7 +4,7 @@ import mqtt from 'mqtt';
 import { API, createMosque, member, signInSuperadmin, type Person } from './people.ts';
 import type { TestService } from './service.ts';
 
-/** Helpers for the device-plane tests (contract 7 and 8): registration over HTTP, devices over real sockets. */
+/** Helpers for the device-plane tests: registration over HTTP, devices over real sockets. */
 
 export interface Credentials {
   client_id: string;

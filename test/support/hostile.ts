@@ -3,7 +3,7 @@ import net from 'node:net';
 import mqtt from 'mqtt';
 
 /**
- * Attack helpers over real sockets (issue 9): raw TCP sockets that send crafted MQTT fixed headers, raw
+ * Attack helpers over real sockets (SECURITY.md, "Tested from outside"): raw TCP sockets that send crafted MQTT fixed headers, raw
  * WebSocket frames on /mqtt, and MQTT clients bound to a chosen local address. Shared with bench:hostile.
  * Everything stays on 127.0.0.0/8.
  */

@@ -22,7 +22,7 @@ export interface Person {
 }
 
 /**
- * A member who signed up and confirmed their email while signed in (docs/api.md, "Confirming an address"),
+ * A member who signed up and confirmed their email while signed in (docs/api.md, "Addresses: claims and proof"),
  * as anyone who receives invitations has. `unproven` leaves the email a claim.
  */
 export async function member(ts: TestService, email: string, opts: { unproven?: boolean } = {}): Promise<Person> {
@@ -51,7 +51,7 @@ export async function createMosque(ts: TestService, rootToken: string, owner: Pe
   return res.body as { id: string; join_code: string; name: string; auto_approve_members: boolean };
 }
 
-// ---- helpers for the people-and-mosques tests (contract 5) ----
+// ---- helpers for the people-and-mosques tests ----
 
 export const API = '/api/v1';
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createBudgets, newBucket, spend, type Rate, type Verdict } from '../../broker/budgets.ts';
 import { createFlapDetector } from '../../broker/flapping.ts';
 
-// Issue 9, items 2 and 4: the pure rules, with the time passed in.
+// SECURITY.md, "Connection limits" and "Per-device budgets": the pure rules, with the time passed in.
 
 const STATUS: Rate = { perSecond: 2, burst: 10 };
 const FLOOD_WINDOW_MS = 30_000;

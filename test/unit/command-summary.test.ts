@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { commandSummary } from '../../cli/support.ts';
 
-/** Issue 10: the CLI's timeline names the command of every command_* event. */
+/** The CLI's timeline names the command of every command_* event. */
 const cases: Array<[string, unknown, Record<string, unknown> | null, string]> = [
   ['a sent command', 'command_sent', { command_id: 'c1', name: 'ping', args: {} }, 'ping'],
   ['an ack that succeeded, with its round trip', 'command_acked', { command_id: 'c1', name: 'ping', ok: true, rtt_ms: 12 }, 'ping ok 12 ms'],

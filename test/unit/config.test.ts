@@ -45,7 +45,7 @@ const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['zero push subscriptions per user', { MAX_PUSH_SUBSCRIPTIONS_PER_USER: '0' }, /^MAX_PUSH_SUBSCRIPTIONS_PER_USER: .*1 to 1000/],
   ['a push concurrency that is not a number', { PUSH_CONCURRENCY: 'many' }, /^PUSH_CONCURRENCY: .*whole number/],
   ['zero players per user', { MAX_PLAYERS_PER_USER: '0' }, /^MAX_PLAYERS_PER_USER: /],
-  ['a grace of zero minutes (issue 11: at least 1)', { SCHEDULE_GRACE_MINUTES: '0' }, /^SCHEDULE_GRACE_MINUTES: must be a whole number from 1 to 120/],
+  ['a grace of zero minutes (at least 1)', { SCHEDULE_GRACE_MINUTES: '0' }, /^SCHEDULE_GRACE_MINUTES: must be a whole number from 1 to 120/],
   ['a lead that is not a number', { SCHEDULE_READY_LEAD_MINUTES: 'ten' }, /^SCHEDULE_READY_LEAD_MINUTES: /],
   ['an unknown transport', { NOTIFY_TRANSPORT: 'pigeon' }, /^NOTIFY_TRANSPORT: must be one of console, smtp, webhook/],
   ['webhook without its URL', { NOTIFY_TRANSPORT: 'webhook' }, /^NOTIFY_WEBHOOK_URL: required/],
@@ -100,7 +100,7 @@ for (const [what, env, line] of refused) {
   });
 }
 
-test('the MQTT limits default to the values of issue 9', () => {
+test('the MQTT limits default to the values docs/settings.md lists', () => {
   const r = loadConfig({});
   assert.ok(r.ok);
   assert.deepEqual(r.config.mqtt, {

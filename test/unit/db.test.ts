@@ -199,7 +199,7 @@ test('closing the checkpointer lets the last close remove the WAL', async (t) =>
   assert.equal(fs.existsSync(`${file}-wal`), false);
 });
 
-// ---- the change feed that follows the commits (src/platform/changes.ts, issue 13) ----
+// ---- the change feed that follows the commits (src/platform/changes.ts; docs/decisions.md, "Several processes") ----
 
 test('the in-process change feed tells every listener at once, as local, and a listener that throws is reported without stopping the rest', () => {
   const reported: unknown[] = [];

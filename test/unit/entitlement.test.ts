@@ -13,7 +13,7 @@ import { createLeaseSigner, loadOrCreateLeaseKey } from '../../src/devices/lease
 import type { MembershipStatus } from '../../src/mosques/memberships.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
 
-// Contract 8 "Entitlement": bound to a mosque, owner's membership there approved, device enabled.
+// docs/api.md, "Devices, from the app's side" (entitlement): bound to a mosque, owner's membership there approved, device enabled.
 
 const M = 'mosque-1';
 type Facts = { enabled: number; mosque_id: string | null };

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkPushEndpoint, isPublicAddress } from '../../src/broadcasts/push-endpoint.ts';
 
-// Issue 9: a push endpoint must be an https URL on port 443 of a public host, so that subscribing cannot
+// docs/decisions.md, "Push endpoints": a push endpoint must be an https URL on port 443 of a public host, so that subscribing cannot
 // make the server POST into its own network.
 
 const ADDRESSES: Array<[string, boolean]> = [

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { explain, type PlaybackState, type WhyFacts } from '../../src/devices/why.ts';
 
-// GET /devices/{id}/why (issue 5): the first fact of the chain that decides, in order
+// GET /devices/{id}/why: the first fact of the chain that decides, in order
 // device.enabled -> device.mosque_id -> membership.status -> lease.expires_at -> device.last_seen_at
 // -> device.status -> device.status_detail.error. explain() is pure, so every link is a table row.
 
@@ -76,7 +76,7 @@ const chain: Row[] = [
   { name: 'a player never seen', facts: { connected: false, status: 'UNKNOWN', statusReason: null, lastSeenAt: null }, state: 'unknown', field: 'device.last_seen_at', reason: 'never_seen' },
   { name: 'a transmitter never seen', base: transmitter, facts: { connected: false, status: 'UNKNOWN', statusReason: null, lastSeenAt: null }, state: 'unknown', field: 'device.last_seen_at', reason: 'never_seen' },
   { name: 'a disconnected player with no last-seen time', facts: { connected: false, lastSeenAt: null, status: 'PLAYING', statusReason: null }, state: 'offline', field: 'device.last_seen_at', reason: 'never_seen' },
-  // A disconnect alone does not stop audio (seed): the last status still decides until the will or staleness.
+  // A disconnect alone does not stop audio (docs/firmware.md, "3.1 Status"): the last status still decides until the will or staleness.
   { name: 'a disconnected player still believed PLAYING', facts: { connected: false, status: 'PLAYING', statusReason: 'broadcast_start' }, state: 'playing', field: 'device.status', reason: 'broadcast_start' },
   // device.status_detail.error
   { name: 'a stream error with its error', facts: { status: 'STREAM_ERROR', statusReason: 'retries_exhausted', statusDetail: { error: 'http 404' } }, state: 'error', field: 'device.status_detail.error', reason: 'http 404' },
@@ -94,7 +94,7 @@ for (const row of chain) {
   });
 }
 
-// device.status: every status maps to one playback state (contract 7's list).
+// device.status: every status maps to one playback state (the states of docs/firmware.md, "3.1 Status").
 const byStatus: Array<[status: string, state: PlaybackState]> = [
   ['PLAYING', 'playing'],
   ['ONLINE', 'ready'],
@@ -120,7 +120,7 @@ for (const [status, state] of byStatus) {
   });
 }
 
-test('why: every playback state of contract 7 is reachable', () => {
+test('why: every playback state is reachable', () => {
   const reached = new Set<PlaybackState>([...chain.map((r) => r.state), ...byStatus.map(([, s]) => s)]);
   for (const s of ['playing', 'ready', 'muted', 'unbound', 'updating', 'connecting', 'error', 'offline', 'unknown'] as const) assert.ok(reached.has(s), s);
 });

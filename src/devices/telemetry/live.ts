@@ -30,7 +30,7 @@ export interface DeviceCounters {
   payloads_rejected: number;
   publishes_refused: number;
   connects: number;
-  /** Dropped over the device's publish budget (issue 9): never written, never retained. */
+  /** Dropped over the device's publish budget (SECURITY.md, "Per-device budgets"): never written, never retained. */
   status_dropped: number;
   heartbeats_dropped: number;
   acks_dropped: number;
@@ -59,7 +59,7 @@ export const OVERLAY_FIELDS = ['rssi', 'ip', 'uptime_s', 'free_heap', 'volume', 
 /**
  * `base` with the fields `report` carries laid over it: the row's COALESCE rule, kept in memory. `base` is
  * changed in place (a new object only when there is none): this runs on every heartbeat, twice, and each
- * device's two merged reports are its own objects, read synchronously by the flush and by GET (issue 13).
+ * device's two merged reports are its own objects, read synchronously by the flush and by GET.
  * The OVERLAY_FIELDS are written out rather than looped over by key: a keyed loop cost ~2 % of the broker's
  * time per heartbeat in a profile.
  */

@@ -10,7 +10,7 @@ export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'pr
 /** What telemetry writes to SQLite: a status transition, the batched heartbeats and logs; and the logs read back. */
 export function createTelemetryRows(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
   const { db, devices, timeline, live } = deps;
-  // Positional parameters: run once per status, and binding by name cost ~1 µs more per run here (issue 13).
+  // Positional parameters: run once per status, and binding by name cost ~1 µs more per run here.
   const writeStatus = db.prepare(
     `UPDATE devices SET status = ?, status_reason = ?, status_detail = ?, status_at = ?, last_seen_at = COALESCE(?, last_seen_at),
        fw = COALESCE(?, fw), mac = COALESCE(?, mac), ssid = COALESCE(?, ssid), ip = COALESCE(?, ip),

@@ -75,7 +75,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
 
   /**
    * A status and a connected note in the group commit, as instances of classes rather than a pair of fresh
-   * closures per message (issue 13: under tsx every such closure also costs a keepNames __name call).
+   * closures per message (under tsx every such closure also costs a keepNames __name call).
    */
   class StatusWrite implements GroupWrite {
     constructor(readonly id: string, readonly s: Live, readonly from: string, readonly report: StatusReport, readonly settled: (err: unknown) => void) {}
@@ -112,7 +112,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     applied(s, id, from, report.status, report.reason ?? null);
   }
 
-  /** Whether the device's logs are accepted now, and until when (seed "Log": config or a self-expiring command). */
+  /** Whether the device's logs are accepted now, and until when (docs/firmware.md, "3.3 Log": config or a self-expiring command). */
   function loggingOf(id: string, now: number): LoggingState {
     const info = devices.info(id);
     if (!info) return { enabled: false, until: null, source: null };
@@ -144,7 +144,8 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     /**
      * True when `connection` was the device's current one (a taken-over connection's goodbye is ignored).
      * aedes ingests a will before it reports the disconnect, so a device still not OFFLINE here left without
-     * one: it is marked OFFLINE (reason `disconnect`) at once rather than minutes later as stale (issue 10).
+     * one: it is marked OFFLINE (reason `disconnect`) at once rather than minutes later as stale
+     * (docs/decisions.md, "A connection that closes without a will").
      * With REDIS_URL, a device that reconnected through another process has had its row claimed by that
      * process before this one closes the old connection: a takeover, not a departure, so no status changes.
      */
@@ -202,7 +203,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       commits.add(new StatusWrite(id, s, from, report, settled));
     },
 
-    /** A heartbeat repeats the status so a lost retained status recovers (seed). */
+    /** A heartbeat repeats the status so a lost retained status recovers (docs/firmware.md, "3.2 Heartbeat"). */
     heartbeat(id: string, report: HeartbeatReport): void {
       const s = stateOf(id);
       s.counters.heartbeats++;

@@ -46,7 +46,7 @@ test('the fleet filter shows exactly the devices the API reports in that state, 
   await page.getByText('Updating live').waitFor();
   const filter = page.getByLabel('Show');
 
-  // Every filter against the API's own answer (contract 7 statuses; stale is OFFLINE with reason stale).
+  // Every filter against the API's own answer (the statuses of docs/firmware.md, "3.1 Status"; stale is OFFLINE with reason stale).
   const devices = await apiDevices(ts, owner.token, mosque.id);
   const ids = (pick: (d: (typeof devices)[number]) => boolean) => devices.filter(pick).map((d) => d.id).sort();
   const expected: Record<string, string[]> = {

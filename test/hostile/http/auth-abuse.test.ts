@@ -6,7 +6,7 @@ import { createSuperadmin } from '../../support/superadmin.ts';
 import { AUTH, assertError, assertTokenResponse, digest, emailId, lastSent, nowSeconds } from '../../support/api.ts';
 import { createPasswordHasher } from '../../../src/people/passwords.ts';
 
-/** Guessing short secrets and flooding the password hasher (issue 9, items 6 and 7). */
+/** Guessing short secrets and flooding the password hasher (SECURITY.md, "Guessing"). */
 
 const EMAIL = 'amina@example.com';
 const PASSWORD = 'a long member password';

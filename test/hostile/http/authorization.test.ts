@@ -4,8 +4,7 @@ import { API, joinMosque, makeAdmin, member, mosqueMemberships, ownMembership, s
 import { startTestService } from '../../support/service.ts';
 import { mosqueWithOwner } from '../../support/devices.ts';
 
-// Issue 9, item 9: the enrol path must not lift a ban (seed rule 2: a member never changes their own
-// status, and a ban is lifted only by a status change), and one account must not mint players without bound.
+// The enrol path must not lift a ban (docs/decisions.md, "Enrolment never lifts a ban."), and one account must not mint players without bound.
 
 async function world(t: TestContext, env: Record<string, string> = {}) {
   const ts = await startTestService(t, { logLevel: 'warn', env });
@@ -29,7 +28,7 @@ test('an admin banned from the mosque cannot lift the ban by enrolling themselve
   const w = await world(t);
   const mallory = await bannedMember(w, 'mallory@example.com');
   await makeAdmin(w.ts, w.root.token, w.mosque.id, mallory, { can_manage: true, can_trigger: true });
-  // Being made an admin admits a member (issue 10) but never over a ban: mallory is still banned.
+  // Being made an admin admits a member (docs/decisions.md, "Owners and admins are members") but never over a ban: mallory is still banned.
   assert.equal((await ownMembership(w.ts, mallory, w.mosque.id))?.status, 'banned');
   const before = await activityKinds(w);
   const res = await enrol(w, mallory.id, mallory.token);
@@ -41,7 +40,7 @@ test('an admin banned from the mosque cannot lift the ban by enrolling themselve
 
 test('an admin cannot enrol themselves, with or without a membership (403), and no membership is made or changed', async (t) => {
   const w = await world(t);
-  // The owner is an approved member of their mosque from its creation (issue 10): enrolling themselves is refused all the same.
+  // The owner is an approved member of their mosque from its creation: enrolling themselves is refused all the same.
   const admitted = await ownMembership(w.ts, w.owner, w.mosque.id);
   assert.equal(admitted?.status, 'approved');
   const withMembership = await enrol(w, w.owner.id, w.owner.token);
@@ -68,7 +67,7 @@ test('enrolling a banned member is 409 membership_banned for an admin and for a 
     assert.equal(res.body.error.code, 'membership_banned');
     assert.equal(typeof res.body.error.message, 'string');
   }
-  // Bilal stays banned; the other row is the owner's own membership (issue 10).
+  // Bilal stays banned; the other row is the owner's own membership.
   const rows = await mosqueMemberships(w.ts, w.owner.token, w.mosque.id);
   assert.deepEqual(rows.map((r) => [r.user_id, r.status]).sort(), [[w.owner.id, 'approved'], [bilal.id, 'banned']].sort());
   assert.ok(!(await activityKinds(w)).includes('membership.enrolled'));
@@ -80,7 +79,7 @@ test("a plain admin cannot ban or remove the owner's membership (403, unchanged)
   const helper = await member(w.ts, 'helper@example.com');
   await makeAdmin(w.ts, w.root.token, w.mosque.id, helper, { can_manage: true });
   const ownerMembership = (await ownMembership(w.ts, w.owner, w.mosque.id))!;
-  assert.equal(ownerMembership.status, 'approved', 'the owner is a member (issue 10)');
+  assert.equal(ownerMembership.status, 'approved', 'the owner is a member');
   const ban = await w.ts.http.patch(`${API}/memberships/${ownerMembership.id}`, { status: 'banned' }, helper.token);
   assert.equal(ban.status, 403);
   assert.equal(ban.body.error.code, 'forbidden');

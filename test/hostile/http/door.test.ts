@@ -7,7 +7,7 @@ import { assertError } from '../../support/api.ts';
 import { member } from '../../support/people.ts';
 import { connectDevice, registerPlayer, waitFor, wsUrlOf } from '../../support/devices.ts';
 
-/** Attacks on the HTTP door (issue 9, item 6): slow clients, socket floods, bodies without a length. */
+/** Attacks on the HTTP door (SECURITY.md, "HTTP door"): slow clients, socket floods, bodies without a length. */
 
 interface HeldSocket {
   socket: net.Socket;

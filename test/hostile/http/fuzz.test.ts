@@ -5,7 +5,7 @@ import { registerPlayer, registerTransmitter } from '../../support/devices.ts';
 import { startTestService, type TestService } from '../../support/service.ts';
 import { bodyFor, bodyText, fuzzSettings, hostileString, hostileValue, iterationRng, replayHint, type JsonSchema, type Rng } from '../../support/fuzz.ts';
 
-// Issue 9, item 10: hostile JSON to every operation the OpenAPI document lists, as nobody, a member, a
+// SECURITY.md, "Tested from outside": hostile JSON to every operation the OpenAPI document lists, as nobody, a member, a
 // mosque admin and a superadmin. Never a 5xx; every answer that is not 2xx carries the contract's error body.
 
 const FILE = 'test/hostile/http/fuzz.test.ts';

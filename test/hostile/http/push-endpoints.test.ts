@@ -8,7 +8,7 @@ import { createManualClock, startTestService, type TestService } from '../../sup
 import { mosqueWithOwner, settle, waitFor } from '../../support/devices.ts';
 import { deliveringTo, PUSH_TEST_CERT, resolveToLoopback, startPushService } from '../../support/push-service.ts';
 
-// Issue 9, item 8: a push subscription must not make the server POST into its own network (SSRF), neither
+// docs/decisions.md, "Push endpoints": a push subscription must not make the server POST into its own network (SSRF), neither
 // by the URL it names nor by what that name resolves to at send time; a user's subscriptions are bounded,
 // and slow or dead push services cannot hold back a new broadcast's pushes.
 

@@ -7,7 +7,7 @@ import {
   waitFor,
 } from '../../support/devices.ts';
 
-// Issue 9, item 4: a token bucket per device and channel. Over budget: dropped, counted, noted at most once
+// SECURITY.md, "Per-device budgets": a token bucket per device and channel. Over budget: dropped, counted, noted at most once
 // a minute, never written; the connection stays. 10x over budget for the flood window: cut off and banned.
 
 /** Publishes `n` statuses at QoS 0 as fast as the socket takes them, alternating so each is a transition. */

@@ -6,7 +6,7 @@ import {
   CONNECT, PUBLISH_QOS0, closedWithin, connectPacket, fixedHeader, rawTcp, rawWebSocket, sendFiller, wsFrame, wsFrameHeader,
 } from '../../support/hostile.ts';
 
-// Issue 9, item 1: bytes before trust. Every attack here is bounded (a few sockets, at most 1 MiB each).
+// SECURITY.md, "Bytes before trust (MQTT)". Every attack here is bounded (a few sockets, at most 1 MiB each).
 
 const MIB = 1024 * 1024;
 

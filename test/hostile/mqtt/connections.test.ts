@@ -5,7 +5,7 @@ import { startTestService } from '../../support/service.ts';
 import { connectDevice, endClient, heartbeatPayload, mosqueWithOwner, publish, registerTransmitter, waitFor, type Credentials } from '../../support/devices.ts';
 import { closedWithin, mqttFrom, rawTcp, rawWebSocket, type RawConnection } from '../../support/hostile.ts';
 
-// Issue 9, item 2: connection limits. The service listens on 127.0.0.1; 127.0.0.2 stands for another address.
+// SECURITY.md, "Connection limits". The service listens on 127.0.0.1; 127.0.0.2 stands for another address.
 
 const OTHER_ADDRESS = '127.0.0.2';
 

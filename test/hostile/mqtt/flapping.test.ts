@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createManualClock, startTestService } from '../../support/service.ts';
 import { connectDevice, connectOnce, deviceEvents, getDevice, mosqueWithOwner, registerTransmitter } from '../../support/devices.ts';
 
-// Issue 9, item 2: more than MQTT_FLAP_MAX_CONNECTS CONNECTs of one device within MQTT_FLAP_WINDOW_S are
+// SECURITY.md, "Connection limits": more than MQTT_FLAP_MAX_CONNECTS CONNECTs of one device within MQTT_FLAP_WINDOW_S are
 // refused for MQTT_FLAP_BAN_S with CONNACK 3, noted in the timeline once (EMQX's flapping detection).
 
 test('a device reconnecting more than the limit within the window is refused with CONNACK 3 for the ban, noted once, and let in after it', async (t) => {

@@ -10,7 +10,7 @@ import {
 import { startTestService, type TestService } from '../../support/service.ts';
 import { fuzzSettings, iterationRng, mutatePacket, randomPacket, replayHint, type MqttTargets, type Rng } from '../../support/fuzz.ts';
 
-// Issue 9, item 10: thousands of random and mutated MQTT packets, anonymous (raw TCP and WebSocket) and
+// SECURITY.md, "Tested from outside": thousands of random and mutated MQTT packets, anonymous (raw TCP and WebSocket) and
 // signed in as devices, in bounded batches. Afterwards the service still answers /healthz, a device the
 // fuzzer never touched still connects and its status lands, and nothing was logged at error level.
 

@@ -8,7 +8,7 @@ import {
 } from '../../support/devices.ts';
 import { redisInstalled, startRedis } from '../../support/redis.ts';
 
-// Issue 9, item 3: persistent sessions (clean: false) that cannot be abused, in memory and Redis mode.
+// SECURITY.md, "Authorization from memory": persistent sessions (clean: false) that cannot be abused, in memory and Redis mode.
 
 interface Session {
   client: mqtt.MqttClient;

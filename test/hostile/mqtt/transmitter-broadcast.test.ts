@@ -8,7 +8,7 @@ import {
   waitFor,
 } from '../../support/devices.ts';
 
-// Issue 9, item 9: a transmitter's event on its mosque's broadcast topic is never retained and carries the
+// docs/decisions.md, "A transmitter may publish on its own mosque's broadcast topic": a transmitter's event on its mosque's broadcast topic is never retained and carries the
 // mosque's own stream_url or none: leased players never follow a stream the mosque did not set.
 
 const OWN_STREAM = 'https://icecast.example.org/noor';
