@@ -1,14 +1,17 @@
 /**
- * The structural diff behind docs/api.md#versioning-apiv1-only-grows and docs/firmware.md#7-versions-payloads-only-grow:
- * given the API documents published at the last release (docs/published/) and the ones the code generates now,
- * it names every change that would break a client written against the published ones. Adding is free; losing,
- * narrowing or newly demanding anything is a break.
+ * The structural diff behind docs/api.md#versioning-apiv1-only-grows and
+ * docs/firmware.md#7-versions-payloads-only-grow: given the API documents published at the last release
+ * (docs/published/) and the ones the code generates now, it names every change that would break a client
+ * written against the published ones. Adding is free; losing, narrowing or newly demanding anything is a break.
  *
- * Our own, not a library: Atlassian's openapi-diff reads Swagger 2 / OpenAPI 3.0 (not 3.1's type arrays and
- * JSON Schema 2020-12), @pb33f/openapi-changes downloads a Go binary when it installs, @useoptic/optic is a
- * large CLI that phones home, @asyncapi/diff reads AsyncAPI 2 (ours is 3.0) and oasdiff is Go. The documents
- * here come from two generators and use a small part of JSON Schema, so a few hundred lines cover them, and a
- * keyword they do not understand stops the diff (unsupported()) rather than passing silently.
+ * Our own, not a library. Tried on these documents: api-smart-diff reads OpenAPI 3.1 offline but passed a
+ * required request field named without a property (after an internal rule error) and classified no AsyncAPI 3
+ * change as breaking, not even a lost channel; @asyncapi/diff reads AsyncAPI 3 but leaves payload changes (a
+ * lost enum value, a new required field) unclassified; Atlassian's openapi-diff reads OpenAPI 3.0 at most,
+ * @pb33f/openapi-changes downloads a Go binary when it installs, oasdiff is Go. Neither of the first two knows
+ * which way an AsyncAPI message travels, which decides what breaks it. The documents here come from two
+ * generators and use a small part of JSON Schema, so a few hundred lines cover them, and a keyword they do not
+ * understand stops the diff (unsupported()) rather than passing silently.
  *
  * Every schema is compared in one of two directions:
  * - read:  the client reads what it describes (HTTP responses; messages the backend sends a device). It must
@@ -17,7 +20,7 @@
  *          must still be: no field, type, enum value or range taken away, no new required field, no new pattern.
  */
 
-type Json = any; // parsed JSON documents, walked by hand; the checks below guard every shape they rely on
+type Json = any; // parsed JSON documents, walked by hand
 type Direction = 'read' | 'write';
 
 /** What a schema allows, once its $ref is followed and its anyOf/oneOf alternatives are merged. */
@@ -127,7 +130,9 @@ export function schemaBreaks(oldDoc: Json, oldS: Json, newDoc: Json, newS: Json,
   const was = view(oldDoc, oldS);
   const is = view(newDoc, newS);
   const lostTypes = dir === 'write' ? [...(was.types ?? ['any'])].filter((t) => !covers(is.types, t)) : [];
-  const gainedTypes = dir === 'read' && was.types !== null ? [...(is.types ?? ['any'])].filter((t) => !covers(was.types, t)) : [];
+  // A field that never came ({"not": {}}) and now comes is an addition, not a new type of an old field.
+  const gainedTypes = dir === 'read' && was.types !== null && was.types.size > 0
+    ? [...(is.types ?? ['any'])].filter((t) => !covers(was.types, t)) : [];
   if (lostTypes.length) out.push(`${where}: no longer accepts type ${list(lostTypes)}`);
   if (gainedTypes.length) out.push(`${where}: may now be of type ${list(gainedTypes)}`);
   if (was.values && is.values) {

@@ -191,7 +191,8 @@ function asyncApi(): Doc {
     components: {
       messages: {
         status: message({ type: 'object', properties: { v, status: { type: 'string', enum: ['ONLINE', 'OFFLINE'] }, fw: { type: 'string' }, ts: { type: 'integer' } }, required: ['v', 'status', 'ts'] }),
-        config: message({ type: 'object', properties: { v, heartbeat_secs: { type: 'integer' }, volume: { type: 'integer' } }, required: ['v', 'heartbeat_secs'] }),
+        // {"not": {}}: a field that never comes (the generators write it for a field one kind of device lacks)
+        config: message({ type: 'object', properties: { v, heartbeat_secs: { type: 'integer' }, volume: { type: 'integer' }, legacy: { not: {} } }, required: ['v', 'heartbeat_secs'] }),
         broadcast: message({ type: 'object', properties: { v, action: { enum: ['start', 'stop'] } }, required: ['v', 'action'] }),
       },
     },
@@ -210,6 +211,8 @@ const ASYNCAPI_BREAKS: [string, (d: Doc) => void, string[]][] = [
     ['send status/messages/status payload.status: enum loses "OFFLINE"']],
   ['a payload devices send gains a required field', (d) => d.components.messages.status.payload.required.push('fw'),
     ['send status/messages/status payload.fw: was optional, now required']],
+  ['a field devices send is refused from now on', (d) => (d.components.messages.status.payload.properties.fw = { not: {} }),
+    ['send status/messages/status payload.fw: no longer accepts type string']],
   ['v changes instead of growing', (d) => (d.components.messages.status.payload.properties.v = { const: '2.0' }),
     ['send status/messages/status payload.v: enum loses "1.0"']],
   // The broadcast topic goes both ways: a new required field breaks the transmitters that publish on it.
@@ -240,5 +243,6 @@ test('AsyncAPI: additions break nothing: a channel, an optional field devices ma
   const config = now.components.messages.config.payload;
   config.properties.quiet_hours = { type: 'object' };
   config.required.push('volume'); // what the backend sends may promise more
+  config.properties.legacy = { type: 'string' }; // a field that never came now comes: an addition
   assert.deepEqual(asyncApiBreaks(asyncApi(), now), []);
 });
