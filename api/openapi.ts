@@ -304,7 +304,7 @@ export function buildOpenApi(docs: RouteDoc[] = ROUTE_DOCS) {
     info: {
       title: 'Minaret',
       version: '1.0.0',
-      description: 'The HTTP API for people (apps, the console): contract sections 2-7. Devices speak MQTT: see asyncapi.json. Guide: docs/api.md.',
+      description: 'The HTTP API for people (apps, the console). Devices speak MQTT: see asyncapi.json. Guide: docs/api.md.',
     },
     servers: [{ url: API_BASE, description: 'Relative to the host serving this document, e.g. http://127.0.0.1:8080/api/v1' }],
     security: [{ bearer: [] }],
