@@ -57,7 +57,7 @@ import { createAudio, type Audio } from './audio/audio.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
 import { createRecordings, leaseAdmission, recordingUrl } from './audio/recordings.ts';
-import { createSourceFollow, type SourceFollow } from './broadcasts/source-follow.ts';
+import { createSourceFollow } from './broadcasts/source-follow.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
 export class StartupError extends Error {}
@@ -202,6 +202,24 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     people.addressListeners.push(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
     const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
+    const vapid = loadOrCreateVapidKeys(config.dataDir);
+    const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
+    closers.push({ name: 'push sender', close: () => sender.close?.() });
+    const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
+    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own address.
+    let origin = '';
+    const serviceOrigin = () => origin;
+    const fanout = createFanout({
+      db, clock, logger, devices: plane.devices, mosques: people.mosques, memberships: people.memberships, commands: plane.commands, outbox, link: () => broker.link,
+      ...(addresses && { streamUrl: addresses.mount }),
+      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? serviceOrigin(), mosqueId),
+    });
+    const follow = createSourceFollow({
+      broadcasts: people.broadcasts, fanout, audio, logger,
+      recordingSeconds: (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
+    });
+    closers.push({ name: 'fallback timers', close: () => follow.stop() });
+    people.broadcastHooks.waitsForSource = follow.waitsForSource;
     const scheduleStore = createScheduleStore(db, people.mosques);
     const scheduler: Scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
@@ -209,15 +227,15 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
       onSlotChange: (s, status) => mosqueEvents.publish(s.mosqueId, () => ({ type: 'schedule', date: s.date, prayer: s.prayer, index: s.index, status, at: at() })),
       push: (userIds, payload) => {
-        outboxRef.current?.enqueue(null, userIds, payload);
-        void outboxRef.current?.drain();
+        outbox.enqueue(null, userIds, payload);
+        void outbox.drain();
       },
       // With an audio server, what it saw serves a slot or misses it (src/broadcasts/source-follow.ts).
       ...(audio && {
         source: {
           sounded: (mosqueId: string, fromMs: number, toMs: number) => audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000)).length > 0,
-          problem: () => followRef.current?.sourceProblem() ?? 'no_source',
-          startFallback: (mosqueId: string, prayer: string) => followRef.current?.startFallback(mosqueId, prayer) ?? null,
+          problem: () => follow.sourceProblem() ?? 'no_source',
+          startFallback: (mosqueId: string, prayer: string) => follow.startFallback(mosqueId, prayer),
         },
       }),
       startAzaan: (mosqueId, call) => {
@@ -225,8 +243,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
       },
     });
-    const outboxRef: { current?: ReturnType<typeof createPushOutbox> } = {};
-    const followRef: { current?: SourceFollow } = {};
     const mosqueOps = createMosqueOps({
       db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
       grants: people.grants,
@@ -302,26 +318,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       reload.unref();
       closers.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
     }
-    const vapid = loadOrCreateVapidKeys(config.dataDir);
-    const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
-    closers.push({ name: 'push sender', close: () => sender.close?.() });
-    const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
-    outboxRef.current = outbox;
-    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own address.
-    let origin = '';
-    const serviceOrigin = () => origin;
-    const fanout = createFanout({
-      db, clock, logger, devices: plane.devices, mosques: people.mosques, memberships: people.memberships, commands: plane.commands, outbox, link: () => broker.link,
-      ...(addresses && { streamUrl: addresses.mount }),
-      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? serviceOrigin(), mosqueId),
-    });
-    const follow = createSourceFollow({
-      broadcasts: people.broadcasts, fanout, audio, logger,
-      recordingSeconds: (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
-    });
-    followRef.current = follow;
-    closers.push({ name: 'fallback timers', close: () => follow.stop() });
-    people.broadcastHooks.waitsForSource = follow.waitsForSource;
     audio?.onAirChange((mosqueId, live) => {
       follow.onAirChanged(mosqueId, live);
       mosqueEvents.publish(mosqueId, () => ({ type: 'on_air', live, at: at() }));
