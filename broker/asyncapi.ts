@@ -4,7 +4,7 @@ import { HEARTBEAT } from '../src/devices/device-config.ts';
 import { MAX_PAYLOAD_BYTES, PAYLOAD_SCHEMAS, type PayloadName } from './payloads.ts';
 
 /**
- * The AsyncAPI 3 document of every device topic (contract 8), written from the device's side: what firmware
+ * The AsyncAPI 3 document of every device topic (docs/firmware.md#topics), written from the device's side: what firmware
  * sends and receives. Payload schemas come from the valibot schemas the broker validates with
  * (broker/payloads.ts). Served at GET /api/v1/asyncapi.json (handed to api/ by src/service.ts) and kept in
  * docs/asyncapi.json (`npm run docs`).

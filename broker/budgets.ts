@@ -1,5 +1,5 @@
 /**
- * Per-device publish budgets (issue 9, item 4): a token bucket per device and channel, answered from
+ * Per-device publish budgets (docs/firmware.md#2-what-the-broker-refuses-and-why): a token bucket per device and channel, answered from
  * memory with the time passed in. One map lookup per packet; nothing here touches the store or a clock.
  */
 export type BudgetChannel = 'status' | 'heartbeat' | 'ack' | 'log' | 'broadcast';

@@ -1,5 +1,5 @@
 /**
- * Reconnect flapping (issue 9, item 2), after EMQX's flapping detection: more than `maxConnects`
+ * Reconnect flapping (docs/firmware.md#2-what-the-broker-refuses-and-why), after EMQX's flapping detection: more than `maxConnects`
  * CONNECTs of one device within `windowMs` and it is refused for `banMs`. From memory, time passed in.
  */
 export interface FlapRule {

@@ -9,7 +9,8 @@ import { WebSocketServer, createWebSocketStream } from 'ws';
 import type { Duplex } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
-import { createHooks, type HookDeps } from './hooks/hooks.ts';
+import { createHooks } from './hooks/adapter.ts';
+import type { HookDeps } from './hooks/deps.ts';
 import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './delivery/retained-index.ts';
 import { sliceDeliveries, type SubscriptionEmitter } from './delivery/sliced-delivery.ts';
 import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
@@ -29,7 +30,7 @@ export interface BrokerDeps extends HookDeps {
 /** A TLS handshake that has not finished by then is dropped (node's default of 120 s holds a socket for free). */
 const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
-/** What the broker refused or dropped to protect itself (issue 9); monotonic since start. */
+/** What the broker refused or dropped to protect itself (docs/firmware.md#2-what-the-broker-refuses-and-why); monotonic since start. */
 export type BrokerCounters = GuardCounters & SessionCounters;
 
 export interface Broker {
@@ -67,7 +68,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
     ? createRedisSessions(persistence, redis.conn, deps.limits.maxQueuedMessages, counters)
     : createMemorySessions(persistence, deps.limits.maxQueuedMessages, counters);
   // aedes's own emitter, as it makes it (concurrency 100, [MQTT-4.7.1-3] empty levels), with its walk cut
-  // in two so that a broadcast's first players are written to before the others are walked (issue 13).
+  // in two so that a broadcast's first players are written to before the others are walked
+  // (broker/delivery/sliced-delivery.ts; bench/RESULTS.md, "Broadcasts").
   const sliced = sliceDeliveries((redis?.mq ?? mqemitter({ concurrency: 100, matchEmptyLevels: true })) as SubscriptionEmitter);
   const options: AedesOptions = {
     persistence: persistence as AedesOptions['persistence'],
@@ -195,7 +197,8 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
 async function redisParts(url: string, onError: (what: string, err: Error) => void) {
   const { default: redisPersistence } = await import('aedes-persistence-redis');
   const { default: redisEmitter } = await import('mqemitter-redis');
-  // Loaded only with REDIS_URL: ioredis alone is ~7 MiB of RSS a single-process service never uses (issue 13).
+  // Loaded only with REDIS_URL: ioredis alone is megabytes of RSS a single-process service never uses
+  // (bench/RESULTS.md, "Idle memory").
   const { Redis } = await import('ioredis');
   const conn = new Redis(url, { maxRetriesPerRequest: 3 });
   // ioredis reconnects by itself; without a listener it prints every failed attempt to stderr.

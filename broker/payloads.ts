@@ -3,7 +3,7 @@ import { HEARTBEAT, MAX_HEARTBEAT_SECS, STATUSES, type DeviceKind } from '../src
 import type { HeartbeatReport, LogReport, StatusReport } from '../src/devices/telemetry/telemetry.ts';
 import * as checks from './payload-checks.ts';
 
-/** Device payload schemas (seed "Device status payload", "Heartbeat payload", "Log payload"; contract 8). */
+/** Device payload schemas: docs/firmware.md#3-device--backend (and the examples there, which a test checks against these). */
 export const MAX_PAYLOAD_BYTES = 4096;
 
 const version = v.literal('1.0');
@@ -35,7 +35,7 @@ function statusSchema(kind: DeviceKind) {
     ssid: v.optional(text(64)),
     ip: v.optional(text(64)),
     rssi: v.optional(rssi),
-    // Seed: temp_c is for transmitters only.
+    // temp_c is for transmitters only (docs/firmware.md#31-status-devicesidstatus-qos-1-retained).
     temp_c: kind === 'transmitter' ? v.optional(v.pipe(v.number(), v.minValue(-60), v.maxValue(150))) : v.optional(v.undefined()),
     uptime_s: v.optional(nonNegative),
     config_version: v.optional(nonNegative),
@@ -73,7 +73,7 @@ export const ackSchema = v.object({
 });
 export type AckReport = v.InferOutput<typeof ackSchema>;
 
-/** contract 8: `{v, broadcast_id, kind, action, stream_url?, ts}` on mosques/{id}/broadcast. */
+/** `{v, broadcast_id, kind, action, stream_url?, ts}` on mosques/{id}/broadcast (docs/firmware.md#43-broadcast-events-mosquesmosque_idbroadcast-qos-1-retained). */
 export const broadcastSchema = v.object({
   v: version,
   broadcast_id: text(64),
@@ -83,7 +83,7 @@ export const broadcastSchema = v.object({
   ts: unixSeconds,
 });
 
-// What the backend sends (contract 8). It never parses these; they are here so the AsyncAPI document, the
+// What the backend sends (docs/firmware.md#4-backend--device). It never parses these; they are here so the AsyncAPI document, the
 // firmware guide's examples and the tests hold one shape.
 const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/));
 
@@ -140,7 +140,8 @@ export type BroadcastEvent = v.InferOutput<typeof broadcastSchema>;
 
 /**
  * The payloads checked by generated code (broker/payload-checks.ts, written by `npm run docs` from the schemas
- * above with ajv: issue 13, goal 2, the check was ~16 % of the broker's time per heartbeat). A broadcast event
+ * above with ajv: valibot's check was a large share of the broker's time per heartbeat; bench/RESULTS.md,
+ * "Devices"). A broadcast event
  * keeps valibot: its checked value is re-serialized for the players, where valibot's field order shows.
  */
 export const COMPILED_PAYLOADS = ['transmitterStatus', 'playerStatus', 'transmitterHeartbeat', 'playerHeartbeat', 'log', 'ack'] as const satisfies readonly PayloadName[];

@@ -87,7 +87,7 @@ export function createSocketGuard(limits: MqttLimits, counters: GuardCounters) {
      * (MQTT_MAX_CONNECT_BYTES until CONNACK, MQTT_MAX_PACKET_BYTES after) closes the connection at its header
      * instead of being buffered past the socket's own high-water mark; so does a connection without CONNACK
      * within MQTT_CONNECT_TIMEOUT_S. Writes go straight to the socket: no second stream to pass through on
-     * every packet (issue 13: a Duplex in between cost every read and write its own stream machinery).
+     * every packet (a Duplex in between cost every read and write its own stream machinery; bench/RESULTS.md, "Devices").
      */
     wrap<S extends Duplex>(inner: S, ticket: { trusted(): void }): S {
       const scanner = createHeaderScanner();

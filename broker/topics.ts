@@ -1,5 +1,5 @@
 /**
- * Topic rules of contract 8, pure: what a device may publish and subscribe. Every answer comes from
+ * Topic rules of docs/firmware.md#topics, pure: what a device may publish and subscribe. Every answer comes from
  * the device's in-memory record; nothing here touches the store.
  */
 export type DeviceChannel = 'status' | 'heartbeat' | 'log' | 'ack' | 'config' | 'cmd';
@@ -32,10 +32,11 @@ export function parseBroadcastTopic(topic: string): string | null {
 
 /**
  * The channel a device may publish on this topic: only its own status, heartbeat, log and ack, and (a
- * transmitter) its own mosque's broadcast topic: no other device may publish there (issue 5).
+ * transmitter) its own mosque's broadcast topic: no other device may publish there
+ * (docs/firmware.md#topics).
  */
 export function publishChannel(device: DeviceIdentity, topic: string): PublishChannel | null {
-  // Asked on every publish (issue 13): the own prefix is compared in place instead of splitting the topic;
+  // Asked on every publish (its cost: bench/RESULTS.md, "Devices"): the own prefix is compared in place instead of splitting the topic;
   // the channel names hold no '/', so `devices/{id}/{channel}` with a publishable channel is exactly three levels.
   const end = OWN_PREFIX.length + device.id.length;
   if (topic.startsWith(OWN_PREFIX) && topic.startsWith(device.id, OWN_PREFIX.length) && topic.charCodeAt(end) === SLASH) {
@@ -81,8 +82,8 @@ function receivable(topic: string): Receivable {
 
 /**
  * `mayReceive` for the broker's per-delivery check, with the topic read once per publish: aedes asks about
- * every subscriber of a publish in one synchronous walk before it writes to any (issue 13: splitting the
- * topic twice per subscriber made that walk for 10,000 players about twice bare aedes's). Entitlement is
+ * every subscriber of a publish in one synchronous walk before it writes to any (bench/RESULTS.md, "Broadcasts":
+ * splitting the topic twice per subscriber made that walk for 10,000 players about twice bare aedes's). Entitlement is
  * still asked on every delivery.
  */
 export function createForwardCheck(entitled: (device: DeviceIdentity, mosqueId: string) => boolean): (device: DeviceIdentity, topic: string) => boolean {

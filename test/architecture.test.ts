@@ -86,6 +86,53 @@ test('the rule checker itself catches a forbidden import', () => {
   }
 });
 
+/** Each file of `folder` with the files of `folder` it imports (type-only imports too: they tie the files as tightly). */
+function importGraph(folder: string): Map<string, string[]> {
+  const files = new Set(sourceFiles(folder));
+  const graph = new Map<string, string[]>();
+  for (const file of files) {
+    const targets = importsOf(file).filter((s) => s.startsWith('.')).map((s) => path.relative(ROOT, path.resolve(ROOT, path.dirname(file), s)));
+    graph.set(file, targets.filter((t) => files.has(t)));
+  }
+  return graph;
+}
+
+/** Every import cycle of `folder`, each as the path that closes it (a.ts -> b.ts -> a.ts). */
+function importCycles(folder: string): string[] {
+  const graph = importGraph(folder);
+  const done = new Set<string>();
+  const cycles: string[] = [];
+  const visit = (file: string, trail: string[]): void => {
+    const at = trail.indexOf(file);
+    if (at >= 0) return void cycles.push([...trail.slice(at), file].join(' -> '));
+    if (done.has(file)) return;
+    for (const next of graph.get(file) ?? []) visit(next, [...trail, file]);
+    done.add(file);
+  };
+  for (const file of [...graph.keys()].sort()) visit(file, []);
+  return cycles;
+}
+
+// A cycle makes two files one unit (neither can be read, tested or moved alone) and leaves which one
+// loads first to the order of imports elsewhere. src/ and console/ are not held to this yet.
+test('broker/ has no import cycle', () => {
+  assert.ok(importGraph('broker').size > 0, 'broker/ has source files');
+  assert.deepEqual(importCycles('broker'), []);
+});
+
+test('the cycle checker catches two files that import each other', () => {
+  const a = path.join(ROOT, 'broker', 'hooks', '__cycle_probe_a__.ts');
+  const b = path.join(ROOT, 'broker', 'hooks', '__cycle_probe_b__.ts');
+  fs.writeFileSync(a, "import type { B } from './__cycle_probe_b__.ts';\nexport type A = B;\n");
+  fs.writeFileSync(b, "import type { A } from './__cycle_probe_a__.ts';\nexport type B = A | 1;\n");
+  try {
+    assert.ok(importCycles('broker').some((c) => c.includes('__cycle_probe_a__') && c.includes('__cycle_probe_b__')));
+  } finally {
+    fs.rmSync(a);
+    fs.rmSync(b);
+  }
+});
+
 /** Inside src/, domains depend one way (ARCHITECTURE: plumbing <- people <- mosques <- devices <- audio <- broadcasts / schedule). */
 const DOMAIN_ORDER = ['platform', 'people', 'mosques', 'devices', 'audio', 'broadcasts', 'schedule'];
 const FIRST_SIBLING = DOMAIN_ORDER.indexOf('broadcasts');

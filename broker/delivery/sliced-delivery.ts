@@ -1,7 +1,8 @@
 /**
- * issue 13 (goal 3: the first player within 20 ms of the POST). aedes hands a publish to its emitter, which
- * calls every matching subscription's delivery in one synchronous walk; each delivery copies the packet,
- * asks authorizeForward and queues its socket write in a setImmediate of its own. No subscriber is written
+ * Gets a broadcast to its first players soon after the POST (bench/RESULTS.md, "First player: sliced
+ * delivery"). aedes hands a publish to its emitter, which calls every matching subscription's delivery in
+ * one synchronous walk; each delivery copies the packet, asks authorizeForward and queues its socket write
+ * in a setImmediate of its own. No subscriber is written
  * to before the walk has passed all of them: for 10,000 players of one mosque the walk alone took 37-100 ms
  * on the bench host (bench/RESULTS.md, "Broadcasts"), in bare aedes too.
  *

@@ -3,27 +3,11 @@ import type { DeviceInfo } from '../../src/devices/devices.ts';
 import type { Telemetry } from '../../src/devices/telemetry/telemetry.ts';
 import { MAX_PAYLOAD_BYTES, parseAck, parseBroadcast, parseHeartbeat, parseLog, parseStatus, type AckReport, type BroadcastEvent } from '../payloads.ts';
 import { parseDeviceTopic } from '../topics.ts';
-import type { HookDeps } from './hooks.ts';
+import type { HookDeps } from './deps.ts';
+import type { PublishRefusal } from './refusals.ts';
 
-/**
- * A payload that must not become state: acknowledged (MQTT 3.1.1 has no negative ack, and a device that
- * sends one bad payload must not be disconnected) but rerouted to a topic nobody can subscribe to, never
- * retained.
- */
-export function drop(packet: PublishPacket, deviceId: string): void {
-  packet.topic = `$dropped/${deviceId}`;
-  packet.retain = false;
-  packet.payload = Buffer.alloc(0);
-}
-
-/**
- * What could not be written is not acknowledged either: qos 0 makes aedes send no PUBACK, so a status
- * (QoS 1) stays in the device's flight window and is sent again; an acknowledged status is a written one.
- */
-export function unwritten(packet: PublishPacket, deviceId: string): void {
-  drop(packet, deviceId);
-  packet.qos = 0;
-}
+/** How a publish is answered: null to accept it as it is now, else the refusal (broker/hooks/refusals.ts). */
+export type PublishAnswer = (refusal: PublishRefusal | null) => void;
 
 export const payloadOf = (packet: PublishPacket) => (Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload));
 
@@ -41,12 +25,11 @@ export const storedWillOf = (client: Client | null, packet: PublishPacket): { br
 /** What the publish hook does with an authorized publish: check, record, answer; and the stored wills. */
 export function createIngest(deps: HookDeps) {
   /** Checks and records one publish, then answers it: a status only once its group commit settled. */
-  function ingest(info: DeviceInfo, channel: string, packet: PublishPacket, done: (err?: Error | null) => void): void {
+  function ingest(info: DeviceInfo, channel: string, packet: PublishPacket, answer: PublishAnswer): void {
     const payload = payloadOf(packet);
     if (payload.length > MAX_PAYLOAD_BYTES) {
       deps.telemetry.rejected(info.id, channel, 'too_large');
-      drop(packet, info.id);
-      return done(null);
+      return answer({ kind: 'payload_too_large', deviceId: info.id, channel });
     }
     const parsed =
       channel === 'status' ? parseStatus(info.kind, payload)
@@ -56,35 +39,36 @@ export function createIngest(deps: HookDeps) {
       : parseAck(payload);
     if (!parsed.ok) {
       deps.telemetry.rejected(info.id, channel, parsed.reason);
-      drop(packet, info.id);
-      return done(null);
+      return answer({ kind: 'payload_invalid', deviceId: info.id, channel, reason: parsed.reason });
     }
     if (channel === 'status') {
-      // aedes sends the PUBACK (and stores the retained status) when `done` is called: after the commit.
+      // aedes sends the PUBACK (and stores the retained status) when it is answered: after the commit.
       return deps.telemetry.status(info.id, parsed.value as Parameters<Telemetry['status']>[1], (err) => {
-        if (err) unwritten(packet, info.id);
-        done(null);
+        answer(err ? { kind: 'not_written', deviceId: info.id } : null);
       });
     }
     if (channel === 'broadcast') forwardBroadcast(info, packet, parsed.value as BroadcastEvent);
-    else record(info, channel, packet, parsed.value, payload.length);
-    done(null);
+    else if (!record(info, channel, packet, parsed.value, payload.length)) return answer({ kind: 'log_throttled', deviceId: info.id });
+    answer(null);
   }
 
-  function record(info: DeviceInfo, channel: string, packet: PublishPacket, value: unknown, bytes: number): void {
-    // Only status is retained state; nothing else a device sends may linger on the broker.
+  /** Records a heartbeat, log or ack; false for a log line telemetry would not take. */
+  function record(info: DeviceInfo, channel: string, packet: PublishPacket, value: unknown, bytes: number): boolean {
+    // Only status is retained state; nothing else a device sends may linger on the broker. The packet is the
+    // hook's to change ("Handler: authorizePublish" in aedes's docs/Aedes.md): aedes retains what it says.
     packet.retain = false;
     if (channel === 'heartbeat') deps.telemetry.heartbeat(info.id, value as Parameters<Telemetry['heartbeat']>[1]);
-    else if (channel === 'log') {
-      if (!deps.telemetry.log(info.id, value as Parameters<Telemetry['log']>[1], bytes)) drop(packet, info.id);
-    } else deps.onAck?.(info.id, value as AckReport);
+    else if (channel === 'log') return deps.telemetry.log(info.id, value as Parameters<Telemetry['log']>[1], bytes);
+    else deps.onAck?.(info.id, value as AckReport);
+    return true;
   }
 
   /**
    * A transmitter announcing its own mosque's broadcast, forwarded to leased players: never retained (a
    * retained start would replay to every player that subscribes later; the backend's own event is the
    * retained one), and with the mosque's own stream_url or none, so no transmitter can steer the players
-   * elsewhere. Re-serialized from the checked value: players see the contract's fields only.
+   * elsewhere. Re-serialized from the checked value: players see only the fields of docs/firmware.md#43-broadcast-events-mosquesmosque_idbroadcast-qos-1-retained.
+   * aedes forwards the packet as the hook left it ("Handler: authorizePublish" in aedes's docs/Aedes.md).
    */
   function forwardBroadcast(info: DeviceInfo, packet: PublishPacket, event: BroadcastEvent): void {
     packet.retain = false;
@@ -92,7 +76,7 @@ export function createIngest(deps: HookDeps) {
     const { stream_url: claimed, ...rest } = event;
     if (claimed !== undefined && claimed !== own) deps.telemetry.rejected(info.id, 'broadcast', 'foreign_stream_url');
     packet.payload = Buffer.from(JSON.stringify(claimed !== undefined && own ? { ...rest, stream_url: own } : rest));
-    // It may serve (or end) a scheduled azaan (issue 11); the budget above bounds how often this runs.
+    // It may serve (or end) a scheduled azaan (docs/schedule.md); the publish budget bounds how often this runs.
     if (info.mosqueId) deps.onDeviceBroadcast?.(info.mosqueId, { broadcast_id: event.broadcast_id, kind: event.kind, action: event.action });
   }
 
@@ -100,10 +84,10 @@ export function createIngest(deps: HookDeps) {
    * A publish without a client is the backend's own (configs, commands, broadcast events, clearing a
    * retained status with an empty payload) or a stored will (storedWillOf).
    */
-  function clientless(packet: PublishPacket, done: (err?: Error | null) => void): void {
+  function clientless(packet: PublishPacket, answer: PublishAnswer): void {
     const parsed = parseDeviceTopic(packet.topic);
-    if (!parsed || parsed.channel !== 'status' || payloadOf(packet).length === 0) return done(null);
-    storedWill(packet, parsed.deviceId, (packet as { brokerId?: string }).brokerId ?? null, done);
+    if (!parsed || parsed.channel !== 'status' || payloadOf(packet).length === 0) return answer(null);
+    storedWill(packet, parsed.deviceId, (packet as { brokerId?: string }).brokerId ?? null, answer);
   }
 
   /**
@@ -111,19 +95,15 @@ export function createIngest(deps: HookDeps) {
    * anywhere: none here, and the row names no other broker process as its holder (a dead process's
    * claim is its own will's broker id, so that one does not count).
    */
-  function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null, done: (err?: Error | null) => void): void {
+  function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null, answer: PublishAnswer): void {
     const info = (deps.loadDevice ?? deps.device)(deviceId);
     const topic = parseDeviceTopic(packet.topic);
-    if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') {
-      drop(packet, deviceId);
-      return done(null);
-    }
+    if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return answer({ kind: 'will_ignored', deviceId });
     if (deps.telemetry.isConnected(info.id) || deps.telemetry.connectedElsewhere(info.id, brokerId)) {
       deps.logger.debug({ device_id: info.id, will_broker: brokerId }, 'stored will ignored: the device is connected');
-      drop(packet, info.id);
-      return done(null);
+      return answer({ kind: 'will_ignored', deviceId: info.id });
     }
-    ingest(info, 'status', packet, done);
+    ingest(info, 'status', packet, answer);
   }
 
   return { ingest, clientless, storedWill };
