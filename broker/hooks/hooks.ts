@@ -32,8 +32,6 @@ export interface HookDeps {
   /** Publish budgets per device (DEVICE_*_RATE, DEVICE_*_BURST) and the flood window (DEVICE_FLOOD_WINDOW_S). */
   budgets: Record<'status' | 'heartbeat' | 'ack', Rate>;
   floodWindowMs: number;
-  /** Benchmarks only: no publish budgets and no flap bans (their cost is measured against this). */
-  withoutBudgets?: boolean;
   /** Reconnect flapping (MQTT_FLAP_*). */
   flap: FlapRule;
   /**
@@ -76,7 +74,6 @@ export function createHooks(deps: HookDeps): Hooks {
 
   /** The budget's answer for one publish: null to go on, else what authorizePublish answers (the packet is dropped). */
   function overBudget(info: DeviceInfo, channel: BudgetChannel, packet: PublishPacket): Error | 'dropped' | null {
-    if (deps.withoutBudgets) return null;
     const verdict = budgets.spend(info.id, channel, deps.clock());
     if (verdict === 'ok' || (verdict === 'over' && channel === 'log')) return null;
     drop(packet, info.id);
@@ -117,7 +114,7 @@ export function createHooks(deps: HookDeps): Hooks {
       if (!deps.verifySecret(id, password.toString('utf8'))) return done(refuse(4, 'bad username or password'), false);
       const will = wills.get(client) ?? null;
       if (will !== null && will !== `devices/${id}/status`) return done(refuse(5, 'a will may only target the own status topic'), false);
-      const banned = deps.withoutBudgets ? null : flapRefusal(id);
+      const banned = flapRefusal(id);
       if (banned) return done(banned, false);
       // The new connection becomes the device's current one now, before aedes closes a taken-over one:
       // that old connection's will and disconnect must not mark the device OFFLINE.
