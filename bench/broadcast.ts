@@ -719,7 +719,7 @@ function report(o: Outcome): string {
   both('Spread, first → last player (ms): the fan-out itself', (r) => r.max - r.first);
   row('Trigger response (ms): POST /broadcasts → 201 (bare: publish → PUBACK)', ms(med(m, (r) => r.triggerMs)), ms(med(b, (r) => r.triggerMs)), ratio(med(m, (r) => r.triggerMs), med(b, (r) => r.triggerMs)));
   row('HTTP door alone (ms): GET /mosques/{id} → 200 just before the POST (same client, token and gate, no broadcast)', ms(med(m, (r) => r.doorMs)), '—', '');
-  row('Delivery report alone (ms): GET /broadcasts/{bid} → 200 (the POST answers with it pending, issue 13)', ms(med(m, (r) => r.reportMs)), '—', '');
+  row('Delivery report alone (ms): GET /broadcasts/{bid} → 200 (the POST answers with it pending)', ms(med(m, (r) => r.reportMs)), '—', '');
   both('Stop event → players, p50 (ms)', (r) => r.stopP50);
   both('Stop event → players, p99 (ms)', (r) => r.stopP99);
   row(
@@ -795,10 +795,10 @@ function interpret(o: Outcome): string {
       `the fan-out itself (first → last player) takes ${ms(spread)} ms against ${ms(bSpread)} ms for bare aedes (${ratio(spread, bSpread)}), though every Minaret delivery passes \`authorizeForward\`, an in-memory lease check per player. ` +
       'Bare aedes writes to no subscriber before it has walked all of them (for each it copies the packet, asks authorizeForward and queues the write in a setImmediate of its own), ' +
       'so its first copy leaves only after a walk that grows with N. Minaret\'s broker makes only the first 64 deliveries in that walk and the rest one event-loop turn later, ' +
-      'behind the first 64 writes (broker/delivery/sliced-delivery.ts, issue 13 goal 3), so its first player waits for the HTTP request itself (the client\'s fetch, ' +
+      'behind the first 64 writes (broker/delivery/sliced-delivery.ts), so its first player waits for the HTTP request itself (the client\'s fetch, ' +
       `the request pipeline, the token and can_trigger checks: a GET through the same door just before took ${ms(med(m, (r) => r.doorMs))} ms; then the commit of the broadcast row and the start's bookkeeping), ` +
       'the 64 deliveries and a pass over the other subscriptions that only queues them. ' +
-      'Since issue 13 the request hands the start event to the broker right after the commit and answers at once with its report marked pending ' +
+      'The request hands the start event to the broker right after the commit and answers at once with its report marked pending ' +
       `(${ms(post)} ms, seen from this load generator: the 201 leaves in the same event-loop turn as the walk, just before the first player's copy); ` +
       `the report (alone, as GET of the broadcast, ${ms(reportMs)} ms), the transmitters' commands and the pushes come after the fan-out's writes.`,
   );

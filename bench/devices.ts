@@ -1021,12 +1021,12 @@ async function main(): Promise<void> {
       // The budget's lookup still runs on every packet.
       DEVICE_STATUS_BURST: String(Math.max(10, (1 + opts.rounds) * opts.messages + 1)), DEVICE_HEARTBEAT_BURST: String(Math.max(5, (1 + opts.rounds) * (opts.messages + 1))),
       // The load generator is one address standing for thousands of homes: past the per-address handshake cap
-      // (50, issue 9) its connects would be refused. The cap's check still runs on every socket.
+      // (50, docs/settings.md) its connects would be refused. The cap's check still runs on every socket.
       MQTT_MAX_HANDSHAKES_PER_ADDRESS: String(Math.max(50, opts.concurrency + 10)),
       // A few members own all the players here (each one's players share its lease work).
       MAX_PLAYERS_PER_USER: '100000',
-      // As `npm start`, the Dockerfile and the systemd unit run the service (issue 13 goal 2), as with the node
-      // flags (SERVICE_NODE_FLAGS); bare aedes runs without either.
+      // As `npm start`, the Dockerfile and the systemd unit run the service (docs/operator.md, "Starting and
+      // stopping"), as with the node flags (SERVICE_NODE_FLAGS); bare aedes runs without either.
       MALLOC_ARENA_MAX: '2',
     };
     let server = new BrokerChild('minaret', 'device-server.ts', serverEnv, SERVICE_NODE_FLAGS);

@@ -1,6 +1,6 @@
 /**
- * Hostile benchmark (npm run bench:hostile): issue 9's attacks against a real service process, each
- * beside the same bystander figures with no attack, in one run.
+ * Hostile benchmark (npm run bench:hostile): the attacks of SECURITY.md's threat model ("Defences", "Limits")
+ * against a real service process, each beside the same bystander figures with no attack, in one run.
  *
  *   npm run bench:hostile               (all attacks; writes its section of bench/RESULTS.md)
  *   npx tsx bench/hostile.ts [--only <attack>[,<attack>...]] [--no-write]
@@ -667,7 +667,7 @@ async function main(): Promise<void> {
   const text = report(rows, command);
   console.log(`\n${text}\n`);
   if (opts.write && !opts.only) {
-    writeSubsection(SECTION, '`npm run bench:hostile` (bench/hostile.ts): the attacks of issue 9 against a real service process, each beside the same bystander figures with no attack, in one run.', text, () => 0);
+    writeSubsection(SECTION, '`npm run bench:hostile` (bench/hostile.ts): the attacks of SECURITY.md\'s threat model against a real service process, each beside the same bystander figures with no attack, in one run.', text, () => 0);
     console.log('written to bench/RESULTS.md');
   }
 }

@@ -1,5 +1,5 @@
 /**
- * HTTP benchmark (issue 13): Minaret's `GET /healthz` and authenticated `GET /api/v1/me` against a bare Hono
+ * HTTP benchmark (goals: docs/sizing.md, "Goals"): Minaret's `GET /healthz` and authenticated `GET /api/v1/me` against a bare Hono
  * route (`GET /hello`, same node_modules, no middleware) measured in the same run. Every server runs in its
  * own child process (bench/http-server.ts); load comes from `wrk` in another. The targets take turns within
  * each repetition (bare, healthz, me, [before healthz, before me]), so a busy spell on a shared host hits them

@@ -1,5 +1,6 @@
 /**
- * npm run bench:schedule (issue 11). Two figures, each against a baseline measured in the same run:
+ * npm run bench:schedule (goal: docs/sizing.md, "Goals"; the alert: docs/schedule.md, "What admins receive,
+ * and when"). Two figures, each against a baseline measured in the same run:
  *
  * 1. A year of slots for 1,000 mosques (365,000 mosque-days): wall time, CPU and heap of slot derivation
  *    (adhan + zone conversion + azaan/iqamah rules), against adhan's PrayerTimes alone for the same days.

@@ -1,5 +1,5 @@
 /**
- * The console's first load on a phone's slow link (issue 12, "Measure"): a real service with a member who
+ * The console's first load on a phone's slow link (docs/console.md, "Decisions"; goal: docs/sizing.md, "Goals"): a real service with a member who
  * has an approved membership and an online player, Debian's chromium at a phone's viewport, Chrome
  * DevTools' "Fast 3G" conditions through the DevTools protocol, a cold cache (a fresh browser context),
  * then a second (warm) visit in the same context. Beside it, in the same run: the same loads unthrottled,
@@ -264,7 +264,7 @@ function render(variants: Variant[], bare: Record<'fast3g' | 'open', Array<{ int
     ...variants.slice(1).flatMap((v) => rows(v, `${v.label}: `)),
     `| bare page, same bytes in one response (baseline) | ${stat(bare.fast3g.map((b) => b.interactive), s)} (${kb(median(bare.fast3g.map((b) => b.bytes)))}) | | ${stat(bare.open.map((b) => b.interactive), s)} | |`,
     '',
-    `Goal (issue 12): under 150 KB compressed and interactive under 3 s. First load ${kb(bytes)}: ${bytes < GOAL_BYTES ? 'met' : 'NOT met'}. Sign-in interactive ${s(tti)}: ${tti < GOAL_MS ? 'met' : 'NOT met'}; Home rendered ${s(member)} after the submit: ${member < GOAL_MS ? 'under' : 'over'} 3 s. The first load's response bodies are ${kb(sizes.br)} with brotli, ${kb(sizes.raw)} uncompressed.`,
+    `Goal (docs/sizing.md, "Goals"): under 150 KB compressed and interactive under 3 s. First load ${kb(bytes)}: ${bytes < GOAL_BYTES ? 'met' : 'NOT met'}. Sign-in interactive ${s(tti)}: ${tti < GOAL_MS ? 'met' : 'NOT met'}; Home rendered ${s(member)} after the submit: ${member < GOAL_MS ? 'under' : 'over'} 3 s. The first load's response bodies are ${kb(sizes.br)} with brotli, ${kb(sizes.raw)} uncompressed.`,
     '',
     `Per resource, the median cold Fast 3G run (ms from the navigation's first request):`,
     '',

@@ -1,5 +1,5 @@
 /**
- * Idle memory of the service process (issue 13, goal 2: idle RSS ≤ 120 MiB), part by part.
+ * Idle memory of the service process (docs/sizing.md, "Goals": idle RSS ≤ 120 MiB), part by part.
  *
  *   npm run bench:memory -- [--devices <n>=2000] [--runs <r>=3] [--settle <s>=3] [--only <i,...>] [--spaces]
  *                           [--node-args "<flags>"] [--env K=V ...] [--seed-only <dir>]
