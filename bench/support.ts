@@ -211,10 +211,11 @@ export function cli<const Spec extends Record<string, OptionSpec>>(usage: string
 export const fmt = (x: number, digits = 1): string =>
   Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a';
 
-/** Lowest–highest over the rounds, or the one figure when both round alike; `unit` after it. */
+/** Lowest–highest over the rounds, or the one figure when both round alike; `unit` after it; "n/a" if any is not finite. */
 export function range(values: number[], digits = 1, unit = ''): string {
   const lo = fmt(Math.min(...values), digits);
   const hi = fmt(Math.max(...values), digits);
+  if (lo === 'n/a' || hi === 'n/a') return 'n/a';
   return `${lo === hi ? lo : `${lo}–${hi}`}${unit}`;
 }
 
