@@ -922,7 +922,8 @@ function budgetCost(devices: Device[], env: Record<string, string>, opts: Option
 function budgetReport(m: PhaseResult, cost: BudgetCost): string {
   const lines = ['', '**Hardening budgets** (`--budget-cost`: broker/budgets.ts and broker/flapping.ts with the service\'s settings, run in the load generator over the same devices and publishes as a round; share = their CPU / Minaret\'s broker CPU per operation above):', '',
     '| Figure | budgets and flap bans alone (µs CPU) | Minaret broker CPU (µs) | share |', '|---|---:|---:|---:|'];
-  const row = (name: string, a: number, b: number) => lines.push(`| ${name} | ${fmt(a, 3)} | ${fmt(b, 1)} | ${fmt((100 * a) / b, 1)} % |`);
+  const share = (a: number, b: number) => (b > 0 && Number.isFinite(a / b) ? `${fmt((100 * a) / b, 1)} %` : 'n/a');
+  const row = (name: string, a: number, b: number) => lines.push(`| ${name} | ${fmt(a, 3)} | ${fmt(b, 1)} | ${share(a, b)} |`);
   row('Per connect (ban check, flap count)', cost.connectUs, m.connect.cpuUs);
   row('Per status message (budget spend)', cost.statusUs, m.status.cpuUs);
   row('Per heartbeat (budget spend)', cost.heartbeatUs, m.hb.cpuUs);
