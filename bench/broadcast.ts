@@ -40,7 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, cli, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, ratio, writeSubsection } from './support.ts';
 import { api, registerWorld, seedSuperadmin, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
@@ -68,37 +68,23 @@ const USAGE =
   'usage: npx tsx bench/broadcast.ts [--players <n>=2000] [--runs <r>=3] [--bans <b>=50] [--http-concurrency <h>=50] ' +
   '[--connect-concurrency <c>=40] [--quiet-wait <s>=5] [--timeout <s>] [--no-write]';
 
-function parseArgs(argv: string[]): Options {
-  // 40 connects in flight: the broker refuses handshakes past MQTT_MAX_HANDSHAKES_PER_ADDRESS (50) from one address (issue 9).
-  const opts: Options = { players: 2000, runs: 3, bans: 50, httpConcurrency: 50, connectConcurrency: 40, quietWaitS: 5, timeoutS: 0, write: true };
-  const whole = (flag: string, raw: string | undefined, min: number): number => {
-    if (raw === undefined || !/^\d+$/.test(raw) || Number(raw) < min) {
-      throw new Error(`${flag}: expected a whole number >= ${min} (got ${raw === undefined ? 'nothing' : JSON.stringify(raw)})\n${USAGE}`);
-    }
-    return Number(raw);
+function parseOptions(argv: string[]): Options {
+  const a = cli(USAGE, {
+    players: { type: 'number', default: 2000, min: 2 },
+    runs: { type: 'number', default: 3, min: 1 },
+    bans: { type: 'number', default: 50 },
+    'http-concurrency': { type: 'number', default: 50, min: 1 },
+    // 40 connects in flight: the broker refuses handshakes past MQTT_MAX_HANDSHAKES_PER_ADDRESS (50) from one
+    // address (docs/settings.md).
+    'connect-concurrency': { type: 'number', default: 40, min: 1 },
+    'quiet-wait': { type: 'number', default: 5 },
+    timeout: { type: 'number', min: 30 },
+    'no-write': { type: 'boolean' },
+  }, argv);
+  return {
+    players: a.players, runs: a.runs, bans: a.bans, httpConcurrency: a['http-concurrency'], connectConcurrency: a['connect-concurrency'],
+    quietWaitS: a['quiet-wait'], timeoutS: a.timeout ?? 0, write: !a['no-write'],
   };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const eq = arg.indexOf('=');
-    const [flag, inline] = eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, undefined];
-    const value = () => inline ?? argv[++i];
-    switch (flag) {
-      case '--players': opts.players = whole(flag, value(), 2); break;
-      case '--runs': opts.runs = whole(flag, value(), 1); break;
-      case '--bans': opts.bans = whole(flag, value(), 0); break;
-      case '--http-concurrency': opts.httpConcurrency = whole(flag, value(), 1); break;
-      case '--connect-concurrency': opts.connectConcurrency = whole(flag, value(), 1); break;
-      case '--quiet-wait': opts.quietWaitS = whole(flag, value(), 0); break;
-      case '--timeout': opts.timeoutS = whole(flag, value(), 30); break;
-      case '--no-write': opts.write = false; break;
-      case '--help': case '-h':
-        console.log(USAGE);
-        process.exit(0);
-      // eslint-disable-next-line no-fallthrough
-      default: throw new Error(`unknown argument ${JSON.stringify(arg)}\n${USAGE}`);
-    }
-  }
-  return opts;
 }
 
 /** The whole-run budget: two minutes of fixed cost plus a generous share per player. */
@@ -683,9 +669,7 @@ async function bans(fleet: Fleet, world: World, b: number): Promise<BanResult> {
 // ---------------------------------------------------------------------------------------------------
 // Formatting and RESULTS.md
 
-const fmt = (x: number, digits: number) => (Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
 const ms = (x: number) => fmt(x, x >= 100 ? 0 : x >= 10 ? 1 : 2);
-const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a / b) ? `${fmt(a / b, a / b >= 10 ? 0 : 1)}×` : 'n/a');
 const num = (n: number) => n.toLocaleString('en-US');
 
 interface Outcome {
@@ -735,7 +719,7 @@ function report(o: Outcome): string {
   both('Spread, first → last player (ms): the fan-out itself', (r) => r.max - r.first);
   row('Trigger response (ms): POST /broadcasts → 201 (bare: publish → PUBACK)', ms(med(m, (r) => r.triggerMs)), ms(med(b, (r) => r.triggerMs)), ratio(med(m, (r) => r.triggerMs), med(b, (r) => r.triggerMs)));
   row('HTTP door alone (ms): GET /mosques/{id} → 200 just before the POST (same client, token and gate, no broadcast)', ms(med(m, (r) => r.doorMs)), '—', '');
-  row('Delivery report alone (ms): GET /broadcasts/{bid} → 200 (the POST answers with it pending, issue 13)', ms(med(m, (r) => r.reportMs)), '—', '');
+  row('Delivery report alone (ms): GET /broadcasts/{bid} → 200 (the POST answers with it pending)', ms(med(m, (r) => r.reportMs)), '—', '');
   both('Stop event → players, p50 (ms)', (r) => r.stopP50);
   both('Stop event → players, p99 (ms)', (r) => r.stopP99);
   row(
@@ -811,10 +795,10 @@ function interpret(o: Outcome): string {
       `the fan-out itself (first → last player) takes ${ms(spread)} ms against ${ms(bSpread)} ms for bare aedes (${ratio(spread, bSpread)}), though every Minaret delivery passes \`authorizeForward\`, an in-memory lease check per player. ` +
       'Bare aedes writes to no subscriber before it has walked all of them (for each it copies the packet, asks authorizeForward and queues the write in a setImmediate of its own), ' +
       'so its first copy leaves only after a walk that grows with N. Minaret\'s broker makes only the first 64 deliveries in that walk and the rest one event-loop turn later, ' +
-      'behind the first 64 writes (broker/delivery/sliced-delivery.ts, issue 13 goal 3), so its first player waits for the HTTP request itself (the client\'s fetch, ' +
+      'behind the first 64 writes (broker/delivery/sliced-delivery.ts), so its first player waits for the HTTP request itself (the client\'s fetch, ' +
       `the request pipeline, the token and can_trigger checks: a GET through the same door just before took ${ms(med(m, (r) => r.doorMs))} ms; then the commit of the broadcast row and the start's bookkeeping), ` +
       'the 64 deliveries and a pass over the other subscriptions that only queues them. ' +
-      'Since issue 13 the request hands the start event to the broker right after the commit and answers at once with its report marked pending ' +
+      'The request hands the start event to the broker right after the commit and answers at once with its report marked pending ' +
       `(${ms(post)} ms, seen from this load generator: the 201 leaves in the same event-loop turn as the walk, just before the first player's copy); ` +
       `the report (alone, as GET of the broadcast, ${ms(reportMs)} ms), the transmitters' commands and the pushes come after the fan-out's writes.`,
   );
@@ -845,7 +829,7 @@ function interpret(o: Outcome): string {
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
-  const opts = parseArgs(argv);
+  const opts = parseOptions(argv);
   const requested = opts.players;
   const fit = fitPlayers(opts.players);
   if (fit.note) console.warn(`\n${fit.note}\n`);

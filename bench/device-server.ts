@@ -11,7 +11,6 @@
  *   parent -> {type:'mem'}   child -> {type:'mem', rss, heapUsed, heapTotal, external, arrayBuffers}  after a full GC
  *   parent -> {type:'stop'}  child closes the service and exits 0
  * The child exits by itself when the IPC channel closes (the parent died).
- * BENCH_WITHOUT_BUDGETS=1 (bench/devices.ts --budget-cost): the publish budgets and flap bans skipped.
  */
 import { loadConfig } from '../src/platform/config.ts';
 import { createLogger, startService, type Service } from '../src/service.ts';
@@ -58,7 +57,6 @@ async function main(): Promise<void> {
 
   service = await startService(loaded.config, {
     logger,
-    benchWithoutBudgets: process.env['BENCH_WITHOUT_BUDGETS'] === '1',
     transport: {
       name: 'bench',
       deliver: async (m) => {

@@ -30,8 +30,8 @@
  * apart as "cold"; the table gives the median of the R after it (a service runs for years, warm). Before
  * both brokers, the load generator warms its own code against a throwaway bare aedes, so the broker
  * measured first does not meet a colder generator than the second (see warmGenerator).
- * --budget-cost runs Minaret a second time with its publish budgets and flap bans out of the way
- * (BENCH_WITHOUT_BUDGETS, bench only) right after the first, and reports what the budgets cost.
+ * --budget-cost also times the publish budgets and flap bans alone (broker/budgets.ts, broker/flapping.ts with
+ * the service's settings) over the same devices and publishes, and reports their share of the broker's CPU.
  * BENCH_BROKER_NODE_ARGS adds node flags to the broker children (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  * For Minaret the devices are registered over the HTTP API first (a superadmin, an owner, mosques, a few
  * transmitters, mostly stream players) and the ingest is checked against the service's own counters.
@@ -44,7 +44,10 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, hostBusySeconds, machine, openFilesLimit, percentile, pool, writeSubsection } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, cli, cpuPerMessageUs, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, processCpuSeconds, ratio, writeSubsection } from './support.ts';
+import { loadConfig } from '../src/platform/config.ts';
+import { createBudgets } from '../broker/budgets.ts';
+import { createFlapDetector } from '../broker/flapping.ts';
 import { api, registerWorld, seedSuperadmin, superadminToken, type DeviceKind as Kind } from './world/registration.ts';
 
 const SECTION = '## Devices (npm run bench)';
@@ -72,36 +75,22 @@ interface Options {
 
 const USAGE = 'usage: npx tsx bench/devices.ts [--devices <n>=2000] [--messages <k>=5] [--concurrency <c>=200] [--samples <s>=200] [--rounds <r>=3] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--budget-cost]';
 
-function parseArgs(argv: string[]): Options {
-  const opts: Options = { devices: 2000, messages: 5, concurrency: 200, samples: 200, write: true, timeoutS: 0, quietWaitS: 5, budgetCost: false, rounds: 3 };
-  const whole = (flag: string, raw: string | undefined, min: number): number => {
-    if (raw === undefined || !/^\d+$/.test(raw) || Number(raw) < min) {
-      throw new Error(`${flag}: expected a whole number >= ${min} (got ${raw === undefined ? 'nothing' : JSON.stringify(raw)})`);
-    }
-    return Number(raw);
+function parseOptions(argv: string[]): Options {
+  const a = cli(USAGE, {
+    devices: { type: 'number', default: 2000, min: 1 },
+    messages: { type: 'number', default: 5, min: 1 },
+    concurrency: { type: 'number', default: 200, min: 1 },
+    samples: { type: 'number', default: 200, min: 1 },
+    rounds: { type: 'number', default: 3, min: 1 },
+    timeout: { type: 'number', min: 10 },
+    'quiet-wait': { type: 'number', default: 5 },
+    'no-write': { type: 'boolean' },
+    'budget-cost': { type: 'boolean' },
+  }, argv);
+  const opts: Options = {
+    devices: a.devices, messages: a.messages, concurrency: a.concurrency, samples: a.samples, rounds: a.rounds,
+    write: !a['no-write'], timeoutS: a.timeout ?? 0, quietWaitS: a['quiet-wait'], budgetCost: a['budget-cost'],
   };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const eq = arg.indexOf('=');
-    const [flag, inline] = eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, undefined];
-    const value = () => inline ?? argv[++i];
-    switch (flag) {
-      case '--devices': opts.devices = whole(flag, value(), 1); break;
-      case '--messages': opts.messages = whole(flag, value(), 1); break;
-      case '--concurrency': opts.concurrency = whole(flag, value(), 1); break;
-      case '--samples': opts.samples = whole(flag, value(), 1); break;
-      case '--rounds': opts.rounds = whole(flag, value(), 1); break;
-      case '--timeout': opts.timeoutS = whole(flag, value(), 10); break;
-      case '--quiet-wait': opts.quietWaitS = whole(flag, value(), 0); break;
-      case '--no-write': opts.write = false; break;
-      case '--budget-cost': opts.budgetCost = true; break;
-      case '--help': case '-h':
-        console.log(USAGE);
-        process.exit(0);
-      // eslint-disable-next-line no-fallthrough
-      default: throw new Error(`unknown argument ${JSON.stringify(arg)}\n${USAGE}`);
-    }
-  }
   // Two minutes of fixed cost plus ~60 ms per device covers registration, both phases and teardown.
   if (opts.timeoutS === 0) opts.timeoutS = Math.ceil(120 + opts.devices * 0.06 * (1 + opts.rounds / 3) + (4 + 4 * opts.rounds) * opts.quietWaitS);
   return opts;
@@ -619,7 +608,7 @@ async function runPhases(
   const connectCpu = mergeCpu(firstCpu, window());
   let conns = [...first.conns, ...second.conns];
   const connectSeconds = first.seconds + second.seconds;
-  const coldConnect: Burst = { perS: n / connectSeconds, cpuUs: (connectCpu.brokerCpuS * 1e6) / n, cpu: connectCpu, sent: n, seconds: connectSeconds, loopS: 0 };
+  const coldConnect: Burst = { perS: n / connectSeconds, cpuUs: cpuPerMessageUs(connectCpu.brokerCpuS, n), cpu: connectCpu, sent: n, seconds: connectSeconds, loopS: 0 };
   say(`${n} connects (cold) in ${fmt(connectSeconds, 2)} s (two halves): ${fmt(n / connectSeconds, 0)}/s (p50 ${fmt(percentile([...first.latencies, ...second.latencies], 50), 1)} ms); ${fmt(coldConnect.cpuUs, 0)} µs broker CPU each; ${cpuNote(connectCpu)}`);
   await settle();
   const withConns = await child.mem();
@@ -643,7 +632,7 @@ async function runPhases(
     conns = again.conns;
     lostCounts.push(again.lost);
     warmLatencies.push(...again.latencies);
-    warmConnects.push({ perS: n / again.seconds, cpuUs: (cpu.brokerCpuS * 1e6) / n, cpu, sent: n, seconds: again.seconds, loopS: 0 });
+    warmConnects.push({ perS: n / again.seconds, cpuUs: cpuPerMessageUs(cpu.brokerCpuS, n), cpu, sent: n, seconds: again.seconds, loopS: 0 });
     say(`${n} connects round ${r} in ${fmt(again.seconds, 2)} s: ${fmt(n / again.seconds, 0)}/s (p50 ${fmt(percentile([...again.latencies], 50), 1)} ms); ${fmt(warmConnects[r - 1]!.cpuUs, 0)} µs broker CPU each; ${cpuNote(cpu)}`);
   }
   const connect = bursts([coldConnect, ...warmConnects]);
@@ -668,7 +657,7 @@ async function runPhases(
       const close = cpuWindow(child);
       const done = await run(r);
       const cpu = close();
-      all.push({ perS: done.sent / done.seconds, cpuUs: (cpu.brokerCpuS * 1e6) / done.sent, cpu, sent: done.sent, seconds: done.seconds, loopS: done.loopS });
+      all.push({ perS: done.sent / done.seconds, cpuUs: cpuPerMessageUs(cpu.brokerCpuS, done.sent), cpu, sent: done.sent, seconds: done.seconds, loopS: done.loopS });
       say(`${what} ${r === 0 ? '(cold)' : `round ${r}`}: ${done.sent} in ${fmt(done.seconds, 2)} s: ${fmt(done.sent / done.seconds, 0)}/s; ${fmt(all[r]!.cpuUs, 1)} µs broker CPU each; ${cpuNote(cpu)}`);
     }
     return bursts(all);
@@ -809,10 +798,8 @@ function diskProbe(dir: string): DiskProbe {
 // ---------------------------------------------------------------------------------------------------
 // Formatting and RESULTS.md
 
-const fmt = (x: number, digits: number) => (Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
 const mib = (bytes: number) => `${fmt(bytes / 2 ** 20, 1)} MiB`;
 const kib = (bytes: number) => `${fmt(bytes / 1024, 1)} KiB`;
-const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a / b) ? `${fmt(a / b, 2)}×` : 'n/a');
 
 function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult, disk: DiskProbe, command: string, date: string): string {
   const n = opts.devices;
@@ -886,15 +873,60 @@ function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult
 }
 
 /** What the publish budgets and flap bans cost: the same service with them and without them, same run. */
-function budgetReport(m: PhaseResult, u: PhaseResult): string {
-  const lines = ['', '**Hardening budgets** (`--budget-cost`: the same service right after, with its publish budgets and flap bans out of the way; cost = with / without):', '',
-    '| Figure | with budgets | without | with / without |', '|---|---:|---:|---:|'];
-  const row = (name: string, a: number, b: number, digits: number) => lines.push(`| ${name} | ${fmt(a, digits)} | ${fmt(b, digits)} | ${ratio(a, b)} |`);
-  row('Broker CPU per connect (µs)', m.connect.cpuUs, u.connect.cpuUs, 0);
-  row('Broker CPU per status message (µs)', m.status.cpuUs, u.status.cpuUs, 1);
-  row('Broker CPU per heartbeat (µs)', m.hb.cpuUs, u.hb.cpuUs, 1);
-  row('Status messages/s', m.status.perS, u.status.perS, 0);
-  row('Heartbeats/s', m.hb.perS, u.hb.perS, 0);
+/**
+ * What the publish budgets and the flap bans cost, from their own modules (broker/budgets.ts,
+ * broker/flapping.ts) built with the service's settings and run here over the same devices and the same
+ * pattern as a round of the bench: a CONNECT (ban check and flap count) per device, then K statuses and
+ * K + 1 heartbeats each (a budget spend per publish). The service has no switch to leave them out: a second
+ * service run without them measured the same code within the noise of two runs (±20 % on a quiet host),
+ * while the CPU per call, set beside the broker CPU per operation of the run above, is a steady share.
+ */
+interface BudgetCost {
+  connectUs: number;
+  statusUs: number;
+  heartbeatUs: number;
+}
+
+function budgetCost(devices: Device[], env: Record<string, string>, opts: Options): BudgetCost {
+  const loaded = loadConfig(env);
+  if (!loaded.ok) throw new Error(`config: ${loaded.error}`);
+  const c = loaded.config;
+  // One set for the whole run, as in the broker: a cold pass first (the buckets and flap entries made), then
+  // the measured rounds, within the bursts and the flap count the service was given for 1 + R rounds. Logs and
+  // broadcasts are not published here, so their rates do not matter.
+  const budgets = createBudgets({ ...c.deviceBudgets, log: { perSecond: 1, burst: 1 }, broadcast: { perSecond: 1, burst: 5 } }, c.deviceFloodWindowS * 1000);
+  const flapping = createFlapDetector({ maxConnects: c.mqttFlap.maxConnects, windowMs: c.mqttFlap.windowS * 1000, banMs: c.mqttFlap.banS * 1000 });
+  const timed = (work: () => void, count: number) => {
+    const since = process.cpuUsage();
+    work();
+    return cpuPerMessageUs(processCpuSeconds(since), count);
+  };
+  let now = Date.now();
+  const rounds: BudgetCost[] = [];
+  for (let r = 0; r <= opts.rounds; r++) {
+    const connectUs = timed(() => {
+      for (const d of devices) if (!flapping.isBanned(d.id, now)) flapping.connect(d.id, now);
+    }, devices.length);
+    const statusUs = timed(() => {
+      for (let k = 0; k < opts.messages; k++) for (const d of devices) budgets.spend(d.id, 'status', (now += 0.01));
+    }, devices.length * opts.messages);
+    const heartbeatUs = timed(() => {
+      for (let k = 0; k <= opts.messages; k++) for (const d of devices) budgets.spend(d.id, 'heartbeat', (now += 0.01));
+    }, devices.length * (opts.messages + 1));
+    if (r > 0) rounds.push({ connectUs, statusUs, heartbeatUs });
+  }
+  const med = (pick: (b: BudgetCost) => number) => percentile(rounds.map(pick), 50);
+  return { connectUs: med((b) => b.connectUs), statusUs: med((b) => b.statusUs), heartbeatUs: med((b) => b.heartbeatUs) };
+}
+
+function budgetReport(m: PhaseResult, cost: BudgetCost): string {
+  const lines = ['', '**Hardening budgets** (`--budget-cost`: broker/budgets.ts and broker/flapping.ts with the service\'s settings, run in the load generator over the same devices and publishes as a round; share = their CPU / Minaret\'s broker CPU per operation above):', '',
+    '| Figure | budgets and flap bans alone (µs CPU) | Minaret broker CPU (µs) | share |', '|---|---:|---:|---:|'];
+  const share = (a: number, b: number) => (b > 0 && Number.isFinite(a / b) ? `${fmt((100 * a) / b, 1)} %` : 'n/a');
+  const row = (name: string, a: number, b: number) => lines.push(`| ${name} | ${fmt(a, 3)} | ${fmt(b, 1)} | ${share(a, b)} |`);
+  row('Per connect (ban check, flap count)', cost.connectUs, m.connect.cpuUs);
+  row('Per status message (budget spend)', cost.statusUs, m.status.cpuUs);
+  row('Per heartbeat (budget spend)', cost.heartbeatUs, m.hb.cpuUs);
   lines.push('');
   return lines.join('\n');
 }
@@ -958,7 +990,7 @@ function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Option
 // Main
 
 async function main(): Promise<void> {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseOptions(process.argv.slice(2));
   checkHostLimits(opts.devices);
   const watchdog = setTimeout(() => {
     console.error(`bench: still running after ${opts.timeoutS} s (--timeout); stopping.`);
@@ -990,12 +1022,12 @@ async function main(): Promise<void> {
       // The budget's lookup still runs on every packet.
       DEVICE_STATUS_BURST: String(Math.max(10, (1 + opts.rounds) * opts.messages + 1)), DEVICE_HEARTBEAT_BURST: String(Math.max(5, (1 + opts.rounds) * (opts.messages + 1))),
       // The load generator is one address standing for thousands of homes: past the per-address handshake cap
-      // (50, issue 9) its connects would be refused. The cap's check still runs on every socket.
+      // (50, docs/settings.md) its connects would be refused. The cap's check still runs on every socket.
       MQTT_MAX_HANDSHAKES_PER_ADDRESS: String(Math.max(50, opts.concurrency + 10)),
       // A few members own all the players here (each one's players share its lease work).
       MAX_PLAYERS_PER_USER: '100000',
-      // As `npm start`, the Dockerfile and the systemd unit run the service (issue 13 goal 2), as with the node
-      // flags (SERVICE_NODE_FLAGS); bare aedes runs without either.
+      // As `npm start`, the Dockerfile and the systemd unit run the service (docs/operator.md, "Starting and
+      // stopping"), as with the node flags (SERVICE_NODE_FLAGS); bare aedes runs without either.
       MALLOC_ARENA_MAX: '2',
     };
     let server = new BrokerChild('minaret', 'device-server.ts', serverEnv, SERVICE_NODE_FLAGS);
@@ -1034,17 +1066,8 @@ async function main(): Promise<void> {
     );
     await server.stop();
 
-    // ---- Phase A': the same service without its budgets (bench only), for what they cost
-    let unbudgeted: PhaseResult | null = null;
-    if (opts.budgetCost) {
-      console.log("Phase A': Minaret without publish budgets and flap bans (BENCH_WITHOUT_BUDGETS)");
-      server = new BrokerChild('minaret', 'device-server.ts', { ...serverEnv, BENCH_WITHOUT_BUDGETS: '1' }, SERVICE_NODE_FLAGS);
-      ready = await server.next('ready', 60_000);
-      unbudgeted = await runPhases('minaret, no budgets', server, String(ready['mqttUrl']), reg.devices, opts,
-        async () => ({ seen: (id, reason) => until(() => reasonOf.get(id) === reason, 10_000, `status of ${id} in SQLite`), close: async () => undefined }),
-        async () => undefined);
-      await server.stop();
-    }
+    // ---- The budgets' own cost, from their modules with the same settings (see budgetCost)
+    const budgets = opts.budgetCost ? budgetCost(reg.devices, serverEnv, opts) : null;
     ro.close();
 
     // ---- Phase B: bare aedes
@@ -1097,7 +1120,7 @@ async function main(): Promise<void> {
     );
     await bare.stop();
 
-    const sub = report(opts, reg, minaret, bareResult, disk, command, date) + (unbudgeted ? budgetReport(minaret, unbudgeted) : '');
+    const sub = report(opts, reg, minaret, bareResult, disk, command, date) + (budgets ? budgetReport(minaret, budgets) : '');
     console.log('');
     console.log(sub);
     if (opts.write) {

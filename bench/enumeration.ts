@@ -13,13 +13,13 @@ import path from 'node:path';
 import { loadConfig } from '../src/platform/config.ts';
 import { silentLogger } from '../src/platform/log.ts';
 import { startService } from '../src/service.ts';
+import { cli, fmt, ratio } from './support.ts';
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(name);
-  return i === -1 ? fallback : Number(process.argv[i + 1]);
-};
-const rounds = arg('--rounds', 150);
-const cost = arg('--cost', 10);
+const { rounds, cost } = cli('usage: npx tsx bench/enumeration.ts [--rounds 150] [--cost 10]', {
+  rounds: { type: 'number', default: 150, min: 1 },
+  // bcryptjs's cost: 4 to 31.
+  cost: { type: 'number', default: 10, min: 4 },
+});
 const sha = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
 
 async function main() {
@@ -66,7 +66,7 @@ async function main() {
     console.log('| case | median ms | p90 ms | median / its baseline |');
     console.log('|---|---|---|---|');
     const baseline = (name: string) => median(times[name.startsWith('signup') ? 'signup_new_address' : 'wrong_password']!);
-    for (const [name, xs] of Object.entries(times)) console.log(`| ${name} | ${median(xs).toFixed(1)} | ${p90(xs).toFixed(1)} | ${(median(xs) / baseline(name)).toFixed(3)} |`);
+    for (const [name, xs] of Object.entries(times)) console.log(`| ${name} | ${fmt(median(xs), 1)} | ${fmt(p90(xs), 1)} | ${ratio(median(xs), baseline(name), 3)} |`);
     console.log('\nbaselines: login rows against wrong_password, signup rows against signup_new_address (goal for the refusals: within 1.05)');
   } finally {
     await service.close();

@@ -1,6 +1,6 @@
 /**
- * Hostile benchmark (npm run bench:hostile): issue 9's attacks against a real service process, each
- * beside the same bystander figures with no attack, in one run.
+ * Hostile benchmark (npm run bench:hostile): the attacks of SECURITY.md's threat model ("Defences", "Limits")
+ * against a real service process, each beside the same bystander figures with no attack, in one run.
  *
  *   npm run bench:hostile               (all attacks; writes its section of bench/RESULTS.md)
  *   npx tsx bench/hostile.ts [--only <attack>[,<attack>...]] [--no-write]
@@ -28,7 +28,7 @@ import mqtt from 'mqtt';
 import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
 import { identifierHash, sha256Hex } from '../src/platform/identifiers.ts';
-import { ROOT, SERVICE_NODE_FLAGS, machine, percentile, writeSubsection } from './support.ts';
+import { ROOT, SERVICE_NODE_FLAGS, cli, fmt, machine, percentile, usageError, writeSubsection } from './support.ts';
 import { seedSuperadmin, signup, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Hostile (npm run bench:hostile)';
@@ -600,8 +600,8 @@ async function runAttack(attack: Attack): Promise<Row> {
   }
 }
 
-const fmtMib = (bytes: number) => (Number.isFinite(bytes) ? `${(bytes / MIB).toFixed(1)} MiB` : 'n/a');
-const fmtMs = (ms: number) => (Number.isFinite(ms) ? (ms < 10 ? ms.toFixed(1) : ms.toFixed(0)) : 'n/a');
+const fmtMib = (bytes: number) => (Number.isFinite(bytes) ? `${fmt(bytes / MIB, 1)} MiB` : 'n/a');
+const fmtMs = (ms: number) => fmt(ms, ms < 10 ? 1 : 0);
 
 function fmtClosed(closed: Array<number | null> | null): string {
   if (!closed) return '—';
@@ -644,23 +644,21 @@ function report(rows: Row[], command: string): string {
 
 interface Options { only: string[] | null; write: boolean }
 
-function parseArgs(argv: string[]): Options {
-  const opts: Options = { only: null, write: true };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--no-write') opts.write = false;
-    else if (arg === '--only' || arg.startsWith('--only=')) {
-      const list = (arg.includes('=') ? arg.slice(7) : argv[++i] ?? '').split(',').filter(Boolean);
-      const unknown = list.filter((n) => !ATTACKS.some((a) => a.name === n));
-      if (unknown.length || !list.length) throw new Error(`--only: one or more of ${ATTACKS.map((a) => a.name).join(', ')}`);
-      opts.only = list;
-    } else throw new Error(`unknown argument ${JSON.stringify(arg)}\nusage: npx tsx bench/hostile.ts [--only <attack>[,...]] [--no-write]`);
+const USAGE = 'usage: npx tsx bench/hostile.ts [--only <attack>[,...]] [--no-write]';
+
+function parseOptions(argv: string[]): Options {
+  const a = cli(USAGE, { only: { type: 'string' }, 'no-write': { type: 'boolean' } }, argv);
+  let only: string[] | null = null;
+  if (a.only !== undefined) {
+    only = a.only.split(',').filter(Boolean);
+    const unknown = only.filter((n) => !ATTACKS.some((x) => x.name === n));
+    if (unknown.length || !only.length) usageError(USAGE, `--only: one or more of ${ATTACKS.map((x) => x.name).join(', ')}`);
   }
-  return opts;
+  return { only, write: !a['no-write'] };
 }
 
 async function main(): Promise<void> {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseOptions(process.argv.slice(2));
   // The baseline always runs: every figure stands beside it.
   const chosen = ATTACKS.filter((a) => a.name === 'baseline' || !opts.only || opts.only.includes(a.name));
   const rows: Row[] = [];
@@ -669,7 +667,7 @@ async function main(): Promise<void> {
   const text = report(rows, command);
   console.log(`\n${text}\n`);
   if (opts.write && !opts.only) {
-    writeSubsection(SECTION, '`npm run bench:hostile` (bench/hostile.ts): the attacks of issue 9 against a real service process, each beside the same bystander figures with no attack, in one run.', text, () => 0);
+    writeSubsection(SECTION, '`npm run bench:hostile` (bench/hostile.ts): the attacks of SECURITY.md\'s threat model against a real service process, each beside the same bystander figures with no attack, in one run.', text, () => 0);
     console.log('written to bench/RESULTS.md');
   }
 }

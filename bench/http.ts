@@ -1,5 +1,5 @@
 /**
- * HTTP benchmark (issue 13): Minaret's `GET /healthz` and authenticated `GET /api/v1/me` against a bare Hono
+ * HTTP benchmark (goals: docs/sizing.md, "Goals"): Minaret's `GET /healthz` and authenticated `GET /api/v1/me` against a bare Hono
  * route (`GET /hello`, same node_modules, no middleware) measured in the same run. Every server runs in its
  * own child process (bench/http-server.ts); load comes from `wrk` in another. The targets take turns within
  * each repetition (bare, healthz, me, [before healthz, before me]), so a busy spell on a shared host hits them
@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, hostBusySeconds, packageVersion } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, cli, cpuPerMessageUs, fmt, hostBusySeconds, packageVersion, range, usageError } from './support.ts';
 
 interface Options {
   durationS: number;
@@ -30,38 +30,27 @@ interface Options {
   before: string | null;
 }
 
-function parseArgs(argv: string[]): Options {
-  const opts: Options = { durationS: 8, connections: 50, threads: 1, warmupS: 2, reps: 3, logLevel: 'warn', before: null };
-  const wholeNumber = (flag: string, raw: string | undefined, min: number): number => {
-    const n = Number(raw);
-    if (raw === undefined || !/^\d+$/.test(raw) || n < min) throw new Error(`${flag}: expected a whole number >= ${min} (got ${JSON.stringify(raw ?? null)})`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
-    const value = () => inline ?? argv[++i];
-    switch (flag) {
-      case '--duration': opts.durationS = wholeNumber(flag, value(), 1); break;
-      case '--connections': opts.connections = wholeNumber(flag, value(), 1); break;
-      case '--threads': opts.threads = wholeNumber(flag, value(), 1); break;
-      case '--reps': opts.reps = wholeNumber(flag, value(), 1); break;
-      case '--log-level': opts.logLevel = value() ?? 'warn'; break;
-      case '--before': {
-        const dir = path.resolve(value() ?? '');
-        if (!fs.existsSync(path.join(dir, 'src', 'service.ts'))) throw new Error(`--before: ${dir} holds no src/service.ts`);
-        opts.before = dir;
-        break;
-      }
-      case '--help': case '-h':
-        console.log('usage: npx tsx bench/http.ts [--duration 8] [--connections 50] [--threads 1] [--reps 3] [--log-level warn] [--before <dir>]');
-        process.exit(0);
-      default: throw new Error(`unknown argument ${JSON.stringify(arg)} (try --help)`);
-    }
+const USAGE = 'usage: npx tsx bench/http.ts [--duration 8] [--connections 50] [--threads 1] [--reps 3] [--log-level warn] [--before <dir>]';
+
+function parseOptions(argv: string[]): Options {
+  const a = cli(USAGE, {
+    duration: { type: 'number', default: 8, min: 1 },
+    connections: { type: 'number', default: 50, min: 1 },
+    threads: { type: 'number', default: 1, min: 1 },
+    reps: { type: 'number', default: 3, min: 1 },
+    'log-level': { type: 'string', default: 'warn' },
+    before: { type: 'string' },
+  }, argv);
+  let before: string | null = null;
+  if (a.before !== undefined) {
+    before = path.resolve(a.before);
+    if (!fs.existsSync(path.join(before, 'src', 'service.ts'))) usageError(USAGE, `--before: ${before} holds no src/service.ts`);
   }
-  opts.threads = Math.min(opts.threads, opts.connections); // wrk refuses fewer connections than threads
-  opts.warmupS = Math.min(opts.warmupS, opts.durationS);
-  return opts;
+  return {
+    durationS: a.duration, connections: a.connections, reps: a.reps, logLevel: a['log-level'], before,
+    threads: Math.min(a.threads, a.connections), // wrk refuses fewer connections than threads
+    warmupS: Math.min(2, a.duration),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -173,19 +162,13 @@ interface Run {
   backgroundCores: number | null;
 }
 
-const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
-const range = (xs: number[], digits = 0, unit = '') => {
-  const lo = Math.min(...xs);
-  const hi = Math.max(...xs);
-  return fmt(lo, digits) === fmt(hi, digits) ? `${fmt(lo, digits)}${unit}` : `${fmt(lo, digits)}–${fmt(hi, digits)}${unit}`;
-};
 
 async function main(): Promise<void> {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseOptions(process.argv.slice(2));
   if (spawnSync('which', ['wrk']).status !== 0) throw new Error('wrk is not on PATH (apt-get install wrk): this benchmark needs a load generator outside Node');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-bench-wrk-'));
   const script = path.join(dir, 'done.lua');
@@ -228,7 +211,7 @@ async function main(): Promise<void> {
         if (wrk.errors > 0) throw new Error(`${t.name}: ${wrk.errors} socket errors or non-2xx responses during the run`);
         const backgroundCores = host0 === null || host1 === null || wrk.cpuS === null ? null : Math.max(0, (host1 - host0 - server.cpuS - wrk.cpuS) / server.wallS);
         runs.push({ rep, target: t.name, wrk, server, backgroundCores });
-        console.log(`  rep ${rep} ${t.name}: ${fmt(wrk.rps)} req/s, p50 ${fmt(wrk.p50Ms, 2)} ms, p99 ${fmt(wrk.p99Ms, 2)} ms; server ${fmt((server.cpuS * 1e6) / wrk.requests, 1)} µs CPU/req, loop delay p99 ${fmt(server.loopP99Ms, 1)} / max ${fmt(server.loopMaxMs, 1)} ms, longest GC ${fmt(server.gcMaxMs, 1)} ms (major ${fmt(server.gcMajorMaxMs, 1)}); other processes ${backgroundCores === null ? 'n/a' : fmt(backgroundCores, 2)} cores`);
+        console.log(`  rep ${rep} ${t.name}: ${fmt(wrk.rps, 0)} req/s, p50 ${fmt(wrk.p50Ms, 2)} ms, p99 ${fmt(wrk.p99Ms, 2)} ms; server ${fmt(cpuPerMessageUs(server.cpuS, wrk.requests), 1)} µs CPU/req, loop delay p99 ${fmt(server.loopP99Ms, 1)} / max ${fmt(server.loopMaxMs, 1)} ms, longest GC ${fmt(server.gcMaxMs, 1)} ms (major ${fmt(server.gcMajorMaxMs, 1)}); other processes ${backgroundCores === null ? 'n/a' : fmt(backgroundCores, 2)} cores`);
       }
     }
     report(opts, targets.map((t) => t.name), runs);
@@ -261,7 +244,7 @@ function report(opts: Options, names: string[], runs: Run[]): void {
     const rs = runs.filter((r) => r.target === name);
     const ratios = rs.map((r) => r.wrk.rps / bareOf(r.rep).wrk.rps);
     const bg = rs.map((r) => r.backgroundCores).filter((x): x is number => x !== null);
-    console.log(`| ${name} | ${range(rs.map((r) => r.wrk.rps))} | ${name === names[0] ? '1' : `${range(ratios, 2)} (${fmt(median(ratios), 2)})`} | ${range(rs.map((r) => r.wrk.p50Ms), 2)} | ${range(rs.map((r) => r.wrk.p99Ms), 1)} | ${range(rs.map((r) => (r.server.cpuS * 1e6) / r.wrk.requests), 1)} | ${range(rs.map((r) => r.server.loopP99Ms), 0)} / ${range(rs.map((r) => r.server.loopMaxMs), 0)} | ${range(rs.map((r) => r.server.gcMaxMs), 1)} | ${bg.length ? range(bg, 2) : 'n/a'} |`);
+    console.log(`| ${name} | ${range(rs.map((r) => r.wrk.rps), 0)} | ${name === names[0] ? '1' : `${range(ratios, 2)} (${fmt(median(ratios), 2)})`} | ${range(rs.map((r) => r.wrk.p50Ms), 2)} | ${range(rs.map((r) => r.wrk.p99Ms), 1)} | ${range(rs.map((r) => cpuPerMessageUs(r.server.cpuS, r.wrk.requests)), 1)} | ${range(rs.map((r) => r.server.loopP99Ms), 0)} / ${range(rs.map((r) => r.server.loopMaxMs), 0)} | ${range(rs.map((r) => r.server.gcMaxMs), 1)} | ${bg.length ? range(bg, 2) : 'n/a'} |`);
     const goal = name.endsWith('/healthz') ? 0.6 : name.endsWith('/me') ? 0.4 : null;
     if (goal !== null && !name.startsWith('before')) {
       const p99 = median(rs.map((r) => r.wrk.p99Ms));

@@ -1,12 +1,14 @@
 /**
  * What every benchmark needs and measures the same way: the host's busy CPU, the open-file limit, the
  * machine lines of bench/RESULTS.md, percentiles, a bounded task pool, and rewriting one section of
- * bench/RESULTS.md while keeping the others (several benches write that file).
+ * bench/RESULTS.md while keeping the others (several benches write that file); and the one command-line
+ * parser and report formatting every bench uses.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -120,4 +122,114 @@ export function writeSubsection(section: string, intro: string, sub: string, siz
     text = text.slice(0, start) + head + kept.join('') + (end < text.length ? text.slice(end) : '');
   }
   fs.writeFileSync(RESULTS_FILE, text.trimEnd() + '\n');
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Command lines: one parser for every bench (node:util parseArgs underneath), so each accepts
+// `--flag value` and `--flag=value` alike, answers --help with its usage and refuses what it does not know.
+
+export type OptionSpec =
+  /** A number; whole (>= min, 0 unless given) unless `fraction`. Without a default the value is undefined when absent. */
+  | { type: 'number'; default?: number; min?: number; fraction?: boolean }
+  | { type: 'string'; default?: string }
+  /** Repeatable: every value given, in order. */
+  | { type: 'strings' }
+  | { type: 'boolean' };
+
+type ValueOf<S extends OptionSpec> = S extends { type: 'number'; default: number }
+  ? number
+  : S extends { type: 'number' }
+    ? number | undefined
+    : S extends { type: 'string'; default: string }
+      ? string
+      : S extends { type: 'string' }
+        ? string | undefined
+        : S extends { type: 'strings' }
+          ? string[]
+          : boolean;
+
+export type Values<Spec extends Record<string, OptionSpec>> = { [K in keyof Spec]: ValueOf<Spec[K]> };
+
+/** A command line the bench cannot run with: its message and the usage go to stderr, exit code 2. */
+export function usageError(usage: string, message: string): never {
+  console.error(`${message}\n${usage}`);
+  process.exit(2);
+}
+
+/**
+ * The options of `argv` (the process's own by default) by `spec`; `--help`/`-h` prints `usage` and exits 0,
+ * anything unknown or malformed is a usage error. A value may start with a dash (`--node-args --foo`):
+ * parseArgs alone would take that for a flag, so `--flag value` is joined into `--flag=value` first.
+ */
+export function cli<const Spec extends Record<string, OptionSpec>>(usage: string, spec: Spec, argv: string[] = process.argv.slice(2)): Values<Spec> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(usage);
+    process.exit(0);
+  }
+  const takesValue = (flag: string) => {
+    const s = spec[flag.slice(2)];
+    return flag.startsWith('--') && s !== undefined && s.type !== 'boolean';
+  };
+  const joined: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (takesValue(arg) && i + 1 < argv.length) joined.push(`${arg}=${argv[++i]}`);
+    else joined.push(arg);
+  }
+  const options = Object.fromEntries(
+    Object.entries(spec).map(([name, s]) => [name, s.type === 'boolean' ? { type: 'boolean' as const } : { type: 'string' as const, multiple: s.type === 'strings' }]),
+  );
+  let values: Record<string, string | boolean | string[] | undefined>;
+  try {
+    values = parseArgs({ args: joined, options, strict: true, allowPositionals: false }).values as typeof values;
+  } catch (err) {
+    return usageError(usage, err instanceof Error ? err.message : String(err));
+  }
+  const out: Record<string, unknown> = {};
+  for (const [name, s] of Object.entries(spec)) {
+    const raw = values[name];
+    if (s.type === 'boolean') out[name] = raw === true;
+    else if (s.type === 'strings') out[name] = (raw as string[] | undefined) ?? [];
+    else if (s.type === 'string') out[name] = (raw as string | undefined) ?? s.default;
+    else if (raw === undefined) out[name] = s.default;
+    else {
+      const min = s.min ?? 0;
+      const n = Number(raw);
+      const ok = s.fraction ? raw !== '' && Number.isFinite(n) && n >= min : /^\d+$/.test(raw as string) && n >= min;
+      if (!ok) usageError(usage, `--${name}: expected ${s.fraction ? 'a number' : 'a whole number'} >= ${min} (got ${JSON.stringify(raw)})`);
+      out[name] = n;
+    }
+  }
+  return out as Values<Spec>;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Report figures, the same way in every bench: ranges over rounds, ratios against the baseline of the
+// same run (or round), CPU per message as (user + sys) / messages.
+
+/** A figure with `digits` decimals and thousands separators; "n/a" when not finite. */
+export const fmt = (x: number, digits = 1): string =>
+  Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a';
+
+/** Lowest–highest over the rounds, or the one figure when both round alike; `unit` after it; "n/a" if any is not finite. */
+export function range(values: number[], digits = 1, unit = ''): string {
+  const lo = fmt(Math.min(...values), digits);
+  const hi = fmt(Math.max(...values), digits);
+  if (lo === 'n/a' || hi === 'n/a') return 'n/a';
+  return `${lo === hi ? lo : `${lo}–${hi}`}${unit}`;
+}
+
+/** a against its baseline b, as "1.23×"; "n/a" without a baseline. */
+export const ratio = (a: number, b: number, digits = 2): string => (b > 0 && Number.isFinite(a / b) ? `${fmt(a / b, digits)}×` : 'n/a');
+
+/** Each round's figure against the same round's baseline, as a range of ratios ("0.63–0.91×"). */
+export const ratios = (values: number[], baselines: number[], digits = 2): string => range(values.map((v, i) => v / baselines[i]!), digits, '×');
+
+/** CPU per message in µs: (user + sys seconds) / messages. */
+export const cpuPerMessageUs = (cpuSeconds: number, messages: number): number => (messages > 0 ? (cpuSeconds * 1e6) / messages : Number.NaN);
+
+/** This process's user + sys CPU in seconds since `since` (a process.cpuUsage() reading), or since it started. */
+export function processCpuSeconds(since?: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(since);
+  return (used.user + used.system) / 1e6;
 }

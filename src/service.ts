@@ -77,11 +77,6 @@ export interface ServiceOptions {
    * are published 3-4 periods later. aedes's default (60 s) unless a test needs it short.
    */
   brokerHeartbeatMs?: number;
-  /**
-   * Benchmarks only (bench/devices.ts --hardening-cost): the publish budgets and flap bans skipped, so their
-   * cost can be measured against the same broker. Never set by the process edge.
-   */
-  benchWithoutBudgets?: boolean;
 }
 
 export interface Service {
@@ -272,7 +267,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
-      ...(opts.benchWithoutBudgets && { withoutBudgets: true }),
       // A transmitter's own start/stop creates no broadcast record; it still serves (or ends) a scheduled slot.
       onDeviceBroadcast: (mosqueId, e) => {
         if (e.action === 'start') scheduler.broadcastStarted({ id: e.broadcast_id, mosqueId, kind: e.kind, prayer: null });

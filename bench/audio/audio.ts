@@ -23,19 +23,17 @@ import { silentLogger } from '../../src/platform/log.ts';
 import type { OutgoingMessage } from '../../src/platform/notify.ts';
 import { createUserStore } from '../../src/people/users.ts';
 import { startService } from '../../src/service.ts';
-import { percentile, pool } from '../support.ts';
+import { cli, cpuPerMessageUs, fmt, percentile, pool, processCpuSeconds, ratio } from '../support.ts';
 import { gatedIcecast, plainIcecast, startSource, type Icecast } from './icecast.ts';
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(name);
-  return i === -1 ? fallback : Number(process.argv[i + 1]);
-};
-const LISTENERS = arg('--listeners', 1000);
-const SECONDS = arg('--seconds', 10);
+const { listeners: LISTENERS, seconds: SECONDS } = cli('usage: npx tsx bench/audio/audio.ts [--listeners 1000] [--seconds 10]', {
+  listeners: { type: 'number', default: 1000, min: 1 },
+  seconds: { type: 'number', default: 10, min: 1 },
+});
 const HOOK_SECRET = crypto.randomBytes(24).toString('base64url');
 const ADMIN_PASSWORD = crypto.randomBytes(12).toString('hex');
 const sha = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
-const ms = (v: number) => `${v.toFixed(1)} ms`;
+const ms = (v: number) => `${fmt(v, 1)} ms`;
 
 async function json(base: string, method: string, p: string, body?: unknown, token?: string): Promise<any> {
   const res = await fetch(`${base}/api/v1${p}`, {
@@ -72,11 +70,11 @@ async function crowd(urls: string[], seconds: number) {
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     return connect(url, agent, open);
   }));
-  const spent = process.cpuUsage(cpu);
+  const cpuS = processCpuSeconds(cpu);
   for (const req of open) req.destroy();
   agent.destroy();
   const times = results.map((r) => r.ms);
-  return { p50: percentile(times, 50), p99: percentile(times, 99), admitted: results.filter((r) => r.status === 200).length, cpuS: (spent.user + spent.system) / 1e6 };
+  return { p50: percentile(times, 50), p99: percentile(times, 99), admitted: results.filter((r) => r.status === 200).length, cpuS };
 }
 
 async function main() {
@@ -180,9 +178,10 @@ async function main() {
     console.log('| measure | gated (Minaret asked) | ungated baseline (two runs) | ratio |');
     console.log('|---|---|---|---|');
     console.log(`| admitted | ${gatedRun.admitted} | ${base1.admitted}, ${base2.admitted} | |`);
-    console.log(`| connect, response head p50 | ${ms(gatedRun.p50)} | ${ms(base1.p50)}, ${ms(base2.p50)} | ${(gatedRun.p50 / Math.min(base1.p50, base2.p50)).toFixed(2)} |`);
-    console.log(`| connect, response head p99 | ${ms(gatedRun.p99)} | ${ms(base1.p99)}, ${ms(base2.p99)} | ${(gatedRun.p99 / Math.min(base1.p99, base2.p99)).toFixed(2)} |`);
-    console.log(`| this process's CPU per listener | ${((gatedRun.cpuS / players.length) * 1e6).toFixed(0)} us | ${((base1.cpuS / players.length) * 1e6).toFixed(0)}, ${((base2.cpuS / players.length) * 1e6).toFixed(0)} us | Minaret: ${(((gatedRun.cpuS - baseCpu) / players.length) * 1e6).toFixed(0)} us per admitted listener |`);
+    const us = (cpuS: number) => fmt(cpuPerMessageUs(cpuS, players.length), 0);
+    console.log(`| connect, response head p50 | ${ms(gatedRun.p50)} | ${ms(base1.p50)}, ${ms(base2.p50)} | ${ratio(gatedRun.p50, Math.min(base1.p50, base2.p50))} |`);
+    console.log(`| connect, response head p99 | ${ms(gatedRun.p99)} | ${ms(base1.p99)}, ${ms(base2.p99)} | ${ratio(gatedRun.p99, Math.min(base1.p99, base2.p99))} |`);
+    console.log(`| this process's CPU per listener | ${us(gatedRun.cpuS)} µs | ${us(base1.cpuS)}, ${us(base2.cpuS)} µs | Minaret: ${us(gatedRun.cpuS - baseCpu)} µs per admitted listener |`);
     console.log(`\n| Minaret's listener_add answer (hook alone, ${hookTimes.length} calls) | p50 ${ms(percentile(hookTimes, 50))} | p99 ${ms(percentile(hookTimes, 99))} |`);
     console.log(`| source live (mount listed) -> first player's start event | ${ms(heardStart - mountSeen)} | (ffmpeg spawn -> mount listed ${ms(mountSeen - sourceStarted)}) |`);
     console.log(`| ban -> listener dropped by Icecast | ${ms(banToDrop)} | |`);

@@ -18,22 +18,25 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
-import { CONTENDED_CORES, machine, openFilesLimit, percentile, writeSubsection } from '../support.ts';
-import { Child, HOST, cpuWindow, fmt, killAll, range, startRedisServer, type RedisServer, type Spent } from './processes.ts';
+import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, openFilesLimit, percentile, range, ratios, writeSubsection } from '../support.ts';
+import { Child, HOST, cpuWindow, killAll, startRedisServer, type RedisServer, type Spent } from './processes.ts';
 import { SECTION, SECTION_INTRO, subsectionOrder } from './sections.ts';
 import { api } from '../world/registration.ts';
 import { Watch, buildWorld, burst, connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type World } from './world.ts';
 
 const args = process.argv.slice(2);
-const flag = (name: string, dflt: number) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : dflt;
-};
-const N = flag('--players', 10_000);
-const K = flag('--messages', 2);
-const C = flag('--concurrency', 200);
-const RUNS = flag('--runs', 2);
-const WRITE = !args.includes('--no-write');
+const opts = cli('usage: npx tsx bench/cluster/cluster.ts [--players <n>=10000] [--messages <k>=2] [--concurrency <c>=200] [--runs <r>=2] [--no-write]', {
+  players: { type: 'number', default: 10_000, min: 2 },
+  messages: { type: 'number', default: 2, min: 1 },
+  concurrency: { type: 'number', default: 200, min: 1 },
+  runs: { type: 'number', default: 2, min: 1 },
+  'no-write': { type: 'boolean' },
+}, args);
+const N = opts.players;
+const K = opts.messages;
+const C = opts.concurrency;
+const RUNS = opts.runs;
+const WRITE = !opts['no-write'];
 const FANOUTS = 2;
 
 type Figures = Record<string, number>;
@@ -121,18 +124,18 @@ async function topology(procs: number, world: World, dir: string, redis: RedisSe
 function report(runs: Array<Record<number, Figures>>, date: string, command: string, registerS: number): string {
   const all = (procs: number, fn: (f: Figures) => number) => runs.map((r) => fn(r[procs]!));
   const cell = (procs: number, fn: (f: Figures) => number, digits = 0) => range(all(procs, fn), digits);
-  const ratio = (fn: (f: Figures) => number, digits = 2) => range(runs.map((r) => fn(r[2]!) / fn(r[1]!)), digits) + '×';
-  const vsBare = (procs: number, fn: (f: Figures) => number) => range(runs.map((r) => fn(r[procs]!) / fn(r[0]!)), 2) + '×';
+  const ratio = (fn: (f: Figures) => number) => ratios(all(2, fn), all(1, fn));
+  const vsBare = (procs: number, fn: (f: Figures) => number) => ratios(all(procs, fn), all(0, fn));
   const n = N.toLocaleString('en-US');
   const rows: Array<[string, (f: Figures) => number, number, boolean]> = [
     [`Connects/s (${n} CONNECT → CONNACK, ${C} in flight)`, (f) => N / f['connectS']!, 0, true],
-    ['Service CPU per connect, all processes (µs)', (f) => (f['connectCpu']! / N) * 1e6, 0, true],
+    ['Service CPU per connect, all processes (µs)', (f) => cpuPerMessageUs(f['connectCpu']!, N), 0, true],
     ['Ready (SUBSCRIBE config, leased config, SUBSCRIBE broadcast)/s', (f) => N / f['readyS']!, 0, false],
     [`**Statuses ingested/s** (${(N * K).toLocaleString('en-US')} QoS 1 retained, until the last PUBACK)`, (f) => (N * K) / f['statusS']!, 0, true],
-    ['Service CPU per status, all processes (µs)', (f) => (f['statusCpu']! / (N * K)) * 1e6, 0, true],
-    ['redis-server CPU per status (µs)', (f) => (f['statusRedis']! / (N * K)) * 1e6, 1, false],
+    ['Service CPU per status, all processes (µs)', (f) => cpuPerMessageUs(f['statusCpu']!, N * K), 0, true],
+    ['redis-server CPU per status (µs)', (f) => cpuPerMessageUs(f['statusRedis']!, N * K), 1, false],
     [`Heartbeats/s (${(N * (K + 1)).toLocaleString('en-US')}: QoS 0 + a QoS 1 fence each)`, (f) => (N * (K + 1)) / f['heartbeatS']!, 0, true],
-    ['Service CPU per heartbeat, all processes (µs)', (f) => (f['heartbeatCpu']! / (N * (K + 1))) * 1e6, 1, true],
+    ['Service CPU per heartbeat, all processes (µs)', (f) => cpuPerMessageUs(f['heartbeatCpu']!, N * (K + 1)), 1, true],
     [`**Broadcast → first player** (ms after the POST began; bare: after the publish)`, (f) => f['first']!, 1, true],
     [`**Broadcast → p99 of ${n} players** (ms)`, (f) => f['p99']!, 0, true],
     ['The POST\'s (bare: PUBACK\'s) own time (ms)', (f) => f['post']!, 0, true],

@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
-import { CLOCK_TICKS_PER_S, ROOT, SERVICE_NODE_FLAGS, hostBusySeconds } from '../support.ts';
+import { CLOCK_TICKS_PER_S, ROOT, SERVICE_NODE_FLAGS, hostBusySeconds, processCpuSeconds } from '../support.ts';
 
 export const REDIS_SERVER = '/usr/bin/redis-server';
 export const HOST = '127.0.0.1';
@@ -153,18 +153,10 @@ export function cpuWindow(pids: number[]): () => Spent {
   return () => {
     const seconds = (performance.now() - t0) / 1000;
     const cpu = pids.map((p, i) => cpuSeconds(p) - cpu0[i]!);
-    const self = process.cpuUsage(self0);
+    const self = processCpuSeconds(self0);
     const host1 = hostBusySeconds();
-    const mine = cpu.reduce((a, b) => a + b, 0) + (self.user + self.system) / 1e6;
+    const mine = cpu.reduce((a, b) => a + b, 0) + self;
     const otherCores = host0 === null || host1 === null ? null : Math.max(0, (host1 - host0 - mine) / seconds);
-    return { seconds, cpu: [...cpu, (self.user + self.system) / 1e6], otherCores };
+    return { seconds, cpu: [...cpu, self], otherCores };
   };
 }
-
-export const fmt = (v: number, digits = 1) => (Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : 'n/a');
-/** "a–b" for the two runs' figures (or one figure when they round alike). */
-export const range = (values: number[], digits = 1) => {
-  const lo = fmt(Math.min(...values), digits);
-  const hi = fmt(Math.max(...values), digits);
-  return lo === hi ? lo : `${lo}–${hi}`;
-};

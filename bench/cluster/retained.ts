@@ -16,20 +16,21 @@ import redisPersistence from 'aedes-persistence-redis';
 import { Redis } from 'ioredis';
 import mqtt from 'mqtt';
 import { createIndexedRedisPersistence } from '../../broker/delivery/retained-index.ts';
-import { machine, percentile, pool, writeSubsection } from '../support.ts';
-import { CONTENDED_CORES } from '../support.ts';
-import { HOST, cpuWindow, fmt, killAll, range, startRedisServer, type RedisServer } from './processes.ts';
+import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, percentile, pool, range, ratios, writeSubsection } from '../support.ts';
+import { HOST, cpuWindow, killAll, startRedisServer, type RedisServer } from './processes.ts';
 import { SECTION, SECTION_INTRO, subsectionOrder } from './sections.ts';
 
 const args = process.argv.slice(2);
-const flag = (name: string, dflt: number) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : dflt;
-};
-const UNRELATED = flag('--unrelated', 10_000);
-const SUBSCRIBES = flag('--subscribes', 40);
-const RUNS = flag('--runs', 2);
-const WRITE = !args.includes('--no-write');
+const opts = cli('usage: npx tsx bench/cluster/retained.ts [--unrelated <n>=10000] [--subscribes <r>=40] [--runs <k>=2] [--no-write]', {
+  unrelated: { type: 'number', default: 10_000, min: 1 },
+  subscribes: { type: 'number', default: 40, min: 1 },
+  runs: { type: 'number', default: 2, min: 1 },
+  'no-write': { type: 'boolean' },
+}, args);
+const UNRELATED = opts.unrelated;
+const SUBSCRIBES = opts.subscribes;
+const RUNS = opts.runs;
+const WRITE = !opts['no-write'];
 
 /** The filters measured and how many retained messages each must bring. */
 const FILTERS: Array<{ filter: string; expect: number; what: string }> = [
@@ -93,7 +94,7 @@ async function subscribes(client: mqtt.MqttClient, redis: Redis, filter: string,
     times.push(performance.now() - t0);
     await client.unsubscribeAsync(filter);
   }
-  return { p50: percentile(times, 50), p90: percentile(times, 90), redisUs: ((await redisCpu(redis)) - cpu0) / SUBSCRIBES * 1e6 };
+  return { p50: percentile(times, 50), p90: percentile(times, 90), redisUs: cpuPerMessageUs((await redisCpu(redis)) - cpu0, SUBSCRIBES) };
 }
 
 /** N retained QoS 1 stores through one broker, 100 in flight: stores/s and Redis CPU per store. */
@@ -102,7 +103,7 @@ async function stores(client: mqtt.MqttClient, redis: Redis, server: RedisServer
   const cpu0 = await redisCpu(redis);
   await pool(n, 100, (i) => client.publishAsync(`devices/o${i}/status`, payload, { qos: 1, retain: true }).then(() => undefined));
   const spent = close();
-  return { perS: n / spent.seconds, redisUs: ((await redisCpu(redis)) - cpu0) / n * 1e6, otherCores: spent.otherCores ?? 0 };
+  return { perS: n / spent.seconds, redisUs: cpuPerMessageUs((await redisCpu(redis)) - cpu0, n), otherCores: spent.otherCores ?? 0 };
 }
 
 type Run = Record<string, number>;
@@ -147,7 +148,7 @@ async function oneRun(): Promise<Run> {
 
 function report(runs: Run[], date: string, command: string): string {
   const r = (key: string, digits = 2) => range(runs.map((x) => x[key]!), digits);
-  const ratio = (a: string, b: string) => range(runs.map((x) => x[a]! / x[b]!), 1) + '×';
+  const ratio = (a: string, b: string) => ratios(runs.map((x) => x[a]!), runs.map((x) => x[b]!), 1);
   const n = UNRELATED.toLocaleString('en-US');
   const L = [
     '### Retained lookups: one SUBSCRIBE with 0 and with ' + n + ' unrelated retained messages',

@@ -1,5 +1,5 @@
 /**
- * The console's first load on a phone's slow link (issue 12, "Measure"): a real service with a member who
+ * The console's first load on a phone's slow link (docs/console.md, "Decisions"; goal: docs/sizing.md, "Goals"): a real service with a member who
  * has an approved membership and an online player, Debian's chromium at a phone's viewport, Chrome
  * DevTools' "Fast 3G" conditions through the DevTools protocol, a cold cache (a fresh browser context),
  * then a second (warm) visit in the same context. Beside it, in the same run: the same loads unthrottled,
@@ -28,11 +28,15 @@ import { silentLogger } from '../../src/platform/log.ts';
 import { startService } from '../../src/service.ts';
 import { SimDevice } from '../../simulator/device.ts';
 import { FAST_3G, PAGE_PROBE, QUIET_MS, UNTHROTTLED, recordNetwork, waitUsable, type NetworkConditions, type Resource } from './page.ts';
-import { ROOT, machine, packageVersion, writeSubsection } from '../support.ts';
+import { ROOT, cli, fmt, machine, packageVersion, writeSubsection } from '../support.ts';
 
-const args = process.argv.slice(2);
-const RUNS = Number(args[args.indexOf('--runs') + 1] || 3) || 3;
-const WRITE = !args.includes('--no-write');
+const opts = cli('usage: npm run bench:console [-- --runs 3] [--no-write] [--before <console folder>]', {
+  runs: { type: 'number', default: 3, min: 1 },
+  'no-write': { type: 'boolean' },
+  before: { type: 'string' },
+});
+const RUNS = opts.runs;
+const WRITE = !opts['no-write'];
 const GOAL_BYTES = 150 * 1024;
 const GOAL_MS = 3000;
 const MEMBER = { email: 'amina@bench.example', password: 'a long member password' };
@@ -137,9 +141,10 @@ async function measureBare(browser: Browser, url: string, conditions: NetworkCon
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const kb = (b: number) => `${(b / 1024).toFixed(1)} KB`;
-const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-const stat = (xs: number[], f: (x: number) => string) => `${f(median(xs))} (${f(Math.min(...xs))}-${f(Math.max(...xs))})`;
+const kb = (b: number) => `${fmt(b / 1024, 1)} KB`;
+const s = (ms: number) => `${fmt(ms / 1000, 2)} s`;
+/** The median, then the range over the runs. */
+const stat = (xs: number[], f: (x: number) => string) => `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
 
 /** Body bytes of the first load's console files as sent raw and as sent with brotli (node:http, no decoding). */
 async function bodySizes(resources: Resource[]): Promise<{ raw: number; br: number }> {
@@ -188,12 +193,11 @@ async function startWorld(consoleDir?: string) {
 }
 
 async function main() {
-  const beforeAt = args.indexOf('--before');
-  const beforeDir = beforeAt === -1 ? null : path.resolve(args[beforeAt + 1] ?? '');
+  const beforeDir = opts.before === undefined ? null : path.resolve(opts.before);
   const worlds = [await startWorld(), ...(beforeDir ? [await startWorld(beforeDir)] : [])];
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
   try {
-    const variants: Variant[] = worlds.map((w, i) => ({ label: i === 0 ? 'this console' : `before (${args[beforeAt + 1]})`, url: w.url, runs: { fast3g: [], open: [] } }));
+    const variants: Variant[] = worlds.map((w, i) => ({ label: i === 0 ? 'this console' : `before (${opts.before})`, url: w.url, runs: { fast3g: [], open: [] } }));
     // Alternating, so a burst of load from the other tenants of this machine spreads over every condition.
     for (let i = 0; i < RUNS; i++) {
       for (const [name, conditions] of [['fast3g', FAST_3G], ['open', UNTHROTTLED]] as const) {
@@ -251,7 +255,7 @@ function render(variants: Variant[], bare: Record<'fast3g' | 'open', Array<{ int
     '',
     ...machine(),
     `- Chromium ${chromiumVersion} (Debian, headless, \`--no-sandbox\`), playwright-core ${packageVersion('playwright-core')}; viewport 390 x 844; date ${new Date().toISOString().slice(0, 10)}`,
-    `- Command: \`npm run bench:console${variants.length > 1 ? ` -- --before ${args[args.indexOf('--before') + 1]}` : ''}\` (${RUNS} repetitions, alternating conditions; median (min-max)). Fast 3G = latency 562.5 ms, down 180,000 B/s, up 84,375 B/s (DevTools' preset, bench/console/page.ts); cold = a fresh browser context, warm = a second visit in it`,
+    `- Command: \`npm run bench:console${variants.length > 1 ? ` -- --before ${opts.before}` : ''}\` (${RUNS} repetitions, alternating conditions; median (min–max)). Fast 3G = latency 562.5 ms, down 180,000 B/s, up 84,375 B/s (DevTools' preset, bench/console/page.ts); cold = a fresh browser context, warm = a second visit in it`,
     `- "Sign-in interactive": navigation start to the password form in the page, plus a ${QUIET_MS} ms main-thread quiet window (no long task). "Home rendered": the sign-in submit to Home listing the member's player, plus the same quiet window (the token lives in memory, so Home always follows a sign-in: POST /auth/login, then /me, /mosques, /devices, /devices/{id}/why). Bytes: headers + encoded body, from CDP; the first load counts every request started before the sign-in submit (the views fetched after the first page included)`,
     '',
     '| | Fast 3G cold | Fast 3G warm | unthrottled cold | unthrottled warm |',
@@ -260,7 +264,7 @@ function render(variants: Variant[], bare: Record<'fast3g' | 'open', Array<{ int
     ...variants.slice(1).flatMap((v) => rows(v, `${v.label}: `)),
     `| bare page, same bytes in one response (baseline) | ${stat(bare.fast3g.map((b) => b.interactive), s)} (${kb(median(bare.fast3g.map((b) => b.bytes)))}) | | ${stat(bare.open.map((b) => b.interactive), s)} | |`,
     '',
-    `Goal (issue 12): under 150 KB compressed and interactive under 3 s. First load ${kb(bytes)}: ${bytes < GOAL_BYTES ? 'met' : 'NOT met'}. Sign-in interactive ${s(tti)}: ${tti < GOAL_MS ? 'met' : 'NOT met'}; Home rendered ${s(member)} after the submit: ${member < GOAL_MS ? 'under' : 'over'} 3 s. The first load's response bodies are ${kb(sizes.br)} with brotli, ${kb(sizes.raw)} uncompressed.`,
+    `Goal (docs/sizing.md, "Goals"): under 150 KB compressed and interactive under 3 s. First load ${kb(bytes)}: ${bytes < GOAL_BYTES ? 'met' : 'NOT met'}. Sign-in interactive ${s(tti)}: ${tti < GOAL_MS ? 'met' : 'NOT met'}; Home rendered ${s(member)} after the submit: ${member < GOAL_MS ? 'under' : 'over'} 3 s. The first load's response bodies are ${kb(sizes.br)} with brotli, ${kb(sizes.raw)} uncompressed.`,
     '',
     `Per resource, the median cold Fast 3G run (ms from the navigation's first request):`,
     '',

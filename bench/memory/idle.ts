@@ -1,5 +1,5 @@
 /**
- * Idle memory of the service process (issue 13, goal 2: idle RSS ≤ 120 MiB), part by part.
+ * Idle memory of the service process (docs/sizing.md, "Goals": idle RSS ≤ 120 MiB), part by part.
  *
  *   npm run bench:memory -- [--devices <n>=2000] [--runs <r>=3] [--settle <s>=3] [--only <i,...>] [--spaces]
  *                           [--node-args "<flags>"] [--env K=V ...] [--seed-only <dir>]
@@ -195,10 +195,10 @@ async function seed(dir: string, n: number): Promise<void> {
   }
 }
 
-function measure(stage: Stage, env: Record<string, string>, settleS: number, nodeArgs: string[]): Promise<Figures> {
+function measure(stage: Stage, env: Record<string, string>, settleS: number, nodeArgs: string[], extraEnv: Record<string, string>): Promise<Figures> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), '--child', stage, String(settleS * 1000)], {
-      cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] as const, env: Object.fromEntries(Object.entries({ PATH: process.env['PATH'] ?? '', ...extraEnv(), ...env }).filter(([, v]) => v !== '')),
+      cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] as const, env: Object.fromEntries(Object.entries({ PATH: process.env['PATH'] ?? '', ...extraEnv, ...env }).filter(([, v]) => v !== '')),
     });
     let out = '';
     let fetched = false;
@@ -218,41 +218,44 @@ function measure(stage: Stage, env: Record<string, string>, settleS: number, nod
   });
 }
 
-/** `--env K=V` (repeatable): set in every child, e.g. MALLOC_ARENA_MAX=2. */
-function extraEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  process.argv.forEach((a, i) => {
-    if (a !== '--env') return;
-    const [k, ...v] = (process.argv[i + 1] ?? '').split('=');
-    if (k) env[k] = v.join('=');
-  });
-  return env;
-}
-
 const mib = (b: number) => (b / 1048576).toFixed(1);
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(name);
-  if (i < 0) return fallback;
-  const value = Number(process.argv[i + 1]);
-  if (!Number.isFinite(value) || value < 0) throw new Error(`${name}: a number, got ${process.argv[i + 1]}`);
-  return value;
-}
+const USAGE =
+  'usage: npm run bench:memory -- [--devices <n>=2000] [--runs <r>=3] [--settle <s>=3] [--only <i,...>] [--spaces]\n' +
+  '                               [--node-args "<flags>"] [--env K=V ...] [--seed-only <dir>]';
 
 async function parent(): Promise<void> {
-  const devices = arg('--devices', 2000);
-  // `--seed-only <dir>`: leave a seeded database there (for a heap snapshot of the service on it) and stop.
-  const seedOnly = process.argv.indexOf('--seed-only');
-  if (seedOnly > 0) {
-    const dir = path.resolve(String(process.argv[seedOnly + 1]));
+  // Imported here, in the parent only: the children's first stages price the loader and the modules alone.
+  const { SERVICE_NODE_FLAGS, cli, range: rangeOf, usageError } = await import('../support.ts');
+  const opts = cli(USAGE, {
+    devices: { type: 'number', default: 2000 },
+    runs: { type: 'number', default: 3, min: 1 },
+    settle: { type: 'number', default: 3, fraction: true },
+    only: { type: 'string' },
+    spaces: { type: 'boolean' },
+    // `--node-args "--max-semi-space-size=2"`: flags for every child, to price a V8 or node setting.
+    'node-args': { type: 'string', default: '' },
+    // `--env K=V` (repeatable): set in every child, e.g. MALLOC_ARENA_MAX=2.
+    env: { type: 'strings' },
+    // `--seed-only <dir>`: leave a seeded database there (for a heap snapshot of the service on it) and stop.
+    'seed-only': { type: 'string' },
+  });
+  const devices = opts.devices;
+  if (opts['seed-only'] !== undefined) {
+    const dir = path.resolve(opts['seed-only']);
     fs.mkdirSync(dir, { recursive: true });
     return seed(dir, devices);
   }
-  const runs = arg('--runs', 3);
-  const settleS = arg('--settle', 3);
-  // `--node-args "--max-semi-space-size=2"`: flags for every child, to price a V8 or node setting.
-  const nodeArgs = (process.argv[process.argv.indexOf('--node-args') + 1] ?? '').split(' ').filter((a) => process.argv.includes('--node-args') && a);
-  const only = process.argv.includes('--only') ? String(process.argv[process.argv.indexOf('--only') + 1]).split(',').map(Number) : null;
+  const runs = opts.runs;
+  const settleS = opts.settle;
+  const nodeArgs = opts['node-args'].split(' ').filter(Boolean);
+  const extraEnv: Record<string, string> = {};
+  for (const pair of opts.env) {
+    const [k, ...v] = pair.split('=');
+    if (!k || v.length === 0) return usageError(USAGE, `--env: K=V, got ${JSON.stringify(pair)}`);
+    extraEnv[k] = v.join('=');
+  }
+  const only = opts.only === undefined ? null : opts.only.split(',').map(Number);
   const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-memory-empty-'));
   const full = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-memory-full-'));
   try {
@@ -273,22 +276,16 @@ async function parent(): Promise<void> {
     for (const [index, [label, stage, env]] of stages.entries()) {
       if (only && !only.includes(index)) continue;
       const results: Figures[] = [];
-      // The service stages run with the node flags npm start gives the service (imported here, in the parent
-      // only: the children's first stages price the loader and the modules alone).
-      const flags = stage === 'service' || stage === 'console' ? (await import('../support.ts')).SERVICE_NODE_FLAGS : [];
-      for (let r = 0; r < runs; r++) results.push(await measure(stage, env, settleS, [...flags, ...nodeArgs]));
-      const range = (pick: (f: Figures) => number) => {
-        const values = results.map(pick);
-        const lo = Math.min(...values);
-        const hi = Math.max(...values);
-        return lo === hi || mib(lo) === mib(hi) ? mib(lo) : `${mib(lo)}-${mib(hi)}`;
-      };
+      // The service stages run with the node flags npm start gives the service.
+      const flags = stage === 'service' || stage === 'console' ? SERVICE_NODE_FLAGS : [];
+      for (let r = 0; r < runs; r++) results.push(await measure(stage, env, settleS, [...flags, ...nodeArgs], extraEnv));
+      const range = (pick: (f: Figures) => number) => rangeOf(results.map((f) => pick(f) / 1048576), 1);
       console.log(`| ${label} | ${range((f) => f.rss)} | ${range((f) => f.heapTotal)} / ${range((f) => f.heapUsed)} | ${range((f) => f.external)} / ${range((f) => f.arrayBuffers)} | ${range((f) => f.anonymous)} | ${results.map((f) => f.threads).join(', ')} |`);
-      if (process.argv.includes('--spaces')) {
+      if (opts.spaces) {
         for (const [space, [committed, used]] of Object.entries(results[0]!.spaces)) console.log(`    ${space}: ${mib(committed)} committed, ${mib(used)} used`);
       }
     }
-    if (nodeArgs.length > 0 || Object.keys(extraEnv()).length > 0) console.log(`Children ran with node ${nodeArgs.join(' ')} and ${JSON.stringify(extraEnv())}.`);
+    if (nodeArgs.length > 0 || Object.keys(extraEnv).length > 0) console.log(`Children ran with node ${nodeArgs.join(' ')} and ${JSON.stringify(extraEnv)}.`);
     console.log(`Each stage ${runs} fresh processes (range), ${settleS} s after start, RSS after two full GCs.`);
   } finally {
     fs.rmSync(empty, { recursive: true, force: true });

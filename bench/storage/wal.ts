@@ -9,9 +9,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { checkpointInBackground, openDatabase } from '../../src/platform/db.ts';
-import { hostBusySeconds, machine, percentile, writeSubsection } from '../support.ts';
+import { cli, fmt, hostBusySeconds, machine, percentile, processCpuSeconds, writeSubsection } from '../support.ts';
 
-const WRITES = Number(process.env.BENCH_WAL_WRITES ?? 30_000);
+const opts = cli('usage: npm run bench:wal [-- --writes <n>=30000] [--no-write]   (BENCH_WAL_WRITES=<n> sets the default)', {
+  writes: { type: 'number', default: Number(process.env.BENCH_WAL_WRITES ?? 30_000), min: 1 },
+  'no-write': { type: 'boolean' },
+});
+const WRITES = opts.writes;
 const PER_TICK = 30; // 30 transactions every 10 ms: about 3,000 status-like commits a second
 const REPEATS = 2;
 
@@ -53,24 +57,23 @@ async function run(mode: Run['mode']): Promise<Run> {
   loop.disable();
   const seconds = (performance.now() - t0) / 1000;
   const busy1 = hostBusySeconds();
-  const cpu = process.cpuUsage(cpu0);
+  const cpuS = processCpuSeconds(cpu0);
   await checkpointer?.close();
   db.close();
   fs.rmSync(dir, { recursive: true, force: true });
   return {
     mode, commitMs, loopMaxMs: loop.max / 1e6, loopP99Ms: loop.percentile(99) / 1e6, walMaxMiB: walMax / 2 ** 20,
     // Other work on the host during the run: cores busy beyond this process's own (its worker included).
-    hostCores: busy0 === null || busy1 === null ? Number.NaN : (busy1 - busy0 - (cpu.user + cpu.system) / 1e6) / seconds,
+    hostCores: busy0 === null || busy1 === null ? Number.NaN : (busy1 - busy0 - cpuS) / seconds,
   };
 }
 
 const runs: Run[] = [];
 for (let r = 0; r < REPEATS; r++) for (const mode of ['inline', 'background'] as const) runs.push(await run(mode));
 
-const fmt = (n: number, d = 2) => n.toFixed(d);
 const rowOf = (r: Run) => {
   const slow = r.commitMs.filter((ms) => ms > 5).length;
-  return `| ${r.mode} | ${fmt(percentile(r.commitMs, 50), 3)} | ${fmt(percentile(r.commitMs, 99), 3)} | ${fmt(percentile(r.commitMs, 99.9))} | ${fmt(Math.max(...r.commitMs), 1)} | ${slow} | ${fmt(r.loopP99Ms, 1)} / ${fmt(r.loopMaxMs, 1)} | ${fmt(r.walMaxMiB, 1)} | ${fmt(Math.max(0, r.hostCores))} |`;
+  return `| ${r.mode} | ${fmt(percentile(r.commitMs, 50), 3)} | ${fmt(percentile(r.commitMs, 99), 3)} | ${fmt(percentile(r.commitMs, 99.9), 2)} | ${fmt(Math.max(...r.commitMs), 1)} | ${slow} | ${fmt(r.loopP99Ms, 1)} / ${fmt(r.loopMaxMs, 1)} | ${fmt(r.walMaxMiB, 1)} | ${fmt(Math.max(0, r.hostCores), 2)} |`;
 };
 const table = [
   '| Checkpoints | commit p50 (ms) | p99 | p99.9 | max | commits > 5 ms | loop delay p99 / max (ms) | WAL file max (MiB) | other processes (cores) |',
@@ -90,6 +93,6 @@ const sub = [
   '**Reading.** The checkpoints\' stalls are the tail: p99.9, max and the commits over 5 ms. With the other processes\' column near 2 cores the loop-delay figures are mostly the scheduler\'s; compare runs with it low. The WAL file grows further with the worker (it can only start over in a quiet moment) and is held under 64 MiB: past it the writer checkpoints inline again until the WAL is short.',
 ].join('\n');
 console.log(sub);
-writeSubsection('## Database checkpoints (npm run bench:wal)',
+if (!opts['no-write']) writeSubsection('## Database checkpoints (npm run bench:wal)',
   '`npm run bench:wal` (bench/storage/wal.ts): the event loop\'s cost of WAL checkpoints, inline against the background checkpointer the service runs (src/platform/db.ts). A rerun replaces its own subsection.',
   sub, () => 0);

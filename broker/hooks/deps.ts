@@ -30,8 +30,6 @@ export interface HookDeps {
   /** Publish budgets per device (DEVICE_*_RATE, DEVICE_*_BURST) and the flood window (DEVICE_FLOOD_WINDOW_S). */
   budgets: Record<'status' | 'heartbeat' | 'ack', Rate>;
   floodWindowMs: number;
-  /** Benchmarks only: no publish budgets and no flap bans (their cost is measured against this). */
-  withoutBudgets?: boolean;
   /** Reconnect flapping (MQTT_FLAP_*). */
   flap: FlapRule;
   /**

@@ -50,7 +50,6 @@ export function createDeviceHooks(deps: HookDeps): DeviceHooks {
 
   /** The budget's answer for one publish: null to go on, else the refusal. A log over budget still goes on to telemetry's own rule. */
   function overBudget(info: DeviceInfo, channel: BudgetChannel): PublishRefusal | null {
-    if (deps.withoutBudgets) return null;
     const verdict = budgets.spend(info.id, channel, deps.clock());
     if (verdict === 'ok' || (verdict === 'over' && channel === 'log')) return null;
     if (verdict === 'flood') {
@@ -89,7 +88,7 @@ export function createDeviceHooks(deps: HookDeps): DeviceHooks {
       if (!deps.verifySecret(id, password.toString('utf8'))) return { kind: 'bad_credentials' };
       const will = wills.get(client) ?? null;
       if (will !== null && will !== `devices/${id}/status`) return { kind: 'will_denied', topic: will };
-      const banned = deps.withoutBudgets ? null : flapRefusal(id);
+      const banned = flapRefusal(id);
       if (banned) return banned;
       // The new connection becomes the device's current one now, before aedes closes a taken-over one:
       // that old connection's will and disconnect must not mark the device OFFLINE.
