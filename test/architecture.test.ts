@@ -297,11 +297,10 @@ function privateCitations(text: string): string[] {
 /**
  * Every source, test and doc file the repository tracks, as paths from ROOT. Left out: what git ignores (node_modules,
  * data/ but its migrations, .tmp/, logs, the walk-through's desktop shots), images, and what `npm run docs` generates
- * from sources that are checked (docs/openapi.json from api/openapi.ts, docs/asyncapi.json). bench/ is left out until
- * its history moves out of bench/RESULTS.md.
+ * from sources that are checked (docs/openapi.json from api/openapi.ts, docs/asyncapi.json).
  */
 function citingFiles(): string[] {
-  const SKIP_DIRS = new Set(['node_modules', '.git', '.tmp', '.minaret', 'generated', 'bench']);
+  const SKIP_DIRS = new Set(['node_modules', '.git', '.tmp', '.minaret', 'generated']);
   const SKIP_FILES = new Set([path.join('docs', 'openapi.json'), path.join('docs', 'asyncapi.json')]);
   const out: string[] = [];
   const walk = (dir: string): void => {
