@@ -123,8 +123,6 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
   const mosques = createMosqueStore(db, clock, changes);
   const admins = createAdminStore(db, clock, users, changes);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];
-  // Late-bound: the fan-out needs the device plane, which is built after the people.
-  const broadcastHooks: { onStart?: (b: BroadcastRow) => void; onStop?: (b: BroadcastRow) => void; waitsForSource?: (mosqueId: string) => boolean } = {};
   const memberships = createMemberships({ db, clock, activity, users, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   const grants = createAddressGrants({ db, clock, activity, memberships, admins });
   // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
@@ -138,11 +136,7 @@ function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSe
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
     invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
-    broadcastHooks,
-    broadcasts: createBroadcasts({
-      db, clock, activity, onStart: (b) => broadcastHooks.onStart?.(b), onStop: (b) => broadcastHooks.onStop?.(b),
-      waitsForSource: (mosqueId) => broadcastHooks.waitsForSource?.(mosqueId) ?? false,
-    }),
+    broadcasts: createBroadcasts({ db, clock, activity }),
     pushSubscriptions: createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser),
   };
 }
@@ -214,7 +208,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       recordingSeconds: (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
-    people.broadcastHooks.waitsForSource = follow.waitsForSource;
+    people.broadcasts.gateOnSource(follow.waitsForSource);
     const scheduleStore = createScheduleStore(db, people.mosques);
     const scheduler: Scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
@@ -323,8 +317,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       return audio ? { ...devices, listeners: whoHeard(audio, b, Math.floor(clock() / 1000)) } : devices;
     };
     const story = createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock });
-    people.broadcastHooks.onStart = story.started;
-    people.broadcastHooks.onStop = story.stopped;
+    people.broadcasts.listen(story);
     scheduler.start();
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
     const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);

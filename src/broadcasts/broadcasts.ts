@@ -67,20 +67,21 @@ export interface StartBroadcast {
   fallback?: boolean;
 }
 
+/** Told of every start and stop once its row is committed (src/broadcasts/broadcast-story.ts). */
+export interface BroadcastListener {
+  started(b: BroadcastRow): void;
+  stopped(b: BroadcastRow): void;
+}
+
 /**
  * The record of a broadcast and its activity entries. Reaching devices and members (fan-out, delivery
- * report) is src/broadcasts/broadcast-fanout.ts's: it listens through `onStart` / `onStop`.
+ * report, the schedule) is src/broadcasts/broadcast-story.ts's: it listens through `listen`.
  */
-export function createBroadcasts(deps: {
-  db: Db;
-  clock: Clock;
-  activity: ActivityLog;
-  onStart?: (b: BroadcastRow) => void;
-  onStop?: (b: BroadcastRow) => void;
-  /** Whether a start now waits for the mosque's source (src/broadcasts/source-follow.ts); never without an audio server. */
-  waitsForSource?: (mosqueId: string) => boolean;
-}) {
+export function createBroadcasts(deps: { db: Db; clock: Clock; activity: ActivityLog }) {
   const { db, activity } = deps;
+  const listeners: BroadcastListener[] = [];
+  /** Whether a start now waits for the mosque's source (src/broadcasts/source-follow.ts); never without an audio server. */
+  let waitsForSource: (mosqueId: string) => boolean = () => false;
   const byId = db.prepare<[string, string], BroadcastRow>('SELECT * FROM broadcasts WHERE id = ? AND mosque_id = ?');
   const live = db.prepare<[string], BroadcastRow>("SELECT * FROM broadcasts WHERE mosque_id = ? AND status = 'live'");
   const insert = db.prepare(
@@ -94,6 +95,9 @@ export function createBroadcasts(deps: {
   const now = () => toUnixSeconds(deps.clock());
 
   return {
+    listen: (listener: BroadcastListener) => void listeners.push(listener),
+    /** With an audio server, the source follow says whether a start waits for the mosque's source to go live. */
+    gateOnSource: (waits: (mosqueId: string) => boolean) => void (waitsForSource = waits),
     find: (mosqueId: string, id: string) => byId.get(id, mosqueId) ?? null,
     findLive: (mosqueId: string) => live.get(mosqueId) ?? null,
     /** The source went live: a waiting broadcast stops waiting. True for the one call that changed it (several processes may hear it). */
@@ -108,13 +112,13 @@ export function createBroadcasts(deps: {
       const started = db.transaction((): Result<BroadcastRow> => {
         if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
         const id = crypto.randomUUID();
-        const waits = !input.fallback && (input.waitForSource ?? deps.waitsForSource?.(mosqueId) ?? false);
+        const waits = !input.fallback && (input.waitForSource ?? waitsForSource(mosqueId));
         insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now(), waits ? 1 : 0, input.fallback ? 1 : 0);
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
         activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
         return ok(byId.get(id, mosqueId)!);
       })();
-      if (started.ok) deps.onStart?.(started.value);
+      if (started.ok) for (const l of listeners) l.started(started.value);
       return started;
     },
 
@@ -126,7 +130,7 @@ export function createBroadcasts(deps: {
         activity.record({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
       })();
       const stopped = byId.get(broadcast.id, broadcast.mosque_id)!;
-      deps.onStop?.(stopped);
+      for (const l of listeners) l.stopped(stopped);
       return stopped;
     },
   };

@@ -261,7 +261,8 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ db, clock, logger, subscriptions: createPushSubscriptions(db, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
   const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, clock), onStart: (b) => (fanout.publishStart(b), fanout.afterStart(b)) });
+  const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, clock) });
+  broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
 
