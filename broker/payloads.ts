@@ -1,7 +1,7 @@
 import * as v from 'valibot';
 import { HEARTBEAT, MAX_HEARTBEAT_SECS, STATUSES, type DeviceKind } from '../src/devices/device-config.ts';
 import type { HeartbeatReport, LogReport, StatusReport } from '../src/devices/telemetry/telemetry.ts';
-import * as checks from './payload-checks.ts';
+import * as checks from '../generated/payload-checks.ts';
 
 /** Device payload schemas: docs/firmware.md#3-device--backend (and the examples there, which a test checks against these). */
 export const MAX_PAYLOAD_BYTES = 4096;
@@ -139,7 +139,7 @@ export type PayloadName = keyof typeof PAYLOAD_SCHEMAS;
 export type BroadcastEvent = v.InferOutput<typeof broadcastSchema>;
 
 /**
- * The payloads checked by generated code (broker/payload-checks.ts, written by `npm run docs` from the schemas
+ * The payloads checked by generated code (generated/payload-checks.ts, written by `npm run docs` from the schemas
  * above with ajv: valibot's check was a large share of the broker's time per heartbeat; bench/RESULTS.md,
  * "Devices"). A broadcast event
  * keeps valibot: its checked value is re-serialized for the players, where valibot's field order shows.

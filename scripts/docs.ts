@@ -1,6 +1,6 @@
 /**
  * `npm run docs`: writes the machine-readable contract into docs/ from the code that enforces it, so a
- * clone carries it, and the compiled payload checks into broker/payload-checks.ts (scripts/payload-checks.ts).
+ * clone carries it, and the compiled payload checks into generated/payload-checks.ts (scripts/payload-checks.ts).
  * test/api/openapi.test.ts, test/broker/asyncapi.test.ts and test/broker/payload-checks.test.ts fail when the
  * committed files differ from what the code generates.
  */
@@ -26,5 +26,5 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   }
   const checks = generatedPayloadChecks();
   fs.writeFileSync(PAYLOAD_CHECKS_FILE, checks);
-  console.log(`wrote broker/payload-checks.ts (${checks.length} bytes)`);
+  console.log(`wrote generated/payload-checks.ts (${checks.length} bytes)`);
 }

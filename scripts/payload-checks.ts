@@ -1,5 +1,5 @@
 /**
- * Writes broker/payload-checks.ts (with `npm run docs`): the device payload schemas of broker/payloads.ts,
+ * Writes generated/payload-checks.ts (with `npm run docs`): the device payload schemas of broker/payloads.ts,
  * converted to JSON Schema by @valibot/to-json-schema and compiled to plain functions by ajv's standalone
  * code generator. The service runs those functions without loading ajv (ajv compiled at
  * start cost ~90 ms and ~13 MiB of RSS; the generated module loads in ~2 ms). valibot stays the schema of
@@ -12,7 +12,7 @@ import standaloneModule from 'ajv/dist/standalone/index.js';
 import type * as v from 'valibot';
 import { COMPILED_PAYLOADS, PAYLOAD_SCHEMAS } from '../broker/payloads.ts';
 
-export const PAYLOAD_CHECKS_FILE = new URL('../broker/payload-checks.ts', import.meta.url);
+export const PAYLOAD_CHECKS_FILE = new URL('../generated/payload-checks.ts', import.meta.url);
 
 /** valibot's record skips these keys (its _isValidObjectKey): the check leaves an object carrying one to valibot. */
 const KEYS_VALIBOT_SKIPS = ['__proto__', 'prototype', 'constructor'];

@@ -3,10 +3,23 @@ import type { Db } from '../platform/db.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
-import type { Listeners } from './who-heard.ts';
 
 export const BROADCAST_KINDS = ['azaan', 'jummah', 'waaz', 'announcement'] as const;
 export type BroadcastKind = (typeof BROADCAST_KINDS)[number];
+
+/** Who heard a broadcast, as the audio server saw it (docs/api.md, "Broadcasts and the audio server"). */
+export interface Listeners {
+  /** Players and members the audio server admitted to the mosque's mount while the broadcast was on. */
+  admitted: { devices: number; members: number };
+  /** Seconds heard within the broadcast, all listeners together. */
+  seconds: number;
+  /** Listeners refused in that time, by reason (no lease, expired, another mosque's, membership not approved...). */
+  refused: Record<string, number>;
+  /** Each listener with the seconds it heard within the broadcast, the longest first. */
+  heard: Array<{ device_id: string | null; user_id: string | null; seconds: number }>;
+  /** True when `heard` stops at its bound (HEARD_LIST_MAX in src/broadcasts/who-heard.ts). */
+  truncated: boolean;
+}
 
 /** Counts per outcome over the mosque's devices, plus push deliveries (docs/api.md, "Broadcasts and their delivery report"). */
 export interface DeliveryReport {

@@ -1,22 +1,8 @@
 import type { ListenerSessionRow, RefusalCount } from '../audio/listener-sessions.ts';
-import type { BroadcastRow } from './broadcasts.ts';
+import type { BroadcastRow, Listeners } from './broadcasts.ts';
 
 /** At most this many listeners are named one by one in a report; the totals count them all. */
 export const HEARD_LIST_MAX = 1000;
-
-/** Who heard a broadcast, as the audio server saw it (docs/api.md, "Broadcasts and the audio server"). */
-export interface Listeners {
-  /** Players and members the audio server admitted to the mosque's mount while the broadcast was on. */
-  admitted: { devices: number; members: number };
-  /** Seconds heard within the broadcast, all listeners together. */
-  seconds: number;
-  /** Listeners refused in that time, by reason (no lease, expired, another mosque's, membership not approved...). */
-  refused: Record<string, number>;
-  /** Each listener with the seconds it heard within the broadcast, the longest first. */
-  heard: Array<{ device_id: string | null; user_id: string | null; seconds: number }>;
-  /** True when `heard` stops at HEARD_LIST_MAX. */
-  truncated: boolean;
-}
 
 /** What the audio gate records (src/audio/listener-sessions.ts) that the report reads. */
 export interface HeardSource {

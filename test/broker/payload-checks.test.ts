@@ -2,13 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import * as v from 'valibot';
-import * as checks from '../../broker/payload-checks.ts';
+import * as checks from '../../generated/payload-checks.ts';
 import { COMPILED_PAYLOADS, PAYLOAD_SCHEMAS, parsePayload } from '../../broker/payloads.ts';
 import { STATUSES } from '../../src/devices/device-config.ts';
 import { PAYLOAD_CHECKS_FILE, generatedPayloadChecks } from '../../scripts/payload-checks.ts';
 
 /**
- * The generated checks (broker/payload-checks.ts) against valibot, the schema of record, over a corpus made
+ * The generated checks (generated/payload-checks.ts) against valibot, the schema of record, over a corpus made
  * from the schemas themselves: every field valid, missing, of each wrong type, on and past its bounds, too
  * long in UTF-16 units but not in code points, extra and prototype-named keys, non-object JSON, not JSON;
  * then random mixes. valibot decides what is valid; the tests only ask that both sides agree.
@@ -109,7 +109,7 @@ function leftToValibot(text: string): boolean {
   return Array.isArray(detail) || (typeof detail === 'object' && detail !== null && ['__proto__', 'prototype', 'constructor'].some((k) => Object.hasOwn(detail, k)));
 }
 
-test('broker/payload-checks.ts is what npm run docs generates from the valibot schemas', () => {
+test('generated/payload-checks.ts is what npm run docs generates from the valibot schemas', () => {
   assert.equal(fs.readFileSync(PAYLOAD_CHECKS_FILE, 'utf8'), generatedPayloadChecks(), 'run npm run docs');
 });
 
