@@ -80,11 +80,11 @@ test('the alerts also go by Web Push to the trigger admins\' subscriptions, once
   clock.set(T('11:50'));
   ts.service.schedule.runDue();
   ts.service.schedule.runDue();
-  await waitFor('the not-ready push', () => push.to('/push/owner').length === 1, 5000);
+  await waitFor('the not-ready push', () => push.to('/push/owner').length === 1, 15_000); // generous: a loaded CI host; the outbox drains every second
   clock.set(T('12:05'));
   ts.service.schedule.runDue();
   ts.service.schedule.runDue();
-  await waitFor('the missed push', () => push.to('/push/owner').length === 2, 5000);
+  await waitFor('the missed push', () => push.to('/push/owner').length === 2, 15_000);
   await settle(1500); // the outbox drains every second: give a duplicate its chance
 
   assert.equal(push.to('/push/owner').length, 2);
