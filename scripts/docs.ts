@@ -1,6 +1,7 @@
 /**
  * `npm run docs`: writes the machine-readable contract into docs/ from the code that enforces it, so a
- * clone carries it, and the compiled payload checks into generated/payload-checks.ts (scripts/payload-checks.ts).
+ * clone carries it, the compiled payload checks into generated/payload-checks.ts (scripts/payload-checks.ts) and the
+ * tables' row types into generated/tables.ts (scripts/tables.ts).
  * test/api/openapi.test.ts, test/broker/asyncapi.test.ts and test/broker/payload-checks.test.ts fail when the
  * committed files differ from what the code generates.
  */
@@ -10,6 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { buildOpenApi } from '../api/openapi.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { PAYLOAD_CHECKS_FILE, generatedPayloadChecks } from './payload-checks.ts';
+import { TABLES_FILE, generatedTables } from './tables.ts';
 
 export const DOCS_DIR = fileURLToPath(new URL('../docs', import.meta.url));
 
@@ -27,4 +29,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const checks = generatedPayloadChecks();
   fs.writeFileSync(PAYLOAD_CHECKS_FILE, checks);
   console.log(`wrote generated/payload-checks.ts (${checks.length} bytes)`);
+  const tables = generatedTables();
+  fs.writeFileSync(TABLES_FILE, tables);
+  console.log(`wrote generated/tables.ts (${tables.length} bytes)`);
 }

@@ -25,6 +25,7 @@ import { createGuessBudget } from './people/guess-budget.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
 import { checkpointInBackground, migrate, openDatabase, type Db } from './platform/db.ts';
+import { sqliteStore, type Store } from './platform/store/store.ts';
 import { createFaults, storageFaultOf } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
@@ -113,11 +114,11 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 }
 
 /** People, their credentials, their mosques and standing. */
-function buildPeople(db: Db, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher) {
+async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher) {
   const users = createUserStore(db, clock, changes);
   const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
   const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
-  const revoked = createRevokedTokens(db, clock, changes);
+  const revoked = await createRevokedTokens(store, clock, changes);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock, changes);
@@ -155,6 +156,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   try {
     const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
     finals.push({ name: 'database', close: () => db.close() });
+    const store = sqliteStore(db);
     logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config, clock, logger), ...storageLimit(db, config) }, 'database ready');
     const faults = createFaults({ db, clock, logger });
     // Stopped before db.close, so that is the last connection and folds the WAL away (see also the end of start).
@@ -171,7 +173,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       await changes.close();
       redis?.disconnect();
     } });
-    const people = buildPeople(db, clock, config, logger, jwtSecret, hasher, notifier, changes);
+    const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes);
     const recordings = createRecordings({ db, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     const at = () => new Date(clock()).toISOString();
@@ -290,13 +292,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       changed(change, origin) {
         if (origin === 'local') return;
         if (change.kind === 'user') people.users.reloadVersion(change.id);
-        else if (change.kind === 'token') people.revoked.reload(change.id);
+        else if (change.kind === 'token') void people.revoked.reload(change.id).catch((err: unknown) => faults.report('revoked token reload', err));
         else if (change.kind === 'device') plane.deviceChangedElsewhere(change.id);
         else if (change.kind === 'mosque') scheduler.mosqueChanged(change.id);
       },
       resync() {
         people.users.reloadVersions();
-        people.revoked.reloadAll();
+        void people.revoked.reloadAll().catch((err: unknown) => faults.report('revoked tokens reload', err));
         plane.reloadAll();
       },
     });
@@ -426,7 +428,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { db: Db; clock: Clock; logger: Logger; jwtSecret: string; people: ReturnType<typeof buildPeople>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+  d: { db: Db; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { people, plane } = d;

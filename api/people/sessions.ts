@@ -53,14 +53,14 @@ export function signOutRoutes(deps: Pick<Deps, 'sessions' | 'tokens'> & { public
     if (c.var.user.sid) c.header('Set-Cookie', clearedCookie(c, deps.publicUrl));
   };
 
-  app.post('/logout', signedIn, (c) => {
-    deps.sessions.logout(c.var.user);
+  app.post('/logout', signedIn, async (c) => {
+    await deps.sessions.logout(c.var.user);
     forgetCookie(c);
     return c.body(null, 204);
   });
 
-  app.post('/logout-all', signedIn, (c) => {
-    deps.sessions.logoutAll(c.var.user.id);
+  app.post('/logout-all', signedIn, async (c) => {
+    await deps.sessions.logoutAll(c.var.user.id);
     forgetCookie(c);
     return c.body(null, 204);
   });

@@ -1,4 +1,4 @@
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
@@ -20,57 +20,61 @@ export type RevokeOutcome = 'revoked' | 'over_cap';
 export interface RevokedTokens {
   isRevoked(tokenIdHash: string): boolean;
   /** Ends one token until its expiry; `over_cap` writes nothing: the caller ends all the user's tokens instead. */
-  revoke(userId: string, tokenIdHash: string, expiresAt: number): RevokeOutcome;
+  revoke(userId: string, tokenIdHash: string, expiresAt: number): Promise<RevokeOutcome>;
   /** Drops the user's rows once their token version was raised (those tokens are refused by version anyway). */
-  forgetUser(userId: string): void;
+  forgetUser(userId: string): Promise<void>;
   /** Another process revoked this token: the change feed named it; read its row. */
-  reload(tokenIdHash: string): void;
+  reload(tokenIdHash: string): Promise<void>;
   /** Re-reads every row (the feed was away, or the safety-net poll ran). */
-  reloadAll(): void;
+  reloadAll(): Promise<void>;
 }
 
-/** Every revocation is announced on `changes` (kind `token`, the id's hash) right after it commits. */
-export function createRevokedTokens(db: Db, clock: Clock, changes: ChangePublisher = noChanges): RevokedTokens {
-  const insert = db.prepare('INSERT OR IGNORE INTO revoked_tokens (token_id_hash, user_id, expires_at) VALUES (?, ?, ?)');
-  const countOf = db.prepare<[string, number], { n: number }>('SELECT COUNT(*) AS n FROM revoked_tokens WHERE user_id = ? AND expires_at > ?');
-  const one = db.prepare<[string], { expires_at: number }>('SELECT expires_at FROM revoked_tokens WHERE token_id_hash = ?');
-  const live = db.prepare<[number], { token_id_hash: string; expires_at: number }>('SELECT token_id_hash, expires_at FROM revoked_tokens WHERE expires_at > ?');
-  const removeUser = db.prepare('DELETE FROM revoked_tokens WHERE user_id = ?');
-  const prune = db.prepare('DELETE FROM revoked_tokens WHERE expires_at <= ?');
+/**
+ * Every revocation is announced on `changes` (kind `token`, the id's hash) right after it commits. Resolves once
+ * the live rows are in memory.
+ */
+export async function createRevokedTokens(store: Store, clock: Clock, changes: ChangePublisher = noChanges): Promise<RevokedTokens> {
   const now = () => toUnixSeconds(clock());
 
   // token id hash -> exp. An expired entry only costs memory (its token fails the exp check first): it goes
   // with the next prune, which runs on writes and full reloads, never on the per-request path.
-  const revoked = new Map<string, number>();
+  let revoked = new Map<string, number>();
   let prunedAt = 0;
-  const pruneExpired = (at: number) => {
+  const pruneExpired = async (at: number) => {
     prunedAt = at;
-    prune.run(at);
+    await store.deleteFrom('revoked_tokens').where('expires_at', '<=', at).execute();
     for (const [hash, exp] of revoked) if (exp <= at) revoked.delete(hash);
   };
-  const reloadAll = () => {
-    const at = now();
-    revoked.clear();
-    for (const row of live.iterate(at)) revoked.set(row.token_id_hash, row.expires_at);
+  const reloadAll = async () => {
+    const rows = await store.selectFrom('revoked_tokens').select(['token_id_hash', 'expires_at']).where('expires_at', '>', now()).execute();
+    // Built aside and swapped in whole: a request checked while the rows are read still sees the old set.
+    const next = new Map<string, number>();
+    for (const row of rows) next.set(row.token_id_hash, row.expires_at);
+    // A revocation this process made while the rows were read is kept (it may have committed after the read).
+    for (const [hash, exp] of revoked) if (!next.has(hash) && exp > now()) next.set(hash, exp);
+    revoked = next;
   };
-  reloadAll();
+  await reloadAll();
 
   return {
     isRevoked: (hash) => revoked.has(hash),
-    revoke(userId, hash, expiresAt) {
+    async revoke(userId, hash, expiresAt) {
       const at = now();
-      if (at - prunedAt >= PRUNE_EVERY_SECONDS) pruneExpired(at);
-      if (countOf.get(userId, at)!.n >= MAX_REVOKED_PER_USER) return 'over_cap';
-      insert.run(hash, userId, expiresAt);
+      if (at - prunedAt >= PRUNE_EVERY_SECONDS) await pruneExpired(at);
+      const { n } = await store.selectFrom('revoked_tokens').select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('user_id', '=', userId).where('expires_at', '>', at).executeTakeFirstOrThrow();
+      if (Number(n) >= MAX_REVOKED_PER_USER) return 'over_cap';
+      await store.insertInto('revoked_tokens').values({ token_id_hash: hash, user_id: userId, expires_at: expiresAt })
+        .onConflict((oc) => oc.doNothing()).execute();
       revoked.set(hash, expiresAt);
       changes.publish({ kind: 'token', id: hash });
       return 'revoked';
     },
-    forgetUser(userId) {
-      removeUser.run(userId);
+    async forgetUser(userId) {
+      await store.deleteFrom('revoked_tokens').where('user_id', '=', userId).execute();
     },
-    reload(hash) {
-      const row = one.get(hash);
+    async reload(hash) {
+      const row = await store.selectFrom('revoked_tokens').select('expires_at').where('token_id_hash', '=', hash).executeTakeFirst();
       if (row && row.expires_at > now()) revoked.set(hash, row.expires_at);
     },
     reloadAll,

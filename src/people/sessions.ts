@@ -34,8 +34,8 @@ export function createSessions(deps: Deps) {
   const { users, hasher, guesses } = deps;
 
   /** What every older credential of the account loses once its token version was raised. */
-  const endPending = (userId: string) => {
-    deps.revoked.forgetUser(userId);
+  const endPending = async (userId: string) => {
+    await deps.revoked.forgetUser(userId);
     deps.superadmin.endPendingSessions(userId);
     // Refused by version already (mint checks it); the rows go now rather than when next presented.
     deps.consoleSessions.endAllFor(userId);
@@ -74,24 +74,24 @@ export function createSessions(deps: Deps) {
     const hashed = await hasher.hash(next);
     if (!hashed.ok) return hashed;
     users.setPassword(user.id, hashed.value); // raises the token version: every older token ends
-    endPending(user.id);
+    await endPending(user.id);
     const changed = users.findById(user.id);
     return changed ? ok(await deps.tokens.issue(changed)) : fail('unauthorized');
   }
 
   /** Every token of the account, and every pending superadmin sign-in or reset, stops working. */
-  function logoutAll(userId: string): void {
+  async function logoutAll(userId: string): Promise<void> {
     users.revokeTokens(userId);
-    endPending(userId);
+    await endPending(userId);
   }
 
   /**
    * This token stops working, in every process (the change feed carries it); the account's others go on. A token
    * minted from a console session ends that session too: signing out of the console is signing out of its cookie.
    */
-  function logout(claims: AccessClaims): void {
+  async function logout(claims: AccessClaims): Promise<void> {
     if (claims.sid) deps.consoleSessions.end(claims.sid);
-    if (deps.revoked.revoke(claims.id, claims.tokenIdHash, claims.exp) === 'over_cap') logoutAll(claims.id);
+    if (await deps.revoked.revoke(claims.id, claims.tokenIdHash, claims.exp) === 'over_cap') await logoutAll(claims.id);
   }
 
   /**
@@ -104,7 +104,7 @@ export function createSessions(deps: Deps) {
     if (toUnixSeconds(deps.clock()) - claims.iat > FRESH_SIGN_IN_SECONDS) {
       return fail('forbidden', 'A console session needs a sign-in from the last 10 minutes: sign in again.');
     }
-    logout(claims);
+    await logout(claims);
     const cookie = deps.consoleSessions.open(claims.id);
     const token = cookie ? await deps.consoleSessions.mint(cookie) : null;
     return cookie && token ? ok({ cookie, token }) : fail('unauthorized');

@@ -1,0 +1,99 @@
+import {
+  CompiledQuery, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler,
+  type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult,
+} from 'kysely';
+import type Database from 'better-sqlite3';
+
+/**
+ * Kysely's SQLite dialect over the connection Minaret already holds (src/platform/db.ts opens it with its
+ * pragmas; the migrations, the checkpointer and operator tools use it too), with two differences from the
+ * dialect Kysely ships:
+ * - Statements are prepared once per SQL text and kept (better-sqlite3 prepares on every call otherwise: the
+ *   same query, built again from the same code, compiles to the same text). At most MAX_STATEMENTS are kept.
+ * - A transaction begins IMMEDIATE: it takes the write lock at BEGIN, so two processes on one file (REDIS_URL,
+ *   docs/decisions.md "Several processes") wait on busy_timeout instead of failing with SQLITE_BUSY when
+ *   a read transaction tries to become a write one (sqlite.org/lang_transaction.html).
+ * Kysely runs one query at a time on it (the adapter says it has a single connection), so a transaction holds
+ * the connection to itself; the store never closes it (its opener does).
+ */
+export const MAX_STATEMENTS = 500;
+
+class SqliteConnection implements DatabaseConnection {
+  readonly #db: Database.Database;
+  readonly #statements = new Map<string, Database.Statement>();
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+  }
+
+  #statement(text: string): Database.Statement {
+    let stmt = this.#statements.get(text);
+    if (stmt) return stmt;
+    stmt = this.#db.prepare(text);
+    if (this.#statements.size >= MAX_STATEMENTS) this.#statements.delete(this.#statements.keys().next().value!);
+    this.#statements.set(text, stmt);
+    return stmt;
+  }
+
+  executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
+    try {
+      const stmt = this.#statement(compiled.sql);
+      const parameters = compiled.parameters as unknown[];
+      if (stmt.reader) return Promise.resolve({ rows: stmt.all(parameters) as R[] });
+      const { changes, lastInsertRowid } = stmt.run(parameters);
+      return Promise.resolve({ rows: [], numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid) });
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  }
+
+  // eslint-disable-next-line require-yield
+  async *streamQuery<R>(compiled: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
+    for (const row of this.#statement(compiled.sql).iterate(compiled.parameters as unknown[])) yield { rows: [row as R] };
+  }
+}
+
+class SqliteDriver implements Driver {
+  readonly #connection: SqliteConnection;
+
+  constructor(db: Database.Database) {
+    this.#connection = new SqliteConnection(db);
+  }
+
+  async init(): Promise<void> {}
+  async acquireConnection(): Promise<DatabaseConnection> {
+    return this.#connection;
+  }
+  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('BEGIN IMMEDIATE'));
+  }
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('COMMIT'));
+  }
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('ROLLBACK'));
+  }
+  async releaseConnection(): Promise<void> {}
+  async destroy(): Promise<void> {}
+}
+
+export class MinaretSqliteDialect implements Dialect {
+  readonly #db: Database.Database;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+  }
+
+  createDriver(): Driver {
+    return new SqliteDriver(this.#db);
+  }
+  createQueryCompiler() {
+    return new SqliteQueryCompiler();
+  }
+  createAdapter() {
+    return new SqliteAdapter();
+  }
+  createIntrospector(db: Kysely<unknown>) {
+    return new SqliteIntrospector(db);
+  }
+}

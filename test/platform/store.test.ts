@@ -1,0 +1,90 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { sql } from 'kysely';
+import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
+import { TABLES_FILE, generatedTables } from '../../scripts/tables.ts';
+
+test('generated/tables.ts is what npm run docs generates from the migrated schema', () => {
+  assert.equal(fs.readFileSync(TABLES_FILE, 'utf8'), generatedTables(), 'run npm run docs');
+});
+
+test('generated/tables.ts types a column as the migrations declare it', () => {
+  const text = generatedTables();
+  // NOT NULL text, nullable text, a default, the INTEGER PRIMARY KEY the engine numbers.
+  assert.match(text, /export interface UsersTable \{[^}]*\n {2}email: string;/);
+  assert.match(text, /export interface UsersTable \{[^}]*\n {2}phone: string \| null;/);
+  assert.match(text, /export interface UsersTable \{[^}]*\n {2}token_version: Generated<number>;/);
+  assert.match(text, /export interface ActivityTable \{[^}]*\n {2}id: Generated<number>;/);
+});
+
+function fileStore() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-store-'));
+  const db = openDatabase(path.join(dir, 'minaret.db'));
+  migrate(db);
+  return { db, store: sqliteStore(db), done: () => { db.close(); fs.rmSync(dir, { recursive: true, force: true }); } };
+}
+
+test('the store reads and writes through the connection db.ts opened, and closing it leaves that open', async () => {
+  const { db, store, done } = fileStore();
+  try {
+    await store.insertInto('data_steps').values({ name: 'probe', applied_at: 42 }).execute();
+    assert.deepEqual(db.prepare('SELECT name, applied_at FROM data_steps WHERE name = ?').get('probe'), { name: 'probe', applied_at: 42 });
+    const row = await store.selectFrom('data_steps').select(['name', 'applied_at']).where('name', '=', 'probe').executeTakeFirst();
+    assert.deepEqual(row, { name: 'probe', applied_at: 42 });
+    const { numDeletedRows } = await store.deleteFrom('data_steps').where('name', '=', 'probe').executeTakeFirstOrThrow();
+    assert.equal(numDeletedRows, 1n);
+    await store.destroy();
+    assert.equal(db.open, true);
+  } finally {
+    done();
+  }
+});
+
+test('a transaction that throws leaves nothing behind; one that returns commits', async () => {
+  const { db, store, done } = fileStore();
+  try {
+    await assert.rejects(store.transaction().execute(async (trx) => {
+      await trx.insertInto('data_steps').values({ name: 'half', applied_at: 1 }).execute();
+      throw new Error('second write failed');
+    }), /second write failed/);
+    assert.equal(db.prepare("SELECT COUNT(*) AS n FROM data_steps WHERE name = 'half'").pluck().get(), 0);
+    await store.transaction().execute(async (trx) => {
+      await trx.insertInto('data_steps').values({ name: 'whole', applied_at: 2 }).execute();
+    });
+    assert.equal(db.prepare("SELECT COUNT(*) AS n FROM data_steps WHERE name = 'whole'").pluck().get(), 1);
+  } finally {
+    done();
+  }
+});
+
+test('a transaction takes the write lock at BEGIN: a second connection cannot write until it commits', async () => {
+  const { db, store, done } = fileStore();
+  const other = openDatabase(db.name);
+  other.pragma('busy_timeout = 0');
+  try {
+    await store.transaction().execute(async (trx) => {
+      await trx.selectFrom('data_steps').selectAll().execute(); // a read only: a deferred BEGIN would take no lock yet
+      assert.throws(() => other.prepare("INSERT INTO data_steps (name, applied_at) VALUES ('other', 3)").run(), /SQLITE_BUSY|locked/);
+    });
+    other.prepare("INSERT INTO data_steps (name, applied_at) VALUES ('other', 3)").run();
+  } finally {
+    other.close();
+    done();
+  }
+});
+
+test('a bad query is a rejected promise with SQLite\'s error, and the store goes on answering', async () => {
+  const { store, done } = fileStore();
+  try {
+    await assert.rejects(sql`SELECT * FROM no_such_table`.execute(store), /no such table/);
+    await store.insertInto('data_steps').values({ name: 'twice', applied_at: 1 }).execute();
+    await assert.rejects(store.insertInto('data_steps').values({ name: 'twice', applied_at: 1 }).execute(), /UNIQUE|PRIMARY KEY/);
+    assert.equal((await store.selectFrom('data_steps').select('name').execute()).length, 1);
+  } finally {
+    done();
+  }
+});
