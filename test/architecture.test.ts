@@ -26,6 +26,8 @@ const RULES: Rule[] = [
       // What a recorded azaan must be (a whole MP3, Ogg Vorbis or Ogg Opus file) is the audio domain's rule,
       // whichever door the file comes through; the maintained parser reads it there, and only there.
       [path.join('src', 'audio', 'recordings.ts')]: /^music-metadata$/,
+      // PostgreSQL's driver is the store's plumbing (docs/layout.md, "The store port"), like better-sqlite3.
+      [path.join('src', 'platform', 'store', 'postgres.ts')]: /^pg$/,
     },
   },
   { folder: 'api', allowedPackages: /^(node:.*|hono(\/.*)?|@hono\/.*|valibot|@valibot\/to-json-schema|rate-limiter-flexible)$/, allowedFolders: ['api', 'src'] },

@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 
 export type Db = Database.Database;
 
-const MIGRATIONS_DIR = fileURLToPath(new URL('../../data/migrations', import.meta.url));
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../data/migrations', import.meta.url));
 
 /**
  * Opens the database the way every part of Minaret expects it: WAL, NORMAL sync, foreign keys, busy timeout.
@@ -193,10 +193,17 @@ export interface Migration {
   sql: string;
 }
 
+/**
+ * A migration's PostgreSQL form, beside it where SQLite's text cannot be carried over (a table rebuild, a
+ * SQLite-only function): `012_timeline_chains.postgres.sql` (docs/layout.md, "Migrations").
+ */
+export const POSTGRES_SUFFIX = '.postgres.sql';
+
+/** The numbered migrations as SQLite runs them. */
 export function readMigrations(dir = MIGRATIONS_DIR): Migration[] {
   return fs
     .readdirSync(dir)
-    .filter((f) => /^\d+_.+\.sql$/.test(f))
+    .filter((f) => /^\d+_.+\.sql$/.test(f) && !f.endsWith(POSTGRES_SUFFIX))
     .map((f) => ({ version: Number.parseInt(f, 10), name: f, sql: fs.readFileSync(path.join(dir, f), 'utf8') }))
     .sort((a, b) => a.version - b.version);
 }

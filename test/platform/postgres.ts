@@ -1,0 +1,76 @@
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { freePort } from '../support/redis.ts';
+
+/**
+ * A real PostgreSQL (Debian's package) for the tests of the PostgreSQL store: a private cluster in a temporary
+ * directory on a free port of 127.0.0.1, made with initdb and ended with the test file. PostgreSQL refuses to
+ * run as root: as root the cluster belongs to the `postgres` system user. Each test takes a fresh database.
+ */
+export const PG_BIN = (() => {
+  const root = '/usr/lib/postgresql';
+  const versions = fs.existsSync(root) ? fs.readdirSync(root).filter((v) => Number(v) >= 15).sort((a, b) => Number(b) - Number(a)) : [];
+  return versions[0] ? path.join(root, versions[0], 'bin') : null;
+})();
+
+export const postgresInstalled = () => PG_BIN !== null && fs.existsSync(path.join(PG_BIN, 'initdb'));
+
+export interface PostgresCluster {
+  port: number;
+  /** A new, empty database's URL. */
+  database(): Promise<string>;
+  stop(): void;
+}
+
+export async function startPostgres(): Promise<PostgresCluster> {
+  const asRoot = process.getuid?.() === 0;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-pg-'));
+  if (asRoot) spawnSync('chown', ['postgres', dir]);
+  const run = (cmd: string, args: string[]) => (asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args]) as [string, string[]];
+  const init = spawnSync(...run(path.join(PG_BIN!, 'initdb'), ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']), { encoding: 'utf8' });
+  if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
+  const port = await freePort();
+  const child = spawn(...run(path.join(PG_BIN!, 'postgres'), [
+    '-D', path.join(dir, 'data'), '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off',
+  ]), { stdio: 'ignore' });
+  const kill = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  process.once('exit', kill);
+  const admin = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`postgres exited with ${child.exitCode}`);
+    const probe = new pg.Client(admin);
+    try {
+      await probe.connect();
+      await probe.end();
+      break;
+    } catch {
+      await probe.end().catch(() => undefined);
+      if (Date.now() > deadline) throw new Error('postgres did not answer within 15 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  let n = 0;
+  return {
+    port,
+    async database() {
+      const name = `t${++n}`;
+      const client = new pg.Client(admin);
+      await client.connect();
+      await client.query(`CREATE DATABASE ${name}`);
+      await client.end();
+      return `postgres://postgres@127.0.0.1:${port}/${name}`;
+    },
+    stop() {
+      kill();
+      process.off('exit', kill);
+      spawnSync('sleep', ['0.2']);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
