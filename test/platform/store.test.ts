@@ -88,3 +88,28 @@ test('a bad query is a rejected promise with SQLite\'s error, and the store goes
     done();
   }
 });
+
+test('a prepared query runs again with new values in place of its markers, on its own or in a transaction', async () => {
+  const { prepared } = await import('../../src/platform/store/prepared.ts');
+  const { db, store, done } = fileStore();
+  try {
+    const insert = prepared<{ name: string; at: number }>(store, ['name', 'at'], (v) => store.insertInto('data_steps').values({ name: v.name, applied_at: v.at }));
+    const later = prepared<{ at: number; name: string }>(store, ['at', 'name'], (v) =>
+      store.updateTable('data_steps').set({ applied_at: v.at }).where('name', '=', v.name).where('applied_at', '<', 1000));
+    await insert.run(store, { name: 'a', at: 1 });
+    await store.transaction().execute(async (trx) => {
+      await insert.run(trx, { name: 'b', at: 2 });
+      await later.run(trx, { at: 5, name: 'a' });
+    });
+    assert.deepEqual(db.prepare('SELECT name, applied_at FROM data_steps ORDER BY name').all(), [
+      { name: 'a', applied_at: 5 }, { name: 'b', applied_at: 2 },
+    ]);
+    // The constant 1000 stayed where the builder put it: only the markers are replaced.
+    await later.run(store, { at: 2000, name: 'b' });
+    await later.run(store, { at: 3000, name: 'b' });
+    assert.equal(db.prepare("SELECT applied_at FROM data_steps WHERE name = 'b'").pluck().get(), 2000);
+    assert.throws(() => prepared<{ name: string; unused: number }>(store, ['name', 'unused'], (v) => store.deleteFrom('data_steps').where('name', '=', v.name)), /does not use unused/);
+  } finally {
+    done();
+  }
+});
