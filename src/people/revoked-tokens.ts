@@ -1,6 +1,6 @@
 import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
-import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import { noChanges, type ChangeListener, type ChangePublisher } from '../platform/changes.ts';
 
 /**
  * Signed-out access tokens beyond their owner's current version: one process or several may hold a token
@@ -27,6 +27,8 @@ export interface RevokedTokens {
   reload(tokenIdHash: string): void;
   /** Re-reads every row (the feed was away, or the safety-net poll ran). */
   reloadAll(): void;
+  /** This cache's subscription to the change feed: another process's revocation is read; a resync reads all. */
+  followChanges: ChangeListener;
 }
 
 /** Every revocation is announced on `changes` (kind `token`, the id's hash) right after it commits. */
@@ -54,6 +56,10 @@ export function createRevokedTokens(db: Db, clock: Clock, changes: ChangePublish
     for (const row of live.iterate(at)) revoked.set(row.token_id_hash, row.expires_at);
   };
   reloadAll();
+  const reloadOne = (hash: string) => {
+    const row = one.get(hash);
+    if (row && row.expires_at > now()) revoked.set(hash, row.expires_at);
+  };
 
   return {
     isRevoked: (hash) => revoked.has(hash),
@@ -69,10 +75,13 @@ export function createRevokedTokens(db: Db, clock: Clock, changes: ChangePublish
     forgetUser(userId) {
       removeUser.run(userId);
     },
-    reload(hash) {
-      const row = one.get(hash);
-      if (row && row.expires_at > now()) revoked.set(hash, row.expires_at);
-    },
+    reload: reloadOne,
     reloadAll,
+    followChanges: {
+      changed: (change, origin) => {
+        if (origin === 'remote' && change.kind === 'token') reloadOne(change.id);
+      },
+      resync: reloadAll,
+    },
   };
 }
