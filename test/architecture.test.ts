@@ -222,7 +222,7 @@ test('the service never loads ajv: the compiled payload checks are generated cod
 });
 
 /**
- * One owner per table (docs/layout.md): each table is named in SQL only inside its owning domain's folder;
+ * One owner per table (docs/architecture.md, "One owner per table"): each table is named in SQL only inside its owning domain's folder;
  * any other domain asks that domain's store. A new table needs a row here, so its owner is a decision.
  */
 const TABLE_OWNERS: Record<string, string> = {
