@@ -13,8 +13,10 @@ import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
 import { createAdminStore } from './mosques/admins.ts';
 import { createPeopleAuth } from './people/auth.ts';
-import { createBroadcasts, type BroadcastRow, type DeliveryReport } from './broadcasts/broadcasts.ts';
-import { whoHeard } from './broadcasts/who-heard.ts';
+import { createBroadcasts } from './broadcasts/broadcasts.ts';
+import { createDeliveryReports } from './broadcasts/who-heard.ts';
+import { listenToAudio } from './broadcasts/on-air-story.ts';
+import { slotBroadcasts } from './broadcasts/slot-story.ts';
 import { createFanout } from './broadcasts/broadcast-fanout.ts';
 import { createBroadcastStory } from './broadcasts/broadcast-story.ts';
 import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
@@ -26,17 +28,21 @@ import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/a
 import type { Config } from './platform/config.ts';
 import { checkpointInBackground, migrate, openDatabase, type Db } from './platform/db.ts';
 import { sqliteStore, type Store } from './platform/store/store.ts';
-import { createFaults, storageFaultOf } from './platform/faults.ts';
+import { createFaults, storageFaultOf, type Faults } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
 import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
-import { createAddressProof, type AddressProvenListener } from './people/addresses/address-proof.ts';
+import { createAddressProof } from './people/addresses/address-proof.ts';
 import { createAddressClaims } from './devices/address-claims.ts';
+import { accountDeletionStory } from './devices/stories/account-deletion.ts';
+import { membershipStory } from './devices/stories/membership.ts';
+import { createPresenceStory } from './devices/stories/presence.ts';
+import { followDeviceChanges } from './devices/stories/shared-caches.ts';
 import type { Logger } from './platform/log.ts';
-import { createMemberships, type MembershipChange } from './mosques/memberships.ts';
+import { createMemberships } from './mosques/memberships.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
 import { createMosqueStore } from './mosques/mosques.ts';
 import { createNotifier, type Notifier, type Transport } from './platform/notify.ts';
@@ -54,6 +60,8 @@ import { createConsoleSessions, createSessions } from './people/sessions.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
+import { createMosqueStory } from './schedule/mosque-story.ts';
+import { transmitterStory } from './schedule/transmitter-story.ts';
 import { createAudio, type Audio } from './audio/audio.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
@@ -114,35 +122,34 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 }
 
 /** People, their credentials, their mosques and standing. */
-async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher) {
+async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher, faults: Faults) {
   const users = createUserStore(db, clock, changes);
   const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
   const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
-  const revoked = await createRevokedTokens(store, clock, changes);
+  const revoked = await createRevokedTokens(store, clock, changes, (what, err) => void faults.report(what, err));
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock, changes);
   const admins = createAdminStore(db, clock, users, changes);
-  const membershipListeners: Array<(change: MembershipChange) => void> = [];
-  const memberships = createMemberships({ db, clock, activity, users, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
+  const memberships = createMemberships({ db, clock, activity, users, changes });
   const grants = createAddressGrants({ db, clock, activity, memberships, admins });
-  // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
-  const addressListeners: AddressProvenListener[] = [];
-  const proof = createAddressProof({ db, users, listeners: addressListeners });
+  const proof = createAddressProof({ db, users });
   const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock });
   const consoleSessions = createConsoleSessions({ db, users, tokens, clock, settings: config.consoleSessions });
   return {
-    users, tokens, revoked, activity, mosques, admins, memberships, membershipListeners, superadminAuth, grants, addressListeners,
+    users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof,
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
     invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
-    broadcasts: createBroadcasts({ db, clock, activity }),
-    pushSubscriptions: createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser),
   };
 }
 
-/** The composition root: database, stores, credentials, the two doors and their listeners. */
+/**
+ * The composition root: construct, connect, start; `close` stops in reverse. Each cross-domain story is a
+ * named module of the later domain (docs/architecture.md, "Where each story lives"); this file only
+ * hands each its parts and registers it where the earlier domain listens.
+ */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(config);
@@ -154,6 +161,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const closeAll = () => closeInOrder(closers.splice(0).reverse(), finals.splice(0), { deadlineMs: config.shutdownTimeoutS * 1000, logger });
 
   try {
+    // Construct: the platform, then each domain in the order they depend on one another.
     const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
     finals.push({ name: 'database', close: () => db.close() });
     const store = sqliteStore(db);
@@ -167,109 +175,88 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const transport = opts.transport ?? createTransport(config, logger);
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
     closers.push({ name: 'notifier', close: () => notifier.close() });
-
     const { changes, redis, startFeed } = await openChangeFeed(config, logger, faults);
     closers.push({ name: 'change feed', close: async () => {
       await changes.close();
       redis?.disconnect();
     } });
-    const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes);
+
+    const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults);
     const recordings = createRecordings({ db, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
-    const at = () => new Date(clock()).toISOString();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
     const plane = createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens.
-      onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, () => ({ type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() })),
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
       changes,
     });
     if (!config.redisUrl) plane.devices.releaseAllConnections();
-    people.membershipListeners.push(plane.membershipChanged);
-    people.addressListeners.push(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
+    const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
     const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
+    const broadcasts = createBroadcasts({ db, clock, activity: people.activity });
+    const pushSubscriptions = createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
-    const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
-    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own address.
+    const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
+    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own
+    // address, which is known only once the HTTP server listens (set there, read at a broadcast's start).
     let origin = '';
-    const serviceOrigin = () => origin;
     const fanout = createFanout({
-      db, clock, logger, devices: plane.devices, mosques: people.mosques, memberships: people.memberships, commands: plane.commands, outbox, link: () => broker.link,
+      db, clock, logger, devices: plane.devices, mosques: people.mosques, memberships: people.memberships, commands: plane.commands, outbox, link: plane.service.link,
       ...(addresses && { streamUrl: addresses.mount }),
-      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? serviceOrigin(), mosqueId),
+      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? origin, mosqueId),
     });
     const follow = createSourceFollow({
-      broadcasts: people.broadcasts, fanout, audio, logger,
+      broadcasts, fanout, audio, logger,
       recordingSeconds: (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
-    people.broadcasts.gateOnSource(follow.waitsForSource);
+    const reports = createDeliveryReports({ fanout, broadcasts, heard: audio, clock });
     const scheduleStore = createScheduleStore(db, people.mosques);
-    const scheduler: Scheduler = createScheduler({
+    const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
       readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
-      onSlotChange: (s, status) => mosqueEvents.publish(s.mosqueId, () => ({ type: 'schedule', date: s.date, prayer: s.prayer, index: s.index, status, at: at() })),
-      push: (userIds, payload) => {
-        outbox.enqueue(null, userIds, payload);
-        void outbox.drain();
-      },
-      // With an audio server, what it saw serves a slot or misses it (src/broadcasts/source-follow.ts).
-      ...(audio && {
-        source: {
-          sounded: (mosqueId: string, fromMs: number, toMs: number) => audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000)).length > 0,
-          problem: () => follow.sourceProblem() ?? 'no_source',
-          startFallback: (mosqueId: string, prayer: string) => follow.startFallback(mosqueId, prayer),
-        },
-      }),
-      startAzaan: (mosqueId, call) => {
-        const started = people.broadcasts.start(mosqueId, { ...call, title: null }, null);
-        return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
-      },
+      announce: mosqueEvents.publish,
+      ...slotBroadcasts({ broadcasts, follow, outbox, audio }),
     });
+    const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
     const mosqueOps = createMosqueOps({
       db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
-      grants: people.grants,
-      beforeDelete: (mosqueId) => {
-        scheduleStore.forgetMosque(mosqueId);
-        return plane.beforeMosqueDelete(mosqueId);
-      },
-      onUpdated: (before, after) => {
-        plane.mosqueUpdated(before, after);
-        scheduler.mosqueChanged(after.id);
-      },
+      grants: people.grants, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
     const userAdmin = createUserAdmin({
       users: people.users, admins: people.admins, hasher,
-      beforeDelete: (userId, actorId) => {
-        people.memberships.noteUserDeleted(userId, actorId);
-        return plane.beforeUserDelete(userId);
-      },
+      beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
     });
-
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, telemetry: plane.telemetry,
-      device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
+      device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: presence.connected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
       mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findById(mosqueId)?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
-      // A transmitter's own start/stop creates no broadcast record; it still serves (or ends) a scheduled slot.
-      onDeviceBroadcast: (mosqueId, e) => {
-        if (e.action === 'start') scheduler.broadcastStarted({ id: e.broadcast_id, mosqueId, kind: e.kind, prayer: null });
-        else scheduler.broadcastStopped({ id: e.broadcast_id, mosqueId });
-      },
+      onDeviceBroadcast: transmitterStory(scheduler),
     });
+
+    // Connect: the devices reach the broker through its link (once, for the plane and everything that asks the
+    // plane for it); each story is registered where the earlier domain declares its listeners.
     plane.attach(broker.link);
+    plane.onStatusChange(presence.statusChanged);
+    people.memberships.listen(membershipStory(plane));
+    people.proof.listen(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
+    broadcasts.gateOnSource(follow.waitsForSource);
+    broadcasts.listen(createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock }));
+    if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, clock });
+
+    // Start.
     // Memory mode: every retained config is rebuilt before the broker listens. With REDIS_URL the
     // configs outlive this process in Redis; a pass here would push every one through the shared pub/sub to
     // the devices connected to the other processes (docs/decisions.md, "Device configs are rebuilt at start, not on connect").
@@ -282,44 +269,18 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     if (audio) {
       audio.start();
       closers.push({ name: 'audio', close: () => audio.stop() });
-      changes.subscribe({
-        changed: (change, origin) => origin === 'local' && audio.changed(change),
-        resync: () => void audio.recheckAll().catch((err: unknown) => faults.report('audio recheck', err)),
-      });
     }
-    // Another process's changes, named on the feed: just that entry is read again (its own are current already).
-    changes.subscribe({
-      changed(change, origin) {
-        if (origin === 'local') return;
-        if (change.kind === 'user') people.users.reloadVersion(change.id);
-        else if (change.kind === 'token') void people.revoked.reload(change.id).catch((err: unknown) => faults.report('revoked token reload', err));
-        else if (change.kind === 'device') plane.deviceChangedElsewhere(change.id);
-        else if (change.kind === 'mosque') scheduler.mosqueChanged(change.id);
-      },
-      resync() {
-        people.users.reloadVersions();
-        void people.revoked.reloadAll().catch((err: unknown) => faults.report('revoked tokens reload', err));
-        plane.reloadAll();
-      },
-    });
+    // Each in-memory cache follows the change feed itself (src/platform/changes.ts), from here on: the leases
+    // the start pass renewed are this process's own writes, current already.
+    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane), mosqueStory.followChanges]) {
+      if (follower) changes.subscribe(follower);
+    }
     if (config.redisUrl) {
       // The safety net under the feed: whatever a lost message or a Redis outage hid is read again this often.
       const reload = setInterval(() => changes.resync(), config.sharedCacheReloadS * 1000);
       reload.unref();
       closers.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
     }
-    audio?.onAirChange((mosqueId, live) => {
-      follow.onAirChanged(mosqueId, live);
-      mosqueEvents.publish(mosqueId, () => ({ type: 'on_air', live, at: at() }));
-    });
-    audio?.onListenersChange((mosqueId) => mosqueEvents.publish(mosqueId, () => ({ type: 'listeners', count: audio.listOpenSessions(mosqueId).length, at: at() })));
-    // The devices' own reports, and with an audio server who it admitted and for how long.
-    const report = (b: BroadcastRow): DeliveryReport => {
-      const devices = fanout.report(b);
-      return audio ? { ...devices, listeners: whoHeard(audio, b, Math.floor(clock() / 1000)) } : devices;
-    };
-    const story = createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock });
-    people.broadcasts.listen(story);
     scheduler.start();
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
     const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);
@@ -329,6 +290,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     finals.unshift({ name: 'device plane (last telemetry flush)', close: () => plane.stop() });
     closers.push({ name: 'broker', close: () => broker.close() });
 
+    // The HTTP door.
     // Whether the connection is open, read without a query: a SELECT 1 reads no page of the file, so it
     // told nothing more, and it was the largest part of a probe's cost. Whether the file takes
     // writes is faults.storageState(), from the last real write and a probe while degraded.
@@ -341,8 +303,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const admitRecording = leaseAdmission({ clock, verifyLease: plane.signer.verify, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
     const firstSuperadmin = createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
-      ...people, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
-      deliveryReport: report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
+      ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
+      deliveryReport: reports.report, reportFor: reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir, consoleSessionSettings: config.consoleSessions,
       authRateLimit: config.authRateLimit,
       streamHttpHosts: config.streamHttpHosts,
@@ -352,10 +314,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
-      reportFor: (mosqueId, broadcastId) => {
-        const b = people.broadcasts.find(mosqueId, broadcastId);
-        return b ? report(b) : null;
-      },
     });
     const httpServer = createAdaptorServer({ fetch: api.fetch, serverOptions: httpServerOptions(config) }) as http.Server;
     limitHttpServer(httpServer, config);

@@ -26,7 +26,7 @@ const RULES: Rule[] = [
       // What a recorded azaan must be (a whole MP3, Ogg Vorbis or Ogg Opus file) is the audio domain's rule,
       // whichever door the file comes through; the maintained parser reads it there, and only there.
       [path.join('src', 'audio', 'recordings.ts')]: /^music-metadata$/,
-      // PostgreSQL's driver is the store's plumbing (docs/layout.md, "The store port"), like better-sqlite3.
+      // PostgreSQL's driver is the store's plumbing (docs/architecture.md, "The store port"), like better-sqlite3.
       [path.join('src', 'platform', 'store', 'postgres.ts')]: /^pg$/,
     },
   },
@@ -226,7 +226,7 @@ test('the service never loads ajv: the compiled payload checks are generated cod
 });
 
 /**
- * One owner per table (docs/layout.md): each table is named in SQL only inside its owning domain's folder;
+ * One owner per table (docs/architecture.md, "One owner per table"): each table is named in SQL only inside its owning domain's folder;
  * any other domain asks that domain's store. A new table needs a row here, so its owner is a decision.
  */
 const TABLE_OWNERS: Record<string, string> = {

@@ -1,6 +1,10 @@
 import crypto from 'node:crypto';
 import { Hono } from 'hono';
+import type { BroadcastEvent } from '../../src/broadcasts/broadcast-story.ts';
+import type { ListenersEvent, OnAirEvent } from '../../src/broadcasts/on-air-story.ts';
+import type { DeviceStatusEvent } from '../../src/devices/stories/presence.ts';
 import type { AdminStore } from '../../src/mosques/admins.ts';
+import type { ScheduleEvent } from '../../src/schedule/scheduler.ts';
 import type { Memberships } from '../../src/mosques/memberships.ts';
 import type { MosqueStore } from '../../src/mosques/mosques.ts';
 import type { ChangeFeed } from '../../src/platform/changes.ts';
@@ -31,20 +35,14 @@ export const MAX_STREAMS = 200;
 /** Unredeemed tickets kept at once (each lives 30 s): a flood of ticket requests cannot grow memory. */
 export const MAX_OPEN_TICKETS = 10_000;
 
-export type MosqueEvent =
-  | { type: 'device_status'; device_id: string; from: string; to: string; reason: string | null; at: string }
-  | { type: 'broadcast'; broadcast_id: string; action: 'start' | 'stop'; kind: string; at: string }
-  | { type: 'schedule'; date: string; prayer: string; index: number; status: string; at: string }
-  /** The mosque's source went on or off air at the audio server (docs/api.md, "Broadcasts and the audio server"). */
-  | { type: 'on_air'; live: boolean; at: string }
-  /** How many the audio server lets listen to the mosque now, after one was admitted or left. */
-  | { type: 'listeners'; count: number; at: string };
+/** Each message is built by the story that tells it (docs/architecture.md, "Where each story lives"). */
+export type MosqueEvent = DeviceStatusEvent | BroadcastEvent | ScheduleEvent | OnAirEvent | ListenersEvent;
 
 /** `sessionId`: the console session the token was minted from (docs/api.md "Console sessions"), or null. */
 interface Ticket { userId: string; role: string; mosqueId: string; token: string; sessionId: string | null; expiresAt: number }
 interface Stream { userId: string; mosqueId: string; send(e: MosqueEvent): void; close(): void; recheck(): void }
 
-/** The hub the composition root feeds from the core's listeners (device status, broadcast start/stop). */
+/** The hub the stories announce to (device status, broadcast start/stop, slots, on air, listeners). */
 export function createMosqueEvents() {
   const streams = new Set<Stream>();
   return {

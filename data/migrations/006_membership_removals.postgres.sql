@@ -1,4 +1,4 @@
--- PostgreSQL's form of 006 (docs/layout.md, "Migrations"): the same table; the feed's removals read with
+-- PostgreSQL's form of 006 (docs/architecture.md, "Migrations"): the same table; the feed's removals read with
 -- PostgreSQL's JSON operators instead of json_extract.
 CREATE TABLE membership_removals (
   mosque_id  TEXT NOT NULL REFERENCES mosques(id) ON DELETE CASCADE,

@@ -1,4 +1,4 @@
--- PostgreSQL's form of 012 (docs/layout.md, "Migrations"): the same chained timeline. The identity keeps
+-- PostgreSQL's form of 012 (docs/architecture.md, "Migrations"): the same chained timeline. The identity keeps
 -- counting past the old table's last id, as SQLite's sqlite_sequence row is kept there; the orphan trigger is a
 -- PL/pgSQL function, PostgreSQL's way to write one.
 CREATE TABLE device_events_chained (

@@ -1,4 +1,4 @@
--- PostgreSQL's form of 013 (docs/layout.md, "Migrations"): the same schema, reached with ALTER TABLE where
+-- PostgreSQL's form of 013 (docs/architecture.md, "Migrations"): the same schema, reached with ALTER TABLE where
 -- SQLite must rebuild a table (PostgreSQL drops a UNIQUE constraint and a NOT NULL in place).
 ALTER TABLE users DROP CONSTRAINT users_email_key;
 ALTER TABLE users DROP CONSTRAINT users_email_hash_key;

@@ -1,5 +1,5 @@
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
-import type { Change } from '../platform/changes.ts';
+import type { Change, ChangeListener } from '../platform/changes.ts';
 import type { Db } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import type { DeviceInfo } from '../devices/devices.ts';
@@ -98,6 +98,12 @@ export function createAudio(deps: AudioDeps) {
     return timer;
   };
 
+  function changed(change: Change): void {
+    if (change.kind === 'device') revocation.deviceChanged(change.id);
+    else if (change.kind === 'standing' || change.kind === 'user') revocation.standingChanged(change.id, deps.devices.ownedBy(change.id));
+    else if (change.kind === 'mosque') revocation.mosqueChanged(change.id);
+  }
+
   return {
     /** Answers one Icecast callback (api/audio/hooks.ts). */
     handleHook: (r: HookRequest): HookAnswer => callbacks.handle(r),
@@ -110,13 +116,16 @@ export function createAudio(deps: AudioDeps) {
      * The process's own committed changes (src/platform/changes.ts, origin `local`): exactly the process that made
      * a change rechecks the listeners it concerns; the others learn of it on the feed but leave it to that one.
      */
-    changed(change: Change): void {
-      if (change.kind === 'device') revocation.deviceChanged(change.id);
-      else if (change.kind === 'standing' || change.kind === 'user') revocation.standingChanged(change.id, deps.devices.ownedBy(change.id));
-      else if (change.kind === 'mosque') revocation.mosqueChanged(change.id);
-    },
+    changed,
     /** The safety net under the feed (every process, each SHARED_CACHE_RELOAD_S): every open session rechecked. */
     recheckAll: () => revocation.recheckAll(),
+    /** The audio gate's subscription to the change feed: `changed` for this process's own, `recheckAll` on a resync. */
+    followChanges: {
+      changed: (change, origin) => {
+        if (origin === 'local') changed(change);
+      },
+      resync: () => void revocation.recheckAll().catch((err: unknown) => deps.onError('audio recheck', err)),
+    } satisfies ChangeListener,
     reconcile: reconcileNow,
     /** `ok`, or `down` while Icecast's admin API does not answer in time. */
     health: () => state,

@@ -1,5 +1,7 @@
 import type { ListenerSessionRow, RefusalCount } from '../audio/listener-sessions.ts';
-import type { BroadcastRow, Listeners } from './broadcasts.ts';
+import type { Clock } from '../platform/clock.ts';
+import type { Fanout } from './broadcast-fanout.ts';
+import type { BroadcastRow, Broadcasts, DeliveryReport, Listeners } from './broadcasts.ts';
 
 /** At most this many listeners are named one by one in a report; the totals count them all. */
 export const HEARD_LIST_MAX = 1000;
@@ -34,5 +36,24 @@ export function whoHeard(source: HeardSource, b: BroadcastRow, nowS: number): Li
     refused,
     heard: all.slice(0, HEARD_LIST_MAX),
     truncated: all.length > HEARD_LIST_MAX,
+  };
+}
+
+/**
+ * A broadcast's delivery report (docs/api.md, "Broadcasts and their delivery report"): the devices' own
+ * reports, and with an audio server (`heard`) who it admitted and for how long.
+ */
+export function createDeliveryReports(deps: { fanout: Pick<Fanout, 'report'>; broadcasts: Pick<Broadcasts, 'find'>; heard: HeardSource | null; clock: Clock }) {
+  const report = (b: BroadcastRow): DeliveryReport => {
+    const devices = deps.fanout.report(b);
+    return deps.heard ? { ...devices, listeners: whoHeard(deps.heard, b, Math.floor(deps.clock() / 1000)) } : devices;
+  };
+  return {
+    report,
+    /** The report of one broadcast of the mosque, or null when it has none by that id. */
+    reportFor(mosqueId: string, broadcastId: string): DeliveryReport | null {
+      const b = deps.broadcasts.find(mosqueId, broadcastId);
+      return b ? report(b) : null;
+    },
   };
 }

@@ -39,8 +39,6 @@ export function createDevicePlane(deps: {
   activity: ActivityLog;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
   membershipRemoved: (mosqueId: string, userId: string) => boolean;
-  /** Told of every status transition (the console's live stream listens here, through service.ts). */
-  onStatusChange?: (change: StatusChange) => void;
   /** Where registry and lease writes are announced (src/platform/changes.ts). */
   changes?: ChangePublisher;
   /** The stream address configs carry (src/devices/entitlement.ts); default the mosque's own stream_url. */
@@ -51,7 +49,11 @@ export function createDevicePlane(deps: {
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
   const commits = createGroupCommit(db, (err) => deps.faults.report('device group commit', err));
   const timeline = createTimeline(db, clock, commits.flush);
-  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, ...(deps.onStatusChange && { onStatusChange: deps.onStatusChange }) });
+  // Told of every written status transition (src/devices/stories/presence.ts listens).
+  const statusListeners: Array<(change: StatusChange) => void> = [];
+  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {
+    for (const l of statusListeners) l(c);
+  } });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
   const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
   let link: DeviceLink | null = null;
@@ -227,6 +229,8 @@ export function createDevicePlane(deps: {
     attach(deviceLink: DeviceLink): void {
       link = deviceLink;
     },
+    /** Adds a listener told of every status transition once it is written. */
+    onStatusChange: (listener: (change: StatusChange) => void) => void statusListeners.push(listener),
     retainAllConfigs,
     start(): void {
       started = true;

@@ -66,11 +66,14 @@ export interface MembershipChange {
   removed?: boolean;
 }
 
-/** Told after every committed status change (entitlement reacts to it: a later issue). */
+/**
+ * Told after every committed status change: approval, ban, rejection, removal. A later domain's story
+ * listens (src/devices/stories/membership.ts: the member's players get their new config).
+ */
 export type MembershipListener = (change: MembershipChange) => void;
 
 /** Every write is announced on `changes` (kind `standing`, the member's user id): /me lists memberships. */
-export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; onChange?: MembershipListener; changes?: ChangePublisher }) {
+export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; changes?: ChangePublisher }) {
   const { db, activity } = deps;
   const changes = deps.changes ?? noChanges;
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
@@ -107,8 +110,12 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
   );
   const clearRemoval = db.prepare('DELETE FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
   const now = () => toUnixSeconds(deps.clock());
+  const listeners: MembershipListener[] = [];
+  const tell = (change: MembershipChange) => {
+    for (const l of listeners) l(change);
+  };
   const notify = (change: MembershipChange) => {
-    if (change.previousStatus !== change.membership.status) deps.onChange?.(change);
+    if (change.previousStatus !== change.membership.status) tell(change);
   };
 
   /** Creates or moves a membership to `status`, with its activity entry, in one transaction. */
@@ -134,6 +141,8 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
   }
 
   return {
+    /** Adds a listener told after every committed status change (see MembershipListener). */
+    listen: (listener: MembershipListener) => void listeners.push(listener),
     /** Whether an admin removed this user's membership of the mosque and it was not re-created since (one key lookup). */
     wasRemoved: (mosqueId: string, userId: string) => removedEntry.get(mosqueId, userId) !== undefined,
     findById: (id: string) => byId.get(id) ?? null,
@@ -218,7 +227,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     noteUserDeleted(userId: string, actorId: string | null): void {
       for (const m of ofUser.all(userId)) {
         activity.record({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
-        deps.onChange?.({ membership: m, previousStatus: m.status, removed: true });
+        tell({ membership: m, previousStatus: m.status, removed: true });
       }
     },
 
@@ -231,7 +240,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
         activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
       })();
       changed(membership.user_id);
-      deps.onChange?.({ membership, previousStatus: membership.status, removed: true });
+      tell({ membership, previousStatus: membership.status, removed: true });
     },
   };
 }

@@ -1,6 +1,6 @@
 import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
-import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import { noChanges, type ChangeListener, type ChangePublisher } from '../platform/changes.ts';
 
 /**
  * Signed-out access tokens beyond their owner's current version: one process or several may hold a token
@@ -27,13 +27,19 @@ export interface RevokedTokens {
   reload(tokenIdHash: string): Promise<void>;
   /** Re-reads every row (the feed was away, or the safety-net poll ran). */
   reloadAll(): Promise<void>;
+  /** This cache's subscription to the change feed: another process's revocation is read; a resync reads all. */
+  followChanges: ChangeListener;
 }
 
 /**
  * Every revocation is announced on `changes` (kind `token`, the id's hash) right after it commits. Resolves once
  * the live rows are in memory.
  */
-export async function createRevokedTokens(store: Store, clock: Clock, changes: ChangePublisher = noChanges): Promise<RevokedTokens> {
+export async function createRevokedTokens(
+  store: Store, clock: Clock, changes: ChangePublisher = noChanges,
+  /** Where a reload the feed started and no caller awaits reports its failure. */
+  onError: (what: string, err: unknown) => void = () => undefined,
+): Promise<RevokedTokens> {
   const now = () => toUnixSeconds(clock());
 
   // token id hash -> exp. An expired entry only costs memory (its token fails the exp check first): it goes
@@ -55,6 +61,10 @@ export async function createRevokedTokens(store: Store, clock: Clock, changes: C
     revoked = next;
   };
   await reloadAll();
+  const reloadOne = async (hash: string) => {
+    const row = await store.selectFrom('revoked_tokens').select('expires_at').where('token_id_hash', '=', hash).executeTakeFirst();
+    if (row && row.expires_at > now()) revoked.set(hash, row.expires_at);
+  };
 
   return {
     isRevoked: (hash) => revoked.has(hash),
@@ -73,10 +83,13 @@ export async function createRevokedTokens(store: Store, clock: Clock, changes: C
     async forgetUser(userId) {
       await store.deleteFrom('revoked_tokens').where('user_id', '=', userId).execute();
     },
-    async reload(hash) {
-      const row = await store.selectFrom('revoked_tokens').select('expires_at').where('token_id_hash', '=', hash).executeTakeFirst();
-      if (row && row.expires_at > now()) revoked.set(hash, row.expires_at);
-    },
+    reload: reloadOne,
     reloadAll,
+    followChanges: {
+      changed: (change, origin) => {
+        if (origin === 'remote' && change.kind === 'token') void reloadOne(change.id).catch((err: unknown) => onError('revoked token reload', err));
+      },
+      resync: () => void reloadAll().catch((err: unknown) => onError('revoked tokens reload', err)),
+    },
   };
 }

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { identifierHash, isSyntheticEmail, lostClaimEmail } from '../platform/identifiers.ts';
-import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import { noChanges, type ChangeListener, type ChangePublisher } from '../platform/changes.ts';
 
 export type Role = 'member' | 'superadmin';
 
@@ -137,6 +137,11 @@ export interface UserStore {
   reloadVersions(): void;
   /** Re-reads one user's token version (another process changed the row: the change feed said so). */
   reloadVersion(id: string): void;
+  /**
+   * This cache's subscription to the change feed (src/platform/changes.ts): another process's change to a user
+   * is read again (this process's own are current already); a resync reads every version.
+   */
+  followChanges: ChangeListener;
 }
 
 /** Every write here is announced on `changes` (kind `user`) right after it commits. */
@@ -278,6 +283,12 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
     list: (limit, offset) => page.all(limit, offset),
     reloadVersions,
     reloadVersion: refreshVersion,
+    followChanges: {
+      changed: (change, origin) => {
+        if (origin === 'remote' && change.kind === 'user') refreshVersion(change.id);
+      },
+      resync: reloadVersions,
+    },
     update(id, f) {
       const row = byId.get(id)!;
       const roleChanged = f.role !== undefined && f.role !== row.role;

@@ -195,7 +195,7 @@ export interface Migration {
 
 /**
  * A migration's PostgreSQL form, beside it where SQLite's text cannot be carried over (a table rebuild, a
- * SQLite-only function): `012_timeline_chains.postgres.sql` (docs/layout.md, "Migrations").
+ * SQLite-only function): `012_timeline_chains.postgres.sql` (docs/architecture.md, "Migrations").
  */
 export const POSTGRES_SUFFIX = '.postgres.sql';
 

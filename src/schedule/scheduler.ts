@@ -39,8 +39,8 @@ export interface SchedulerDeps {
   readiness: ReadinessCheck;
   /** Web Push to these users (the broadcasts outbox, wired in service.ts). */
   push: (userIds: string[], payload: Record<string, unknown>) => void;
-  /** A slot's recorded status changed (the console's live schedule page, wired in service.ts). */
-  onSlotChange?: (slot: Pick<Slot, 'mosqueId' | 'date' | 'prayer' | 'index'>, status: Outcome['status']) => void;
+  /** Where a slot's recorded status change is told: the mosque's open event streams (the console's live schedule page). */
+  announce?: (mosqueId: string, event: () => ScheduleEvent) => void;
   /** The auto_start port: starts the broadcast of a slot, as a trigger admin would. */
   startAzaan: (mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }) => { ok: true; broadcastId: string } | { ok: false; message: string };
   /**
@@ -53,6 +53,16 @@ export interface SchedulerDeps {
     problem(): 'no_source' | 'audio_server_unreachable';
     startFallback(mosqueId: string, prayer: string): string | null;
   };
+}
+
+/** The event-stream message of a slot's new status (docs/api.md, "Live events of a mosque"). */
+export interface ScheduleEvent {
+  type: 'schedule';
+  date: string;
+  prayer: string;
+  index: number;
+  status: string;
+  at: string;
 }
 
 const title = (prayer: string) => (prayer === 'jumuah' ? "Jumu'ah" : prayer[0]!.toUpperCase() + prayer.slice(1));
@@ -69,7 +79,7 @@ export function createScheduler(deps: SchedulerDeps) {
     ...deps.store,
     record(slot, outcome, nowMs) {
       deps.store.record(slot, outcome, nowMs);
-      deps.onSlotChange?.(slot, outcome.status);
+      deps.announce?.(slot.mosqueId, () => ({ type: 'schedule', date: slot.date, prayer: slot.prayer, index: slot.index, status: outcome.status, at: new Date(clock()).toISOString() }));
     },
   };
   const derived = new Map<string, { updatedAt: number; times: MosqueTimes; days: Map<string, Slot[]> }>();

@@ -32,8 +32,9 @@ export type ProofOutcome = { ok: true; user: UserRow } | { ok: false; message: s
  * when someone had signed in to it (whoever did may not own the address), and an account that another
  * address already vouches for is someone else's, so the prover gets a new account of their own.
  */
-export function createAddressProof(deps: { db: Db; users: UserStore; listeners: AddressProvenListener[] }) {
+export function createAddressProof(deps: { db: Db; users: UserStore }) {
   const { users } = deps;
+  const listeners: AddressProvenListener[] = [];
 
   const settle = deps.db.transaction((claimant: UserRow, hash: string, signedIn: boolean): AddressProven => {
     const revoked: string[] = [];
@@ -55,6 +56,8 @@ export function createAddressProof(deps: { db: Db; users: UserStore; listeners: 
   });
 
   return {
+    /** Adds a listener told after each first proof's commit (src/devices/address-claims.ts is the story). */
+    listen: (listener: AddressProvenListener) => void listeners.push(listener),
     /**
      * Proves `hash`, one of the account's addresses, through that account. Refused when the address is not
      * (or no longer) the account's, or another account proved it first.
@@ -68,7 +71,7 @@ export function createAddressProof(deps: { db: Db; users: UserStore; listeners: 
         return { ok: false, message: 'Another account has proven this address; sign in with a code sent to it.' };
       }
       const event = settle(claimant, hash, opts.signedIn);
-      for (const listener of deps.listeners) listener(event);
+      for (const listener of listeners) listener(event);
       return { ok: true, user: users.findById(event.userId)! };
     },
   };

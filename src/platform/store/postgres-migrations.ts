@@ -5,7 +5,7 @@ import { MIGRATIONS_DIR, POSTGRES_SUFFIX, readMigrations, type Migration } from 
 import type { Store } from './store.ts';
 
 /**
- * The numbered migrations on PostgreSQL (docs/layout.md, "Migrations"): the same files, in the same order, to the
+ * The numbered migrations on PostgreSQL (docs/architecture.md, "Migrations"): the same files, in the same order, to the
  * same schema version as on SQLite. A file's `.postgres.sql` sibling replaces it where SQLite's text cannot be
  * carried over; every other file is SQLite's own text with its column types spelled as PostgreSQL spells them
  * (forPostgres). The version lives in minaret_schema; a session-wide advisory lock makes a second node that

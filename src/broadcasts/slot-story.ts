@@ -1,0 +1,39 @@
+import type { Audio } from '../audio/audio.ts';
+import type { Broadcasts } from './broadcasts.ts';
+import type { PushOutbox } from './push-outbox.ts';
+import type { SourceFollow } from './source-follow.ts';
+
+/**
+ * What the schedule asks of broadcasts for a slot (docs/schedule.md): its auto start, its missed-azaan
+ * push, and with an audio server whether the mosque's source sounded and the recorded azaan instead.
+ * src/schedule/scheduler.ts declares the shape it takes; schedule and broadcasts are siblings and import
+ * nothing of each other, so this side is written here and handed over in src/service.ts.
+ */
+export function slotBroadcasts(deps: {
+  broadcasts: Pick<Broadcasts, 'start'>;
+  follow: Pick<SourceFollow, 'sourceProblem' | 'startFallback'>;
+  outbox: Pick<PushOutbox, 'enqueue' | 'drain'>;
+  audio: Pick<Audio, 'listOnAirIntervals'> | null;
+}) {
+  const { broadcasts, follow, outbox, audio } = deps;
+  return {
+    /** An auto start is the service's own: no title, no actor. */
+    startAzaan(mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }): { ok: true; broadcastId: string } | { ok: false; message: string } {
+      const started = broadcasts.start(mosqueId, { ...call, title: null }, null);
+      return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
+    },
+    /** Queued, then sent at once rather than at the outbox's next tick. */
+    push(userIds: string[], payload: Record<string, unknown>): void {
+      outbox.enqueue(null, userIds, payload);
+      void outbox.drain();
+    },
+    // With an audio server, what it saw serves a slot or misses it (src/broadcasts/source-follow.ts).
+    ...(audio && {
+      source: {
+        sounded: (mosqueId: string, fromMs: number, toMs: number) => audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000)).length > 0,
+        problem: () => follow.sourceProblem() ?? 'no_source',
+        startFallback: (mosqueId: string, prayer: string) => follow.startFallback(mosqueId, prayer),
+      },
+    }),
+  };
+}

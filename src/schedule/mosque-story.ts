@@ -1,0 +1,38 @@
+import type { DevicePlane } from '../devices/device-plane.ts';
+import type { MosqueRow } from '../mosques/mosques.ts';
+import type { ChangeListener } from '../platform/changes.ts';
+import type { ScheduleStore } from './schedule-store.ts';
+import type { Scheduler } from './scheduler.ts';
+
+/**
+ * The story of a mosque changed or deleted (docs/walkthrough.md, "3. The mosque and its members"), told by
+ * src/mosques/mosque-ops.ts around its writes and, for another process's writes, by the change feed:
+ * - updated: its transmitters and entitled players get the new stream address in their configs, then the
+ *   schedule derives its times again;
+ * - changed by another process: the schedule derives its times again (the devices follow the devices' own
+ *   changes, src/devices/stories/shared-caches.ts);
+ * - deleted: the schedule forgets its uploaded timetable and its transmitters are deleted before the row goes;
+ *   after, its players, now unbound, get their new config.
+ */
+export function createMosqueStory(deps: {
+  plane: Pick<DevicePlane, 'beforeMosqueDelete' | 'mosqueUpdated'>;
+  scheduleStore: Pick<ScheduleStore, 'forgetMosque'>;
+  scheduler: Pick<Scheduler, 'mosqueChanged'>;
+}) {
+  return {
+    beforeDelete(mosqueId: string): () => void {
+      deps.scheduleStore.forgetMosque(mosqueId);
+      return deps.plane.beforeMosqueDelete(mosqueId);
+    },
+    updated(before: MosqueRow, after: MosqueRow): void {
+      deps.plane.mosqueUpdated(before, after);
+      deps.scheduler.mosqueChanged(after.id);
+    },
+    followChanges: {
+      changed(change, origin) {
+        if (origin === 'remote' && change.kind === 'mosque') deps.scheduler.mosqueChanged(change.id);
+      },
+      resync() {},
+    } satisfies ChangeListener,
+  };
+}
