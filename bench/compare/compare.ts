@@ -1,19 +1,19 @@
 /**
- * Before and after (npm run bench:compare): the device bench (bench/devices.ts) and the HTTP bench
- * (bench/http.ts) run against Minaret at an older commit and against this checkout, alternating, so a busy
+ * Before and after (npm run bench:compare): the device bench (bench/devices.ts), the HTTP bench (bench/http.ts)
+ * and, when asked (--benches), the broadcast bench (bench/broadcast.ts, players as many as --devices) run against Minaret at an older commit and against this checkout, alternating, so a busy
  * spell on a shared host falls on both; every figure is reported before against after, and each also against
  * the bare baseline (bare aedes, a bare Hono route) measured in the same run.
  *
  *   npm run bench:compare -- [--before <git ref>=7d5d3cf] [--rounds <r>=2] [--devices <n>=2000] [--device-rounds <k>=3]
- *                            [--duration <s>=8] [--benches devices,http] [--no-write]
+ *                            [--duration <s>=8] [--benches devices,http[,broadcast]] [--no-write]
  *
  * The older commit is checked out into a temporary git worktree under .tmp/ (`git worktree add --detach`, its
  * node_modules a symlink to this checkout's), removed at the end. The benches are this checkout's; under
  * BENCH_SERVICE_ROOT they start the older tree's own server scripts (bench/device-server.ts,
- * bench/http-server.ts), which load the older service; the load generators, the baselines and the report are
+ * bench/http-server.ts, bench/broadcast-server.ts), which load the older service; the load generators, the baselines and the report are
  * the same code for both. Each run writes its figures with --json and this runner reads them.
  *
- * Order, for each of --rounds rounds: devices before, devices after, http before, http after. A figure's
+ * Order, for each of --rounds rounds: devices before, devices after, http before, http after (then broadcast). A figure's
  * "after ÷ before" pairs the runs of the same round. A figure worse by more than 10 % (a rate below 0.9×, a
  * cost or a latency above 1.1×) is marked. Writes its table into bench/RESULTS.md under
  * "## Before and after (npm run bench:compare)" (--no-write: print only).
@@ -25,13 +25,14 @@ import { CONTENDED_CORES, RESULTS_FILE, ROOT, cli, fmt, machine, range, usageErr
 
 const SECTION = '## Before and after (npm run bench:compare)';
 const USAGE =
-  'usage: npm run bench:compare -- [--before <git ref>=7d5d3cf] [--rounds <r>=2] [--devices <n>=2000] [--device-rounds <k>=3] [--duration <s>=8] [--benches devices,http] [--no-write]';
+  'usage: npm run bench:compare -- [--before <git ref>=7d5d3cf] [--rounds <r>=2] [--devices <n>=2000] [--device-rounds <k>=3] [--duration <s>=8] [--benches devices,http[,broadcast]] [--no-write]';
 /** The last commit before the refactor that gave each table one owner behind the async store port (docs/layout.md): the default older side. */
 const DEFAULT_BEFORE = '7d5d3cf';
 /** Worse than this much, a figure is marked (a rate below 1 - it, a cost above 1 + it). */
 const WORSE = 0.1;
 
-type Bench = 'devices' | 'http';
+type Bench = 'devices' | 'http' | 'broadcast';
+const BENCHES: readonly Bench[] = ['devices', 'http', 'broadcast'];
 type Side = 'before' | 'after';
 
 const git = (args: string[]) => spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' });
@@ -46,13 +47,14 @@ function parseOptions(argv: string[]) {
     benches: { type: 'string', default: 'devices,http' },
     'no-write': { type: 'boolean' },
   }, argv);
-  const benches = a.benches.split(',').filter(Boolean);
-  const unknown = benches.filter((b) => b !== 'devices' && b !== 'http');
-  if (benches.length === 0 || unknown.length > 0) usageError(USAGE, `--benches: devices, http or both (got ${JSON.stringify(a.benches)})`);
+  const asked = a.benches.split(',').filter(Boolean);
+  if (asked.length === 0 || asked.some((b) => !(BENCHES as readonly string[]).includes(b))) usageError(USAGE, `--benches: some of ${BENCHES.join(', ')} (got ${JSON.stringify(a.benches)})`);
+  // Always in the same order, whatever order they were named in.
+  const benches = BENCHES.filter((b) => asked.includes(b));
   // The ref is resolved before anything runs, so a typo costs nothing.
   const sha = git(['rev-parse', '--verify', '--quiet', `${a.before}^{commit}`]);
   if (sha.status !== 0) usageError(USAGE, `--before: ${JSON.stringify(a.before)} is not a commit of this repository`);
-  return { ...a, benches: benches as Bench[], beforeSha: sha.stdout.trim() };
+  return { ...a, benches, beforeSha: sha.stdout.trim() };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -87,7 +89,7 @@ function checkOut(sha: string): string {
   if (added.status !== 0) throw new Error(`git worktree add ${dir} ${sha}: ${added.stderr.trim()}`);
   tree = dir;
   fs.symlinkSync(fs.realpathSync(path.join(ROOT, 'node_modules')), path.join(dir, 'node_modules'), 'dir');
-  for (const script of ['device-server.ts', 'http-server.ts']) {
+  for (const script of ['device-server.ts', 'http-server.ts', 'broadcast-server.ts']) {
     const theirs = path.join(dir, 'bench', script);
     if (!fs.existsSync(theirs)) throw new Error(`${sha.slice(0, 7)} has no bench/${script}: too old to compare with these benches`);
     const [mine, old] = [ipcTypes(path.join(ROOT, 'bench', script)), ipcTypes(theirs)];
@@ -133,12 +135,22 @@ const median = (xs: number[]): number => {
   return s.length === 0 ? Number.NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-async function runDevices(opts: ReturnType<typeof parseOptions>, root: string | null, json: string): Promise<Omit<Run, 'side' | 'round'>> {
-  await runChild('devices.ts', ['--devices', String(opts.devices), '--rounds', String(opts['device-rounds']), '--no-write', '--json', json], root);
+/** Minaret's figures and bare aedes's from a bench that writes both by the same keys (devices, broadcast). */
+function minaretAndBare(bench: Bench, json: string): Omit<Run, 'side' | 'round'> {
   const out = JSON.parse(fs.readFileSync(json, 'utf8')) as { minaret: Record<string, number>; bare: Record<string, number> };
   const figures: RunFigures = {};
   for (const key of Object.keys(out.minaret)) figures[key] = { value: out.minaret[key]!, baseline: out.bare[key]! };
-  return { bench: 'devices', figures, otherCores: Math.max(out.minaret['otherProcessesCores'] ?? 0, out.bare['otherProcessesCores'] ?? 0) };
+  return { bench, figures, otherCores: Math.max(out.minaret['otherProcessesCores'] ?? 0, out.bare['otherProcessesCores'] ?? 0) };
+}
+
+async function runDevices(opts: ReturnType<typeof parseOptions>, root: string | null, json: string): Promise<Omit<Run, 'side' | 'round'>> {
+  await runChild('devices.ts', ['--devices', String(opts.devices), '--rounds', String(opts['device-rounds']), '--no-write', '--json', json], root);
+  return minaretAndBare('devices', json);
+}
+
+async function runBroadcast(opts: ReturnType<typeof parseOptions>, root: string | null, json: string): Promise<Omit<Run, 'side' | 'round'>> {
+  await runChild('broadcast.ts', ['--players', String(Math.max(2, opts.devices)), '--no-write', '--json', json], root);
+  return minaretAndBare('broadcast', json);
 }
 
 async function runHttp(opts: ReturnType<typeof parseOptions>, root: string | null, json: string): Promise<Omit<Run, 'side' | 'round'>> {
@@ -179,6 +191,9 @@ const FIGURES: Figure[] = [
   { bench: 'devices', key: 'cpuUsPerHeartbeat', label: 'Broker CPU per heartbeat (µs)', better: 'lower', digits: 1, baseline: 'bare aedes' },
   { bench: 'devices', key: 'recordP99Ms', label: 'Status publish → record p99 (ms)', better: 'lower', digits: 2, baseline: 'bare aedes → subscriber' },
   { bench: 'devices', key: 'pubackP99Ms', label: 'Status publish → PUBACK p99 (ms)', better: 'lower', digits: 2, baseline: 'bare aedes' },
+  { bench: 'broadcast', key: 'firstMs', label: 'Broadcast → first player (ms, median of runs)', better: 'lower', digits: 2, baseline: 'bare aedes publish' },
+  { bench: 'broadcast', key: 'p99Ms', label: 'Broadcast → players p99 (ms)', better: 'lower', digits: 1, baseline: 'bare aedes publish' },
+  { bench: 'broadcast', key: 'cpuMsPerFanout', label: 'Broker CPU per fan-out (ms)', better: 'lower', digits: 0, baseline: 'bare aedes publish' },
   { bench: 'http', key: 'healthzRps', label: 'GET /healthz req/s', better: 'higher', digits: 0, baseline: 'bare Hono' },
   { bench: 'http', key: 'healthzCpuUs', label: 'GET /healthz server CPU per request (µs)', better: 'lower', digits: 1, baseline: 'bare Hono' },
   { bench: 'http', key: 'healthzP99Ms', label: 'GET /healthz p99 (ms)', better: 'lower', digits: 2, baseline: 'bare Hono' },
@@ -222,7 +237,11 @@ function table(runs: Run[], rounds: number): { lines: string[]; worse: string[] 
   return { lines, worse };
 }
 
-const subject = (ref: string) => git(['log', '-1', '--format=%h %s', ref]).stdout.trim().slice(0, 90);
+/** A commit as its short hash and the start of its subject line. */
+const subject = (ref: string): string => {
+  const line = git(['log', '-1', '--format=%h %s', ref]).stdout.trim();
+  return line.length > 72 ? `${line.slice(0, 71)}…` : line;
+};
 
 function report(opts: ReturnType<typeof parseOptions>, runs: Run[], command: string, date: string): string {
   const dirty = git(['status', '--porcelain', '--untracked-files=no']).stdout.trim() !== '';
@@ -235,7 +254,11 @@ function report(opts: ReturnType<typeof parseOptions>, runs: Run[], command: str
     `- Date: ${date}; command: \`${command}\``,
     `- Before: \`${subject(opts.beforeSha)}\` (checked out into a temporary worktree); after: \`${subject('HEAD')}\`${dirty ? ' with uncommitted changes' : ''}`,
     ...machine(),
-    `- ${opts.rounds} round(s), each in this order: ${order}. Devices: \`bench/devices.ts --devices ${opts.devices} --rounds ${opts['device-rounds']}\` (its figures are the medians of its measured rounds); HTTP: \`bench/http.ts --duration ${opts.duration} --reps 1\` (wrk, 50 connections)`,
+    `- ${opts.rounds} round(s), each in this order: ${order}. ${[
+      opts.benches.includes('devices') ? `Devices: \`bench/devices.ts --devices ${opts.devices} --rounds ${opts['device-rounds']}\` (its figures are the medians of its measured rounds).` : '',
+      opts.benches.includes('http') ? `HTTP: \`bench/http.ts --duration ${opts.duration} --reps 1\` (wrk, 50 connections).` : '',
+      opts.benches.includes('broadcast') ? `Broadcasts: \`bench/broadcast.ts --players ${Math.max(2, opts.devices)}\` (medians of its runs).` : '',
+    ].filter(Boolean).join(' ')}`,
     '- Ranges over the rounds; "after ÷ before" pairs the two runs of a round; a figure worse by more than 10 % (median over the rounds) is marked **worse**. CPU is the measured server process\'s user + system time per message or request.',
     '',
     ...lines,
@@ -265,7 +288,7 @@ async function main(): Promise<void> {
         console.log(`\n=== round ${round}/${opts.rounds}: ${bench}, ${side}`);
         const json = path.join(jsonDir, `${bench}-${side}-${round}.json`);
         const root = side === 'before' ? before : null;
-        const got = bench === 'devices' ? await runDevices(opts, root, json) : await runHttp(opts, root, json);
+        const got = bench === 'devices' ? await runDevices(opts, root, json) : bench === 'http' ? await runHttp(opts, root, json) : await runBroadcast(opts, root, json);
         runs.push({ ...got, side, round });
       }
     }

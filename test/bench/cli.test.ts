@@ -75,7 +75,7 @@ test('bench:compare refuses a --before that is not a commit, or an unknown bench
   const before = worktrees();
   for (const [args, message] of [
     [['--before', 'no-such-ref-0000'], /--before: "no-such-ref-0000" is not a commit of this repository/],
-    [['--benches', 'devices,disk'], /--benches: devices, http or both \(got "devices,disk"\)/],
+    [['--benches', 'devices,disk'], /--benches: some of devices, http, broadcast \(got "devices,disk"\)/],
     [['--rounds', '0'], /--rounds: expected a whole number >= 1 \(got "0"\)/],
   ] as const) {
     const r = run(file, [...args]);
