@@ -4,7 +4,9 @@
  * same run as the baseline.
  *
  *   npx tsx bench/broadcast.ts [--players <n>=2000] [--runs <r>=3] [--bans <b>=50] [--http-concurrency <h>=50]
- *                              [--connect-concurrency <c>=40] [--quiet-wait <s>=5] [--timeout <s>] [--no-write]
+ *                              [--connect-concurrency <c>=40] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--json <file>]
+ *   BENCH_SERVICE_ROOT=<checkout> npx tsx bench/broadcast.ts ...   Minaret from another checkout, through that checkout's
+ *                                                                  own bench/broadcast-server.ts (bench/compare/compare.ts)
  *
  * Everything runs on 127.0.0.1. The service runs in a child process (bench/broadcast-server.ts) with
  * NODE_ENV=test, ports 0, a temp database and data dir; this process is the load generator (one plain
@@ -40,7 +42,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, cli, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, ratio, writeSubsection } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, cli, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, ratio, serviceNodeFlags, serviceRoot, writeJson, writeSubsection } from './support.ts';
 import { api, registerWorld, seedSuperadmin, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
@@ -62,11 +64,13 @@ interface Options {
   quietWaitS: number;
   timeoutS: number;
   write: boolean;
+  /** Also write the fan-out figures as JSON to this file (bench/compare/compare.ts reads it). */
+  json: string | undefined;
 }
 
 const USAGE =
   'usage: npx tsx bench/broadcast.ts [--players <n>=2000] [--runs <r>=3] [--bans <b>=50] [--http-concurrency <h>=50] ' +
-  '[--connect-concurrency <c>=40] [--quiet-wait <s>=5] [--timeout <s>] [--no-write]';
+  '[--connect-concurrency <c>=40] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--json <file>]';
 
 function parseOptions(argv: string[]): Options {
   const a = cli(USAGE, {
@@ -80,10 +84,11 @@ function parseOptions(argv: string[]): Options {
     'quiet-wait': { type: 'number', default: 5 },
     timeout: { type: 'number', min: 30 },
     'no-write': { type: 'boolean' },
+    json: { type: 'string' },
   }, argv);
   return {
     players: a.players, runs: a.runs, bans: a.bans, httpConcurrency: a['http-concurrency'], connectConcurrency: a['connect-concurrency'],
-    quietWaitS: a['quiet-wait'], timeoutS: a.timeout ?? 0, write: !a['no-write'],
+    quietWaitS: a['quiet-wait'], timeoutS: a.timeout ?? 0, write: !a['no-write'], json: a.json,
   };
 }
 
@@ -120,9 +125,11 @@ class Child {
   constructor(readonly name: string, mode: 'minaret' | 'bare', env: Record<string, string>) {
     // BENCH_BROKER_NODE_ARGS: extra node flags for the server children, as in bench/devices.ts (e.g. "--cpu-prof").
     const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
-    // The service runs with the node flags npm start gives it; bare aedes without.
-    const flags = mode === 'minaret' ? SERVICE_NODE_FLAGS : [];
-    this.proc = spawn(process.execPath, [...flags, ...extra, '--import', 'tsx', path.join(ROOT, 'bench', 'broadcast-server.ts'), mode], {
+    // The service runs with the node flags npm start gives it, from the checkout measured (BENCH_SERVICE_ROOT,
+    // see serviceRoot); bare aedes from this one, without them.
+    const root = mode === 'minaret' ? serviceRoot() : ROOT;
+    const flags = mode === 'minaret' ? serviceNodeFlags(root) : [];
+    this.proc = spawn(process.execPath, [...flags, ...extra, '--import', 'tsx', path.join(root, 'bench', 'broadcast-server.ts'), mode], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -932,6 +939,16 @@ async function main(): Promise<void> {
   const outcome: Outcome = { opts, requested, fdNote: fit.note, world, minaretFleet, bareFleet, m, b, ban, date, command };
   const text = report(outcome);
   console.log(`\n${text}`);
+  if (opts.json) {
+    // Medians over the runs, Minaret's and bare aedes's, as the table gives them.
+    const figures = (runs: FanoutRun[]) => ({
+      firstMs: med(runs, (r) => r.first), p50Ms: med(runs, (r) => r.p50), p99Ms: med(runs, (r) => r.p99), maxMs: med(runs, (r) => r.max),
+      cpuMsPerFanout: med(runs, (r) => r.cpu.brokerCpuS * 1000),
+      otherProcessesCores: Math.max(0, ...runs.map((r) => r.cpu.bgCores ?? 0)),
+    });
+    writeJson(opts.json, { bench: 'broadcast', date, command, serviceRoot: serviceRoot(), options: opts, minaret: figures(m), bare: figures(b) });
+    console.log(`(figures written to ${opts.json})`);
+  }
   console.log(
     `Ratios Minaret/bare: p50 ${ratio(med(m, (r) => r.p50), med(b, (r) => r.p50))}, p99 ${ratio(med(m, (r) => r.p99), med(b, (r) => r.p99))}, max ${ratio(med(m, (r) => r.max), med(b, (r) => r.max))}`,
   );

@@ -4,7 +4,8 @@
  *
  *   npm run bench                     (the defaults)
  *   npx tsx bench/devices.ts [--devices <n>=2000] [--messages <k>=5] [--concurrency <c>=200] [--samples <s>=200]
- *                            [--rounds <r>=3] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--budget-cost]
+ *                            [--rounds <r>=3] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--budget-cost] [--json <file>]
+ *   BENCH_SERVICE_ROOT=<checkout> npx tsx bench/devices.ts ...    Minaret from another checkout (bench/compare/compare.ts)
  *
  * Writes its table into bench/RESULTS.md under "## Devices (npm run bench)", one subsection per device
  * count (--no-write: print only). The host is shared: before each phase it waits up to --quiet-wait
@@ -44,7 +45,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, SERVICE_NODE_FLAGS, cli, cpuPerMessageUs, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, processCpuSeconds, ratio, writeSubsection } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, cli, cpuPerMessageUs, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, processCpuSeconds, ratio, serviceNodeFlags, serviceRoot, writeJson, writeSubsection } from './support.ts';
 import { loadConfig } from '../src/platform/config.ts';
 import { createBudgets } from '../broker/budgets.ts';
 import { createFlapDetector } from '../broker/flapping.ts';
@@ -71,9 +72,11 @@ interface Options {
   budgetCost: boolean;
   /** Measured rounds of connects, statuses and heartbeats per broker, after a cold first one of each; the table gives their median. */
   rounds: number;
+  /** Also write the figures of both brokers as JSON to this file (bench/compare/compare.ts reads it). */
+  json: string | undefined;
 }
 
-const USAGE = 'usage: npx tsx bench/devices.ts [--devices <n>=2000] [--messages <k>=5] [--concurrency <c>=200] [--samples <s>=200] [--rounds <r>=3] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--budget-cost]';
+const USAGE = 'usage: npx tsx bench/devices.ts [--devices <n>=2000] [--messages <k>=5] [--concurrency <c>=200] [--samples <s>=200] [--rounds <r>=3] [--quiet-wait <s>=5] [--timeout <s>] [--no-write] [--budget-cost] [--json <file>]';
 
 function parseOptions(argv: string[]): Options {
   const a = cli(USAGE, {
@@ -86,10 +89,11 @@ function parseOptions(argv: string[]): Options {
     'quiet-wait': { type: 'number', default: 5 },
     'no-write': { type: 'boolean' },
     'budget-cost': { type: 'boolean' },
+    json: { type: 'string' },
   }, argv);
   const opts: Options = {
     devices: a.devices, messages: a.messages, concurrency: a.concurrency, samples: a.samples, rounds: a.rounds,
-    write: !a['no-write'], timeoutS: a.timeout ?? 0, quietWaitS: a['quiet-wait'], budgetCost: a['budget-cost'],
+    write: !a['no-write'], timeoutS: a.timeout ?? 0, quietWaitS: a['quiet-wait'], budgetCost: a['budget-cost'], json: a.json,
   };
   // Two minutes of fixed cost plus ~60 ms per device covers registration, both phases and teardown.
   if (opts.timeoutS === 0) opts.timeoutS = Math.ceil(120 + opts.devices * 0.06 * (1 + opts.rounds / 3) + (4 + 4 * opts.rounds) * opts.quietWaitS);
@@ -150,10 +154,11 @@ class BrokerChild {
   private readonly waiters: Array<{ type: string; resolve: (m: ChildMessage) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }> = [];
   private readonly exitedP: Promise<void>;
 
-  constructor(readonly name: string, script: string, env: Record<string, string>, nodeFlags: string[] = []) {
+  /** `root`: the checkout whose bench/<script> runs (another one under BENCH_SERVICE_ROOT, see serviceRoot). */
+  constructor(readonly name: string, script: string, env: Record<string, string>, nodeFlags: string[] = [], root = ROOT) {
     // BENCH_BROKER_NODE_ARGS: extra node flags for the broker children, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
     const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
-    this.proc = spawn(process.execPath, ['--expose-gc', ...nodeFlags, ...extra, '--import', 'tsx', path.join(ROOT, 'bench', script)], {
+    this.proc = spawn(process.execPath, ['--expose-gc', ...nodeFlags, ...extra, '--import', 'tsx', path.join(root, 'bench', script)], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -931,6 +936,17 @@ function budgetReport(m: PhaseResult, cost: BudgetCost): string {
   return lines.join('\n');
 }
 
+/** The headline figures of one broker, as --json writes them: the medians the table gives, and the host's contention. */
+function figures(r: PhaseResult): Record<string, number> {
+  return {
+    connectsPerS: r.connect.perS, cpuUsPerConnect: r.connect.cpuUs,
+    statusPerS: r.status.perS, cpuUsPerStatus: r.status.cpuUs,
+    heartbeatsPerS: r.hb.perS, cpuUsPerHeartbeat: r.hb.cpuUs,
+    recordP50Ms: r.latP50, recordP99Ms: r.latP99, pubackP50Ms: r.ackP50, pubackP99Ms: r.ackP99,
+    rssPerConnection: r.rssPerConnAvg, otherProcessesCores: contention(r),
+  };
+}
+
 function contention(r: PhaseResult): number {
   return Math.max(...[r.connect.cpu, r.status.cpu, r.hb.cpu, r.latCpu].map((c) => c.bgCores ?? 0));
 }
@@ -1012,7 +1028,9 @@ async function main(): Promise<void> {
     console.log(`SQLite write transaction on ${os.tmpdir()} (WAL, synchronous=NORMAL, no broker running): ${fmt(disk.wallUs, 0)} µs wall, ${fmt(disk.cpuUs, 0)} µs CPU`);
 
     // ---- Phase A: Minaret
-    console.log('Phase A: Minaret (bench/device-server.ts)');
+    const root = serviceRoot();
+    const nodeFlags = serviceNodeFlags(root);
+    console.log(`Phase A: Minaret (bench/device-server.ts${root === ROOT ? '' : ` of ${root}, BENCH_SERVICE_ROOT`})`);
     const serverEnv = {
       NODE_ENV: 'test', HOST, HTTP_PORT: '0', MQTT_PORT: '0', DATABASE_PATH: dbPath, DATA_DIR: dir,
       JWT_SECRET: 'bench-devices-jwt-secret-0123456789-abcdefghijklmnopqrstuvwxyz', BCRYPT_COST: '4', LOG_LEVEL: 'warn',
@@ -1027,10 +1045,10 @@ async function main(): Promise<void> {
       // A few members own all the players here (each one's players share its lease work).
       MAX_PLAYERS_PER_USER: '100000',
       // As `npm start`, the Dockerfile and the systemd unit run the service (docs/operator.md, "Starting and
-      // stopping"), as with the node flags (SERVICE_NODE_FLAGS); bare aedes runs without either.
+      // stopping"), as with the node flags (serviceNodeFlags); bare aedes runs without either.
       MALLOC_ARENA_MAX: '2',
     };
-    let server = new BrokerChild('minaret', 'device-server.ts', serverEnv, SERVICE_NODE_FLAGS);
+    let server = new BrokerChild('minaret', 'device-server.ts', serverEnv, nodeFlags, root);
     let ready = await server.next('ready', 60_000);
     const reg = await registerDevices(server, String(ready['httpUrl']), dbPath, opts.devices);
     console.log(`  [minaret] registered ${opts.devices} devices (${reg.transmitters} transmitters, ${reg.mosques} mosque(s), ${reg.members} members) over HTTP in ${fmt(reg.seconds, 1)} s`);
@@ -1038,7 +1056,7 @@ async function main(): Promise<void> {
     // registry loaded, nothing else), not inflated by the registration's garbage; and every device then
     // connects as after a restart. The bare broker is a fresh process too.
     await server.stop();
-    server = new BrokerChild('minaret', 'device-server.ts', serverEnv, SERVICE_NODE_FLAGS);
+    server = new BrokerChild('minaret', 'device-server.ts', serverEnv, nodeFlags, root);
     ready = await server.next('ready', 60_000);
     const httpUrl = String(ready['httpUrl']);
     const minaretMqtt = String(ready['mqttUrl']);
@@ -1120,6 +1138,10 @@ async function main(): Promise<void> {
     );
     await bare.stop();
 
+    if (opts.json) {
+      writeJson(opts.json, { bench: 'devices', date, command, serviceRoot: root, options: opts, minaret: figures(minaret), bare: figures(bareResult) });
+      console.log(`(figures written to ${opts.json})`);
+    }
     const sub = report(opts, reg, minaret, bareResult, disk, command, date) + (budgets ? budgetReport(minaret, budgets) : '');
     console.log('');
     console.log(sub);

@@ -7,6 +7,9 @@
  *
  *   npx tsx bench/http.ts [--duration 8] [--connections 50] [--threads 1] [--reps 3] [--log-level warn]
  *                         [--before <dir>]   also load Minaret from <dir> (an older checkout with node_modules)
+ *                         [--json <file>]    also write every repetition's figures as JSON (bench/compare/compare.ts)
+ *   BENCH_SERVICE_ROOT=<checkout> npx tsx bench/http.ts ...   Minaret from another checkout, through that checkout's own
+ *                                                             bench/http-server.ts (the bare route stays this one's)
  *
  * Each server reports, per measured window, its CPU time, event-loop delay (monitorEventLoopDelay, 1 ms
  * resolution) and GC pauses (PerformanceObserver), so a tail can be told from a stall and a stall from GC.
@@ -18,7 +21,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, cli, cpuPerMessageUs, fmt, hostBusySeconds, packageVersion, range, usageError } from './support.ts';
+import { CLOCK_TICKS_PER_S, CONTENDED_CORES, ROOT, cli, cpuPerMessageUs, fmt, hostBusySeconds, packageVersion, range, serviceRoot, usageError, writeJson } from './support.ts';
 
 interface Options {
   durationS: number;
@@ -28,9 +31,10 @@ interface Options {
   reps: number;
   logLevel: string;
   before: string | null;
+  json: string | undefined;
 }
 
-const USAGE = 'usage: npx tsx bench/http.ts [--duration 8] [--connections 50] [--threads 1] [--reps 3] [--log-level warn] [--before <dir>]';
+const USAGE = 'usage: npx tsx bench/http.ts [--duration 8] [--connections 50] [--threads 1] [--reps 3] [--log-level warn] [--before <dir>] [--json <file>]';
 
 function parseOptions(argv: string[]): Options {
   const a = cli(USAGE, {
@@ -40,6 +44,7 @@ function parseOptions(argv: string[]): Options {
     reps: { type: 'number', default: 3, min: 1 },
     'log-level': { type: 'string', default: 'warn' },
     before: { type: 'string' },
+    json: { type: 'string' },
   }, argv);
   let before: string | null = null;
   if (a.before !== undefined) {
@@ -47,7 +52,7 @@ function parseOptions(argv: string[]): Options {
     if (!fs.existsSync(path.join(before, 'src', 'service.ts'))) usageError(USAGE, `--before: ${before} holds no src/service.ts`);
   }
   return {
-    durationS: a.duration, connections: a.connections, reps: a.reps, logLevel: a['log-level'], before,
+    durationS: a.duration, connections: a.connections, reps: a.reps, logLevel: a['log-level'], before, json: a.json,
     threads: Math.min(a.threads, a.connections), // wrk refuses fewer connections than threads
     warmupS: Math.min(2, a.duration),
   };
@@ -70,8 +75,9 @@ interface Server {
 
 const children = new Set<ChildProcess>();
 
-async function startServer(name: string, args: string[], logLevel: string): Promise<Server> {
-  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'http-server.ts');
+/** `root`: the checkout whose bench/http-server.ts runs (another one under BENCH_SERVICE_ROOT, see serviceRoot). */
+async function startServer(name: string, args: string[], logLevel: string, root = ROOT): Promise<Server> {
+  const script = path.join(root, 'bench', 'http-server.ts');
   const child = fork(script, args, {
     execArgv: ['--import', 'tsx'], env: { ...process.env, BENCH_LOG_LEVEL: logLevel }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
@@ -180,7 +186,8 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => { stopAll(); process.exit(143); });
 
   try {
-    const servers = [await startServer('bare', ['bare'], opts.logLevel), await startServer('minaret', ['minaret'], opts.logLevel)];
+    const root = serviceRoot();
+    const servers = [await startServer('bare', ['bare'], opts.logLevel), await startServer('minaret', ['minaret'], opts.logLevel, root)];
     if (opts.before) servers.push(await startServer('before', ['minaret', opts.before], opts.logLevel));
     const targets: Array<{ name: string; server: Server; url: string; headers: Record<string, string> }> = [
       { name: 'bare Hono GET /hello', server: servers[0]!, url: `${servers[0]!.url}/hello`, headers: {} },
@@ -200,7 +207,7 @@ async function main(): Promise<void> {
     const load = { connections: opts.connections, threads: opts.threads, script };
     console.log(`Minaret HTTP benchmark: ${new Date().toISOString()}`);
     console.log(`node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model?.trim() ?? 'unknown'}), hono ${packageVersion('hono')}, @hono/node-server ${packageVersion('@hono/node-server')}`);
-    console.log(`wrk -t${opts.threads} -c${opts.connections} -d${opts.durationS}s --latency, ${opts.warmupS} s warm-up per target, ${opts.reps} alternating repetitions, LOG_LEVEL=${opts.logLevel}${opts.before ? `, before = ${opts.before}` : ''}`);
+    console.log(`wrk -t${opts.threads} -c${opts.connections} -d${opts.durationS}s --latency, ${opts.warmupS} s warm-up per target, ${opts.reps} alternating repetitions, LOG_LEVEL=${opts.logLevel}${opts.before ? `, before = ${opts.before}` : ''}${root === ROOT ? '' : `, Minaret from ${root} (BENCH_SERVICE_ROOT)`}`);
     const runs: Run[] = [];
     for (let rep = 1; rep <= opts.reps; rep++) {
       for (const t of targets) {
@@ -215,6 +222,14 @@ async function main(): Promise<void> {
       }
     }
     report(opts, targets.map((t) => t.name), runs);
+    if (opts.json) {
+      const perRun = (r: Run) => ({
+        rep: r.rep, target: r.target, rps: r.wrk.rps, p50Ms: r.wrk.p50Ms, p99Ms: r.wrk.p99Ms,
+        cpuUsPerRequest: cpuPerMessageUs(r.server.cpuS, r.wrk.requests), loopP99Ms: r.server.loopP99Ms, otherProcessesCores: r.backgroundCores,
+      });
+      writeJson(opts.json, { bench: 'http', date: new Date().toISOString(), serviceRoot: root, options: opts, targets: targets.map((t) => t.name), runs: runs.map(perRun) });
+      console.log(`(figures written to ${opts.json})`);
+    }
   } finally {
     for (const c of children) c.send?.({ type: 'exit' });
     await new Promise((r) => setTimeout(r, 500));

@@ -71,10 +71,32 @@ export async function pool(count: number, limit: number, task: (i: number) => Pr
  * The V8 flags `npm start` gives the service (package.json, between `node` and `--import`): a bench's service
  * child runs with them, as the Dockerfile and the systemd unit run it.
  */
-export const SERVICE_NODE_FLAGS: string[] = (() => {
-  const start = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'] ?? '';
+export function serviceNodeFlags(root: string): string[] {
+  const start = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'] ?? '';
   return / exec node (.*?) ?--import /.exec(start)?.[1]?.split(' ').filter(Boolean) ?? [];
-})();
+}
+export const SERVICE_NODE_FLAGS: string[] = serviceNodeFlags(ROOT);
+
+/**
+ * The checkout whose service a bench measures: this one, or the one BENCH_SERVICE_ROOT names (npm run
+ * bench:compare points it at an older commit's tree). The bench then starts that tree's own child script
+ * (bench/device-server.ts, bench/http-server.ts), which loads that tree's service, with that tree's node
+ * flags; the load generator, the baseline and the report stay this tree's. The child scripts speak the IPC
+ * protocol their headers describe, the same since the before-and-after comparison was added.
+ */
+export function serviceRoot(): string {
+  const root = process.env['BENCH_SERVICE_ROOT'];
+  if (!root) return ROOT;
+  const resolved = path.resolve(root);
+  if (!fs.existsSync(path.join(resolved, 'src', 'service.ts'))) throw new Error(`BENCH_SERVICE_ROOT: ${resolved} holds no src/service.ts`);
+  return resolved;
+}
+
+/** Writes a bench's figures as JSON (--json <file>), for a runner that compares runs (bench/compare/compare.ts). */
+export function writeJson(file: string, figures: unknown): void {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  fs.writeFileSync(file, JSON.stringify(figures, null, 2) + '\n');
+}
 
 export function packageVersion(name: string): string {
   try {

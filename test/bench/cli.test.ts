@@ -69,6 +69,23 @@ test('a malformed number is a usage error naming the option (exit 2), as a numbe
   }
 });
 
+test('bench:compare refuses a --before that is not a commit, or an unknown bench, before it checks anything out (exit 2)', () => {
+  const file = path.join(ROOT, 'bench', 'compare', 'compare.ts');
+  const worktrees = () => spawnSync('git', ['worktree', 'list', '--porcelain'], { cwd: ROOT, encoding: 'utf8' }).stdout;
+  const before = worktrees();
+  for (const [args, message] of [
+    [['--before', 'no-such-ref-0000'], /--before: "no-such-ref-0000" is not a commit of this repository/],
+    [['--benches', 'devices,disk'], /--benches: some of devices, http, broadcast \(got "devices,disk"\)/],
+    [['--rounds', '0'], /--rounds: expected a whole number >= 1 \(got "0"\)/],
+  ] as const) {
+    const r = run(file, [...args]);
+    assert.equal(r.status, 2, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.match(r.stderr, /usage: npm run bench:compare/);
+  }
+  assert.equal(worktrees(), before);
+});
+
 test('figures: ranges over rounds, ratios against the same run, CPU per message', () => {
   assert.equal(fmt(1234.5, 1), '1,234.5');
   assert.equal(fmt(Number.NaN, 1), 'n/a');
