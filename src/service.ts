@@ -180,13 +180,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const plane = createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
       // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens.
-      onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, () => ({ type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() })),
-      db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
+      onStatusChange: (c) => mosqueEvents.publish(plane.mosqueOf(c.deviceId), () => ({ type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() })),
+      db, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
       changes,
     });
-    if (!config.redisUrl) plane.devices.releaseAllConnections();
     people.membershipListeners.push(plane.membershipChanged);
     people.addressListeners.push(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
@@ -199,7 +198,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     let origin = '';
     const serviceOrigin = () => origin;
     const fanout = createFanout({
-      db, clock, logger, devices: plane.devices, mosques: people.mosques, memberships: people.memberships, commands: plane.commands, outbox, link: () => broker.link,
+      db, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox, link: () => broker.link,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? serviceOrigin(), mosqueId),
     });
@@ -213,7 +212,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const scheduler: Scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
-      readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
+      readiness: createReadiness(plane.ports.readiness),
       onSlotChange: (s, status) => mosqueEvents.publish(s.mosqueId, () => ({ type: 'schedule', date: s.date, prayer: s.prayer, index: s.index, status, at: at() })),
       push: (userIds, payload) => {
         outbox.enqueue(null, userIds, payload);
@@ -253,10 +252,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
 
     const broker = await createBroker({
-      logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, telemetry: plane.telemetry,
-      device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
-      entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
-      onAck: plane.commands.onAck,
+      logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
       mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findById(mosqueId)?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
@@ -336,7 +332,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       ...(audio && { audio: audio.health() }),
     });
     // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
-    const admitRecording = leaseAdmission({ clock, verifyLease: plane.signer.verify, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
+    const admitRecording = leaseAdmission({ clock, verifyLease: plane.ports.audio.verifyLease, findDevice: plane.ports.audio.findDevice, decisionFor: plane.ports.audio.decisionFor });
     const firstSuperadmin = createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
@@ -437,13 +433,9 @@ function buildAudio(
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
     retentionDays: config.deviceEventsRetentionDays,
     mosqueExists: (id) => people.mosques.findById(id) !== null,
-    devices: {
-      info: plane.devices.load,
-      verifySecret: plane.devices.verifySecret,
-      ownedBy: (userId) => plane.devices.listForOwner(userId).map((r) => r.id),
-    },
-    verifyLease: plane.signer.verify,
-    lease: plane.entitlement.lease,
+    devices: plane.ports.audio.devices,
+    verifyLease: plane.ports.audio.verifyLease,
+    lease: plane.ports.audio.lease,
     membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
     isAdmin: (mosqueId, userId) => people.admins.find(mosqueId, userId) !== null,
   });
