@@ -77,7 +77,7 @@ export function errorBody(failure: Failure, message?: string, details?: ErrorDet
 export function unwrap<T>(result: Result<T>): T {
   if (result.ok) return result.value;
   const headers = result.retryAfterSeconds === undefined ? undefined : { 'Retry-After': String(result.retryAfterSeconds) };
-  throw new ApiError(result.failure, result.message, headers ? { headers } : {});
+  throw new ApiError(result.failure, result.message, { ...(headers && { headers }), ...(result.details && { details: result.details }) });
 }
 
 const CLIENT_ERRORS: Record<string, { status: number; reason: string; code: string; message: string }> = {

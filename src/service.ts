@@ -188,12 +188,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
     const plane = createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
+      db, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemoved,
       changes,
     });
-    if (!config.redisUrl) plane.devices.releaseAllConnections();
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
     const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
@@ -207,7 +206,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // address, which is known only once the HTTP server listens (set there, read at a broadcast's start).
     let origin = '';
     const fanout = createFanout({
-      db, clock, logger, devices: plane.devices, mosques: people.mosques, memberships: people.memberships, commands: plane.commands, outbox, link: plane.service.link,
+      db, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? origin, mosqueId),
     });
@@ -221,7 +220,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
-      readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
+      readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
       ...slotBroadcasts({ broadcasts, follow, outbox, audio }),
     });
@@ -235,10 +234,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
     });
     const broker = await createBroker({
-      logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, telemetry: plane.telemetry,
-      device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: presence.connected,
-      entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
-      onAck: plane.commands.onAck,
+      logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
       mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findById(mosqueId)?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
@@ -300,7 +296,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       ...(audio && { audio: audio.health() }),
     });
     // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
-    const admitRecording = leaseAdmission({ clock, verifyLease: plane.signer.verify, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
+    const admitRecording = leaseAdmission({ clock, verifyLease: plane.ports.audio.verifyLease, findDevice: plane.ports.audio.findDevice, decisionFor: plane.ports.audio.decisionFor });
     const firstSuperadmin = createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
@@ -397,13 +393,9 @@ function buildAudio(
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
     retentionDays: config.deviceEventsRetentionDays,
     mosqueExists: (id) => people.mosques.findById(id) !== null,
-    devices: {
-      info: plane.devices.load,
-      verifySecret: plane.devices.verifySecret,
-      ownedBy: (userId) => plane.devices.listForOwner(userId).map((r) => r.id),
-    },
-    verifyLease: plane.signer.verify,
-    lease: plane.entitlement.lease,
+    devices: plane.ports.audio.devices,
+    verifyLease: plane.ports.audio.verifyLease,
+    lease: plane.ports.audio.lease,
     membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
     isAdmin: (mosqueId, userId) => people.admins.find(mosqueId, userId) !== null,
   });

@@ -6,7 +6,6 @@ import { MEMBERSHIP_STATUSES, NOTIFY_TOGGLES, toMembership, type MemberRow, type
 import type { ActivityLog } from '../../src/mosques/activity.ts';
 import type { DevicePlane } from '../../src/devices/device-plane.ts';
 import { isSyntheticEmail } from '../../src/platform/identifiers.ts';
-import { deviceBody } from '../devices/devices.ts';
 import type { MosqueStore } from '../../src/mosques/mosques.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
@@ -31,7 +30,7 @@ interface Deps {
   admins: AdminStore;
   memberships: Memberships;
   activity: ActivityLog;
-  plane: DevicePlane;
+  plane: Pick<DevicePlane, 'playersOf'>;
 }
 
 /** How many of a membership's own activity entries GET /memberships/{id} returns (newest first). */
@@ -76,14 +75,11 @@ export function membershipRoutes(deps: Deps) {
     if (!isAdmin) throw new ApiError('forbidden', 'Only an admin of the mosque may read this.');
     const member = deps.memberships.findWithMember(membership.id)!;
     const admin = deps.admins.find(membership.mosque_id, membership.user_id);
-    const body = deviceBody(deps.plane);
-    const players = deps.plane.devices.listForOwner(membership.user_id)
-      .filter((d) => d.kind === 'stream_player' && d.mosque_id === membership.mosque_id);
     return c.json({
       ...memberBody(member),
       admin: admin && { is_owner: admin.is_owner === 1, can_trigger: admin.can_trigger === 1, can_manage: admin.can_manage === 1 },
       history: deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
-      players: players.map(body),
+      players: deps.plane.playersOf(membership.user_id, membership.mosque_id),
     });
   });
 

@@ -3,7 +3,7 @@ import type { DeviceInfo } from '../../src/devices/devices.ts';
 import type { Clock } from '../../src/platform/clock.ts';
 import type { Faults } from '../../src/platform/faults.ts';
 import type { Logger } from '../../src/platform/log.ts';
-import type { Telemetry } from '../../src/devices/telemetry/telemetry.ts';
+import type { TelemetryIngest } from '../../src/devices/telemetry/telemetry.ts';
 import type { Rate } from '../budgets.ts';
 import type { FlapRule } from '../flapping.ts';
 import type { AckReport } from '../payloads.ts';
@@ -14,7 +14,7 @@ export interface HookDeps {
   logger: Logger;
   /** Where a hook that threw is counted and logged (at most once a minute), instead of ending the process. */
   faults: Faults;
-  telemetry: Telemetry;
+  telemetry: TelemetryIngest;
   device: (id: string) => DeviceInfo | null;
   /** As `device`, falling back to the store: for the rare stored will of a device another process registered. */
   loadDevice?: (id: string) => DeviceInfo | null;

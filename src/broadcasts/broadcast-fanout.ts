@@ -51,10 +51,10 @@ export function createFanout(deps: {
   db: Db;
   clock: Clock;
   logger: Logger;
-  devices: DeviceStore;
+  devices: Pick<DeviceStore, 'listTransmitters'>;
   mosques: MosqueStore;
   memberships: Pick<Memberships, 'notifiedMembers'>;
-  commands: Commands;
+  commands: Pick<Commands, 'dispatch'>;
   outbox: PushOutbox;
   link: () => DeviceLink;
   /** The stream address a start event names: the mosque's mount with an audio server, else its own stream_url. */

@@ -19,11 +19,10 @@ export function createAddressClaims(deps: {
   memberships: Memberships;
   admins: AdminStore;
   activity: ActivityLog;
-  plane: Pick<DevicePlane, 'devices' | 'service'>;
+  plane: Pick<DevicePlane, 'removeOwnedBy'>;
 }) {
   function revokeGains(userId: string): void {
-    for (const row of deps.plane.devices.listForOwner(userId)) {
-      deps.plane.service.delete(row, null);
+    for (const row of deps.plane.removeOwnedBy(userId)) {
       if (row.mosque_id) deps.activity.record({ mosqueId: row.mosque_id, actorUserId: null, kind: 'device.deleted', subjectId: row.id, data: { kind: row.kind, reason: CLAIM_LOST } });
     }
     for (const membership of deps.memberships.listForUser(userId)) deps.memberships.remove(membership, null, CLAIM_LOST);

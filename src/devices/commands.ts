@@ -2,7 +2,8 @@ import crypto from 'node:crypto';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { DeviceLink } from './device-link.ts';
 import { topics } from './device-link.ts';
-import { fail, ok, type Result } from '../platform/failure.ts';
+import { fail, invalid, ok, type Result } from '../platform/failure.ts';
+import type { DeviceKind } from './device-config.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Timeline } from './timeline.ts';
 
@@ -11,6 +12,11 @@ export const COMMANDS = {
   stream_player: ['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque'],
 } as const;
 export const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** Whether a device of this kind takes the command (docs/firmware.md, "4.2 Commands"). */
+export function commandFits(kind: DeviceKind, name: string): Result<void> {
+  return (COMMANDS[kind] as readonly string[]).includes(name) ? ok(undefined) : invalid('name', `not a ${kind} command`);
+}
 export const MAX_TIMEOUT_MS = 30_000;
 
 export interface Ack {
@@ -29,6 +35,12 @@ export interface CommandOutcome {
   rtt_ms: number;
 }
 
+/**
+ * What the backend records once a device acknowledged a command with ok: true (the log escalation's expiry, the
+ * cleared binding). A failure ends the command with it (the device was deleted while the ack was on its way).
+ */
+export type CommandEffects = (deviceId: string, name: string, args: Record<string, unknown>, actorUserId: string | null) => Result<void>;
+
 /** How a wait ends: the ack, no ack in time (null), or the device was deleted meanwhile. */
 type Settled = Ack | null | 'deleted';
 
@@ -44,8 +56,20 @@ interface Pending {
  * cmd topic and correlated by id; a late, duplicate or foreign ack is ignored. Every command and its
  * outcome goes to the device timeline with the actor.
  */
-export function createCommands(deps: { link: () => DeviceLink; timeline: Timeline; clock: Clock; logger: Logger; mosqueOf: (id: string) => string | null }) {
+export function createCommands(deps: { link: () => DeviceLink; timeline: Timeline; clock: Clock; logger: Logger; mosqueOf: (id: string) => string | null; effects?: CommandEffects }) {
   const pending = new Map<string, Pending>();
+
+  /**
+   * Every ack that settles a command comes here, whether a person waits for it (send) or not (dispatch), and
+   * whichever door brought it (today the broker's ack topic, through onAck): noted in the timeline, then its
+   * effects. A late, duplicate or foreign ack settles nothing, so it has none.
+   */
+  function acknowledged(c: { deviceId: string; mosqueId: string | null; id: string; name: string; args: Record<string, unknown>; actorUserId: string | null; rttMs: number | null }, ack: Ack): Result<void> {
+    const detail = { command_id: c.id, name: c.name, ok: ack.ok, ...(c.rttMs !== null && { rtt_ms: c.rttMs }) };
+    const reason = ack.ok ? null : String(ack.error ?? 'failed');
+    deps.timeline.record({ deviceId: c.deviceId, mosqueId: c.mosqueId, kind: 'command_acked', actorUserId: c.actorUserId, reason, detail });
+    return ack.ok && deps.effects ? deps.effects(c.deviceId, c.name, c.args, c.actorUserId) : ok(undefined);
+  }
 
   function publish(deviceId: string, id: string, name: string, args: Record<string, unknown>, ttlSeconds: number) {
     const ts = toUnixSeconds(deps.clock());
@@ -79,7 +103,8 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
         deps.timeline.record({ deviceId, mosqueId, kind: 'command_timeout', actorUserId: opts.actorUserId, detail: { command_id: id, name, timeout_ms: opts.timeoutMs } });
         return fail('device_timeout');
       }
-      deps.timeline.record({ deviceId, mosqueId, kind: 'command_acked', actorUserId: opts.actorUserId, reason: ack.ok ? null : String(ack.error ?? 'failed'), detail: { command_id: id, name, ok: ack.ok, rtt_ms: rtt } });
+      const applied = acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: opts.actorUserId, rttMs: rtt }, ack);
+      if (!applied.ok) return applied;
       return ok({ command_id: id, name, ok: ack.ok, result: ack.ok ? ack.result ?? null : { error: ack.error ?? null }, rtt_ms: rtt });
     },
 
@@ -92,7 +117,7 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
         deviceId, name, sentAt: performance.now(),
         settle: (ack) => {
           pending.delete(id);
-          if (ack && ack !== 'deleted') deps.timeline.record({ deviceId, mosqueId, kind: 'command_acked', reason: ack.ok ? null : String(ack.error ?? 'failed'), detail: { command_id: id, name, ok: ack.ok } });
+          if (ack && ack !== 'deleted') acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: null, rttMs: null }, ack);
         },
       });
       setTimeout(() => pending.get(id)?.settle(null), ttlSeconds * 1000).unref();

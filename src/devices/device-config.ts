@@ -1,3 +1,5 @@
+import { invalid, ok, type Result } from '../platform/failure.ts';
+
 /** Per-kind device settings (docs/firmware.md, "3.2 Heartbeat" for the cadence, "4.1 Config" for the topic). Pure. */
 export type DeviceKind = 'transmitter' | 'stream_player';
 
@@ -7,6 +9,12 @@ export const HEARTBEAT = {
 } as const satisfies Record<DeviceKind, { default: number; min: number }>;
 
 export const MAX_HEARTBEAT_SECS = 3600;
+
+/** docs/firmware.md, "3.2 Heartbeat": a per-kind minimum, so a request's shape cannot hold it (the kind is the device's). */
+export function heartbeatFits(kind: DeviceKind, secs: number | undefined): Result<void> {
+  if (secs === undefined || secs >= HEARTBEAT[kind].min) return ok(undefined);
+  return invalid('config.heartbeat_secs', `must be at least ${HEARTBEAT[kind].min} for a ${kind}`);
+}
 
 /** Quiet hours as local wall-clock times in the mosque's time zone, e.g. {start: "23:00", end: "05:00"}. */
 export interface QuietHours {

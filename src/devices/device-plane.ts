@@ -17,6 +17,12 @@ import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
 import type { MembershipChange, MembershipStatus } from '../mosques/memberships.ts';
 import type { ChangePublisher } from '../platform/changes.ts';
 import type { DeviceInfo } from './devices.ts';
+import type { AdminStore } from '../mosques/admins.ts';
+import type { TelemetryIngest } from './telemetry/telemetry.ts';
+import { createDeviceAccess } from './plane/access.ts';
+import { createDescriber } from './plane/describe.ts';
+import { createCommandEffects } from './plane/command-effects.ts';
+import { createDeviceVerbs } from './plane/verbs.ts';
 
 export const SWEEP_INTERVAL_MS = 1000;
 export const FLUSH_INTERVAL_MS = 2000;
@@ -26,8 +32,10 @@ export const LEASE_CHECK_INTERVAL_MS = 30_000;
 const START_PAGE = 256;
 
 /**
- * The device plane's core: registry, telemetry (presence, heartbeats, logs), timeline and the device
- * service, plus the one sweep for stale devices, the batched flush and the timeline pruning.
+ * The device plane: registry, telemetry (presence, heartbeats, logs), timeline, entitlement and commands,
+ * plus the one sweep for stale devices, the batched flush and the timeline pruning. It offers verbs
+ * (src/devices/plane/verbs.ts) and one narrow port per room that asks it something (`ports`); its stores stay
+ * inside, so every rule about a device is kept here whichever door a request comes through.
  */
 export function createDevicePlane(deps: {
   db: Db;
@@ -37,6 +45,8 @@ export function createDevicePlane(deps: {
   faults: Faults;
   mosques: MosqueStore;
   activity: ActivityLog;
+  /** Who is an admin or a manager of a mosque: they see and change its devices (src/devices/plane/access.ts). */
+  admins: Pick<AdminStore, 'find' | 'listForUser'>;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
   membershipRemoved: (mosqueId: string, userId: string) => boolean;
   /** Where registry and lease writes are announced (src/platform/changes.ts). */
@@ -46,6 +56,8 @@ export function createDevicePlane(deps: {
 }) {
   const { db, clock, logger } = deps;
   const devices = createDeviceStore(db, clock, deps.changes);
+  // One process alone: no broker holds a connection left in a row by a process that stopped (claimsConnections).
+  if (!deps.config.redisUrl) devices.releaseAllConnections();
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
   const commits = createGroupCommit(db, (err) => deps.faults.report('device group commit', err));
   const timeline = createTimeline(db, clock, commits.flush);
@@ -77,6 +89,12 @@ export function createDevicePlane(deps: {
   const commands = createCommands({
     link: () => service.link(), timeline, clock, logger,
     mosqueOf: (id) => devices.info(id)?.mosqueId ?? null,
+    effects: createCommandEffects({ devices, timeline, clock, unbind: (row, actorId) => service.update(row, { mosqueId: null }, actorId) }),
+  });
+  const access = createDeviceAccess({ findById: devices.findById, mosques: deps.mosques, admins: deps.admins, membershipStatus: deps.membershipStatus });
+  const verbs = createDeviceVerbs({
+    devices, service, commands, timeline, access, admins: deps.admins, jwks: signer.jwks,
+    describer: createDescriber({ telemetry, entitlement, membershipStatus: deps.membershipStatus, clock }),
   });
 
   /** Pushes a new config to every player whose entitlement no longer matches the lease it holds. */
@@ -219,13 +237,55 @@ export function createDevicePlane(deps: {
   }
 
   return {
-    devices,
-    timeline,
-    telemetry,
-    service,
-    entitlement,
-    signer,
-    commands,
+    ...verbs,
+
+    /** The mosque a device belongs to now (memory), for events that name it. */
+    mosqueOf: (id: string): string | null => devices.info(id)?.mosqueId ?? null,
+
+    /** Every device a person owns goes (the address their account rested on was proven by another): the rows removed. */
+    removeOwnedBy(userId: string): DeviceRow[] {
+      const rows = devices.listForOwner(userId);
+      for (const row of rows) service.delete(row, null);
+      return rows;
+    },
+
+    /** What each other room may ask of the devices, and nothing more (ARCHITECTURE.md, "Dependency rule"). */
+    ports: {
+      /** The broker's hooks (broker/hooks/deps.ts): who a device is, its password, its lease, what it reports. */
+      broker: {
+        telemetry: telemetry as TelemetryIngest,
+        device: devices.info,
+        loadDevice: devices.load,
+        verifySecret: devices.verifySecret,
+        /** A device authenticated: its config, when memory says it needs one, at the end of this turn with the turn's other writes. */
+        onAuthenticated: configureAfterConnect,
+        entitled: (device: { id: string }, mosqueId: string) => entitlement.holdsLease(device.id, mosqueId),
+        onAck: commands.onAck,
+      },
+      /** A broadcast's fan-out (src/broadcasts/broadcast-fanout.ts): the link, a mosque's transmitters and a command to each. */
+      fanout: {
+        link: () => service.link(),
+        devices: { listTransmitters: devices.listTransmitters },
+        commands: { dispatch: commands.dispatch },
+      },
+      /** Whether a mosque can sound the azaan (src/schedule/readiness.ts): its devices with their presence and leases. */
+      readiness: {
+        listForMosque: devices.listForMosque,
+        isConnected: telemetry.isConnected,
+        currentStatus: telemetry.currentStatus,
+        lastSeenMs: telemetry.lastSeenMs,
+        holdsLease: entitlement.holdsLease,
+      },
+      /** The audio gate (src/audio/audio.ts) and the recordings' lease admission (src/audio/recordings.ts). */
+      audio: {
+        devices: { info: devices.load, verifySecret: devices.verifySecret, ownedBy: (userId: string) => devices.listForOwner(userId).map((r) => r.id) },
+        verifyLease: signer.verify,
+        lease: entitlement.lease,
+        findDevice: devices.findById,
+        decisionFor: entitlement.decisionFor,
+      },
+    },
+
     attach(deviceLink: DeviceLink): void {
       link = deviceLink;
     },
@@ -292,9 +352,6 @@ export function createDevicePlane(deps: {
       entitlement.reloadAll();
       for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
     },
-
-    /** A device authenticated: its config, when memory says it needs one, at the end of this turn with the turn's other writes. */
-    deviceConnected: configureAfterConnect,
   };
 }
 

@@ -42,7 +42,7 @@ export function createDeviceService(deps: {
   const published = new Set<string>();
 
   /** A person's change to a device of a mosque, in that mosque's feed (a device bound to none has no feed). */
-  function note(mosqueId: string | null, actorId: string, kind: string, deviceId: string, data: Record<string, unknown> = {}): void {
+  function note(mosqueId: string | null, actorId: string | null, kind: string, deviceId: string, data: Record<string, unknown> = {}): void {
     if (mosqueId !== null) deps.activity.record({ mosqueId, actorUserId: actorId, kind, subjectId: deviceId, data });
   }
 
@@ -131,7 +131,8 @@ export function createDeviceService(deps: {
       return registered;
     },
 
-    update(row: DeviceRow, change: { name?: string | null; mosqueId?: string | null; settings?: DeviceSettings }, actorId: string): DeviceRow {
+    /** `actorId` null: the device's own doing (an acknowledged unbind_mosque sent by no person). */
+    update(row: DeviceRow, change: { name?: string | null; mosqueId?: string | null; settings?: DeviceSettings }, actorId: string | null): DeviceRow {
       const updated = deps.db.transaction(() => {
         const u = devices.update(row.id, change);
         if (u.config_version !== row.config_version) {

@@ -24,8 +24,19 @@ export type Failure =
   | 'device_timeout'
   | 'internal_error';
 
-/** `retryAfterSeconds`: when trying again may succeed (rate limits, busy workers); edges pass it on. */
-export type Result<T> = { ok: true; value: T } | { ok: false; failure: Failure; message?: string; retryAfterSeconds?: number };
+/** Which field of a request a `validation_failed` is about, and what is wrong with it. */
+export interface FailureDetail {
+  path: string;
+  message: string;
+}
+
+/**
+ * `retryAfterSeconds`: when trying again may succeed (rate limits, busy workers); edges pass it on.
+ * `details`: the fields a rule refused (a value valid in shape but not for this record); edges pass them on.
+ */
+export type Result<T> =
+  | { ok: true; value: T }
+  | { ok: false; failure: Failure; message?: string; retryAfterSeconds?: number; details?: FailureDetail[] };
 
 export function ok<T>(value: T): Result<T> {
   return { ok: true, value };
@@ -38,4 +49,9 @@ export function fail<T = never>(failure: Failure, message?: string): Result<T> {
 /** A failure that goes away with time: the edge tells the client when to try again. */
 export function failUntil<T = never>(failure: Failure, retryAfterSeconds: number): Result<T> {
   return { ok: false, failure, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)) };
+}
+
+/** A value the request's shape allowed but a rule refuses, named by its field (docs/api.md, "Errors"). */
+export function invalid<T = never>(path: string, message: string): Result<T> {
+  return { ok: false, failure: 'validation_failed', details: [{ path, message }] };
 }

@@ -3,6 +3,9 @@ import type { DeviceStore } from '../devices/devices.ts';
 import type { Entitlement } from '../devices/entitlement.ts';
 import type { Telemetry } from '../devices/telemetry/telemetry.ts';
 
+/** What readiness asks of the devices (the device plane's `ports.readiness`). */
+export type ReadinessDevices = Pick<DeviceStore, 'listForMosque'> & Pick<Telemetry, 'isConnected' | 'currentStatus' | 'lastSeenMs'> & Pick<Entitlement, 'holdsLease'>;
+
 const ERROR_STATES = new Set(['STREAM_ERROR', 'CONFIG_ERROR']);
 
 export interface TransmitterState {
@@ -27,20 +30,20 @@ export interface Readiness {
  * Whether a mosque can sound the azaan now: a transmitter connected and not in an error state. Asked at the
  * ready and missed checks only (twice per slot), so it may read the device rows; presence comes from memory.
  */
-export function createReadiness(deps: { devices: DeviceStore; telemetry: Telemetry; entitlement: Entitlement }) {
+export function createReadiness(devices: ReadinessDevices) {
   return (mosqueId: string): Readiness => {
-    const rows = deps.devices.listForMosque(mosqueId);
+    const rows = devices.listForMosque(mosqueId);
     const transmitters = rows.filter((r) => r.kind === 'transmitter').map((r): TransmitterState => {
-      const connected = deps.telemetry.isConnected(r.id);
-      const status = deps.telemetry.currentStatus(r.id) ?? r.status;
-      const seenMs = deps.telemetry.lastSeenMs(r.id);
+      const connected = devices.isConnected(r.id);
+      const status = devices.currentStatus(r.id) ?? r.status;
+      const seenMs = devices.lastSeenMs(r.id);
       return {
         id: r.id, name: r.name, connected, status,
         last_seen_at: seenMs !== null ? new Date(seenMs).toISOString() : r.last_seen_at === null ? null : toIsoString(r.last_seen_at),
         error: ERROR_STATES.has(status) ? (r.status_reason ?? status) : null,
       };
     });
-    const players = rows.filter((r) => r.kind === 'stream_player' && deps.telemetry.isConnected(r.id) && deps.entitlement.holdsLease(r.id, mosqueId)).length;
+    const players = rows.filter((r) => r.kind === 'stream_player' && devices.isConnected(r.id) && devices.holdsLease(r.id, mosqueId)).length;
     const healthy = transmitters.some((t) => t.connected && t.error === null);
     const reason = healthy ? null : transmitters.some((t) => t.connected) ? 'transmitter_error' : 'transmitter_offline';
     return { ready: healthy, reason, transmitters, players_ready: players };

@@ -13,25 +13,21 @@ export interface DeviceStatusEvent {
 }
 
 /**
- * The story of a device connecting and going away (docs/firmware.md, "1. Credentials and connecting" and
- * "3.1 Status"), told by the broker's hooks:
- * 1. a device that authenticated gets its config after the CONNACK when memory says it needs one
- *    (the plane's `deviceConnected`, in the turn's group commit);
- * 2. its status messages and its goodbye (the broker tells telemetry of each connection that closes, so a
- *    taken-over connection's goodbye leaves the new one alone) move its presence; each written transition
- *    reaches the mosque's open event streams, built only when one listens (a hot path: every transition of
- *    every device).
+ * The story of a device's presence (docs/firmware.md, "1. Credentials and connecting" and "3.1 Status"): a
+ * device that authenticated gets its config after the CONNACK when memory says it needs one (the plane's broker
+ * port, `onAuthenticated`, in the turn's group commit); its status messages and its goodbye (the broker tells
+ * telemetry of each connection that closes, so a taken-over connection's goodbye leaves the new one alone) move
+ * its presence; each written transition reaches the mosque's open event streams, built only when one listens
+ * (a hot path: every transition of every device). This is that last step.
  */
 export function createPresenceStory(deps: {
-  plane: Pick<DevicePlane, 'devices' | 'deviceConnected'>;
+  plane: Pick<DevicePlane, 'mosqueOf'>;
   announce: (mosqueId: string | null, event: () => DeviceStatusEvent) => void;
   clock: Clock;
 }) {
-  const { devices } = deps.plane;
   return {
-    connected: deps.plane.deviceConnected,
     statusChanged(c: StatusChange): void {
-      deps.announce(devices.info(c.deviceId)?.mosqueId ?? null, () => ({
+      deps.announce(deps.plane.mosqueOf(c.deviceId), () => ({
         type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: new Date(deps.clock()).toISOString(),
       }));
     },

@@ -340,3 +340,8 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
 }
 
 export type Telemetry = ReturnType<typeof createTelemetry>;
+
+/** What the broker tells telemetry and asks it, per packet and per connection (broker/hooks/deps.ts). */
+export type TelemetryIngest = Pick<Telemetry,
+  'connected' | 'disconnected' | 'connectedElsewhere' | 'isCurrent' | 'isConnected' | 'status' | 'heartbeat' | 'log'
+  | 'rejected' | 'overBudget' | 'banned' | 'connectRefused' | 'writeFailed'>;

@@ -1,0 +1,30 @@
+import type { Clock } from '../../platform/clock.ts';
+import { fail, ok, type Result } from '../../platform/failure.ts';
+import type { CommandEffects } from '../commands.ts';
+import type { DeviceRow, DeviceStore } from '../devices.ts';
+import type { Timeline } from '../timeline.ts';
+
+/**
+ * What the backend records once a device said ok to a command (docs/firmware.md, "4.2 Commands"): the log
+ * escalation's expiry (so GET /devices/{id}/logs knows until when the device sends), and the binding the
+ * player cleared. Run by src/devices/commands.ts for every ack that settles a command, whoever waits for it.
+ */
+export function createCommandEffects(deps: {
+  devices: Pick<DeviceStore, 'findById' | 'setLogLevel'>;
+  timeline: Pick<Timeline, 'record'>;
+  clock: Clock;
+  unbind: (row: DeviceRow, actorUserId: string | null) => void;
+}): CommandEffects {
+  return (deviceId, name, args, actorUserId): Result<void> => {
+    // Read now: the row the person loaded before the wait may be stale (rebound) or gone (deleted meanwhile).
+    const row = deps.devices.findById(deviceId);
+    if (!row) return fail('not_found', 'The device was deleted while the command waited for its acknowledgement.');
+    if (name === 'set_log_level') {
+      const until = Math.floor(deps.clock() / 1000) + Number(args.ttl_s);
+      deps.devices.setLogLevel(row.id, String(args.level), until);
+      deps.timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'log_level_set', actorUserId, detail: { level: args.level, until } });
+    }
+    if (name === 'unbind_mosque' && row.mosque_id !== null) deps.unbind(row, actorUserId);
+    return ok(undefined);
+  };
+}

@@ -1,0 +1,115 @@
+import type { Actor, AdminStore } from '../../mosques/admins.ts';
+import { ok, type Result } from '../../platform/failure.ts';
+import { commandFits, type CommandOutcome, type Commands } from '../commands.ts';
+import { heartbeatFits, type DeviceSettings } from '../device-config.ts';
+import type { DeviceService } from '../device-service.ts';
+import type { DeviceStore } from '../devices.ts';
+import type { Timeline } from '../timeline.ts';
+import type { DeviceAccess, OpenDevice } from './access.ts';
+import type { DeviceBody, createDescriber } from './describe.ts';
+
+/** A device just registered or given a new password: how it reads, and the password (shown this once). */
+export interface Credentials {
+  device: DeviceBody;
+  password: string;
+}
+
+export interface DeviceChange {
+  name?: string | null;
+  mosqueId?: string | null;
+  settings?: DeviceSettings;
+}
+
+/**
+ * What people do with devices (docs/api.md, "Devices, from the app's side"), each verb with its rules: the
+ * HTTP edge checks a request's shape and calls these. A verb on one device takes the device `open` gave, so
+ * who may see or change it is decided once, here.
+ */
+export function createDeviceVerbs(deps: {
+  devices: Pick<DeviceStore, 'listForMosque' | 'listForOwner' | 'listAll'>;
+  service: DeviceService;
+  commands: Pick<Commands, 'send'>;
+  timeline: Pick<Timeline, 'list'>;
+  access: DeviceAccess;
+  describer: ReturnType<typeof createDescriber>;
+  admins: Pick<AdminStore, 'listForUser'>;
+  jwks: () => { keys: Array<Record<string, unknown>> };
+}) {
+  const { access, service, describer } = deps;
+  const { describe } = describer;
+
+  return {
+    open: access.open,
+    describe: (device: OpenDevice): DeviceBody => describe(device.row),
+
+    /** The devices one mosque's list holds, or (no mosque named) every device the person may see. */
+    list(actor: Actor, mosqueId?: string): DeviceBody[] {
+      const rows = mosqueId
+        ? deps.devices.listForMosque(mosqueId)
+        : actor.isSuperadmin
+          ? deps.devices.listAll()
+          : [...deps.devices.listForOwner(actor.id), ...deps.admins.listForUser(actor.id).flatMap((a) => deps.devices.listForMosque(a.mosque_id))];
+      const unique = new Map(rows.filter((row) => access.visible(actor, row)).map((r) => [r.id, r]));
+      return [...unique.values()].map(describe);
+    },
+
+    /** A member's players in one mosque, as its admins see them beside the membership (the caller checked it is one). */
+    playersOf: (userId: string, mosqueId: string): DeviceBody[] =>
+      deps.devices.listForOwner(userId).filter((d) => d.kind === 'stream_player' && d.mosque_id === mosqueId).map(describe),
+
+    /** A mosque's transmitter (the edge's mosque gate let only its managers through). */
+    registerTransmitter(mosqueId: string, name: string | null, actorId: string): Credentials {
+      const { row, password } = service.register('transmitter', name, mosqueId, null, actorId);
+      return { device: describe(row), password };
+    },
+
+    /** A stream player the person owns, bound to a mosque that takes them or to none. */
+    registerPlayer(actor: Actor, name: string | null, mosqueId: string | null): Result<Credentials> {
+      if (mosqueId) {
+        const bindable = access.mayBind(actor, mosqueId);
+        if (!bindable.ok) return bindable;
+      }
+      const registered = service.registerPlayer(name, mosqueId, actor);
+      return registered.ok ? ok({ device: describe(registered.value.row), password: registered.value.password }) : registered;
+    },
+
+    /** Name, settings and binding in one change (a move is a change of `mosqueId`), each with its rule first. */
+    update(device: OpenDevice, change: DeviceChange): Result<DeviceBody> {
+      const { row } = device;
+      const heartbeat = heartbeatFits(row.kind, change.settings?.heartbeat_secs);
+      if (!heartbeat.ok) return heartbeat;
+      if (change.mosqueId !== undefined) {
+        const movable = access.mayMove(device, change.mosqueId);
+        if (!movable.ok) return movable;
+      }
+      return ok(describe(service.update(row, change, device.actor.id)));
+    },
+
+    remove: (device: OpenDevice): void => service.delete(device.row, device.actor.id),
+
+    /** A new password; the old one, its lease and its live connection end now. */
+    rotate(device: OpenDevice): Credentials {
+      const password = service.rotateCredentials(device.row, device.actor.id);
+      return { device: describe(device.row), password };
+    },
+
+    /** Whether this device takes the command: asked before the command's arguments are read. */
+    commandFits: (device: OpenDevice, name: string): Result<void> => commandFits(device.row.kind, name),
+
+    /** Sends and waits for the ack; the command's effects ran by then (src/devices/commands.ts). */
+    async sendCommand(device: OpenDevice, name: string, args: Record<string, unknown>, timeoutMs: number): Promise<Result<CommandOutcome>> {
+      const fits = commandFits(device.row.kind, name);
+      if (!fits.ok) return fits;
+      return deps.commands.send(device.row.id, name, args, { timeoutMs, actorUserId: device.actor.id });
+    },
+
+    /** Why the device plays or not; `onAir` says whether its mosque is on the air (null: no audio server). */
+    why: (device: OpenDevice, onAir: ((mosqueId: string) => boolean) | null) => describer.why(device.row, onAir),
+    events: (device: OpenDevice, limit: number, before: number | null) => deps.timeline.list(device.row.id, limit, before),
+    logs: (device: OpenDevice, limit: number) => describer.logs(device.row, limit),
+    /** Public: firmware checks leases offline against these keys. */
+    leaseKeys: () => deps.jwks(),
+  };
+}
+
+export type DeviceVerbs = ReturnType<typeof createDeviceVerbs>;
