@@ -67,6 +67,11 @@ test('npm start runs the JavaScript the install compiled, with no TypeScript loa
   const { http_port } = await logLine(run, 'minaret is listening');
   const [service] = childrenOf(run.child.pid!);
   assert.ok(service, 'npm started node');
+  // SIGKILL to npm at the end would leave node running (and holding this test's pipes): it is ended itself.
+  t.after(async () => {
+    if (isAlive(service.pid)) process.kill(service.pid, 'SIGTERM');
+    await withTimeout(run.exited, 10_000, 'npm start to exit');
+  });
   // A TypeScript loader gets into node only through its arguments (--import, --loader, --require) or NODE_OPTIONS.
   const argv = fs.readFileSync(`/proc/${service.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
   assert.deepEqual(argv.slice(1), ['--max-semi-space-size=8', 'dist/src/main.js']);
