@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Http2Bindings, HttpBindings } from '@hono/node-server';
 import type { Logger } from '../src/platform/log.ts';
 import { resolveClientAddress, type TrustProxy } from '../src/platform/net/client-address.ts';
@@ -12,20 +12,6 @@ type Fetch = (request: Request, env: RequestBindings) => Response | Promise<Resp
 /** The client of a request as TRUST_PROXY decides (whether X-Forwarded-For counts). */
 function clientAddressOf(incoming: IncomingMessage, trust: TrustProxy): string {
   return resolveClientAddress(incoming.socket.remoteAddress, rawHeader(incoming, 'x-forwarded-for'), trust);
-}
-
-/** A class rather than an object literal with a closure: no function to make (and name, under tsx) per request. */
-class Bindings implements RequestBindings {
-  #client: string | undefined;
-  constructor(
-    readonly incoming: IncomingMessage,
-    readonly outgoing: ServerResponse,
-    readonly requestId: string,
-    private readonly trust: TrustProxy,
-  ) {}
-  clientAddress(): string {
-    return (this.#client ??= clientAddressOf(this.incoming, this.trust));
-  }
 }
 
 /**
@@ -46,7 +32,8 @@ export function withRequestContext(fetch: Fetch, logger: Logger, trust: TrustPro
     const inbound = rawHeader(incoming, 'x-request-id');
     const requestId = inbound && REQUEST_ID.test(inbound) ? inbound : crypto.randomUUID();
     outgoing.setHeader('X-Request-Id', requestId);
-    const bindings = new Bindings(incoming, outgoing, requestId, trust);
+    let client: string | undefined;
+    const bindings: RequestBindings = { incoming, outgoing, requestId, clientAddress: () => (client ??= clientAddressOf(incoming, trust)) };
     // The line a child logger bound to req_id would write, without one per request; not even a listener
     // when info is off. On 'close', which every response ends with, sent in full or not.
     if (logger.isLevelEnabled?.('info') !== false) {

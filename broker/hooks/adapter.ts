@@ -43,8 +43,7 @@ export function adapt(hooks: DeviceHooks, deps: HookDeps): Hooks {
     // MQTT 3.1.1 has no negative acknowledgement: a publish that could not be written is answered
     // `not_written`, which withholds its PUBACK, and the connection stays (closing it would not help a full disk).
     authorizePublish(client, packet, done) {
-      // On every publish: one unnamed closure with a flag, not rest arguments and Object.assign (and not a
-      // named one: under tsx each named closure also costs a keepNames __name call; bench/RESULTS.md).
+      // On every publish: one closure with a flag, not rest arguments and Object.assign (bench/RESULTS.md).
       let answered = false;
       try {
         hooks.authorizePublish(client, packet, (refusal) => {

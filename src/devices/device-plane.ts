@@ -161,28 +161,26 @@ export function createDevicePlane(deps: {
    */
   // Built once: better-sqlite3 makes a new set of wrapper functions for every db.transaction() call.
   const configureInSavepoint = db.transaction((id: string) => configureArrival(id));
-  /** A class rather than a closure pair per CONNECT (under tsx each such closure also costs a keepNames __name call). */
-  class ArrivalWrite implements GroupWrite {
-    constructor(readonly id: string) {}
-    write(): void {
+  const arrivalWrite = (id: string): GroupWrite => ({
+    write: () => {
       // In a savepoint: only the disk refusing may fail the turn's batch (and its statuses' PUBACKs with it).
       try {
-        configureInSavepoint(this.id);
+        configureInSavepoint(id);
       } catch (err) {
         if (storageFaultOf(err)) throw err;
-        telemetry.writeFailed(this.id, 'connect', err);
+        telemetry.writeFailed(id, 'connect', err);
       }
-    }
-    settle(err: unknown): void {
+    },
+    settle: (err) => {
       if (!err) return;
       // Rolled back (the disk refused this batch): on its own, so the others of the batch do not decide.
       try {
-        configureArrival(this.id);
+        configureArrival(id);
       } catch (again) {
-        telemetry.writeFailed(this.id, 'connect', again); // it keeps the retained config it has
+        telemetry.writeFailed(id, 'connect', again); // it keeps the retained config it has
       }
-    }
-  }
+    },
+  });
   /**
    * Set once the start pass retained every device's config (memory mode). From then on the broker holds each
    * device's current config, as every change that alters one republishes it whether the device is connected or
@@ -192,7 +190,7 @@ export function createDevicePlane(deps: {
   let retainedAtStart = false;
   const configureAfterConnect = (id: string) => {
     if (retainedAtStart && service.isPublished(id) && !entitlement.isDue(id)) return;
-    commits.add(new ArrivalWrite(id));
+    commits.add(arrivalWrite(id));
   };
 
   /**

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { projectPath } from '../platform/config.ts';
 import { failUntil, ok, type Result } from '../platform/failure.ts';
 
 /**
@@ -69,7 +70,7 @@ export async function createPasswordHasher(opts: { cost: number; threads?: numbe
   };
 
   function spawn(): Worker {
-    const worker = new Worker(new URL('./bcrypt-worker.mjs', import.meta.url));
+    const worker = new Worker(projectPath('src/people/bcrypt-worker.mjs'));
     worker.on('message', (msg: { id: number; result?: string | boolean; error?: string }) => {
       const job = running.get(msg.id);
       running.delete(msg.id);

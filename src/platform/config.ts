@@ -4,8 +4,19 @@ import { fileURLToPath } from 'node:url';
 import * as v from 'valibot';
 import { parseTrustProxy, type TrustProxy } from './net/client-address.ts';
 
-/** The console committed with the code, found from this file rather than the working directory. */
-const DEFAULT_CONSOLE_DIR = fileURLToPath(new URL('../../console', import.meta.url));
+/**
+ * A file the code reads at run time (the console, the migrations, the bcrypt worker), found from the
+ * repository root rather than the working directory. This module runs as src/platform/config.ts under tsx
+ * and as dist/src/platform/config.js once built (docs/architecture.md, "Running"), one folder deeper; those files
+ * are not compiled, so both layouts read the same ones.
+ */
+export function projectPath(relative: string): string {
+  const root = new URL(import.meta.url.endsWith('.ts') ? '../../' : '../../../', import.meta.url);
+  return fileURLToPath(new URL(relative, root));
+}
+
+/** The console committed with the code. */
+const DEFAULT_CONSOLE_DIR = projectPath('console');
 
 /** Every setting of the service: one schema, its default, its bound and its error line. */
 export interface Config {

@@ -1,13 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { projectPath } from './config.ts';
 
 export type Db = Database.Database;
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('../../data/migrations', import.meta.url));
+export const MIGRATIONS_DIR = projectPath('data/migrations');
 
 /**
  * Opens the database the way every part of Minaret expects it: WAL, NORMAL sync, foreign keys, busy timeout.

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { TestContext } from 'node:test';
+import { ensureBuilt } from '../support/process.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 
 /**
@@ -32,6 +33,7 @@ export const icecastEnv = (port: number) => ({
 
 /** icecast.xml as `npx minaret icecast-config` prints it for this service (its HTTP port as PUBLIC_URL). */
 export async function printedConfig(env: Record<string, string>, args: string[]): Promise<string> {
+  ensureBuilt(); // bin/minaret.mjs runs the compiled CLI
   const { stdout } = await run(process.execPath, [path.join(ROOT, 'bin/minaret.mjs'), 'icecast-config', ...args], { env: { ...process.env, ...env }, cwd: ROOT });
   return stdout;
 }

@@ -1,15 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase, readMigrations } from '../../src/platform/db.ts';
-import { runNode, tempDir, type Finished } from '../support/process.ts';
+import { ensureBuilt, runNode, tempDir, type Finished } from '../support/process.ts';
 import { signupMember, sha256, startTestService, type TestService } from '../support/service.ts';
 
 // `minaret backup <file>` (SQLite's online backup, while the service writes) and `minaret restore <file>`
 // (refused while the service has the database open; only a Minaret database this version can run).
 
 const LATEST = readMigrations().at(-1)!.version;
+
+before(ensureBuilt); // bin/minaret.mjs runs the compiled CLI
 
 
 /** The `minaret` command as installed (bin/minaret.mjs), with DATABASE_PATH and nothing else of ours. */

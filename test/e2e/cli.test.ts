@@ -3,15 +3,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { test, type TestContext } from 'node:test';
+import { before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
+import { ensureBuilt } from '../support/process.ts';
 import { hmacHex, sha256, startTestService } from '../support/service.ts';
 
 // The operator command (docs/operator.md, "The first superadmin"): `superadmin create --email <email> [--phone <phone>]`, password on stdin.
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PASSWORD = 'operator chosen password';
+
+before(ensureBuilt); // npx minaret runs the compiled CLI
 
 function tempDb(t: TestContext): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-cli-'));

@@ -1,10 +1,11 @@
-import { test } from 'node:test';
+import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureBuilt } from '../support/process.ts';
 import { freePort } from '../support/redis.ts';
 
 /*
@@ -19,6 +20,8 @@ import { freePort } from '../support/redis.ts';
  */
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TOOLS = ['curl', 'jq', 'openssl', 'sha256sum', 'mosquitto_sub', 'mosquitto_pub'];
+
+before(ensureBuilt); // the docs start the service with npm start and run npx minaret: both run dist/
 
 interface Block { doc: string; n: number; line: number; body: string; notRun: string | null }
 interface Doc { name: string; after: string | null; blocks: Block[]; refusedFences: string[]; strayMarkers: string[] }

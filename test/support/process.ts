@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,29 @@ export interface Run {
   stdout: () => string;
   stderr: () => string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** What the build compiles, and what decides it (docs/architecture.md, "Running"). */
+const BUILD_INPUTS = ['src', 'api', 'broker', 'generated', 'notify', 'icecast', 'cli', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
+let built = false;
+
+/**
+ * dist/ as the install builds it, for a test that starts the process or the CLI as an operator does (npm
+ * start, bin/minaret.mjs): built again (`npm run build`) when a source is newer than it, so such a test never
+ * runs JavaScript older than the sources it is read beside.
+ */
+export function ensureBuilt(): void {
+  if (built) return;
+  const builtAt = fs.statSync(path.join(ROOT, 'dist/src/main.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  const changedAt = (file: string): number => {
+    const stat = fs.statSync(file);
+    if (!stat.isDirectory()) return stat.mtimeMs;
+    return Math.max(stat.mtimeMs, ...fs.readdirSync(file).map((entry) => changedAt(path.join(file, entry))));
+  };
+  if (Math.max(...BUILD_INPUTS.map((input) => changedAt(path.join(ROOT, input)))) > builtAt) {
+    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], timeout: 180_000 });
+  }
+  built = true;
 }
 
 export function tempDir(t: TestContext, prefix = 'minaret-proc-'): string {

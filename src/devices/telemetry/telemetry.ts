@@ -73,36 +73,6 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     if (from !== to) deps.onStatusChange?.({ deviceId: id, from, to, reason });
   }
 
-  /**
-   * A status and a connected note in the group commit, as instances of classes rather than a pair of fresh
-   * closures per message (under tsx every such closure also costs a keepNames __name call).
-   */
-  class StatusWrite implements GroupWrite {
-    constructor(readonly id: string, readonly s: Live, readonly from: string, readonly report: StatusReport, readonly settled: (err: unknown) => void) {}
-    write(): void {
-      // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
-      if (devices.info(this.id)) writeTransition(this.id, this.from, this.report, 'status');
-    }
-    settle(err: unknown): void {
-      const { id, s, from, report } = this;
-      s.pendingStatus = null; // the whole batch settles together: nothing of this device is pending now
-      if (err) writeFailed(id, 'status', err);
-      else applied(s, id, from, report.status, report.reason ?? null);
-      this.settled(err);
-    }
-  }
-  class ConnectedNote implements GroupWrite {
-    constructor(readonly id: string, readonly brokerId: string | undefined, readonly at: number) {}
-    write(): void {
-      if (!devices.info(this.id)) return;
-      timeline.record({ deviceId: this.id, mosqueId: mosqueOf(this.id), kind: 'connected', at: this.at });
-      if (this.brokerId !== undefined) devices.claimConnection(this.id, this.brokerId);
-    }
-    settle(err: unknown): void {
-      if (err) writeFailed(this.id, 'connected note', err);
-    }
-  }
-
   /** A transition written at once (backend verdicts, a heartbeat's differing status), after the open batch. */
   function transition(id: string, report: Transition, source: string): void {
     commits.flush();
@@ -136,7 +106,17 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       // waits on this row (a note beside the fact kept in memory), so it rides in the next batch and a
       // reconnect storm costs no commit of its own. With REDIS_URL the claim is read by the other processes
       // on a takeover: it commits in this turn.
-      const note = new ConnectedNote(id, brokerId, toUnixSeconds(s.lastSeenMs));
+      const at = toUnixSeconds(s.lastSeenMs);
+      const note: GroupWrite = {
+        write: () => {
+          if (!devices.info(id)) return;
+          timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected', at });
+          if (brokerId !== undefined) devices.claimConnection(id, brokerId);
+        },
+        settle: (err) => {
+          if (err) writeFailed(id, 'connected note', err);
+        },
+      };
       if (brokerId === undefined) commits.addLater(note);
       else commits.add(note);
     },
@@ -200,7 +180,18 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
       const from = s.pendingStatus ?? s.status;
       s.pendingStatus = report.status;
-      commits.add(new StatusWrite(id, s, from, report, settled));
+      commits.add({
+        write: () => {
+          // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
+          if (devices.info(id)) writeTransition(id, from, report, 'status');
+        },
+        settle: (err) => {
+          s.pendingStatus = null; // the whole batch settles together: nothing of this device is pending now
+          if (err) writeFailed(id, 'status', err);
+          else applied(s, id, from, report.status, report.reason ?? null);
+          settled(err);
+        },
+      });
     },
 
     /** A heartbeat repeats the status so a lost retained status recovers (docs/firmware.md, "3.2 Heartbeat"). */
