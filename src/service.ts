@@ -116,8 +116,8 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 /** People, their credentials, their mosques and standing. */
 async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher) {
   const users = createUserStore(db, clock, changes);
-  const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
-  const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
+  const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
+  const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
   const revoked = await createRevokedTokens(store, clock, changes);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, clock);
@@ -129,8 +129,8 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
   // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
   const addressListeners: AddressProvenListener[] = [];
   const proof = createAddressProof({ db, users, listeners: addressListeners });
-  const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock });
-  const consoleSessions = createConsoleSessions({ db, users, tokens, clock, settings: config.consoleSessions });
+  const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
+  const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
   return {
     users, tokens, revoked, activity, mosques, admins, memberships, membershipListeners, superadminAuth, grants, addressListeners,
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),

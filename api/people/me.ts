@@ -128,13 +128,13 @@ export function meRoutes(deps: Deps) {
   app.post('/addresses/confirm', async (c) => {
     const b = await readJson(c, AddressConfirm);
     await confirmLimit(c.var.user.id);
-    unwrap(deps.peopleAuth.requestAddressConfirmation(c.var.user.id, b.channel));
+    unwrap(await deps.peopleAuth.requestAddressConfirmation(c.var.user.id, b.channel));
     return c.json({ status: 'accepted' }, 202);
   });
 
   app.post('/addresses/verify', async (c) => {
     const b = await readJson(c, AddressVerify);
-    return c.json(toUser(unwrap(deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
+    return c.json(toUser(unwrap(await deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
   });
 
   app.get('/memberships', (c) => c.json(deps.memberships.listForUser(c.var.user.id).map(toMembership)));

@@ -105,17 +105,17 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
   }
 
   /** Sends a login code when a non-superadmin account exists; the caller answers 202 either way. */
-  function requestLoginCode(identifier: string, channel: Channel | null): void {
+  async function requestLoginCode(identifier: string, channel: Channel | null): Promise<void> {
     const user = users.findByIdentifierHash(identifier);
     if (!user || user.role === 'superadmin') return;
-    sendCode(user, destination(user, channel), 'login_code',
+    await sendCode(user, destination(user, channel), 'login_code',
       (code) => `Your Minaret sign-in code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
   }
 
   /** Issues a login code bound to the address it goes to (redeeming it proves that address), and sends it. */
-  function sendCode(user: UserRow, to: Destination | null, purpose: 'login_code' | 'confirm_address', text: (code: string) => string): void {
+  async function sendCode(user: UserRow, to: Destination | null, purpose: 'login_code' | 'confirm_address', text: (code: string) => string): Promise<void> {
     if (!to) return;
-    const code = codes.issueLoginCode(user.id, to.hash);
+    const code = await codes.issueLoginCode(user.id, to.hash);
     notifier.send({ channel: to.channel, to: to.to, purpose, text: text(code), code });
   }
 
@@ -127,12 +127,12 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     const found = users.findByIdentifierHash(identifier);
     const user = found && found.role !== 'superadmin' ? found : null;
     const subject = guessSubject('login_code', user?.id ?? null, identifier);
-    const wait = guesses.lockedFor(subject);
+    const wait = await guesses.lockedFor(subject);
     if (wait > 0) return failUntil('rate_limited', wait);
     if (!user) codes.spendLikeRedeem(code);
-    const redeemed = user ? codes.redeemLoginCode(user.id, code) : null;
+    const redeemed = user ? await codes.redeemLoginCode(user.id, code) : null;
     if (!user || !redeemed) {
-      guesses.recordWrong(subject);
+      await guesses.recordWrong(subject);
       return fail('invalid_code');
     }
     const holder = proveBy(user, redeemed.sentToHash, false);
@@ -149,12 +149,12 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
   }
 
   /** Sends a reset link token when a non-superadmin account exists (superadmins use superadmin-forgot). */
-  function requestPasswordReset(identifier: string, channel: Channel | null): void {
+  async function requestPasswordReset(identifier: string, channel: Channel | null): Promise<void> {
     const user = users.findByIdentifierHash(identifier);
     if (!user || user.role === 'superadmin') return;
     const to = destination(user, channel);
     if (!to) return;
-    const token = codes.issueResetToken(user.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
+    const token = await codes.issueResetToken(user.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
     notifier.send({
       channel: to.channel,
       to: to.to,
@@ -166,10 +166,10 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
 
   /** The token is used up only once the new hash is ready: a busy hasher leaves it valid for a retry. */
   async function resetPassword(token: string, passwordHash: string): Promise<Result<void>> {
-    if (!codes.findResetToken(token, 'member')) return fail('invalid_token');
+    if (!(await codes.findResetToken(token, 'member'))) return fail('invalid_token');
     const hashed = await hasher.hash(passwordHash);
     if (!hashed.ok) return hashed;
-    const redeemed = codes.redeemResetToken(token, 'member');
+    const redeemed = await codes.redeemResetToken(token, 'member');
     const user = redeemed ? users.findById(redeemed.userId) : null;
     const holder = user ? proveBy(user, redeemed!.sentToHash, false) : null;
     if (!holder) return fail('invalid_token');
@@ -181,25 +181,25 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
    * docs/api.md, "Addresses: claims and proof": a code to the signed-in account's own unproven email or phone.
    * Redeemed while signed in, it proves the address and the account keeps all it has.
    */
-  function requestAddressConfirmation(userId: string, channel: 'email' | 'sms'): Result<void> {
+  async function requestAddressConfirmation(userId: string, channel: 'email' | 'sms'): Promise<Result<void>> {
     const user = users.findById(userId);
     if (!user) return fail('unauthorized');
     const to = addressOf(user, channel);
     if (!to) return fail('validation_failed', channel === 'email' ? 'The account has no email to confirm.' : 'The account has no phone to confirm.');
-    sendCode(user, to, 'confirm_address',
+    await sendCode(user, to, 'confirm_address',
       (code) => `Your Minaret confirmation code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
     return ok(undefined);
   }
 
-  function confirmAddress(userId: string, code: string): Result<UserRow> {
+  async function confirmAddress(userId: string, code: string): Promise<Result<UserRow>> {
     const user = users.findById(userId);
     if (!user) return fail('unauthorized');
     const subject = guessSubject('login_code', user.id, user.email_hash);
-    const wait = guesses.lockedFor(subject);
+    const wait = await guesses.lockedFor(subject);
     if (wait > 0) return failUntil('rate_limited', wait);
-    const redeemed = codes.redeemLoginCode(user.id, code);
+    const redeemed = await codes.redeemLoginCode(user.id, code);
     if (!redeemed) {
-      guesses.recordWrong(subject);
+      await guesses.recordWrong(subject);
       return fail('invalid_code');
     }
     if (redeemed.sentToHash === null) return ok(user);
