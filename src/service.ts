@@ -115,20 +115,20 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 
 /** People, their credentials, their mosques and standing. */
 async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher) {
-  const users = createUserStore(db, clock, changes);
+  const users = await createUserStore(store, db, clock, changes);
   const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
   const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
   const revoked = await createRevokedTokens(store, clock, changes);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock, changes);
-  const admins = createAdminStore(db, clock, users, changes);
+  const admins = createAdminStore(db, clock, users.sync, changes);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];
-  const memberships = createMemberships({ db, clock, activity, users, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
+  const memberships = createMemberships({ db, clock, activity, users: users.sync, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
   const grants = createAddressGrants({ db, clock, activity, memberships, admins });
   // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
   const addressListeners: AddressProvenListener[] = [];
-  const proof = createAddressProof({ db, users, listeners: addressListeners });
+  const proof = createAddressProof({ users, listeners: addressListeners });
   const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
   const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
   return {
@@ -291,13 +291,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     changes.subscribe({
       changed(change, origin) {
         if (origin === 'local') return;
-        if (change.kind === 'user') people.users.reloadVersion(change.id);
+        if (change.kind === 'user') void people.users.reloadVersion(change.id).catch((err: unknown) => faults.report('token version reload', err));
         else if (change.kind === 'token') void people.revoked.reload(change.id).catch((err: unknown) => faults.report('revoked token reload', err));
         else if (change.kind === 'device') plane.deviceChangedElsewhere(change.id);
         else if (change.kind === 'mosque') scheduler.mosqueChanged(change.id);
       },
       resync() {
-        people.users.reloadVersions();
+        void people.users.reloadVersions().catch((err: unknown) => faults.report('token versions reload', err));
         void people.revoked.reloadAll().catch((err: unknown) => faults.report('revoked tokens reload', err));
         plane.reloadAll();
       },
@@ -339,7 +339,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
     const admitRecording = leaseAdmission({ clock, verifyLease: plane.signer.verify, findDevice: plane.devices.findById, decisionFor: plane.entitlement.decisionFor });
-    const firstSuperadmin = createFirstSuperadmin({ users: people.users, hasher });
+    const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: report, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
@@ -386,7 +386,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     origin = `http://${shownHost}:${httpPort}`;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
     // The first start: one line with the setup link (the token in the fragment never reaches a server's log).
-    const setupToken = firstSuperadmin.token();
+    const setupToken = await firstSuperadmin.token();
     if (setupToken) logger.warn({ setup_url: `${config.publicUrl ?? `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${httpPort}`}/setup#token=${setupToken}` }, 'no superadmin yet: open setup_url in a browser to create the first one (valid until used or this process stops)');
 
     return {

@@ -127,8 +127,8 @@ export function authRoutes(deps: Deps) {
   });
 
   // docs/operator.md, "The first superadmin": open while none exists, with the token of the link the process logged.
-  app.get('/setup', (c) => {
-    if (!deps.firstSuperadmin.isOpen()) throw new ApiError('not_found');
+  app.get('/setup', async (c) => {
+    if (!(await deps.firstSuperadmin.isOpen())) throw new ApiError('not_found');
     return c.json({ status: 'open' }, 200);
   });
 

@@ -55,7 +55,7 @@ export function createSessions(deps: Deps) {
    * past it, 429 until the oldest wrong guess ages out, without looking at the password.
    */
   async function changePassword(claims: AccessClaims, current: string | null, next: string): Promise<Result<TokenResponse>> {
-    const user = users.findById(claims.id);
+    const user = await users.findById(claims.id);
     if (!user) return fail('unauthorized');
     const subject = guessSubject('password_change', user.id, '');
     const wait = await guesses.lockedFor(subject);
@@ -73,15 +73,15 @@ export function createSessions(deps: Deps) {
     }
     const hashed = await hasher.hash(next);
     if (!hashed.ok) return hashed;
-    users.setPassword(user.id, hashed.value); // raises the token version: every older token ends
+    await users.setPassword(user.id, hashed.value); // raises the token version: every older token ends
     await endPending(user.id);
-    const changed = users.findById(user.id);
+    const changed = await users.findById(user.id);
     return changed ? ok(await deps.tokens.issue(changed)) : fail('unauthorized');
   }
 
   /** Every token of the account, and every pending superadmin sign-in or reset, stops working. */
   async function logoutAll(userId: string): Promise<void> {
-    users.revokeTokens(userId);
+    await users.revokeTokens(userId);
     await endPending(userId);
   }
 

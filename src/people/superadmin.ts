@@ -150,14 +150,14 @@ export function createSuperadminAuth(deps: Deps) {
     return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
   }
 
-  const findSuperadmin = (userId: string) => {
-    const user = users.findById(userId);
+  const findSuperadmin = async (userId: string) => {
+    const user = await users.findById(userId);
     return user && user.role === 'superadmin' ? user : null;
   };
 
   return {
     async startLogin(identifier: string, passwordHash: string): Promise<Result<SessionGrant>> {
-      const user = users.findByIdentifierHash(identifier);
+      const user = await users.findByIdentifierHash(identifier);
       const usable = user?.role === 'superadmin' ? user.password_bcrypt : null;
       const checked = await hasher.verify(passwordHash, usable);
       if (!checked.ok) return checked;
@@ -168,13 +168,13 @@ export function createSuperadminAuth(deps: Deps) {
     async verifyLogin(input: VerifyInput): Promise<Result<TokenResponse>> {
       const checked = await checkSession(input, 'login');
       if (!checked.ok) return checked;
-      const user = findSuperadmin(checked.value);
+      const user = await findSuperadmin(checked.value);
       return user ? ok(await deps.tokens.issue(user)) : fail('invalid_otp');
     },
 
     /** Always a session of the same shape; only a real superadmin's one can ever verify (a decoy otherwise). */
     async startReset(identifier: string): Promise<SessionGrant> {
-      const user = users.findByIdentifierHash(identifier);
+      const user = await users.findByIdentifierHash(identifier);
       if (user?.role === 'superadmin') return openSession(user, 'reset');
       return openDecoy(identifier);
     },
@@ -182,7 +182,7 @@ export function createSuperadminAuth(deps: Deps) {
     async verifyReset(input: VerifyInput): Promise<Result<{ reset_token: string; expires_in: number }>> {
       const checked = await checkSession(input, 'reset');
       if (!checked.ok) return checked;
-      if (!findSuperadmin(checked.value)) return fail('invalid_otp');
+      if (!(await findSuperadmin(checked.value))) return fail('invalid_otp');
       const resetToken = await deps.codes.issueResetToken(checked.value, 'superadmin', RESET_TOKEN_TTL_SECONDS);
       return ok({ reset_token: resetToken, expires_in: RESET_TOKEN_TTL_SECONDS });
     },
@@ -205,9 +205,9 @@ export function createSuperadminAuth(deps: Deps) {
       const hashed = await hasher.hash(passwordHash);
       if (!hashed.ok) return hashed;
       const redeemed = await deps.codes.redeemResetToken(resetToken, 'superadmin');
-      const user = redeemed ? findSuperadmin(redeemed.userId) : null;
+      const user = redeemed ? await findSuperadmin(redeemed.userId) : null;
       if (!user) return fail('invalid_token');
-      users.setPassword(user.id, hashed.value);
+      await users.setPassword(user.id, hashed.value);
       return ok(undefined);
     },
   };
