@@ -94,10 +94,12 @@ export interface Contact {
 
 /**
  * The reads (and the one write) other domains make from inside their own better-sqlite3 transactions or sync
- * paths (mosques/ invitations and ownership, a membership's contacts, the scheduler's alerts): a sync statement
- * may not wait on the async store there, and an async query may not run inside those transactions. The same rows
- * as the store's; these go once those domains' repositories speak through the store (docs/layout.md, "Writing a
- * repository").
+ * paths, where nothing may wait on the async store and no async query may run inside the transaction:
+ * src/mosques/invites.ts and src/mosques/address-grants.ts (claimUnclaimed) inside an invitation's or a grant's
+ * transaction, src/mosques/mosque-ops.ts (who an owner or admin is), src/mosques/admins.ts and
+ * src/mosques/memberships.ts (contacts: a membership's status is read on the device entitlement path), and the
+ * scheduler's alerts (src/schedule/scheduler.ts). The same rows as the store's; each goes once its callers speak
+ * through the store (docs/layout.md, "Writing a repository").
  */
 export interface SyncUserReads {
   findById(id: string): UserRow | null;
