@@ -855,7 +855,7 @@ async function main(): Promise<void> {
 
   tempDir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-bench-broadcast-'));
   const dbPath = path.join(tempDir, 'minaret.db');
-  seedSuperadmin(dbPath);
+  await seedSuperadmin(dbPath);
   const webhook = await startWebhook();
 
   console.log(`broadcast bench: ${num(n)} players, ${opts.runs} runs, ${opts.bans} bans (timeout ${opts.timeoutS} s)`);

@@ -276,7 +276,7 @@ interface Registration {
 
 /** A superadmin, an owner, mosques and N devices (bench/world/registration.ts), over HTTP. */
 async function registerDevices(child: BrokerChild, base: string, dbPath: string, n: number): Promise<Registration> {
-  seedSuperadmin(dbPath);
+  await seedSuperadmin(dbPath);
   const rootToken = await superadminToken(base, async () => String((await child.next('otp', 30_000))['code']));
   const mosques = Math.max(1, Math.ceil(n / 1000));
   // Approved members of every mosque: their players are entitled, so each one's config carries a signed lease.

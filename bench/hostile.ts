@@ -170,7 +170,7 @@ async function startWorld(): Promise<World> {
   const base = String(ready['httpUrl']);
   const mqttPort = Number(new URL(String(ready['mqttUrl'])).port);
   // The superadmin row goes straight into SQLite, as the operator CLI does; then the real two-step login.
-  seedSuperadmin(dbPath);
+  await seedSuperadmin(dbPath);
   const rootToken = await superadminToken(base, async () => String((await child.next('otp'))['code']));
   const owner = await signup(base, 'owner@bench.example');
   const mosque = await ok<{ id: string }>(base, 'POST', '/api/v1/mosques', { name: 'Bench Masjid', owner_user_id: owner.user.id }, rootToken);

@@ -7,6 +7,7 @@ import { migrate, openDatabase } from '../src/platform/db.ts';
 import { identifierHash, isSyntheticEmail, normalizeEmail, normalizePhone, sha256Hex } from '../src/platform/identifiers.ts';
 import { normalizeStoredIdentifiersOnce } from '../src/people/addresses/identifier-migration.ts';
 import { createUserStore } from '../src/people/users.ts';
+import { sqliteStore } from '../src/platform/store/store.ts';
 import { backupDatabase, restoreDatabase, BackupError } from './backup.ts';
 import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
 import { icecastXml } from '../icecast/icecast-xml.ts';
@@ -79,14 +80,14 @@ async function createSuperadmin(args: string[]): Promise<string> {
     migrate(db);
     // Before the duplicate check below, which looks the normalised identifiers up (docs/operator.md).
     warnAboutIdentifiers(normalizeStoredIdentifiersOnce(db, Math.floor(systemClock() / 1000)));
-    const users = createUserStore(db, systemClock);
-    if (users.findProvenHolder(identifierHash(email)) || (phone && users.findProvenHolder(identifierHash(phone)))) {
+    const users = await createUserStore(sqliteStore(db), db, systemClock);
+    if ((await users.findProvenHolder(identifierHash(email))) || (phone && (await users.findProvenHolder(identifierHash(phone))))) {
       throw new CliError(`a user with that email or phone already exists`);
     }
     // The server stores bcrypt of the client-side SHA-256 hex digest, never the password (docs/decisions.md, "How secrets are kept").
     const passwordBcrypt = bcrypt.hashSync(sha256Hex(password), loaded.config.bcryptCost);
     // The operator vouches for the addresses: a superadmin's are proven from the start (docs/api.md, "Addresses: claims and proof").
-    const user = users.create({
+    const user = await users.create({
       email, emailHash: identifierHash(email), phone, phoneHash: phone ? identifierHash(phone) : null, passwordBcrypt, role: 'superadmin',
       proven: { email: true, phone: true },
     });

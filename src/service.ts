@@ -123,19 +123,20 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 
 /** People, their credentials, their mosques and standing. */
 async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher, faults: Faults) {
-  const users = createUserStore(db, clock, changes);
-  const codes = createOneTimeCodes(db, clock, deriveKey(jwtSecret, 'one-time-codes'));
-  const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
-  const revoked = await createRevokedTokens(store, clock, changes, (what, err) => void faults.report(what, err));
+  const reportTo = (what: string, err: unknown) => void faults.report(what, err);
+  const users = await createUserStore(store, db, clock, changes, reportTo);
+  const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
+  const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
+  const revoked = await createRevokedTokens(store, clock, changes, reportTo);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, clock);
   const mosques = createMosqueStore(db, clock, changes);
-  const admins = createAdminStore(db, clock, users, changes);
-  const memberships = createMemberships({ db, clock, activity, users, changes });
+  const admins = createAdminStore(db, clock, users.sync, changes);
+  const memberships = createMemberships({ db, clock, activity, users: users.sync, changes });
   const grants = createAddressGrants({ db, clock, activity, memberships, admins });
-  const proof = createAddressProof({ db, users });
-  const superadminAuth = createSuperadminAuth({ db, users, codes, hasher, guesses, tokens, notifier, clock });
-  const consoleSessions = createConsoleSessions({ db, users, tokens, clock, settings: config.consoleSessions });
+  const proof = createAddressProof({ users });
+  const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
+  const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
   return {
     users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof,
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
@@ -297,7 +298,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
     const admitRecording = leaseAdmission({ clock, verifyLease: plane.ports.audio.verifyLease, findDevice: plane.ports.audio.findDevice, decisionFor: plane.ports.audio.decisionFor });
-    const firstSuperadmin = createFirstSuperadmin({ users: people.users, hasher });
+    const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
       deliveryReport: reports.report, reportFor: reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
@@ -340,7 +341,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     origin = `http://${shownHost}:${httpPort}`;
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
     // The first start: one line with the setup link (the token in the fragment never reaches a server's log).
-    const setupToken = firstSuperadmin.token();
+    const setupToken = await firstSuperadmin.token();
     if (setupToken) logger.warn({ setup_url: `${config.publicUrl ?? `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${httpPort}`}/setup#token=${setupToken}` }, 'no superadmin yet: open setup_url in a browser to create the first one (valid until used or this process stops)');
 
     return {

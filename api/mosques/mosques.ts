@@ -148,7 +148,7 @@ export function mosqueRoutes(deps: Deps) {
     const row = unwrap(deps.mosqueOps.addAdmin(c.var.mosque, who, flags, actorOf(c)));
     // docs/api.md, "Addresses: claims and proof": named by an address nobody has proven, the row waits on it.
     if (row === 'waiting') return c.json({ status: 'waiting_for_proof', email: b.email!, ...flags }, 202);
-    return c.json(adminBody(deps.users, row), 201);
+    return c.json(await adminBody(deps.users, row), 201);
   });
 
   app.patch('/:id/admins/:user_id', gate('manager'), async (c) => {
@@ -156,7 +156,7 @@ export function mosqueRoutes(deps: Deps) {
     requireSomething(b);
     const actor = { ...actorOf(c), isOwner: c.var.standing.owner };
     const row = unwrap(deps.mosqueOps.updateAdmin(c.var.mosque, c.req.param('user_id'), b, actor));
-    return c.json(adminBody(deps.users, row));
+    return c.json(await adminBody(deps.users, row));
   });
 
   app.delete('/:id/admins/:user_id', gate('manager'), (c) => {
@@ -172,7 +172,7 @@ export function mosqueRoutes(deps: Deps) {
 
   app.post('/:id/memberships', gate('admin'), async (c) => {
     const b = await readJson(c, Enrol);
-    if (!deps.users.findById(b.user_id)) throw new ApiError('not_found', 'No user has that user_id.');
+    if (!(await deps.users.findById(b.user_id))) throw new ApiError('not_found', 'No user has that user_id.');
     const result = deps.memberships.enrol(c.var.mosque.id, b.user_id, actorOf(c));
     // As for invites (docs/decisions.md, "Enrolment never lifts a ban."): enrolling a banned user conflicts with the ban, 409 rather than the
     // table's 403, which is the banned member's own join.
@@ -209,6 +209,6 @@ function requireSomething(body: Record<string, unknown>): void {
   throw new ApiError('validation_failed', 'Nothing to change.', { details: [{ path: '', message: 'no known field given' }] });
 }
 
-function adminBody(users: UserStore, row: Parameters<typeof toFlags>[0]) {
-  return { user_id: row.user_id, email: users.findById(row.user_id)?.email ?? null, ...toFlags(row) };
+async function adminBody(users: UserStore, row: Parameters<typeof toFlags>[0]) {
+  return { user_id: row.user_id, email: (await users.findById(row.user_id))?.email ?? null, ...toFlags(row) };
 }

@@ -79,7 +79,7 @@ export function authRoutes(deps: Deps) {
   app.post('/login-code', async (c) => {
     const body = await readJson(c, CodeRequest);
     await perIdentifier(body.identifier_hash);
-    peopleAuth.requestLoginCode(body.identifier_hash, body.channel ?? null);
+    await peopleAuth.requestLoginCode(body.identifier_hash, body.channel ?? null);
     return c.json({ status: 'accepted' }, 202);
   });
 
@@ -92,7 +92,7 @@ export function authRoutes(deps: Deps) {
   app.post('/forgot-password', async (c) => {
     const body = await readJson(c, CodeRequest);
     await perIdentifier(body.identifier_hash);
-    peopleAuth.requestPasswordReset(body.identifier_hash, body.channel ?? null);
+    await peopleAuth.requestPasswordReset(body.identifier_hash, body.channel ?? null);
     return c.json({ status: 'accepted' }, 202);
   });
 
@@ -117,18 +117,18 @@ export function authRoutes(deps: Deps) {
   app.post('/superadmin-forgot', async (c) => {
     const body = await readJson(c, SuperadminForgot);
     await perIdentifier(body.identifier_hash);
-    return c.json(superadminAuth.startReset(body.identifier_hash), 200);
+    return c.json(await superadminAuth.startReset(body.identifier_hash), 200);
   });
 
   app.post('/superadmin-forgot/verify', async (c) => {
     const body = await readJson(c, SessionVerify);
     const input = { sessionToken: body.session_token, timestamp: body.timestamp, hmac: body.hmac };
-    return c.json(unwrap(superadminAuth.verifyReset(input)), 200);
+    return c.json(unwrap(await superadminAuth.verifyReset(input)), 200);
   });
 
   // docs/operator.md, "The first superadmin": open while none exists, with the token of the link the process logged.
-  app.get('/setup', (c) => {
-    if (!deps.firstSuperadmin.isOpen()) throw new ApiError('not_found');
+  app.get('/setup', async (c) => {
+    if (!(await deps.firstSuperadmin.isOpen())) throw new ApiError('not_found');
     return c.json({ status: 'open' }, 200);
   });
 

@@ -64,20 +64,27 @@ export const ME_CACHE_SIZE = 10_000;
  * resync. Entries are filled only from the database, never from a message, so a lost message leaves an
  * entry stale until the next resync (the poll), never wrong in another way.
  */
-function createMeCache(deps: Deps, read: (userId: string) => string | null) {
+function createMeCache(deps: Deps, read: (userId: string) => Promise<string | null>) {
   const bodies = new Map<string, string>();
+  // Raised by every invalidation: a body read while one arrived may be stale and is answered but not kept.
+  let epoch = 0;
   deps.changes.subscribe({
     changed(change) {
+      epoch++;
       if (change.kind === 'user' || change.kind === 'standing') bodies.delete(change.id);
       else if (change.kind === 'mosque') bodies.clear();
     },
-    resync: () => bodies.clear(),
+    resync: () => {
+      epoch++;
+      bodies.clear();
+    },
   });
-  return (userId: string): string | null => {
+  return async (userId: string): Promise<string | null> => {
     const cached = bodies.get(userId);
     if (cached !== undefined) return cached;
-    const body = read(userId);
-    if (body === null) return null;
+    const before = epoch;
+    const body = await read(userId);
+    if (body === null || epoch !== before) return body;
     if (bodies.size >= ME_CACHE_SIZE) bodies.delete(bodies.keys().next().value!);
     bodies.set(userId, body);
     return body;
@@ -90,8 +97,8 @@ export function meRoutes(deps: Deps) {
   const testLimit = createLimiter(TEST_PUSHES_PER_MINUTE);
   const confirmLimit = createLimiter(CONFIRMATIONS_PER_MINUTE);
 
-  const me = createMeCache(deps, (userId) => {
-    const row = deps.users.findById(userId);
+  const me = createMeCache(deps, async (userId) => {
+    const row = await deps.users.findById(userId);
     if (!row) return null;
     return JSON.stringify({
       user: toUser(row),
@@ -100,8 +107,8 @@ export function meRoutes(deps: Deps) {
     });
   });
 
-  app.get('/', (c) => {
-    const body = me(c.get('user').id);
+  app.get('/', async (c) => {
+    const body = await me(c.get('user').id);
     if (body === null) throw new ApiError('unauthorized');
     return c.body(body, 200, { 'Content-Type': 'application/json' });
   });
@@ -110,7 +117,7 @@ export function meRoutes(deps: Deps) {
   // every older token (a stolen session must not quietly move the account); the answer carries a fresh one.
   app.patch('/', async (c) => {
     const b = await readJson(c, MeUpdate);
-    const row = deps.users.findById(c.var.user.id);
+    const row = await deps.users.findById(c.var.user.id);
     if (!row) throw new ApiError('unauthorized');
     const change: UserUpdate = {};
     if (b.email !== undefined && identifierHash(b.email) !== row.email_hash) change.email = { email: b.email, emailHash: identifierHash(b.email) };
@@ -120,7 +127,7 @@ export function meRoutes(deps: Deps) {
     if (change.phone?.phone === null && isSyntheticEmail(change.email?.email ?? row.email)) {
       throw new ApiError('validation_failed', 'An account needs an email or a phone.', { details: [{ path: 'phone', message: 'cannot remove the only address' }] });
     }
-    const updated = Object.keys(change).length > 0 ? deps.users.update(row.id, change) : row;
+    const updated = Object.keys(change).length > 0 ? await deps.users.update(row.id, change) : row;
     return c.json(await deps.tokens.issue(updated), 200);
   });
 
@@ -128,13 +135,13 @@ export function meRoutes(deps: Deps) {
   app.post('/addresses/confirm', async (c) => {
     const b = await readJson(c, AddressConfirm);
     await confirmLimit(c.var.user.id);
-    unwrap(deps.peopleAuth.requestAddressConfirmation(c.var.user.id, b.channel));
+    unwrap(await deps.peopleAuth.requestAddressConfirmation(c.var.user.id, b.channel));
     return c.json({ status: 'accepted' }, 202);
   });
 
   app.post('/addresses/verify', async (c) => {
     const b = await readJson(c, AddressVerify);
-    return c.json(toUser(unwrap(deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
+    return c.json(toUser(unwrap(await deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
   });
 
   app.get('/memberships', (c) => c.json(deps.memberships.listForUser(c.var.user.id).map(toMembership)));

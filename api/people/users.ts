@@ -24,9 +24,9 @@ export function userRoutes(deps: { users: UserStore; userAdmin: UserAdmin }) {
   const app = new Hono<AppEnv>();
   app.use('*', superadminOnly);
 
-  app.get('/', (c) => {
+  app.get('/', async (c) => {
     const q = readQuery(c, UserQuery);
-    return c.json(deps.users.list(q.limit, q.offset).map(toUser));
+    return c.json((await deps.users.list(q.limit, q.offset)).map(toUser));
   });
 
   app.post('/', async (c) => {
@@ -35,8 +35,8 @@ export function userRoutes(deps: { users: UserStore; userAdmin: UserAdmin }) {
     return c.json(toUser(row), 201);
   });
 
-  app.get('/:id', (c) => {
-    const row = deps.users.findById(c.req.param('id'));
+  app.get('/:id', async (c) => {
+    const row = await deps.users.findById(c.req.param('id'));
     if (!row) throw new ApiError('not_found');
     return c.json(toUser(row));
   });
@@ -52,8 +52,8 @@ export function userRoutes(deps: { users: UserStore; userAdmin: UserAdmin }) {
     return c.json(toUser(unwrap(await deps.userAdmin.update(c.req.param('id'), fields))));
   });
 
-  app.delete('/:id', (c) => {
-    unwrap(deps.userAdmin.delete(c.req.param('id'), c.var.user.id));
+  app.delete('/:id', async (c) => {
+    unwrap(await deps.userAdmin.delete(c.req.param('id'), c.var.user.id));
     return c.body(null, 204);
   });
 

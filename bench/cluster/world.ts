@@ -22,7 +22,7 @@ export interface World {
 
 /** bench/world/registration.ts's world: one auto-approving mosque with a stream_url, a member per 2,000 players. */
 export async function buildWorld(child: Child, base: string, dbPath: string, n: number): Promise<World> {
-  seedSuperadmin(dbPath);
+  await seedSuperadmin(dbPath);
   const rootToken = await superadminToken(base, async () => String((await child.next('otp', 30_000))['code']));
   const world = await registerWorld(base, rootToken, {
     mosques: [{ name: 'Bench Masjid', auto_approve_members: true, stream_url: 'https://radio.example.org/bench-noor' }],

@@ -146,6 +146,7 @@ async function seed(dir: string, n: number): Promise<void> {
   const { startService } = await import('../../src/service.ts');
   const { openDatabase } = await import('../../src/platform/db.ts');
   const { createUserStore } = await import('../../src/people/users.ts');
+  const { sqliteStore } = await import('../../src/platform/store/store.ts');
   const { identifierHash } = await import('../../src/platform/identifiers.ts');
   const { systemClock } = await import('../../src/platform/clock.ts');
   const bcrypt = (await import('bcryptjs')).default;
@@ -156,7 +157,7 @@ async function seed(dir: string, n: number): Promise<void> {
   const db = openDatabase(loaded.config.databasePath);
   const { migrate } = await import('../../src/platform/db.ts');
   migrate(db);
-  createUserStore(db, systemClock).create({
+  await (await createUserStore(sqliteStore(db), db, systemClock)).create({
     email: rootEmail, emailHash: identifierHash(rootEmail), phone: null, phoneHash: null, passwordBcrypt: bcrypt.hashSync(rootPassword, 4), role: 'superadmin',
   });
   db.close();

@@ -11,6 +11,7 @@ import { systemClock } from '../../src/platform/clock.ts';
 import { migrate, openDatabase } from '../../src/platform/db.ts';
 import { identifierHash, sha256Hex } from '../../src/platform/identifiers.ts';
 import { createUserStore } from '../../src/people/users.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { pool } from '../support.ts';
 
 /** One JSON request; any answer but 2xx throws with its status and the start of its body. */
@@ -28,11 +29,11 @@ const ROOT_EMAIL = 'root@bench.example';
 const ROOT_PASSWORD = 'bench root password';
 
 /** The superadmin row, written into the SQLite file; migrates it first when no service has yet (a no-op otherwise). */
-export function seedSuperadmin(dbPath: string): void {
+export async function seedSuperadmin(dbPath: string): Promise<void> {
   const db = openDatabase(dbPath);
   try {
     migrate(db);
-    createUserStore(db, systemClock).create({
+    await (await createUserStore(sqliteStore(db), db, systemClock)).create({
       email: ROOT_EMAIL, emailHash: identifierHash(ROOT_EMAIL), phone: null, phoneHash: null,
       // bcrypt cost 4: the row is the bench's, not a stored secret.
       passwordBcrypt: bcrypt.hashSync(sha256Hex(ROOT_PASSWORD), 4), role: 'superadmin',

@@ -30,13 +30,13 @@ export type Contact = { channel: 'email'; email: string } | { channel: 'whatsapp
  */
 export function claimUnclaimed(users: UserStore, contact: Contact): void {
   const hash = identifierHash(contact.channel === 'email' ? contact.email : contact.phone);
-  if (users.findByIdentifierHash(hash)) return;
+  if (users.sync.findByIdentifierHash(hash)) return;
   if (contact.channel === 'email') {
-    users.create({ email: contact.email, emailHash: hash, phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+    users.sync.create({ email: contact.email, emailHash: hash, phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
     return;
   }
   const email = syntheticEmailForPhone(hash);
-  users.create({ email, emailHash: identifierHash(email), phone: contact.phone, phoneHash: hash, passwordBcrypt: null, role: 'member' });
+  users.sync.create({ email, emailHash: identifierHash(email), phone: contact.phone, phoneHash: hash, passwordBcrypt: null, role: 'member' });
 }
 
 export type NewGrant =

@@ -1,7 +1,7 @@
 import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
-import type { UserStore } from '../people/users.ts';
+import type { SyncUserReads } from '../people/users.ts';
 
 export interface AdminRow {
   mosque_id: string;
@@ -69,7 +69,7 @@ export interface AdminStore {
 }
 
 /** Every write is announced on `changes` (kind `standing`, the user's id): /me shows a user's admin rows. */
-export function createAdminStore(db: Db, clock: Clock, users: Pick<UserStore, 'contactsOf'>, changes: ChangePublisher = noChanges): AdminStore {
+export function createAdminStore(db: Db, clock: Clock, users: Pick<SyncUserReads, 'contactsOf'>, changes: ChangePublisher = noChanges): AdminStore {
   const one = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
   const ofMosque = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? ORDER BY is_owner DESC, created_at');
   const ofUser = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');

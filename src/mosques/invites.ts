@@ -69,7 +69,7 @@ export function createInvites(deps: Deps) {
       const to = contact.channel === 'email' ? contact.email : contact.phone;
       const hash = identifierHash(to);
       const result = deps.db.transaction((): Result<{ invite: Invite; membership: Membership | null }> => {
-        const holder = deps.users.findProvenHolder(hash);
+        const holder = deps.users.sync.findProvenHolder(hash);
         const id = crypto.randomUUID();
         let membership: Membership | null = null;
         if (holder) {

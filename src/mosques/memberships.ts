@@ -5,7 +5,7 @@ import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { MosqueRow } from './mosques.ts';
-import type { UserStore } from '../people/users.ts';
+import type { SyncUserReads } from '../people/users.ts';
 
 export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
 export const MEMBERSHIP_STATUSES = ['pending', 'approved', 'rejected', 'banned'] as const;
@@ -73,7 +73,7 @@ export interface MembershipChange {
 export type MembershipListener = (change: MembershipChange) => void;
 
 /** Every write is announced on `changes` (kind `standing`, the member's user id): /me lists memberships. */
-export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; changes?: ChangePublisher }) {
+export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; users: Pick<SyncUserReads, 'contactsOf'>; changes?: ChangePublisher }) {
   const { db, activity } = deps;
   const changes = deps.changes ?? noChanges;
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });

@@ -44,7 +44,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
 
   /** The account a grantee names now: by id as given, by email only the account that proved it. */
   const accountOf = (who: Grantee): string | null =>
-    'userId' in who ? who.userId : deps.users.findProvenHolder(identifierHash(who.email))?.id ?? null;
+    'userId' in who ? who.userId : deps.users.sync.findProvenHolder(identifierHash(who.email))?.id ?? null;
 
   function waitOn(mosqueId: string, email: string, grant: NewGrant, actor: Actor): void {
     claimUnclaimed(deps.users, { channel: 'email', email });
@@ -55,7 +55,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
     /** An owner named by an address nobody has proven waits on it: the mosque has no owner until someone proves it. */
     create(fields: MosqueFields, owner: Grantee | null, actor: Actor): Result<MosqueRow> {
       const ownerUserId = owner ? accountOf(owner) : null;
-      if (owner && 'userId' in owner && !deps.users.findById(owner.userId)) return fail('not_found', 'No user has that owner_user_id.');
+      if (owner && 'userId' in owner && !deps.users.sync.findById(owner.userId)) return fail('not_found', 'No user has that owner_user_id.');
       return ok(tx(() => {
         const mosque = mosques.create(fields);
         activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
@@ -100,7 +100,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
         tx(() => waitOn(mosque.id, who.email, { kind: 'admin', canTrigger: flags.can_trigger, canManage: flags.can_manage }, actor));
         return ok('waiting');
       }
-      if (!userId || !deps.users.findById(userId)) return fail('not_found', 'No user has that user_id.');
+      if (!userId || !deps.users.sync.findById(userId)) return fail('not_found', 'No user has that user_id.');
       if (admins.find(mosque.id, userId)) return fail('conflict', 'That user is already an admin of this mosque.');
       return ok(tx(() => {
         const row = admins.insert(mosque.id, userId, { is_owner: false, ...flags });

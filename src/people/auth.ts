@@ -49,8 +49,8 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
 
   /** A token for someone who signed in without proving an address: a later proof by another may start the account afresh. */
   async function signedIn(user: UserRow): Promise<TokenResponse> {
-    if (!hasProvenAddress(user)) users.markUsedUnproven(user.id);
-    return tokens.issue(users.findById(user.id) ?? user);
+    if (!hasProvenAddress(user)) await users.markUsedUnproven(user.id);
+    return tokens.issue((await users.findById(user.id)) ?? user);
   }
 
   /**
@@ -62,8 +62,8 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
   async function signup(input: SignupInput): Promise<Result<SignupOutcome>> {
     const emailHash = input.email ? identifierHash(input.email) : null;
     const phoneHash = input.phone ? identifierHash(input.phone) : null;
-    const byEmail = emailHash ? users.findByIdentifierHash(emailHash) : null;
-    const byPhone = phoneHash ? users.findByIdentifierHash(phoneHash) : null;
+    const byEmail = emailHash ? await users.findByIdentifierHash(emailHash) : null;
+    const byPhone = phoneHash ? await users.findByIdentifierHash(phoneHash) : null;
     const existing = byEmail ?? byPhone;
     const checked = await passwordMatches(existing, input.passwordHash);
     if (!checked.ok) return checked;
@@ -72,9 +72,9 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     if (existing && checked.value && sameAccount) return ok({ created: false, token: await signedIn(existing) });
     const hashed = input.passwordHash ? await hasher.hash(input.passwordHash) : null;
     if (hashed && !hashed.ok) return hashed;
-    if (byEmail) tellOfSignupAttempt(emailHash!, { channel: 'email', to: input.email! });
-    if (byPhone) tellOfSignupAttempt(phoneHash!, { channel: 'sms', to: input.phone! });
-    const user = users.create({
+    if (byEmail) await tellOfSignupAttempt(emailHash!, { channel: 'email', to: input.email! });
+    if (byPhone) await tellOfSignupAttempt(phoneHash!, { channel: 'sms', to: input.phone! });
+    const user = await users.create({
       email: input.email ?? syntheticEmailForPhone(phoneHash!),
       emailHash: emailHash ?? identifierHash(syntheticEmailForPhone(phoneHash!)),
       phone: input.phone,
@@ -86,8 +86,8 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     return ok({ created: true, token: await tokens.issue(user) });
   }
 
-  function tellOfSignupAttempt(hash: string, to: { channel: Channel; to: string }): void {
-    if (!users.claimSignupNotice(hash, SIGNUP_NOTICE_GAP_SECONDS)) return;
+  async function tellOfSignupAttempt(hash: string, to: { channel: Channel; to: string }): Promise<void> {
+    if (!(await users.claimSignupNotice(hash, SIGNUP_NOTICE_GAP_SECONDS))) return;
     notifier.send({
       ...to,
       purpose: 'signup_attempt',
@@ -97,7 +97,7 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
   }
 
   async function login(identifier: string, passwordHash: string): Promise<Result<TokenResponse>> {
-    const user = users.findByIdentifierHash(identifier);
+    const user = await users.findByIdentifierHash(identifier);
     const checked = await passwordMatches(user, passwordHash);
     if (!checked.ok) return checked;
     if (!checked.value) return fail('invalid_credentials');
@@ -105,17 +105,17 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
   }
 
   /** Sends a login code when a non-superadmin account exists; the caller answers 202 either way. */
-  function requestLoginCode(identifier: string, channel: Channel | null): void {
-    const user = users.findByIdentifierHash(identifier);
+  async function requestLoginCode(identifier: string, channel: Channel | null): Promise<void> {
+    const user = await users.findByIdentifierHash(identifier);
     if (!user || user.role === 'superadmin') return;
-    sendCode(user, destination(user, channel), 'login_code',
+    await sendCode(user, destination(user, channel), 'login_code',
       (code) => `Your Minaret sign-in code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
   }
 
   /** Issues a login code bound to the address it goes to (redeeming it proves that address), and sends it. */
-  function sendCode(user: UserRow, to: Destination | null, purpose: 'login_code' | 'confirm_address', text: (code: string) => string): void {
+  async function sendCode(user: UserRow, to: Destination | null, purpose: 'login_code' | 'confirm_address', text: (code: string) => string): Promise<void> {
     if (!to) return;
-    const code = codes.issueLoginCode(user.id, to.hash);
+    const code = await codes.issueLoginCode(user.id, to.hash);
     notifier.send({ channel: to.channel, to: to.to, purpose, text: text(code), code });
   }
 
@@ -124,37 +124,37 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
    * out, even for the right code (which is not looked at, so it is not used up either).
    */
   async function verifyLoginCode(identifier: string, code: string): Promise<Result<TokenResponse>> {
-    const found = users.findByIdentifierHash(identifier);
+    const found = await users.findByIdentifierHash(identifier);
     const user = found && found.role !== 'superadmin' ? found : null;
     const subject = guessSubject('login_code', user?.id ?? null, identifier);
-    const wait = guesses.lockedFor(subject);
+    const wait = await guesses.lockedFor(subject);
     if (wait > 0) return failUntil('rate_limited', wait);
     if (!user) codes.spendLikeRedeem(code);
-    const redeemed = user ? codes.redeemLoginCode(user.id, code) : null;
+    const redeemed = user ? await codes.redeemLoginCode(user.id, code) : null;
     if (!user || !redeemed) {
-      guesses.recordWrong(subject);
+      await guesses.recordWrong(subject);
       return fail('invalid_code');
     }
-    const holder = proveBy(user, redeemed.sentToHash, false);
+    const holder = await proveBy(user, redeemed.sentToHash, false);
     if (!holder) return fail('invalid_code');
     return ok(await tokens.issue(holder));
   }
 
   /** The account a code or link sent to `hash` signs in to, once it proved the address; null when it cannot. */
-  function proveBy(user: UserRow, hash: string | null, signedIn: boolean): UserRow | null {
+  async function proveBy(user: UserRow, hash: string | null, signedIn: boolean): Promise<UserRow | null> {
     // Codes issued before addresses were proven name no address: they sign in as they always did.
     if (hash === null) return user;
-    const proved = proof.prove(user.id, hash, { signedIn });
+    const proved = await proof.prove(user.id, hash, { signedIn });
     return proved.ok ? proved.user : null;
   }
 
   /** Sends a reset link token when a non-superadmin account exists (superadmins use superadmin-forgot). */
-  function requestPasswordReset(identifier: string, channel: Channel | null): void {
-    const user = users.findByIdentifierHash(identifier);
+  async function requestPasswordReset(identifier: string, channel: Channel | null): Promise<void> {
+    const user = await users.findByIdentifierHash(identifier);
     if (!user || user.role === 'superadmin') return;
     const to = destination(user, channel);
     if (!to) return;
-    const token = codes.issueResetToken(user.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
+    const token = await codes.issueResetToken(user.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
     notifier.send({
       channel: to.channel,
       to: to.to,
@@ -166,14 +166,14 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
 
   /** The token is used up only once the new hash is ready: a busy hasher leaves it valid for a retry. */
   async function resetPassword(token: string, passwordHash: string): Promise<Result<void>> {
-    if (!codes.findResetToken(token, 'member')) return fail('invalid_token');
+    if (!(await codes.findResetToken(token, 'member'))) return fail('invalid_token');
     const hashed = await hasher.hash(passwordHash);
     if (!hashed.ok) return hashed;
-    const redeemed = codes.redeemResetToken(token, 'member');
-    const user = redeemed ? users.findById(redeemed.userId) : null;
-    const holder = user ? proveBy(user, redeemed!.sentToHash, false) : null;
+    const redeemed = await codes.redeemResetToken(token, 'member');
+    const user = redeemed ? await users.findById(redeemed.userId) : null;
+    const holder = user ? await proveBy(user, redeemed!.sentToHash, false) : null;
     if (!holder) return fail('invalid_token');
-    users.setPassword(holder.id, hashed.value);
+    await users.setPassword(holder.id, hashed.value);
     return ok(undefined);
   }
 
@@ -181,29 +181,29 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
    * docs/api.md, "Addresses: claims and proof": a code to the signed-in account's own unproven email or phone.
    * Redeemed while signed in, it proves the address and the account keeps all it has.
    */
-  function requestAddressConfirmation(userId: string, channel: 'email' | 'sms'): Result<void> {
-    const user = users.findById(userId);
+  async function requestAddressConfirmation(userId: string, channel: 'email' | 'sms'): Promise<Result<void>> {
+    const user = await users.findById(userId);
     if (!user) return fail('unauthorized');
     const to = addressOf(user, channel);
     if (!to) return fail('validation_failed', channel === 'email' ? 'The account has no email to confirm.' : 'The account has no phone to confirm.');
-    sendCode(user, to, 'confirm_address',
+    await sendCode(user, to, 'confirm_address',
       (code) => `Your Minaret confirmation code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
     return ok(undefined);
   }
 
-  function confirmAddress(userId: string, code: string): Result<UserRow> {
-    const user = users.findById(userId);
+  async function confirmAddress(userId: string, code: string): Promise<Result<UserRow>> {
+    const user = await users.findById(userId);
     if (!user) return fail('unauthorized');
     const subject = guessSubject('login_code', user.id, user.email_hash);
-    const wait = guesses.lockedFor(subject);
+    const wait = await guesses.lockedFor(subject);
     if (wait > 0) return failUntil('rate_limited', wait);
-    const redeemed = codes.redeemLoginCode(user.id, code);
+    const redeemed = await codes.redeemLoginCode(user.id, code);
     if (!redeemed) {
-      guesses.recordWrong(subject);
+      await guesses.recordWrong(subject);
       return fail('invalid_code');
     }
     if (redeemed.sentToHash === null) return ok(user);
-    const proved = proof.prove(user.id, redeemed.sentToHash, { signedIn: true });
+    const proved = await proof.prove(user.id, redeemed.sentToHash, { signedIn: true });
     if (!proved.ok) return fail('conflict', proved.message);
     return ok(proved.user);
   }

@@ -10,29 +10,29 @@ import type { UserRow, UserStore } from './users.ts';
  * Jupyter and Grafana do). Redeeming it creates the first superadmin; after that there is nothing to set up and
  * the setup route answers 404. `minaret superadmin create` stays for scripts.
  */
-export function createFirstSuperadmin(deps: { users: UserStore; hasher: PasswordHasher }) {
-  let token: string | null = deps.users.hasSuperadmin() ? null : randomToken(32);
+export async function createFirstSuperadmin(deps: { users: UserStore; hasher: PasswordHasher }) {
+  let token: string | null = (await deps.users.hasSuperadmin()) ? null : randomToken(32);
 
-  const isOpen = (): boolean => {
+  const isOpen = async (): Promise<boolean> => {
     // Another process, or the CLI, may have made one meanwhile: the store decides.
-    if (token !== null && deps.users.hasSuperadmin()) token = null;
+    if (token !== null && (await deps.users.hasSuperadmin())) token = null;
     return token !== null;
   };
 
   return {
     /** The token to put in the link the process logs at start, or null when a superadmin exists. */
-    token: (): string | null => (isOpen() ? token : null),
+    token: async (): Promise<string | null> => ((await isOpen()) ? token : null),
     isOpen,
 
     /** Creates the first superadmin with a proven email (the operator holds the link); the token is used up. */
     async create(presented: string, email: string, passwordHash: string): Promise<Result<UserRow>> {
-      if (!isOpen()) return fail('not_found');
+      if (!(await isOpen())) return fail('not_found');
       if (!hexEquals(sha256Hex(presented), sha256Hex(token!))) return fail('invalid_token');
       const hashed = await deps.hasher.hash(passwordHash);
       if (!hashed.ok) return hashed;
-      if (!isOpen()) return fail('not_found'); // made by someone else while the password was hashed
+      if (!(await isOpen())) return fail('not_found'); // made by someone else while the password was hashed
       token = null;
-      return ok(deps.users.create({
+      return ok(await deps.users.create({
         email, emailHash: identifierHash(email), phone: null, phoneHash: null, passwordBcrypt: hashed.value, role: 'superadmin',
         proven: { email: true },
       }));
@@ -40,4 +40,4 @@ export function createFirstSuperadmin(deps: { users: UserStore; hasher: Password
   };
 }
 
-export type FirstSuperadmin = ReturnType<typeof createFirstSuperadmin>;
+export type FirstSuperadmin = Awaited<ReturnType<typeof createFirstSuperadmin>>;

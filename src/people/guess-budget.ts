@@ -1,4 +1,4 @@
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 
 export const GUESS_WINDOW_SECONDS = 3600;
@@ -15,8 +15,8 @@ export type GuessFlow = 'login_code' | 'superadmin_login' | 'superadmin_reset' |
  */
 export interface GuessBudget {
   /** Seconds until this subject may guess again; 0 while it is under the cap. */
-  lockedFor(subject: string): number;
-  recordWrong(subject: string): void;
+  lockedFor(subject: string): Promise<number>;
+  recordWrong(subject: string): Promise<void>;
 }
 
 /** The budget key: the account when there is one (all its identifiers share it), else the identifier. */
@@ -24,31 +24,28 @@ export function guessSubject(flow: GuessFlow, userId: string | null, identifierH
   return userId ? `${flow}:${userId}` : `${flow}:?${identifierHash}`;
 }
 
-export function createGuessBudget(db: Db, clock: Clock, maxPerHour: number): GuessBudget {
-  const count = db.prepare<[string, number], { n: number }>('SELECT COUNT(*) AS n FROM wrong_guesses WHERE subject = ? AND at > ?');
-  // The guess whose ageing out brings the count back under the cap.
-  const nthOldest = db.prepare<[string, number, number], { at: number }>(
-    'SELECT at FROM wrong_guesses WHERE subject = ? AND at > ? ORDER BY at LIMIT 1 OFFSET ?',
-  );
-  const insert = db.prepare('INSERT INTO wrong_guesses (subject, at) VALUES (?, ?)');
-  const prune = db.prepare('DELETE FROM wrong_guesses WHERE at <= ?');
+export function createGuessBudget(store: Store, clock: Clock, maxPerHour: number): GuessBudget {
   const now = () => toUnixSeconds(clock());
   let prunedAt = 0;
 
   return {
-    lockedFor(subject) {
+    async lockedFor(subject) {
       const since = now() - GUESS_WINDOW_SECONDS;
-      const { n } = count.get(subject, since)!;
+      const counted = await store.selectFrom('wrong_guesses').select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('subject', '=', subject).where('at', '>', since).executeTakeFirstOrThrow();
+      const n = Number(counted.n);
       if (n < maxPerHour) return 0;
-      const row = nthOldest.get(subject, since, n - maxPerHour);
+      // The guess whose ageing out brings the count back under the cap.
+      const row = await store.selectFrom('wrong_guesses').select('at').where('subject', '=', subject).where('at', '>', since)
+        .orderBy('at').limit(1).offset(n - maxPerHour).executeTakeFirst();
       return row ? Math.max(1, row.at + GUESS_WINDOW_SECONDS - now()) : 0;
     },
-    recordWrong(subject) {
+    async recordWrong(subject) {
       const at = now();
-      insert.run(subject, at);
+      await store.insertInto('wrong_guesses').values({ subject, at }).execute();
       if (at - prunedAt >= PRUNE_EVERY_SECONDS) {
         prunedAt = at;
-        prune.run(at - GUESS_WINDOW_SECONDS);
+        await store.deleteFrom('wrong_guesses').where('at', '<=', at - GUESS_WINDOW_SECONDS).execute();
       }
     },
   };

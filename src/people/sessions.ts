@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { fail, failUntil, ok, type Result } from '../platform/failure.ts';
 import { sha256Hex } from '../platform/identifiers.ts';
 import { hexEquals } from '../platform/secret-codes.ts';
@@ -24,7 +24,7 @@ interface Deps {
   tokens: AccessTokens;
   revoked: RevokedTokens;
   /** The superadmin two-step flow's pending sessions and reset tokens (src/people/superadmin.ts). */
-  superadmin: { endPendingSessions(userId: string): void };
+  superadmin: { endPendingSessions(userId: string): Promise<void> };
   consoleSessions: ConsoleSessions;
   clock: Clock;
 }
@@ -36,9 +36,9 @@ export function createSessions(deps: Deps) {
   /** What every older credential of the account loses once its token version was raised. */
   const endPending = async (userId: string) => {
     await deps.revoked.forgetUser(userId);
-    deps.superadmin.endPendingSessions(userId);
+    await deps.superadmin.endPendingSessions(userId);
     // Refused by version already (mint checks it); the rows go now rather than when next presented.
-    deps.consoleSessions.endAllFor(userId);
+    await deps.consoleSessions.endAllFor(userId);
   };
 
   /** Guard for `current === null`: allowed only for an account without a password, from a fresh sign-in. */
@@ -55,10 +55,10 @@ export function createSessions(deps: Deps) {
    * past it, 429 until the oldest wrong guess ages out, without looking at the password.
    */
   async function changePassword(claims: AccessClaims, current: string | null, next: string): Promise<Result<TokenResponse>> {
-    const user = users.findById(claims.id);
+    const user = await users.findById(claims.id);
     if (!user) return fail('unauthorized');
     const subject = guessSubject('password_change', user.id, '');
-    const wait = guesses.lockedFor(subject);
+    const wait = await guesses.lockedFor(subject);
     if (wait > 0) return failUntil('rate_limited', wait);
     if (current === null) {
       const allowed = mayOmitCurrent(user.password_bcrypt !== null, claims);
@@ -67,21 +67,21 @@ export function createSessions(deps: Deps) {
       const checked = await hasher.verify(current, user.password_bcrypt);
       if (!checked.ok) return checked;
       if (!checked.value) {
-        guesses.recordWrong(subject);
+        await guesses.recordWrong(subject);
         return fail('invalid_credentials');
       }
     }
     const hashed = await hasher.hash(next);
     if (!hashed.ok) return hashed;
-    users.setPassword(user.id, hashed.value); // raises the token version: every older token ends
+    await users.setPassword(user.id, hashed.value); // raises the token version: every older token ends
     await endPending(user.id);
-    const changed = users.findById(user.id);
+    const changed = await users.findById(user.id);
     return changed ? ok(await deps.tokens.issue(changed)) : fail('unauthorized');
   }
 
   /** Every token of the account, and every pending superadmin sign-in or reset, stops working. */
   async function logoutAll(userId: string): Promise<void> {
-    users.revokeTokens(userId);
+    await users.revokeTokens(userId);
     await endPending(userId);
   }
 
@@ -90,7 +90,7 @@ export function createSessions(deps: Deps) {
    * minted from a console session ends that session too: signing out of the console is signing out of its cookie.
    */
   async function logout(claims: AccessClaims): Promise<void> {
-    if (claims.sid) deps.consoleSessions.end(claims.sid);
+    if (claims.sid) await deps.consoleSessions.end(claims.sid);
     if (await deps.revoked.revoke(claims.id, claims.tokenIdHash, claims.exp) === 'over_cap') await logoutAll(claims.id);
   }
 
@@ -105,7 +105,7 @@ export function createSessions(deps: Deps) {
       return fail('forbidden', 'A console session needs a sign-in from the last 10 minutes: sign in again.');
     }
     await logout(claims);
-    const cookie = deps.consoleSessions.open(claims.id);
+    const cookie = await deps.consoleSessions.open(claims.id);
     const token = cookie ? await deps.consoleSessions.mint(cookie) : null;
     return cookie && token ? ok({ cookie, token }) : fail('unauthorized');
   }
@@ -138,13 +138,13 @@ const COOKIE_VALUE = /^([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/;
 
 export interface ConsoleSessions {
   /** A new session of the user at their current token version; the cookie value, or null when the user is gone. */
-  open(userId: string): string | null;
+  open(userId: string): Promise<string | null>;
   /** A short-lived token from a live session, which counts as used now; null (and the row gone) otherwise. */
   mint(cookie: string): Promise<TokenResponse | null>;
   /** Whether the user's session is live now (an open event stream asks: it outlives the token it opened with). */
-  isLive(sessionId: string, userId: string): boolean;
-  end(sessionId: string): void;
-  endAllFor(userId: string): void;
+  isLive(sessionId: string, userId: string): Promise<boolean>;
+  end(sessionId: string): Promise<void>;
+  endAllFor(userId: string): Promise<void>;
 }
 
 /**
@@ -153,66 +153,65 @@ export interface ConsoleSessions {
  * minted token (every few minutes per open page), never per API request, so every process sees the same rows.
  */
 export function createConsoleSessions(deps: {
-  db: Db;
+  store: Store;
   users: Pick<UserStore, 'findById' | 'tokenVersion'>;
   tokens: AccessTokens;
   clock: Clock;
   settings: ConsoleSessionSettings;
 }): ConsoleSessions {
-  const { db, settings } = deps;
-  const insert = db.prepare(
-    `INSERT INTO console_sessions (id, secret_hash, user_id, token_version, created_at, last_used_at, expires_at)
-     VALUES (@id, @secret_hash, @user_id, @token_version, @now, @now, @expires_at)`,
-  );
-  const byId = db.prepare<[string], ConsoleSessionRow>('SELECT * FROM console_sessions WHERE id = ?');
-  const touch = db.prepare('UPDATE console_sessions SET last_used_at = ? WHERE id = ?');
-  const remove = db.prepare('DELETE FROM console_sessions WHERE id = ?');
-  const removeUser = db.prepare('DELETE FROM console_sessions WHERE user_id = ?');
-  const prune = db.prepare('DELETE FROM console_sessions WHERE expires_at <= ? OR last_used_at <= ?');
-  // The newest `maxPerUser` by use stay; a person signing in on an eleventh browser ends the one unused longest.
-  const evict = db.prepare(
-    `DELETE FROM console_sessions WHERE user_id = @user_id AND id NOT IN
-       (SELECT id FROM console_sessions WHERE user_id = @user_id ORDER BY last_used_at DESC, created_at DESC LIMIT @keep)`,
-  );
+  const { store, settings } = deps;
+  const byId = (id: string) => store.selectFrom('console_sessions').selectAll().where('id', '=', id).executeTakeFirst();
+  const remove = async (id: string) => {
+    await store.deleteFrom('console_sessions').where('id', '=', id).execute();
+  };
   const now = () => toUnixSeconds(deps.clock());
   const isLive = (row: ConsoleSessionRow, at: number) =>
     row.expires_at > at && row.last_used_at + settings.idleSeconds > at && deps.users.tokenVersion(row.user_id) === row.token_version;
 
   return {
-    open(userId) {
+    async open(userId) {
       const version = deps.users.tokenVersion(userId);
       if (version === undefined) return null;
       const at = now();
-      prune.run(at, at - settings.idleSeconds);
       const id = crypto.randomBytes(16).toString('base64url');
       const secret = crypto.randomBytes(32).toString('base64url');
-      insert.run({ id, secret_hash: sha256Hex(secret), user_id: userId, token_version: version, now: at, expires_at: at + settings.absoluteSeconds });
-      evict.run({ user_id: userId, keep: settings.maxPerUser });
+      // One transaction: the eviction below counts the session just opened, never one opened beside it.
+      await store.transaction().execute(async (trx) => {
+        await trx.deleteFrom('console_sessions').where((eb) => eb.or([eb('expires_at', '<=', at), eb('last_used_at', '<=', at - settings.idleSeconds)])).execute();
+        await trx.insertInto('console_sessions').values({
+          id, secret_hash: sha256Hex(secret), user_id: userId, token_version: version, created_at: at, last_used_at: at, expires_at: at + settings.absoluteSeconds,
+        }).execute();
+        // The newest `maxPerUser` by use stay; a person signing in on an eleventh browser ends the one unused longest.
+        await trx.deleteFrom('console_sessions').where('user_id', '=', userId).where('id', 'not in', (eb) => eb.selectFrom('console_sessions')
+          .select('id').where('user_id', '=', userId).orderBy('last_used_at', 'desc').orderBy('created_at', 'desc').limit(settings.maxPerUser)).execute();
+      });
       return `${id}.${secret}`;
     },
 
     async mint(cookie) {
       const parts = COOKIE_VALUE.exec(cookie);
-      const row = parts ? byId.get(parts[1]!) : undefined;
+      const row = parts ? await byId(parts[1]!) : undefined;
       // A wrong secret leaves the row alone: the id travels in tokens (`sid`), so knowing it must not end a session.
       if (!row || !hexEquals(sha256Hex(parts![2]!), row.secret_hash)) return null;
       const at = now();
-      const user = deps.users.findById(row.user_id);
+      const user = await deps.users.findById(row.user_id);
       if (!user || !isLive(row, at)) {
-        remove.run(row.id);
+        await remove(row.id);
         return null;
       }
-      touch.run(at, row.id);
+      await store.updateTable('console_sessions').set({ last_used_at: at }).where('id', '=', row.id).execute();
       // Never past the session's own end.
       return deps.tokens.issue(user, { sessionId: row.id, ttlSeconds: Math.min(settings.tokenTtlSeconds, row.expires_at - at) });
     },
 
-    isLive(sessionId, userId) {
-      const row = byId.get(sessionId);
+    async isLive(sessionId, userId) {
+      const row = await byId(sessionId);
       return row !== undefined && row.user_id === userId && isLive(row, now());
     },
 
-    end: (sessionId) => void remove.run(sessionId),
-    endAllFor: (userId) => void removeUser.run(userId),
+    end: remove,
+    async endAllFor(userId) {
+      await store.deleteFrom('console_sessions').where('user_id', '=', userId).execute();
+    },
   };
 }

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { OneTimeCodes } from './codes.ts';
 import { fail, failUntil, ok, type Result } from '../platform/failure.ts';
@@ -32,7 +32,7 @@ export interface VerifyInput {
 }
 
 interface Deps {
-  db: Db;
+  store: Store;
   users: UserStore;
   codes: OneTimeCodes;
   hasher: PasswordHasher;
@@ -50,8 +50,8 @@ interface PendingSession {
   otpSealed: string | null;
   attemptsLeft: number;
   expiresAt: number;
-  remove(): void;
-  spendTry(): void;
+  remove(): Promise<unknown>;
+  spendTry(): Promise<unknown>;
 }
 
 /**
@@ -60,37 +60,18 @@ interface PendingSession {
  * and the OTP sealed under a key derived from that token, so a database dump alone reveals neither.
  */
 export function createSuperadminAuth(deps: Deps) {
-  const { db, users, hasher, notifier } = deps;
-  const replaceSession = db.prepare('DELETE FROM superadmin_sessions WHERE user_id = ? AND purpose = ?');
-  const insertSession = db.prepare(
-    'INSERT INTO superadmin_sessions (session_hash, user_id, purpose, otp_sealed, attempts_left, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
-  );
-  const getSession = db.prepare<[string, Purpose], { user_id: string; otp_sealed: string; attempts_left: number; expires_at: number }>(
-    'SELECT user_id, otp_sealed, attempts_left, expires_at FROM superadmin_sessions WHERE session_hash = ? AND purpose = ?',
-  );
-  const deleteSession = db.prepare('DELETE FROM superadmin_sessions WHERE session_hash = ?');
-  const deleteSessionsOf = db.prepare('DELETE FROM superadmin_sessions WHERE user_id = ?');
-  const spendTry = db.prepare('UPDATE superadmin_sessions SET attempts_left = attempts_left - 1 WHERE session_hash = ?');
-  const putDecoy = db.prepare(
-    `INSERT INTO superadmin_decoy_sessions (session_hash, identifier_hash, attempts_left, expires_at) VALUES (?, ?, ?, ?)
-     ON CONFLICT (identifier_hash) DO UPDATE SET session_hash = excluded.session_hash, attempts_left = excluded.attempts_left, expires_at = excluded.expires_at`,
-  );
-  const getDecoy = db.prepare<[string], { identifier_hash: string; attempts_left: number; expires_at: number }>(
-    'SELECT identifier_hash, attempts_left, expires_at FROM superadmin_decoy_sessions WHERE session_hash = ?',
-  );
-  const deleteDecoy = db.prepare('DELETE FROM superadmin_decoy_sessions WHERE session_hash = ?');
-  const spendDecoyTry = db.prepare('UPDATE superadmin_decoy_sessions SET attempts_left = attempts_left - 1 WHERE session_hash = ?');
-  const pruneDecoys = db.prepare('DELETE FROM superadmin_decoy_sessions WHERE expires_at <= ?');
+  const { store, users, hasher, notifier } = deps;
   const nowSeconds = () => toUnixSeconds(deps.clock());
 
   /** Opens a new session for the user; any earlier pending session of that purpose stops working. */
-  function openSession(user: UserRow, purpose: Purpose): SessionGrant {
+  async function openSession(user: UserRow, purpose: Purpose): Promise<SessionGrant> {
     const sessionToken = randomToken(32);
     const otp = randomDigits(6);
-    db.transaction(() => {
-      replaceSession.run(user.id, purpose);
-      insertSession.run(sha256Hex(sessionToken), user.id, purpose, sealOtp(sessionToken, otp), SESSION_ATTEMPTS, nowSeconds() + SESSION_TTL_SECONDS);
-    })();
+    const row = { session_hash: sha256Hex(sessionToken), user_id: user.id, purpose, otp_sealed: sealOtp(sessionToken, otp), attempts_left: SESSION_ATTEMPTS, expires_at: nowSeconds() + SESSION_TTL_SECONDS };
+    await store.transaction().execute(async (trx) => {
+      await trx.deleteFrom('superadmin_sessions').where('user_id', '=', user.id).where('purpose', '=', purpose).execute();
+      await trx.insertInto('superadmin_sessions').values(row).execute();
+    });
     const what = purpose === 'login' ? 'sign-in' : 'password reset';
     const to = destination(user, null);
     if (!to) return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
@@ -105,21 +86,28 @@ export function createSuperadminAuth(deps: Deps) {
   }
 
   /** A real session of this purpose, or (reset only) a decoy handed out for an identifier without a superadmin. */
-  function findPending(hash: string, purpose: Purpose): PendingSession | null {
-    const row = getSession.get(hash, purpose);
+  async function findPending(hash: string, purpose: Purpose): Promise<PendingSession | null> {
+    const row = await store.selectFrom('superadmin_sessions').select(['user_id', 'otp_sealed', 'attempts_left', 'expires_at'])
+      .where('session_hash', '=', hash).where('purpose', '=', purpose).executeTakeFirst();
     if (row) {
       return {
         subject: guessSubject(purpose === 'login' ? 'superadmin_login' : 'superadmin_reset', row.user_id, ''),
         userId: row.user_id, otpSealed: row.otp_sealed, attemptsLeft: row.attempts_left, expiresAt: row.expires_at,
-        remove: () => deleteSession.run(hash), spendTry: () => spendTry.run(hash),
+        remove: () => store.deleteFrom('superadmin_sessions').where('session_hash', '=', hash).execute(),
+        spendTry: () => store.updateTable('superadmin_sessions').set((eb) => ({ attempts_left: eb('attempts_left', '-', 1) }))
+          .where('session_hash', '=', hash).execute(),
       };
     }
-    const decoy = purpose === 'reset' ? getDecoy.get(hash) : undefined;
+    const decoy = purpose === 'reset'
+      ? await store.selectFrom('superadmin_decoy_sessions').select(['identifier_hash', 'attempts_left', 'expires_at']).where('session_hash', '=', hash).executeTakeFirst()
+      : undefined;
     if (!decoy) return null;
     return {
       subject: guessSubject('superadmin_reset', null, decoy.identifier_hash),
       userId: null, otpSealed: null, attemptsLeft: decoy.attempts_left, expiresAt: decoy.expires_at,
-      remove: () => deleteDecoy.run(hash), spendTry: () => spendDecoyTry.run(hash),
+      remove: () => store.deleteFrom('superadmin_decoy_sessions').where('session_hash', '=', hash).execute(),
+      spendTry: () => store.updateTable('superadmin_decoy_sessions').set((eb) => ({ attempts_left: eb('attempts_left', '-', 1) }))
+        .where('session_hash', '=', hash).execute(),
     };
   }
 
@@ -127,73 +115,75 @@ export function createSuperadminAuth(deps: Deps) {
    * The user id of the session once the digest proves the OTP; the session is spent either way on success.
    * Wrong digests count against the account's hourly guess budget; past it, 429 until the oldest ages out.
    */
-  function checkSession(input: VerifyInput, purpose: Purpose): Result<string> {
+  async function checkSession(input: VerifyInput, purpose: Purpose): Promise<Result<string>> {
     if (Math.abs(nowSeconds() - input.timestamp) > CLOCK_TOLERANCE_SECONDS) return fail('stale_timestamp');
-    const session = findPending(sha256Hex(input.sessionToken), purpose);
+    const session = await findPending(sha256Hex(input.sessionToken), purpose);
     if (!session) return fail('invalid_otp');
     if (session.expiresAt <= nowSeconds()) {
-      session.remove();
+      await session.remove();
       return fail('invalid_otp');
     }
-    const wait = deps.guesses.lockedFor(session.subject);
+    const wait = await deps.guesses.lockedFor(session.subject);
     if (wait > 0) return failUntil('rate_limited', wait);
     const otp = session.otpSealed === null ? null : openOtp(input.sessionToken, session.otpSealed);
     const expected = crypto.createHmac('sha256', input.sessionToken).update(`${otp}|${input.timestamp}`).digest('hex');
     if (otp !== null && session.userId !== null && hexEquals(expected, input.hmac.toLowerCase())) {
-      session.remove();
+      await session.remove();
       return ok(session.userId);
     }
-    deps.guesses.recordWrong(session.subject);
-    if (session.attemptsLeft <= 1) session.remove();
-    else session.spendTry();
+    await deps.guesses.recordWrong(session.subject);
+    if (session.attemptsLeft <= 1) await session.remove();
+    else await session.spendTry();
     return fail('invalid_otp');
   }
 
   /** A decoy looks and behaves like a real session (5 tries, superseded by the next one, same budget rule). */
-  function openDecoy(identifier: string): SessionGrant {
+  async function openDecoy(identifier: string): Promise<SessionGrant> {
     const sessionToken = randomToken(32);
     const now = nowSeconds();
-    db.transaction(() => {
-      pruneDecoys.run(now);
-      putDecoy.run(sha256Hex(sessionToken), identifier, SESSION_ATTEMPTS, now + SESSION_TTL_SECONDS);
-    })();
+    const decoy = { session_hash: sha256Hex(sessionToken), attempts_left: SESSION_ATTEMPTS, expires_at: now + SESSION_TTL_SECONDS };
+    await store.transaction().execute(async (trx) => {
+      await trx.deleteFrom('superadmin_decoy_sessions').where('expires_at', '<=', now).execute();
+      await trx.insertInto('superadmin_decoy_sessions').values({ ...decoy, identifier_hash: identifier })
+        .onConflict((oc) => oc.column('identifier_hash').doUpdateSet(decoy)).execute();
+    });
     return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
   }
 
-  const findSuperadmin = (userId: string) => {
-    const user = users.findById(userId);
+  const findSuperadmin = async (userId: string) => {
+    const user = await users.findById(userId);
     return user && user.role === 'superadmin' ? user : null;
   };
 
   return {
     async startLogin(identifier: string, passwordHash: string): Promise<Result<SessionGrant>> {
-      const user = users.findByIdentifierHash(identifier);
+      const user = await users.findByIdentifierHash(identifier);
       const usable = user?.role === 'superadmin' ? user.password_bcrypt : null;
       const checked = await hasher.verify(passwordHash, usable);
       if (!checked.ok) return checked;
       if (!checked.value) return fail('invalid_credentials');
-      return ok(openSession(user!, 'login'));
+      return ok(await openSession(user!, 'login'));
     },
 
     async verifyLogin(input: VerifyInput): Promise<Result<TokenResponse>> {
-      const checked = checkSession(input, 'login');
+      const checked = await checkSession(input, 'login');
       if (!checked.ok) return checked;
-      const user = findSuperadmin(checked.value);
+      const user = await findSuperadmin(checked.value);
       return user ? ok(await deps.tokens.issue(user)) : fail('invalid_otp');
     },
 
     /** Always a session of the same shape; only a real superadmin's one can ever verify (a decoy otherwise). */
-    startReset(identifier: string): SessionGrant {
-      const user = users.findByIdentifierHash(identifier);
+    async startReset(identifier: string): Promise<SessionGrant> {
+      const user = await users.findByIdentifierHash(identifier);
       if (user?.role === 'superadmin') return openSession(user, 'reset');
       return openDecoy(identifier);
     },
 
-    verifyReset(input: VerifyInput): Result<{ reset_token: string; expires_in: number }> {
-      const checked = checkSession(input, 'reset');
+    async verifyReset(input: VerifyInput): Promise<Result<{ reset_token: string; expires_in: number }>> {
+      const checked = await checkSession(input, 'reset');
       if (!checked.ok) return checked;
-      if (!findSuperadmin(checked.value)) return fail('invalid_otp');
-      const resetToken = deps.codes.issueResetToken(checked.value, 'superadmin', RESET_TOKEN_TTL_SECONDS);
+      if (!(await findSuperadmin(checked.value))) return fail('invalid_otp');
+      const resetToken = await deps.codes.issueResetToken(checked.value, 'superadmin', RESET_TOKEN_TTL_SECONDS);
       return ok({ reset_token: resetToken, expires_in: RESET_TOKEN_TTL_SECONDS });
     },
 
@@ -201,23 +191,23 @@ export function createSuperadminAuth(deps: Deps) {
      * Every pending two-step sign-in or reset of the user stops working: its session, and a reset token
      * already won by one (docs/api.md "Signing out": logout-all and a password change end them).
      */
-    endPendingSessions(userId: string): void {
-      db.transaction(() => {
-        deleteSessionsOf.run(userId);
-        deps.codes.revokeResetTokens(userId, 'superadmin');
-      })();
+    async endPendingSessions(userId: string): Promise<void> {
+      await store.transaction().execute(async (trx) => {
+        await trx.deleteFrom('superadmin_sessions').where('user_id', '=', userId).execute();
+        await deps.codes.revokeResetTokens(userId, 'superadmin', trx);
+      });
     },
 
     /** The new password takes effect only here, and every older token of the superadmin stops working. */
     async resetPassword(resetToken: string, passwordHash: string): Promise<Result<void>> {
       // Used up only once the new hash is ready: a busy hasher leaves the token valid for a retry.
-      if (!deps.codes.findResetToken(resetToken, 'superadmin')) return fail('invalid_token');
+      if (!(await deps.codes.findResetToken(resetToken, 'superadmin'))) return fail('invalid_token');
       const hashed = await hasher.hash(passwordHash);
       if (!hashed.ok) return hashed;
-      const redeemed = deps.codes.redeemResetToken(resetToken, 'superadmin');
-      const user = redeemed ? findSuperadmin(redeemed.userId) : null;
+      const redeemed = await deps.codes.redeemResetToken(resetToken, 'superadmin');
+      const user = redeemed ? await findSuperadmin(redeemed.userId) : null;
       if (!user) return fail('invalid_token');
-      users.setPassword(user.id, hashed.value);
+      await users.setPassword(user.id, hashed.value);
       return ok(undefined);
     },
   };

@@ -26,9 +26,9 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
   const { users } = deps;
 
   /** The other account holding this email or phone, if any. */
-  const takenBy = (id: string | null, email?: string | null, phone?: string | null): UserRow | null => {
+  const takenBy = async (id: string | null, email?: string | null, phone?: string | null): Promise<UserRow | null> => {
     for (const value of [email, phone]) {
-      const other = value ? users.findByIdentifierHash(identifierHash(value)) : null;
+      const other = value ? await users.findByIdentifierHash(identifierHash(value)) : null;
       if (other && other.id !== id) return other;
     }
     return null;
@@ -38,14 +38,14 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
 
   return {
     async create(f: UserFields): Promise<Result<UserRow>> {
-      if (takenBy(null, f.email, f.phone)) return fail('conflict', 'A user with that email or phone already exists.');
+      if (await takenBy(null, f.email, f.phone)) return fail('conflict', 'A user with that email or phone already exists.');
       const phoneHash = f.phone ? identifierHash(f.phone) : null;
       const email = f.email ?? syntheticEmailForPhone(phoneHash!);
       const hashed = f.passwordHash ? await deps.hasher.hash(f.passwordHash) : null;
       if (hashed && !hashed.ok) return hashed;
       const passwordBcrypt = hashed ? hashed.value : null;
       try {
-        return ok(users.create({ email, emailHash: identifierHash(email), phone: f.phone ?? null, phoneHash, passwordBcrypt, role: f.role ?? 'member' }));
+        return ok(await users.create({ email, emailHash: identifierHash(email), phone: f.phone ?? null, phoneHash, passwordBcrypt, role: f.role ?? 'member' }));
       } catch (err) {
         if (isUniqueViolation(err)) return fail('conflict', 'A user with that email or phone already exists.');
         throw err;
@@ -53,9 +53,9 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
     },
 
     async update(id: string, f: UserFields): Promise<Result<UserRow>> {
-      const row = users.findById(id);
+      const row = await users.findById(id);
       if (!row) return fail('not_found');
-      if (takenBy(id, f.email, f.phone)) return fail('conflict', 'A user with that email or phone already exists.');
+      if (await takenBy(id, f.email, f.phone)) return fail('conflict', 'A user with that email or phone already exists.');
       const change: UserUpdate = {};
       if (f.email) change.email = { email: f.email, emailHash: identifierHash(f.email) };
       if (f.phone !== undefined) change.phone = { phone: f.phone, phoneHash: f.phone ? identifierHash(f.phone) : null };
@@ -66,7 +66,7 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
         change.passwordBcrypt = hashed.value;
       }
       try {
-        return ok(users.update(id, change));
+        return ok(await users.update(id, change));
       } catch (err) {
         if (isUniqueViolation(err)) return fail('conflict', 'A user with that email or phone already exists.');
         throw err;
@@ -74,13 +74,13 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
     },
 
     /** Revokes every token and removes memberships and admin rows; an owner must hand the mosque over first. */
-    delete(id: string, actorId: string | null = null): Result<void> {
-      if (!users.findById(id)) return fail('not_found');
+    async delete(id: string, actorId: string | null = null): Promise<Result<void>> {
+      if (!(await users.findById(id))) return fail('not_found');
       if (deps.admins.ownedBy(id).length > 0) {
         return fail('conflict', 'This user owns a mosque; make another admin the owner first.');
       }
       const after = deps.beforeDelete?.(id, actorId);
-      users.delete(id);
+      await users.delete(id);
       after?.();
       return ok(undefined);
     },

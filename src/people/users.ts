@@ -1,5 +1,7 @@
 import crypto from 'node:crypto';
+import { sql } from 'kysely';
 import type { Db } from '../platform/db.ts';
+import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { identifierHash, isSyntheticEmail, lostClaimEmail } from '../platform/identifiers.ts';
 import { noChanges, type ChangeListener, type ChangePublisher } from '../platform/changes.ts';
@@ -84,68 +86,317 @@ export function addressKindOf(row: Pick<UserRow, 'email_hash' | 'phone_hash'>, h
   return null;
 }
 
-/**
- * The user table plus the in-memory map of token versions that every authenticated request is checked
- * against (no query per request). Every write that touches a version goes through here, so the map
- * cannot drift from the table within one process.
- */
 /** How an account is reached: what a mosque's admins see of a member or an admin. */
 export interface Contact {
   email: string;
   phone: string | null;
 }
 
-export interface UserStore {
+/**
+ * The reads (and the one write) other domains make from inside their own better-sqlite3 transactions or sync
+ * paths, where nothing may wait on the async store and no async query may run inside the transaction:
+ * src/mosques/invites.ts and src/mosques/address-grants.ts (claimUnclaimed) inside an invitation's or a grant's
+ * transaction, src/mosques/mosque-ops.ts (who an owner or admin is), src/mosques/admins.ts and
+ * src/mosques/memberships.ts (contacts: a membership's status is read on the device entitlement path), and the
+ * scheduler's alerts (src/schedule/scheduler.ts). The same rows as the store's; each goes once its callers speak
+ * through the store (docs/architecture.md, "Writing a repository").
+ */
+export interface SyncUserReads {
   findById(id: string): UserRow | null;
   /** The email and phone of each of these accounts, by id (another domain's list names its people by them). */
   contactsOf(ids: readonly string[]): Map<string, Contact>;
+  findByIdentifierHash(hash: string): UserRow | null;
+  findProvenHolder(hash: string): UserRow | null;
+  create(user: NewUser): UserRow;
+}
+
+/**
+ * The user table plus the in-memory map of token versions that every authenticated request is checked
+ * against (no query per request). Every write that touches a version goes through here, so the map
+ * cannot drift from the table within one process. Methods taking `q` join the caller's transaction when it
+ * was opened by `transaction` below (the map and the change feed hear of those writes once it commits).
+ */
+export interface UserStore {
+  findById(id: string, q?: Queries): Promise<UserRow | null>;
   /**
    * The account a sign-in with this identifier reaches: the one that proved the address, else the first
    * that claimed it (docs/api.md, "Addresses: claims and proof").
    */
-  findByIdentifierHash(hash: string): UserRow | null;
+  findByIdentifierHash(hash: string): Promise<UserRow | null>;
   /** The account that proved this address, if any. */
-  findProvenHolder(hash: string): UserRow | null;
+  findProvenHolder(hash: string, q?: Queries): Promise<UserRow | null>;
   /** Every account claiming this address without having proven it, oldest first. */
-  listUnprovenClaimants(hash: string): UserRow[];
-  findByEmail(email: string): UserRow | null;
-  create(user: NewUser): UserRow;
+  listUnprovenClaimants(hash: string, q?: Queries): Promise<UserRow[]>;
+  findByEmail(email: string): Promise<UserRow | null>;
+  create(user: NewUser, q?: Queries): Promise<UserRow>;
   /** Marks the address (`hash`, one of the account's) proven now. */
-  markProven(id: string, hash: string): void;
+  markProven(id: string, hash: string, q?: Queries): Promise<void>;
   /** The account loses its claim to this address (another proved it): an email becomes a placeholder, a phone goes. Raises the token version. */
-  dropClaim(id: string, hash: string): void;
+  dropClaim(id: string, hash: string, q?: Queries): Promise<void>;
   /** Someone signed in to the account while none of its addresses was proven. */
-  markUsedUnproven(id: string): void;
+  markUsedUnproven(id: string): Promise<void>;
   /**
    * The owner of the address took the account over without its token: the password whoever used it before
    * set goes, and with it every token (src/people/addresses/address-proof.ts).
    */
-  resetAfterTakeover(id: string): void;
+  resetAfterTakeover(id: string, q?: Queries): Promise<void>;
   /** Whether any superadmin exists (the first start in the browser: src/people/first-superadmin.ts). */
-  hasSuperadmin(): boolean;
+  hasSuperadmin(): Promise<boolean>;
   /** Records that the address was told of a signup attempt now, unless it was within `gapSeconds`; true when recorded. */
-  claimSignupNotice(addressHash: string, gapSeconds: number): boolean;
-  setPassword(id: string, passwordBcrypt: string): void;
+  claimSignupNotice(addressHash: string, gapSeconds: number): Promise<boolean>;
+  setPassword(id: string, passwordBcrypt: string): Promise<void>;
   /** Raises the user's token version: every access token issued before stops working at once. */
-  revokeTokens(id: string): void;
-  delete(id: string): boolean;
-  list(limit: number, offset: number): UserRow[];
+  revokeTokens(id: string): Promise<void>;
+  delete(id: string): Promise<boolean>;
+  list(limit: number, offset: number): Promise<UserRow[]>;
   /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Signing in"). */
-  update(id: string, fields: UserUpdate): UserRow;
+  update(id: string, fields: UserUpdate): Promise<UserRow>;
+  /** In memory: asked on every authenticated request. */
   tokenVersion(id: string): number | undefined;
   /** Re-reads every token version (several processes sharing one database: see src/service.ts). */
-  reloadVersions(): void;
+  reloadVersions(): Promise<void>;
   /** Re-reads one user's token version (another process changed the row: the change feed said so). */
-  reloadVersion(id: string): void;
+  reloadVersion(id: string): Promise<void>;
   /**
    * This cache's subscription to the change feed (src/platform/changes.ts): another process's change to a user
    * is read again (this process's own are current already); a resync reads every version.
    */
   followChanges: ChangeListener;
+  /**
+   * Runs `fn` in one store transaction; the version map and the change feed hear of the writes made through
+   * its `trx` only after the commit (a rolled-back write never reaches them).
+   */
+  transaction<T>(fn: (trx: StoreTransaction) => Promise<T>): Promise<T>;
+  /** See SyncUserReads. */
+  sync: SyncUserReads;
 }
 
-/** Every write here is announced on `changes` (kind `user`) right after it commits. */
-export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): UserStore {
+/**
+ * SQLite's insertion order: the tie-break between two claims of one address made in the same second (the first
+ * claimant is the one a sign-in reaches), which the users table has no column for. SQLite only: PostgreSQL needs
+ * a claim-order column, a numbered migration, before this query can run there.
+ */
+const insertionOrder = sql<number>`rowid`;
+
+/**
+ * Every write here is announced on `changes` (kind `user`) right after it commits. `db` serves the sync reads
+ * (SyncUserReads) and a token version missing from memory. Resolves once every token version is in memory.
+ */
+export async function createUserStore(
+  store: Store, db: Db, clock: Clock, changes: ChangePublisher = noChanges,
+  /** Where a reload the feed started and no caller awaits reports its failure. */
+  onError: (what: string, err: unknown) => void = () => undefined,
+): Promise<UserStore> {
+  const now = () => toUnixSeconds(clock());
+
+  // What runs once a transaction opened by `transaction` commits: the writes its `trx` made, told to the map
+  // and the feed. A write on the store itself is told at once (it committed when it returned).
+  const pending = new WeakMap<Queries, Array<() => void>>();
+  const afterCommit = (q: Queries, fn: () => void) => {
+    const queue = pending.get(q);
+    if (queue) queue.push(fn);
+    else fn();
+  };
+
+  // id -> token version; null marks a user known to be gone. A miss (a user created by the CLI while the
+  // service runs) costs one query, then lives here: tokens are verified before this is asked, so a miss
+  // cannot be forced by an anonymous caller. The miss is read synchronously: the check is on every request's
+  // path and is sync in memory.
+  let versions = new Map<string, number | null>();
+  // Ids whose version was set while a full reload was reading: the reload keeps what they were set to.
+  const reloads = new Set<Set<string>>();
+  const setVersion = (id: string, version: number | null) => {
+    versions.set(id, version);
+    for (const touched of reloads) touched.add(id);
+  };
+  const versionOf = db.prepare<[string], { token_version: number }>('SELECT token_version FROM users WHERE id = ?');
+  const reloadVersions = async () => {
+    const touched = new Set<string>();
+    reloads.add(touched);
+    try {
+      const rows = await store.selectFrom('users').select(['id', 'token_version']).execute();
+      // Built aside and swapped in whole: a request checked while the rows are read still sees the old map.
+      const next = new Map<string, number | null>();
+      for (const row of rows) next.set(row.id, row.token_version);
+      for (const id of touched) next.set(id, versions.get(id) ?? null);
+      versions = next;
+    } finally {
+      reloads.delete(touched);
+    }
+  };
+  await reloadVersions();
+  const refreshVersion = async (id: string, q: Queries = store) => {
+    const row = await q.selectFrom('users').select('token_version').where('id', '=', id).executeTakeFirst();
+    afterCommit(q, () => setVersion(id, row ? row.token_version : null));
+  };
+  const changed = (id: string, q: Queries = store) => afterCommit(q, () => changes.publish({ kind: 'user', id }));
+  /** A write that raised the version returned the row's new one (none: the user is gone). */
+  const versionWritten = (id: string, row: { token_version: number } | undefined, q: Queries = store) => {
+    afterCommit(q, () => setVersion(id, row ? row.token_version : null));
+    changed(id, q);
+  };
+
+  const byId = (q: Queries, id: string) => q.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst() as Promise<UserRow | undefined>;
+  const provenHolder = (q: Queries, hash: string) => q.selectFrom('users').selectAll().where('email_hash', '=', hash).where('email_proven_at', 'is not', null)
+    .unionAll((eb) => eb.selectFrom('users').selectAll().where('phone_hash', '=', hash).where('phone_proven_at', 'is not', null))
+    .limit(1).executeTakeFirst() as Promise<UserRow | undefined>;
+  const claimants = (q: Queries, hash: string) => q.selectFrom('users').selectAll()
+    .where((eb) => eb.or([
+      eb.and([eb('email_hash', '=', hash), eb('email_proven_at', 'is', null)]),
+      eb.and([eb('phone_hash', '=', hash), eb('phone_proven_at', 'is', null)]),
+    ]))
+    .orderBy('created_at').orderBy(insertionOrder);
+
+  const sync = syncReads(db, clock, (id) => {
+    setVersion(id, 0);
+    changed(id);
+  });
+
+  return {
+    findById: async (id, q = store) => (await byId(q, id)) ?? null,
+    findByIdentifierHash: async (hash) => (await provenHolder(store, hash)) ?? ((await claimants(store, hash).executeTakeFirst()) as UserRow | undefined) ?? null,
+    findProvenHolder: async (hash, q = store) => (await provenHolder(q, hash)) ?? null,
+    listUnprovenClaimants: (hash, q = store) => claimants(q, hash).execute() as Promise<UserRow[]>,
+    async markProven(id, hash, q = store) {
+      const at = now();
+      await q.updateTable('users').set({ email_proven_at: at, updated_at: at }).where('id', '=', id).where('email_hash', '=', hash).execute();
+      await q.updateTable('users').set({ phone_proven_at: at, updated_at: at }).where('id', '=', id).where('phone_hash', '=', hash).execute();
+      changed(id, q);
+    },
+    async dropClaim(id, hash, q = store) {
+      const at = now();
+      const placeholder = lostClaimEmail(id);
+      await q.updateTable('users')
+        .set((eb) => ({ email: placeholder, email_hash: identifierHash(placeholder), email_proven_at: null, token_version: eb('token_version', '+', 1), updated_at: at }))
+        .where('id', '=', id).where('email_hash', '=', hash).execute();
+      await q.updateTable('users')
+        .set((eb) => ({ phone: null, phone_hash: null, phone_proven_at: null, token_version: eb('token_version', '+', 1), updated_at: at }))
+        .where('id', '=', id).where('phone_hash', '=', hash).execute();
+      await refreshVersion(id, q);
+      changed(id, q);
+    },
+    async resetAfterTakeover(id, q = store) {
+      const row = await q.updateTable('users')
+        .set((eb) => ({ password_bcrypt: null, used_unproven: 0, token_version: eb('token_version', '+', 1), updated_at: now() }))
+        .where('id', '=', id).returning('token_version').executeTakeFirst();
+      versionWritten(id, row, q);
+    },
+    hasSuperadmin: async () => (await store.selectFrom('users').select('id').where('role', '=', 'superadmin').limit(1).executeTakeFirst()) !== undefined,
+    async claimSignupNotice(hash, gap) {
+      const at = now();
+      const result = await store.insertInto('signup_notices').values({ address_hash: hash, sent_at: at })
+        .onConflict((oc) => oc.column('address_hash').doUpdateSet({ sent_at: at }).where('signup_notices.sent_at', '<=', at - gap))
+        .executeTakeFirst();
+      return (result.numInsertedOrUpdatedRows ?? 0n) > 0n;
+    },
+    async markUsedUnproven(id) {
+      const result = await store.updateTable('users').set({ used_unproven: 1 }).where('id', '=', id).where('used_unproven', '=', 0).executeTakeFirst();
+      if (result.numUpdatedRows > 0n) changed(id);
+    },
+    findByEmail: async (email) => ((await store.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst()) as UserRow | undefined) ?? null,
+    async create(user, q = store) {
+      const row = await q.insertInto('users').values(newUserRow(user, clock)).returningAll().executeTakeFirstOrThrow() as UserRow;
+      afterCommit(q, () => setVersion(row.id, 0));
+      changed(row.id, q);
+      return row;
+    },
+    // A new password revokes every older token (docs/api.md, "Signing in").
+    async setPassword(id, passwordBcrypt) {
+      const row = await store.updateTable('users')
+        .set((eb) => ({ password_bcrypt: passwordBcrypt, token_version: eb('token_version', '+', 1), updated_at: now() }))
+        .where('id', '=', id).returning('token_version').executeTakeFirst();
+      versionWritten(id, row);
+    },
+    async revokeTokens(id) {
+      const row = await store.updateTable('users').set((eb) => ({ token_version: eb('token_version', '+', 1), updated_at: now() }))
+        .where('id', '=', id).returning('token_version').executeTakeFirst();
+      versionWritten(id, row);
+    },
+    async delete(id) {
+      const result = await store.deleteFrom('users').where('id', '=', id).executeTakeFirst();
+      const removed = result.numDeletedRows > 0n;
+      setVersion(id, null);
+      if (removed) changed(id);
+      return removed;
+    },
+    list: (limit, offset) => store.selectFrom('users').selectAll().orderBy('created_at').orderBy(insertionOrder).limit(limit).offset(offset).execute() as Promise<UserRow[]>,
+    reloadVersions,
+    reloadVersion: (id) => refreshVersion(id),
+    followChanges: {
+      changed: (change, origin) => {
+        if (origin === 'remote' && change.kind === 'user') void refreshVersion(change.id).catch((err: unknown) => onError('token version reload', err));
+      },
+      resync: () => void reloadVersions().catch((err: unknown) => onError('token versions reload', err)),
+    },
+    async update(id, f) {
+      // Read and written in one transaction: two changes at once must not each write over the other's fields.
+      const updated = await store.transaction().execute(async (trx) => {
+        const row = (await byId(trx, id))!;
+        const roleChanged = f.role !== undefined && f.role !== row.role;
+        // A new address is a claim until proven; an email change, by anyone, ends every older token (the email is
+        // where codes and reset links go: a session must not outlive the address it was opened under).
+        const emailChanged = f.email !== undefined && f.email.emailHash !== row.email_hash;
+        const phoneChanged = f.phone !== undefined && f.phone.phoneHash !== row.phone_hash;
+        const bump = roleChanged || emailChanged || f.passwordBcrypt !== undefined ? 1 : 0;
+        return await trx.updateTable('users').set((eb) => ({
+          email: f.email?.email ?? row.email,
+          email_hash: f.email?.emailHash ?? row.email_hash,
+          email_proven_at: emailChanged ? null : row.email_proven_at,
+          phone: f.phone === undefined ? row.phone : f.phone.phone,
+          phone_hash: f.phone === undefined ? row.phone_hash : f.phone.phoneHash,
+          phone_proven_at: phoneChanged ? null : row.phone_proven_at,
+          role: f.role ?? row.role,
+          password_bcrypt: f.passwordBcrypt ?? row.password_bcrypt,
+          token_version: eb('token_version', '+', bump),
+          updated_at: now(),
+        })).where('id', '=', id).returningAll().executeTakeFirstOrThrow() as UserRow;
+      });
+      versionWritten(id, updated);
+      return updated;
+    },
+    tokenVersion(id) {
+      let version = versions.get(id);
+      if (version === undefined) {
+        version = versionOf.get(id)?.token_version ?? null;
+        setVersion(id, version);
+      }
+      return version ?? undefined;
+    },
+    async transaction(fn) {
+      const done: Array<() => void> = [];
+      const result = await store.transaction().execute(async (trx) => {
+        pending.set(trx, done);
+        return fn(trx);
+      });
+      for (const told of done) told();
+      return result;
+    },
+    sync,
+  };
+}
+
+/** The row `create` inserts (token_version starts at 0). */
+function newUserRow(user: NewUser, clock: Clock) {
+  const at = toUnixSeconds(clock());
+  return {
+    id: crypto.randomUUID(),
+    email: user.email,
+    email_hash: user.emailHash,
+    phone: user.phone,
+    phone_hash: user.phoneHash,
+    email_proven_at: user.proven?.email && !isSyntheticEmail(user.email) ? at : null,
+    phone_proven_at: user.proven?.phone && user.phone ? at : null,
+    used_unproven: user.usedUnproven ? 1 : 0,
+    password_bcrypt: user.passwordBcrypt,
+    role: user.role,
+    token_version: 0,
+    created_at: at,
+    updated_at: at,
+  };
+}
+
+/** SyncUserReads on better-sqlite3's statements; `created` tells the store's map and feed of a new user. */
+function syncReads(db: Db, clock: Clock, created: (id: string) => void): SyncUserReads {
   const byId = db.prepare<[string], UserRow>('SELECT * FROM users WHERE id = ?');
   // One statement for a whole list: the ids travel as one JSON array (a mosque's members are hundreds).
   const contacts = db.prepare<[string], Contact & { id: string }>('SELECT id, email, phone FROM users WHERE id IN (SELECT value FROM json_each(?))');
@@ -158,168 +409,23 @@ export function createUserStore(db: Db, clock: Clock, changes: ChangePublisher =
                                          UNION SELECT rowid FROM users WHERE phone_hash = ? AND phone_proven_at IS NULL)
      ORDER BY created_at, rowid`,
   );
-  const proveEmail = db.prepare('UPDATE users SET email_proven_at = ?, updated_at = ? WHERE id = ? AND email_hash = ?');
-  const provePhone = db.prepare('UPDATE users SET phone_proven_at = ?, updated_at = ? WHERE id = ? AND phone_hash = ?');
-  const loseEmail = db.prepare(
-    `UPDATE users SET email = ?, email_hash = ?, email_proven_at = NULL, token_version = token_version + 1, updated_at = ?
-     WHERE id = ? AND email_hash = ?`,
-  );
-  const losePhone = db.prepare(
-    `UPDATE users SET phone = NULL, phone_hash = NULL, phone_proven_at = NULL, token_version = token_version + 1, updated_at = ?
-     WHERE id = ? AND phone_hash = ?`,
-  );
-  const usedUnproven = db.prepare('UPDATE users SET used_unproven = 1 WHERE id = ? AND used_unproven = 0');
-  const anySuperadmin = db.prepare<[], { one: number }>("SELECT 1 AS one FROM users WHERE role = 'superadmin' LIMIT 1");
-  const takeover = db.prepare(
-    'UPDATE users SET password_bcrypt = NULL, used_unproven = 0, token_version = token_version + 1, updated_at = ? WHERE id = ?',
-  );
-  const notice = db.prepare(
-    `INSERT INTO signup_notices (address_hash, sent_at) VALUES (@hash, @now)
-     ON CONFLICT (address_hash) DO UPDATE SET sent_at = excluded.sent_at WHERE signup_notices.sent_at <= @now - @gap`,
-  );
-  const byEmail = db.prepare<[string], UserRow>('SELECT * FROM users WHERE email = ?');
   const insert = db.prepare(
     `INSERT INTO users (id, email, email_hash, email_proven_at, phone, phone_hash, phone_proven_at, used_unproven, password_bcrypt, role,
                         token_version, created_at, updated_at)
      VALUES (@id, @email, @email_hash, @email_proven_at, @phone, @phone_hash, @phone_proven_at, @used_unproven, @password_bcrypt, @role,
-             0, @now, @now)`,
+             @token_version, @created_at, @updated_at)`,
   );
-  const updatePassword = db.prepare(
-    'UPDATE users SET password_bcrypt = ?, token_version = token_version + 1, updated_at = ? WHERE id = ?',
-  );
-  const bumpVersion = db.prepare('UPDATE users SET token_version = token_version + 1, updated_at = ? WHERE id = ?');
-  const remove = db.prepare('DELETE FROM users WHERE id = ?');
-  const page = db.prepare<[number, number], UserRow>('SELECT * FROM users ORDER BY created_at, rowid LIMIT ? OFFSET ?');
-  const updateRow = db.prepare(
-    `UPDATE users SET email = @email, email_hash = @email_hash, email_proven_at = @email_proven_at, phone = @phone, phone_hash = @phone_hash,
-       phone_proven_at = @phone_proven_at, role = @role, password_bcrypt = @password_bcrypt, token_version = token_version + @bump,
-       updated_at = @now WHERE id = @id`,
-  );
-
-  // id -> token version; null marks a user known to be gone. A miss (a user created by the CLI while the
-  // service runs) costs one query, then lives here: tokens are verified before this is asked, so a miss
-  // cannot be forced by an anonymous caller.
-  const versions = new Map<string, number | null>();
-  const versionOf = db.prepare<[string], { token_version: number }>('SELECT token_version FROM users WHERE id = ?');
-  const allVersions = db.prepare<[], { id: string; token_version: number }>('SELECT id, token_version FROM users');
-  const reloadVersions = () => {
-    versions.clear();
-    for (const row of allVersions.iterate()) versions.set(row.id, row.token_version);
-  };
-  reloadVersions();
-  const refreshVersion = (id: string) => {
-    const row = versionOf.get(id);
-    versions.set(id, row ? row.token_version : null);
-  };
-  const changed = (id: string) => changes.publish({ kind: 'user', id });
-
   return {
     findById: (id) => byId.get(id) ?? null,
     contactsOf: (ids) => new Map(ids.length === 0 ? [] : contacts.all(JSON.stringify([...new Set(ids)])).map(({ id, email, phone }) => [id, { email, phone }])),
     findByIdentifierHash: (hash) => provenHolder.get(hash, hash) ?? claimants.get(hash, hash) ?? null,
     findProvenHolder: (hash) => provenHolder.get(hash, hash) ?? null,
-    listUnprovenClaimants: (hash) => claimants.all(hash, hash),
-    markProven(id, hash) {
-      const now = toUnixSeconds(clock());
-      proveEmail.run(now, now, id, hash);
-      provePhone.run(now, now, id, hash);
-      changed(id);
-    },
-    dropClaim(id, hash) {
-      const now = toUnixSeconds(clock());
-      const placeholder = lostClaimEmail(id);
-      loseEmail.run(placeholder, identifierHash(placeholder), now, id, hash);
-      losePhone.run(now, id, hash);
-      refreshVersion(id);
-      changed(id);
-    },
-    resetAfterTakeover(id) {
-      takeover.run(toUnixSeconds(clock()), id);
-      refreshVersion(id);
-      changed(id);
-    },
-    hasSuperadmin: () => anySuperadmin.get() !== undefined,
-    claimSignupNotice: (hash, gap) => notice.run({ hash, now: toUnixSeconds(clock()), gap }).changes > 0,
-    markUsedUnproven(id) {
-      if (usedUnproven.run(id).changes > 0) changed(id);
-    },
-    findByEmail: (email) => byEmail.get(email) ?? null,
     create(user) {
-      const id = crypto.randomUUID();
-      insert.run({
-        id,
-        email: user.email,
-        email_hash: user.emailHash,
-        phone: user.phone,
-        phone_hash: user.phoneHash,
-        email_proven_at: user.proven?.email && !isSyntheticEmail(user.email) ? toUnixSeconds(clock()) : null,
-        phone_proven_at: user.proven?.phone && user.phone ? toUnixSeconds(clock()) : null,
-        used_unproven: user.usedUnproven ? 1 : 0,
-        password_bcrypt: user.passwordBcrypt,
-        role: user.role,
-        now: toUnixSeconds(clock()),
-      });
-      versions.set(id, 0);
-      changed(id);
-      return byId.get(id)!;
-    },
-    // A new password revokes every older token (docs/api.md, "Signing in").
-    setPassword(id, passwordBcrypt) {
-      updatePassword.run(passwordBcrypt, toUnixSeconds(clock()), id);
-      refreshVersion(id);
-      changed(id);
-    },
-    revokeTokens(id) {
-      bumpVersion.run(toUnixSeconds(clock()), id);
-      refreshVersion(id);
-      changed(id);
-    },
-    delete(id) {
-      const removed = remove.run(id).changes > 0;
-      versions.set(id, null);
-      if (removed) changed(id);
-      return removed;
-    },
-    list: (limit, offset) => page.all(limit, offset),
-    reloadVersions,
-    reloadVersion: refreshVersion,
-    followChanges: {
-      changed: (change, origin) => {
-        if (origin === 'remote' && change.kind === 'user') refreshVersion(change.id);
-      },
-      resync: reloadVersions,
-    },
-    update(id, f) {
-      const row = byId.get(id)!;
-      const roleChanged = f.role !== undefined && f.role !== row.role;
-      // A new address is a claim until proven; an email change, by anyone, ends every older token (the email is
-      // where codes and reset links go: a session must not outlive the address it was opened under).
-      const emailChanged = f.email !== undefined && f.email.emailHash !== row.email_hash;
-      const phoneChanged = f.phone !== undefined && f.phone.phoneHash !== row.phone_hash;
-      updateRow.run({
-        id,
-        email: f.email?.email ?? row.email,
-        email_hash: f.email?.emailHash ?? row.email_hash,
-        email_proven_at: emailChanged ? null : row.email_proven_at,
-        phone: f.phone === undefined ? row.phone : f.phone.phone,
-        phone_hash: f.phone === undefined ? row.phone_hash : f.phone.phoneHash,
-        phone_proven_at: phoneChanged ? null : row.phone_proven_at,
-        role: f.role ?? row.role,
-        password_bcrypt: f.passwordBcrypt ?? row.password_bcrypt,
-        bump: roleChanged || emailChanged || f.passwordBcrypt !== undefined ? 1 : 0,
-        now: toUnixSeconds(clock()),
-      });
-      refreshVersion(id);
-      changed(id);
-      return byId.get(id)!;
-    },
-    tokenVersion(id) {
-      let version = versions.get(id);
-      if (version === undefined) {
-        version = versionOf.get(id)?.token_version ?? null;
-        versions.set(id, version);
-      }
-      return version ?? undefined;
+      const row = newUserRow(user, clock);
+      insert.run(row);
+      // Told at once, as before the store: inside a caller's transaction, that caller's commit follows synchronously.
+      created(row.id);
+      return byId.get(row.id)!;
     },
   };
 }

@@ -121,7 +121,7 @@ export function createScheduler(deps: SchedulerDeps) {
     const text = alertText(row, slot, kind, r, reason);
     const admins = deps.admins.listForMosque(row.id).filter((a) => a.can_trigger === 1);
     for (const admin of admins) {
-      const user = deps.users.findById(admin.user_id);
+      const user = deps.users.sync.findById(admin.user_id);
       const phoneOnly = admin.email.endsWith('@phone.invalid');
       if (phoneOnly && !user?.phone) continue;
       deps.notifier.send({ channel: phoneOnly ? 'sms' : 'email', to: phoneOnly ? user!.phone! : admin.email, purpose: kind, text });

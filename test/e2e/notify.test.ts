@@ -6,6 +6,7 @@ import bcrypt from 'bcryptjs';
 import { SMTPServer } from 'smtp-server';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createUserStore } from '../../src/people/users.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { systemClock } from '../../src/platform/clock.ts';
 import { hmacHex, sha256, signupMember, startTestService, type TestService } from '../support/service.ts';
 
@@ -270,7 +271,7 @@ test('secrets never reach the log across a full auth flow (webhook transport, de
   keep(sha256(rootPassword));
   const db = openDatabase(ts.config.databasePath);
   try {
-    createUserStore(db, systemClock).create({
+    await (await createUserStore(sqliteStore(db), db, systemClock)).create({
       email: rootEmail,
       emailHash: sha256(rootEmail),
       phone: null,

@@ -3,6 +3,7 @@ import bcrypt from 'bcryptjs';
 import { openDatabase } from '../../src/platform/db.ts';
 import { identifierHash, normalizeEmail, sha256Hex } from '../../src/platform/identifiers.ts';
 import { createUserStore, type UserRow } from '../../src/people/users.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import type { TestService } from './service.ts';
 
 /**
@@ -15,8 +16,8 @@ export async function createSuperadmin(ts: TestService, email: string, password:
   const normalized = checked.value;
   const db = openDatabase(ts.config.databasePath);
   try {
-    const users = createUserStore(db, ts.clock);
-    return users.create({
+    const users = await createUserStore(sqliteStore(db), db, ts.clock);
+    return await users.create({
       email: normalized,
       emailHash: identifierHash(normalized),
       phone: null,

@@ -7,6 +7,7 @@ import { checkpointInBackground, migrate, openDatabase, readMigrations } from '.
 import { createLocalChangeFeed, decodeChanges, encodeChanges, type Change } from '../../src/platform/changes.ts';
 import { systemClock } from '../../src/platform/clock.ts';
 import { createUserStore } from '../../src/people/users.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
 
 function tempDbPath(t: { after(fn: () => void): void }) {
@@ -226,50 +227,50 @@ test('a change message from the channel is read only when well formed, and keeps
   assert.deepEqual(mixed, { v: 1, from: 'p1', resync: true, changes: [{ kind: 'standing', id: 'u2' }] });
 });
 
-test('the stores announce each committed write that a cache mirrors, and reads announce nothing', (t) => {
+test('the stores announce each committed write that a cache mirrors, and reads announce nothing', async (t) => {
   const db = openDatabase(tempDbPath(t));
   t.after(() => db.close());
   migrate(db);
   const heard: string[] = [];
   const changes = { publish: (c: Change) => void heard.push(`${c.kind}:${c.id}`) };
-  const users = createUserStore(db, systemClock, changes);
+  const users = await createUserStore(sqliteStore(db), db, systemClock, changes);
   const devices = createDeviceStore(db, systemClock, changes);
-  const user = users.create({ email: 'a@example.com', emailHash: 'h1', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
-  users.revokeTokens(user.id);
-  users.setPassword(user.id, 'bcrypt');
-  users.update(user.id, { role: 'superadmin' });
+  const user = await users.create({ email: 'a@example.com', emailHash: 'h1', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+  await users.revokeTokens(user.id);
+  await users.setPassword(user.id, 'bcrypt');
+  await users.update(user.id, { role: 'superadmin' });
   const { row } = devices.create({ kind: 'transmitter', name: null, mosqueId: null, ownerUserId: user.id });
   devices.rotateSecret(row.id);
   devices.update(row.id, { name: 'minbar' });
   devices.delete(row.id);
-  users.delete(user.id);
+  await users.delete(user.id);
   assert.deepEqual(heard, [
     ...Array(4).fill(`user:${user.id}`),
     ...Array(4).fill(`device:${row.id}`),
     `user:${user.id}`,
   ]);
   heard.length = 0;
-  users.findById(user.id);
+  await users.findById(user.id);
   users.tokenVersion(user.id);
   devices.verifySecret(row.id, 'x');
   devices.load(row.id);
   assert.deepEqual(heard, []);
 });
 
-test('a token version changed through another connection is picked up by reloadVersion, which announces nothing', (t) => {
+test('a token version changed through another connection is picked up by reloadVersion, which announces nothing', async (t) => {
   const file = tempDbPath(t);
   const db = openDatabase(file);
   t.after(() => db.close());
   migrate(db);
   const heard: Change[] = [];
-  const here = createUserStore(db, systemClock, { publish: (c) => void heard.push(c) });
-  const user = here.create({ email: 'b@example.com', emailHash: 'h2', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+  const here = await createUserStore(sqliteStore(db), db, systemClock, { publish: (c) => void heard.push(c) });
+  const user = await here.create({ email: 'b@example.com', emailHash: 'h2', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
   const other = openDatabase(file);
   t.after(() => other.close());
-  createUserStore(other, systemClock).revokeTokens(user.id);
+  await (await createUserStore(sqliteStore(other), other, systemClock)).revokeTokens(user.id);
   assert.equal(here.tokenVersion(user.id), 0, 'memory still has the old version');
   heard.length = 0;
-  here.reloadVersion(user.id);
+  await here.reloadVersion(user.id);
   assert.equal(here.tokenVersion(user.id), 1);
   assert.deepEqual(heard, []);
 });

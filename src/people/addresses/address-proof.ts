@@ -1,4 +1,4 @@
-import type { Db } from '../../platform/db.ts';
+import type { StoreTransaction } from '../../platform/store/store.ts';
 import { identifierHash, syntheticEmailForPhone } from '../../platform/identifiers.ts';
 import { hasProvenAddress, type UserRow, type UserStore } from '../users.ts';
 
@@ -32,49 +32,53 @@ export type ProofOutcome = { ok: true; user: UserRow } | { ok: false; message: s
  * when someone had signed in to it (whoever did may not own the address), and an account that another
  * address already vouches for is someone else's, so the prover gets a new account of their own.
  */
-export function createAddressProof(deps: { db: Db; users: UserStore }) {
+export function createAddressProof(deps: { users: UserStore }) {
   const { users } = deps;
   const listeners: AddressProvenListener[] = [];
-
-  const settle = deps.db.transaction((claimant: UserRow, hash: string, signedIn: boolean): AddressProven => {
-    const revoked: string[] = [];
-    let prover = claimant;
-    if (!signedIn && hasProvenAddress(claimant)) {
-      prover = users.create(addressOnly(claimant, hash));
-    } else if (!signedIn && claimant.used_unproven === 1) {
-      users.resetAfterTakeover(claimant.id);
-      revoked.push(claimant.id);
-    }
-    for (const other of users.listUnprovenClaimants(hash)) {
-      if (other.id === prover.id) continue;
-      users.dropClaim(other.id, hash);
-      const after = users.findById(other.id);
-      if (after && !hasProvenAddress(after)) revoked.push(other.id);
-    }
-    users.markProven(prover.id, hash);
-    return { userId: prover.id, addressHash: hash, revoked };
-  });
 
   return {
     /** Adds a listener told after each first proof's commit (src/devices/address-claims.ts is the story). */
     listen: (listener: AddressProvenListener) => void listeners.push(listener),
     /**
      * Proves `hash`, one of the account's addresses, through that account. Refused when the address is not
-     * (or no longer) the account's, or another account proved it first.
+     * (or no longer) the account's, or another account proved it first. The checks and the settling run in one
+     * transaction: two proofs of one address at once cannot both settle it.
      */
-    prove(userId: string, hash: string, opts: { signedIn: boolean }): ProofOutcome {
-      const claimant = users.findById(userId);
-      const kind = claimant ? (claimant.email_hash === hash ? 'email' : claimant.phone_hash === hash ? 'phone' : null) : null;
-      if (!claimant || !kind) return { ok: false, message: 'The address is no longer this account’s.' };
-      if ((kind === 'email' ? claimant.email_proven_at : claimant.phone_proven_at) !== null) return { ok: true, user: claimant };
-      if (users.findProvenHolder(hash)) {
-        return { ok: false, message: 'Another account has proven this address; sign in with a code sent to it.' };
-      }
-      const event = settle(claimant, hash, opts.signedIn);
-      for (const listener of listeners) listener(event);
-      return { ok: true, user: users.findById(event.userId)! };
+    async prove(userId: string, hash: string, opts: { signedIn: boolean }): Promise<ProofOutcome> {
+      const outcome = await users.transaction(async (trx): Promise<ProofOutcome | AddressProven> => {
+        const claimant = await users.findById(userId, trx);
+        const kind = claimant ? (claimant.email_hash === hash ? 'email' : claimant.phone_hash === hash ? 'phone' : null) : null;
+        if (!claimant || !kind) return { ok: false, message: 'The address is no longer this account’s.' };
+        if ((kind === 'email' ? claimant.email_proven_at : claimant.phone_proven_at) !== null) return { ok: true, user: claimant };
+        if (await users.findProvenHolder(hash, trx)) {
+          return { ok: false, message: 'Another account has proven this address; sign in with a code sent to it.' };
+        }
+        return settle(trx, claimant, hash, opts.signedIn);
+      });
+      if ('ok' in outcome) return outcome;
+      for (const listener of listeners) listener(outcome);
+      return { ok: true, user: (await users.findById(outcome.userId))! };
     },
   };
+
+  async function settle(trx: StoreTransaction, claimant: UserRow, hash: string, signedIn: boolean): Promise<AddressProven> {
+    const revoked: string[] = [];
+    let prover = claimant;
+    if (!signedIn && hasProvenAddress(claimant)) {
+      prover = await users.create(addressOnly(claimant, hash), trx);
+    } else if (!signedIn && claimant.used_unproven === 1) {
+      await users.resetAfterTakeover(claimant.id, trx);
+      revoked.push(claimant.id);
+    }
+    for (const other of await users.listUnprovenClaimants(hash, trx)) {
+      if (other.id === prover.id) continue;
+      await users.dropClaim(other.id, hash, trx);
+      const after = await users.findById(other.id, trx);
+      if (after && !hasProvenAddress(after)) revoked.push(other.id);
+    }
+    await users.markProven(prover.id, hash, trx);
+    return { userId: prover.id, addressHash: hash, revoked };
+  }
 }
 
 /** A new account holding only the one address of `from` that `hash` names. */

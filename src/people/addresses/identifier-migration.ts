@@ -48,6 +48,10 @@ export function logIdentifierRewrite(report: IdentifierRewriteReport | null, log
   }
 }
 
+/**
+ * On better-sqlite3's statements, not the store: it runs once, at start, inside runDataStepOnce's synchronous
+ * transaction with the data_steps row (src/platform/db.ts), before any request; an async query may not run inside it.
+ */
 export function normalizeStoredIdentifiers(db: Db, nowS: number): IdentifierRewriteReport {
   const rows = db.prepare<[], StoredIdentifiers>('SELECT id, email, email_hash, phone, phone_hash FROM users ORDER BY rowid').all();
   const report: IdentifierRewriteReport = { rewritten: [], collisions: [], refused: [] };

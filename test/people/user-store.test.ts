@@ -1,0 +1,100 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { migrate, openDatabase } from '../../src/platform/db.ts';
+import type { Change } from '../../src/platform/changes.ts';
+import { systemClock } from '../../src/platform/clock.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
+import { createUserStore } from '../../src/people/users.ts';
+
+/** A migrated SQLite file of its own, and a user store over it that records what it announces. */
+async function userStore(t: { after(fn: () => void): void }) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-user-store-'));
+  const db = openDatabase(path.join(dir, 'minaret.db'));
+  t.after(() => {
+    db.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  migrate(db);
+  const heard: Change[] = [];
+  const users = await createUserStore(sqliteStore(db), db, systemClock, { publish: (c) => void heard.push(c) });
+  const user = await users.create({ email: 'a@example.com', emailHash: 'ha', phone: null, phoneHash: null, passwordBcrypt: 'x', role: 'member' });
+  heard.length = 0;
+  return { db, users, user, heard };
+}
+
+test("writes made through the user store's transaction reach the version map and the change feed only once it commits", async (t) => {
+  const { users, user, heard } = await userStore(t);
+  await users.transaction(async (trx) => {
+    await users.resetAfterTakeover(user.id, trx);
+    assert.equal((await users.findById(user.id, trx))?.token_version, 1, 'the row is written inside the transaction');
+    assert.equal(users.tokenVersion(user.id), 0, 'memory keeps the committed version until the commit');
+    assert.deepEqual(heard, [], 'nothing is announced before the commit');
+  });
+  assert.equal(users.tokenVersion(user.id), 1);
+  assert.deepEqual(heard, [{ kind: 'user', id: user.id }]);
+});
+
+test("a rolled-back transaction's writes reach neither the version map nor the change feed", async (t) => {
+  const { users, user, heard } = await userStore(t);
+  await assert.rejects(users.transaction(async (trx) => {
+    await users.resetAfterTakeover(user.id, trx);
+    await users.create({ email: 'b@example.com', emailHash: 'hb', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' }, trx);
+    throw new Error('rolled back');
+  }), /rolled back/);
+  assert.equal(users.tokenVersion(user.id), 0);
+  assert.equal((await users.findById(user.id))?.password_bcrypt, 'x', 'the row is as it was');
+  assert.equal(await users.findByEmail('b@example.com'), null);
+  assert.deepEqual(heard, []);
+});
+
+test('a full reload of the token versions keeps a version this process wrote while the rows were read', async (t) => {
+  const { db, user } = await userStore(t);
+  // The reload's rows are read, then held until the write below committed and set its version.
+  let hold: Promise<void> | null = null;
+  let release = () => {};
+  const selects = new WeakSet<object>();
+  const store = sqliteStore(db).withPlugin({
+    transformQuery(args) {
+      if (args.node.kind === 'SelectQueryNode') selects.add(args.queryId);
+      return args.node;
+    },
+    async transformResult(args) {
+      if (hold && selects.has(args.queryId)) await hold;
+      return args.result;
+    },
+  });
+  const users = await createUserStore(store, db, systemClock);
+  hold = new Promise((resolve) => (release = resolve));
+  const reload = users.reloadVersions();
+  await users.revokeTokens(user.id);
+  assert.equal(users.tokenVersion(user.id), 1);
+  release();
+  await reload;
+  assert.equal(users.tokenVersion(user.id), 1, 'the rows read before the write do not undo it');
+});
+
+test('a full reload picks up versions another connection wrote, and forgets users deleted there', async (t) => {
+  const { db, users, user } = await userStore(t);
+  const gone = await users.create({ email: 'c@example.com', emailHash: 'hc', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+  db.prepare('UPDATE users SET token_version = 5 WHERE id = ?').run(user.id);
+  db.prepare('DELETE FROM users WHERE id = ?').run(gone.id);
+  assert.equal(users.tokenVersion(user.id), 0, 'memory has the old version until a reload');
+  await users.reloadVersions();
+  assert.equal(users.tokenVersion(user.id), 5);
+  assert.equal(users.tokenVersion(gone.id), undefined);
+});
+
+test('an update is one read and one write: two at once keep both changes', async (t) => {
+  const { users, user } = await userStore(t);
+  await Promise.all([
+    users.update(user.id, { role: 'superadmin' }),
+    users.update(user.id, { phone: { phone: '+441234567890', phoneHash: 'hp' } }),
+  ]);
+  const row = await users.findById(user.id);
+  assert.equal(row?.role, 'superadmin');
+  assert.equal(row?.phone, '+441234567890');
+  assert.equal(users.tokenVersion(user.id), row?.token_version);
+});
