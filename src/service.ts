@@ -137,8 +137,8 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
     invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
-    broadcasts: createBroadcasts({ db, clock, activity }),
-    pushSubscriptions: createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser),
+    broadcasts: createBroadcasts({ db, store, clock, activity }),
+    pushSubscriptions: createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser),
   };
 }
 
@@ -196,7 +196,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
-    const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
+    const outbox = createPushOutbox({ store, clock, logger, sender, subscriptions: people.pushSubscriptions, concurrency: config.pushConcurrency });
     // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own address.
     let origin = '';
     const serviceOrigin = () => origin;
@@ -207,19 +207,18 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const follow = createSourceFollow({
       broadcasts: people.broadcasts, fanout, audio, logger,
-      recordingSeconds: (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
+      recordingSeconds: async (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
     people.broadcasts.gateOnSource(follow.waitsForSource);
-    const scheduleStore = createScheduleStore(db, people.mosques);
+    const scheduleStore = await createScheduleStore(db, store, people.mosques);
     const scheduler: Scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
       readiness: createReadiness({ devices: plane.devices, telemetry: plane.telemetry, entitlement: plane.entitlement }),
       onSlotChange: (s, status) => mosqueEvents.publish(s.mosqueId, () => ({ type: 'schedule', date: s.date, prayer: s.prayer, index: s.index, status, at: at() })),
       push: (userIds, payload) => {
-        outbox.enqueue(null, userIds, payload);
-        void outbox.drain();
+        void outbox.enqueue(null, userIds, payload).then(() => outbox.drain()).catch((err: unknown) => faults.report('push outbox', err));
       },
       // With an audio server, what it saw serves a slot or misses it (src/broadcasts/source-follow.ts).
       ...(audio && {
@@ -265,8 +264,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
       // A transmitter's own start/stop creates no broadcast record; it still serves (or ends) a scheduled slot.
       onDeviceBroadcast: (mosqueId, e) => {
-        if (e.action === 'start') scheduler.broadcastStarted({ id: e.broadcast_id, mosqueId, kind: e.kind, prayer: null });
-        else scheduler.broadcastStopped({ id: e.broadcast_id, mosqueId });
+        if (e.action === 'start') void scheduler.broadcastStarted({ id: e.broadcast_id, mosqueId, kind: e.kind, prayer: null });
+        else void scheduler.broadcastStopped({ id: e.broadcast_id, mosqueId });
       },
     });
     plane.attach(broker.link);
@@ -309,13 +308,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       closers.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
     }
     audio?.onAirChange((mosqueId, live) => {
-      follow.onAirChanged(mosqueId, live);
+      void follow.onAirChanged(mosqueId, live).catch((err: unknown) => faults.report('source follow', err));
       mosqueEvents.publish(mosqueId, () => ({ type: 'on_air', live, at: at() }));
     });
     audio?.onListenersChange((mosqueId) => mosqueEvents.publish(mosqueId, () => ({ type: 'listeners', count: audio.listOpenSessions(mosqueId).length, at: at() })));
     // The devices' own reports, and with an audio server who it admitted and for how long.
-    const report = (b: BroadcastRow): DeliveryReport => {
-      const devices = fanout.report(b);
+    const report = async (b: BroadcastRow): Promise<DeliveryReport> => {
+      const devices = await fanout.report(b);
       return audio ? { ...devices, listeners: whoHeard(audio, b, Math.floor(clock() / 1000)) } : devices;
     };
     const story = createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock });
@@ -352,8 +351,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
-      reportFor: (mosqueId, broadcastId) => {
-        const b = people.broadcasts.find(mosqueId, broadcastId);
+      reportFor: async (mosqueId, broadcastId) => {
+        const b = await people.broadcasts.find(mosqueId, broadcastId);
         return b ? report(b) : null;
       },
     });

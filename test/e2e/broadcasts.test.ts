@@ -19,6 +19,7 @@ import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
 import { createFanout } from '../../src/broadcasts/broadcast-fanout.ts';
 import { createPushOutbox } from '../../src/broadcasts/push-outbox.ts';
 import { createPushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { browserKeys, decryptPush, deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
@@ -259,9 +260,10 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
     isConnected: () => true,
   };
   const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
-  const outbox = createPushOutbox({ db, clock, logger, subscriptions: createPushSubscriptions(db, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
+  const store = sqliteStore(db);
+  const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
   const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, clock) });
+  const broadcasts = createBroadcasts({ db, store, clock, activity: createActivityLog(db, clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
