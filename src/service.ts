@@ -174,7 +174,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       redis?.disconnect();
     } });
     const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes);
-    const recordings = createRecordings({ db, clock, activity: people.activity });
+    const recordings = createRecordings({ db, store, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     const at = () => new Date(clock()).toISOString();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
@@ -207,7 +207,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const follow = createSourceFollow({
       broadcasts: people.broadcasts, fanout, audio, logger,
-      recordingSeconds: async (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
+      recordingSeconds: async (mosqueId) => (await recordings.find(mosqueId))?.duration_s ?? null,
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
     people.broadcasts.gateOnSource(follow.waitsForSource);
