@@ -192,7 +192,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     people.membershipListeners.push(plane.membershipChanged);
     people.addressListeners.push(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
-    const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
+    const audio = buildAudio(config, { db, store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
@@ -311,11 +311,17 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       void follow.onAirChanged(mosqueId, live).catch((err: unknown) => faults.report('source follow', err));
       mosqueEvents.publish(mosqueId, () => ({ type: 'on_air', live, at: at() }));
     });
-    audio?.onListenersChange((mosqueId) => mosqueEvents.publish(mosqueId, () => ({ type: 'listeners', count: audio.listOpenSessions(mosqueId).length, at: at() })));
+    // The count is read only while a console of that mosque listens, as publish builds an event only then.
+    audio?.onListenersChange((mosqueId) => {
+      if (![...mosqueEvents.streams].some((s) => s.mosqueId === mosqueId)) return;
+      void audio.listOpenSessions(mosqueId)
+        .then((open) => mosqueEvents.publish(mosqueId, () => ({ type: 'listeners', count: open.length, at: at() })))
+        .catch((err: unknown) => faults.report('listener count', err));
+    });
     // The devices' own reports, and with an audio server who it admitted and for how long.
     const report = async (b: BroadcastRow): Promise<DeliveryReport> => {
       const devices = await fanout.report(b);
-      return audio ? { ...devices, listeners: whoHeard(audio, b, Math.floor(clock() / 1000)) } : devices;
+      return audio ? { ...devices, listeners: await whoHeard(audio, b, Math.floor(clock() / 1000)) } : devices;
     };
     const story = createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock });
     people.broadcasts.listen(story);
@@ -427,12 +433,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { db: Db; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+  d: { db: Db; store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { people, plane } = d;
   return createAudio({
-    db: d.db, clock: d.clock, logger: d.logger, onError: d.onError,
+    db: d.db, store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
     server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
     publicBase: config.icecast.url,
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
