@@ -223,13 +223,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       // With an audio server, what it saw serves a slot or misses it (src/broadcasts/source-follow.ts).
       ...(audio && {
         source: {
-          sounded: (mosqueId: string, fromMs: number, toMs: number) => audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000)).length > 0,
+          sounded: async (mosqueId: string, fromMs: number, toMs: number) => (await audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000))).length > 0,
           problem: () => follow.sourceProblem() ?? 'no_source',
           startFallback: (mosqueId: string, prayer: string) => follow.startFallback(mosqueId, prayer),
         },
       }),
-      startAzaan: (mosqueId, call) => {
-        const started = people.broadcasts.start(mosqueId, { ...call, title: null }, null);
+      startAzaan: async (mosqueId, call) => {
+        const started = await people.broadcasts.start(mosqueId, { ...call, title: null }, null);
         return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
       },
     });

@@ -30,7 +30,7 @@ export function listenRoutes(deps: { audio: Audio | null; mosques: MosqueStore; 
   app.get('/:id/on-air', async (c) => {
     const { mosque } = checkStanding(deps, c, c.req.param('id'), 'admin');
     if (!deps.audio) return c.json({ audio_server: false, on_air: false, since: null, listeners: 0 });
-    const current = deps.audio.currentOnAir(mosque.id);
+    const current = await deps.audio.currentOnAir(mosque.id);
     return c.json({ audio_server: true, on_air: current !== null, since: current ? toIsoString(current.started_at) : null, listeners: (await deps.audio.listOpenSessions(mosque.id)).length });
   });
   return app;

@@ -26,7 +26,7 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
 
   app.post('/:id/broadcasts', mosqueGate(deps, 'trigger'), async (c) => {
     const b = await readJson(c, BroadcastStart);
-    const row = unwrap(deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
+    const row = unwrap(await deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
     // The row is committed and the start event is with the broker, so the 201 goes now (docs/decisions.md,
     // "The start's `201` carries a pending report"). Any count
     // (a statement over the timeline, or even a pass over 10,000 devices in memory: 16-26 ms of CPU here) would

@@ -178,7 +178,7 @@ export function deviceRoutes(deps: Deps) {
 
   app.get('/devices/:id', (c) => c.json(body(load(c, 'view').row)));
 
-  app.get('/devices/:id/why', (c) => {
+  app.get('/devices/:id/why', async (c) => {
     const { row } = load(c, 'view');
     const lease = plane.entitlement.lease(row.id);
     const detail = JSON.parse(row.status_detail) as { detail?: Record<string, unknown> };
@@ -198,7 +198,7 @@ export function deviceRoutes(deps: Deps) {
       now,
     });
     // docs/api.md, "Broadcasts and the audio server": a player ready but silent during a broadcast may be waiting for the source.
-    const onAir = deps.audio && row.mosque_id ? deps.audio.isOnAir(row.mosque_id) : null;
+    const onAir = deps.audio && row.mosque_id ? await deps.audio.isOnAir(row.mosque_id) : null;
     return c.json({ device_id: row.id, status: plane.telemetry.currentStatus(row.id) ?? row.status, ...answer, on_air: onAir, checked_at: new Date(now * 1000).toISOString() });
   });
 

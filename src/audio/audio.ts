@@ -50,7 +50,7 @@ export function createAudio(deps: AudioDeps) {
   const { db, clock, logger, server } = deps;
   const nowSeconds = () => toUnixSeconds(clock());
   const sessions = createListenerSessions(deps.store, clock);
-  const onAir = createOnAir(db, clock, (err) => deps.onError('audio on-air listener', err));
+  const onAir = createOnAir(deps.store, clock, (err) => deps.onError('audio on-air listener', err));
   const tickets = createListenTickets(deps.ticketKey);
   const addresses = streamAddresses(deps.publicBase);
   const facts = (): AdmissionFacts => ({

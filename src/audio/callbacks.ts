@@ -76,15 +76,16 @@ export function createCallbacks(deps: {
   const mountAdd = async (r: HookRequest): Promise<HookAnswer> => {
     const parsed = parseMount(r.mount);
     if (parsed && deps.facts().mosqueExists(parsed.mosqueId)) {
-      onAir.start(parsed.mosqueId, pendingSource.get(parsed.mosqueId) ?? null);
+      const deviceId = pendingSource.get(parsed.mosqueId) ?? null;
       pendingSource.delete(parsed.mosqueId);
+      await onAir.start(parsed.mosqueId, deviceId);
     }
     return { kind: 'noted' };
   };
 
   const mountRemove = async (r: HookRequest): Promise<HookAnswer> => {
     const parsed = parseMount(r.mount);
-    if (parsed) onAir.stop(parsed.mosqueId, 'source_left');
+    if (parsed) await onAir.stop(parsed.mosqueId, 'source_left');
     return { kind: 'noted' };
   };
 

@@ -27,8 +27,8 @@ export async function reconcile(deps: { server: AudioServer; sessions: ListenerS
     return parsed && deps.mosqueExists(parsed.mosqueId) ? [parsed.mosqueId] : [];
   }));
   const out: Reconciled = { mountsStarted: 0, mountsEnded: 0, sessionsEnded: 0, clientsRemoved: 0 };
-  for (const row of onAir.listOnAir()) if (!live.has(row.mosque_id) && row.started_at <= now - SETTLE_S && onAir.stop(row.mosque_id, 'reconciled')) out.mountsEnded++;
-  for (const id of live) if (onAir.start(id, null)) out.mountsStarted++;
+  for (const row of await onAir.listOnAir()) if (!live.has(row.mosque_id) && row.started_at <= now - SETTLE_S && (await onAir.stop(row.mosque_id, 'reconciled'))) out.mountsEnded++;
+  for (const id of live) if (await onAir.start(id, null)) out.mountsStarted++;
 
   for (const id of live) {
     const listed = await server.listClients(mountOf(id));

@@ -13,7 +13,7 @@ import { mountOf } from './mounts.ts';
 export function createRevocation(deps: {
   facts: () => AdmissionFacts; sessions: ListenerSessions; server: AudioServer; logger: Logger; onError: (what: string, err: unknown) => void;
   /** The mosques whose live source this device is (src/audio/on-air.ts). */
-  sourcedBy: (deviceId: string) => Array<{ mosque_id: string }>;
+  sourcedBy: (deviceId: string) => Promise<Array<{ mosque_id: string }>>;
 }) {
   const { sessions, server, logger } = deps;
   const devices = new Set<string>();
@@ -58,7 +58,8 @@ export function createRevocation(deps: {
    */
   async function cutSources(ids: string[]): Promise<void> {
     const facts = deps.facts();
-    await Promise.all(ids.flatMap((id) => deps.sourcedBy(id).map(async ({ mosque_id: mosqueId }) => {
+    const sourced = await Promise.all(ids.map(async (id) => ({ id, rows: await deps.sourcedBy(id) })));
+    await Promise.all(sourced.flatMap(({ id, rows }) => rows.map(async ({ mosque_id: mosqueId }) => {
       const device = facts.device(id);
       if (device && device.enabled && device.kind === 'transmitter' && device.mosqueId === mosqueId) return;
       const killed = await server.killSource(mountOf(mosqueId));

@@ -100,7 +100,7 @@ export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; act
   const { db, store, activity } = deps;
   const listeners: BroadcastListener[] = [];
   /** Whether a start now waits for the mosque's source (src/broadcasts/source-follow.ts); never without an audio server. */
-  let waitsForSource: (mosqueId: string) => boolean = () => false;
+  let waitsForSource: (mosqueId: string) => Promise<boolean> = async () => false;
   // The start's and the stop's own statements (see above).
   const byId = db.prepare<[string, string], BroadcastRow>('SELECT * FROM broadcasts WHERE id = ? AND mosque_id = ?');
   const live = db.prepare<[string], BroadcastRow>("SELECT * FROM broadcasts WHERE mosque_id = ? AND status = 'live'");
@@ -116,7 +116,7 @@ export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; act
   return {
     listen: (listener: BroadcastListener) => void listeners.push(listener),
     /** With an audio server, the source follow says whether a start waits for the mosque's source to go live. */
-    gateOnSource: (waits: (mosqueId: string) => boolean) => void (waitsForSource = waits),
+    gateOnSource: (waits: (mosqueId: string) => Promise<boolean>) => void (waitsForSource = waits),
     find: async (mosqueId: string, id: string): Promise<BroadcastRow | null> =>
       (await rows().where('id', '=', id).where('mosque_id', '=', mosqueId).executeTakeFirst()) ?? null,
     findLive: async (mosqueId: string): Promise<BroadcastRow | null> =>
@@ -143,11 +143,13 @@ export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; act
 
     /** One live broadcast per mosque at a time: a second start while one is live is a conflict. */
     /** `actorId` is null when the service starts it itself (a mosque's `auto_start`, docs/schedule.md, "Setting a mosque's times"). */
-    start(mosqueId: string, input: StartBroadcast, actorId: string | null): Result<BroadcastRow> {
+    async start(mosqueId: string, input: StartBroadcast, actorId: string | null): Promise<Result<BroadcastRow>> {
+      // Asked before the transaction (the source's state is read through the store): nothing but microtasks
+      // runs between this answer and the synchronous transaction below.
+      const waits = !input.fallback && (input.waitForSource ?? await waitsForSource(mosqueId));
       const started = db.transaction((): Result<BroadcastRow> => {
         if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
         const id = crypto.randomUUID();
-        const waits = !input.fallback && (input.waitForSource ?? waitsForSource(mosqueId));
         insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now(), waits ? 1 : 0, input.fallback ? 1 : 0);
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
         activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });

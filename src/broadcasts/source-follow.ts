@@ -4,7 +4,7 @@ import type { Fanout } from './broadcast-fanout.ts';
 
 /** What this story needs of the audio gate (src/audio/audio.ts), null while ICECAST_URL is unset. */
 export interface SourceFacts {
-  isOnAir(mosqueId: string): boolean;
+  isOnAir(mosqueId: string): Promise<boolean>;
   /** 'ok' while Icecast's admin API answers. */
   health(): 'ok' | 'down';
 }
@@ -55,7 +55,7 @@ export function createSourceFollow(deps: {
 
   return {
     /** Whether a start now waits for the source: the gate is on and the mosque's source is not on air. */
-    waitsForSource: (mosqueId: string): boolean => audio !== null && !audio.isOnAir(mosqueId),
+    waitsForSource: async (mosqueId: string): Promise<boolean> => audio !== null && !(await audio.isOnAir(mosqueId)),
 
     /** Whether this broadcast still waits for its source (a slot it serves is not yet served). */
     isWaiting: async (mosqueId: string, broadcastId: string): Promise<boolean> => (await broadcasts.find(mosqueId, broadcastId))?.waiting_for_source === 1,
@@ -95,7 +95,7 @@ export function createSourceFollow(deps: {
         return b.id;
       }
       if (waiting) return null; // a live broadcast plays already
-      const started = broadcasts.start(mosqueId, { kind: 'azaan', prayer, title: null, fallback: true }, null);
+      const started = await broadcasts.start(mosqueId, { kind: 'azaan', prayer, title: null, fallback: true }, null);
       if (!started.ok) {
         deps.logger.warn({ mosque_id: mosqueId, err: started.message ?? started.failure }, 'fallback azaan not started');
         return null;

@@ -42,14 +42,14 @@ export interface SchedulerDeps {
   /** A slot's recorded status changed (the console's live schedule page, wired in service.ts). */
   onSlotChange?: (slot: Pick<Slot, 'mosqueId' | 'date' | 'prayer' | 'index'>, status: Outcome['status']) => void;
   /** The auto_start port: starts the broadcast of a slot, as a trigger admin would. */
-  startAzaan: (mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }) => { ok: true; broadcastId: string } | { ok: false; message: string };
+  startAzaan: (mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }) => Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }>;
   /**
    * With an audio server (src/broadcasts/source-follow.ts), what it saw decides: whether the mosque's source was
    * on air between the two times (ms), why not, and the recorded azaan played instead. Absent: a started azaan
    * broadcast serves the slot.
    */
   source?: {
-    sounded(mosqueId: string, fromMs: number, toMs: number): boolean;
+    sounded(mosqueId: string, fromMs: number, toMs: number): Promise<boolean>;
     problem(): 'no_source' | 'audio_server_unreachable';
     startFallback(mosqueId: string, prayer: string): Promise<string | null>;
   };
@@ -133,7 +133,7 @@ export function createScheduler(deps: SchedulerDeps) {
       if (served || outcome?.auto_started === 1 || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
       if (!(await store.claimAutoStart(slot, now))) return; // another process started it
       // A Jumu'ah slot's call is a jummah broadcast (its own notification toggle); every other slot's an azaan.
-      const started = deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer });
+      const started = await deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer });
       if (!started.ok) {
         await store.releaseAutoStart(slot);
         return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
@@ -143,7 +143,7 @@ export function createScheduler(deps: SchedulerDeps) {
     }
     // With an audio server, only a source on air serves the slot (a broadcast may wait for one that never came).
     const source = deps.source;
-    const sounded = source ? source.sounded(row.id, slot.azaanAt - leadMs, now) : served;
+    const sounded = source ? await source.sounded(row.id, slot.azaanAt - leadMs, now) : served;
     if (sounded || outcome?.status === 'missed') return;
     const r = deps.readiness(row.id);
     const reason = r.reason ?? (source ? source.problem() : 'not_started');

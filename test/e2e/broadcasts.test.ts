@@ -269,7 +269,7 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
 
   // Left alone, a start reaches the transmitter once the writes are done.
-  const first = broadcasts.start(mosque.id, { kind: 'azaan', prayer: 'isha', title: null }, null);
+  const first = await broadcasts.start(mosque.id, { kind: 'azaan', prayer: 'isha', title: null }, null);
   assert.ok(first.ok);
   assert.deepEqual(cmds(), []);
   await afterWrites();
@@ -279,7 +279,7 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   sent.length = 0;
 
   // Stopped in the same turn: the stop's command is the only one, and stays so.
-  const second = broadcasts.start(mosque.id, { kind: 'announcement', prayer: null, title: null }, null);
+  const second = await broadcasts.start(mosque.id, { kind: 'announcement', prayer: null, title: null }, null);
   assert.ok(second.ok);
   fanout.onStop(second.value);
   await afterWrites();
