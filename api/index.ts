@@ -99,10 +99,10 @@ export interface ApiDeps {
   plane: DevicePlane;
   mqttPort: () => number;
   mqttsPort: () => number | null;
-  deliveryReport: (b: BroadcastRow) => DeliveryReport;
+  deliveryReport: (b: BroadcastRow) => Promise<DeliveryReport>;
   vapidPublicKey: string;
   /** Queues a test notification to the user's own push subscriptions; returns how many. */
-  sendTestPush: (userId: string) => number;
+  sendTestPush: (userId: string) => Promise<number>;
   authRateLimit: number;
   /** STREAM_HTTP_HOSTS: hosts a mosque's stream address may name over plain http. */
   streamHttpHosts: readonly string[];
@@ -126,7 +126,7 @@ export interface ApiDeps {
   scheduler: Scheduler;
   scheduleStore: ScheduleStore;
   graceMs: number;
-  reportFor: (mosqueId: string, broadcastId: string) => unknown;
+  reportFor: (mosqueId: string, broadcastId: string) => Promise<unknown>;
   /** Live mosque events for the SSE stream, fed by the composition root. */
   mosqueEvents: MosqueEvents;
   /** The console's folder, served at `/`; null serves no console (API only). */

@@ -128,7 +128,7 @@ async function missedAlertDelays(mosques: number): Promise<{ delays: number[]; e
   offset = dueAt - 8_000 - Date.now(); // start-up first, before anything is due but the ready checks
   const service = await startService(loaded.config, { clock, logger: pino({ level: 'silent' }), transport });
   offset = dueAt - 3_000 - Date.now();
-  service.schedule.runDue(); // the clock moved: re-arm the one timer for the new next event
+  await service.schedule.runDue(); // the clock moved: re-arm the one timer for the new next event
   const deadline = Date.now() + 15_000;
   while (received.length < mosques && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   await service.close();

@@ -183,7 +183,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     } });
 
     const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults);
-    const recordings = createRecordings({ db, clock, activity: people.activity });
+    const recordings = createRecordings({ db, store, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
@@ -196,13 +196,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
-    const audio = buildAudio(config, { db, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
-    const broadcasts = createBroadcasts({ db, clock, activity: people.activity });
-    const pushSubscriptions = createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser);
+    const audio = buildAudio(config, { db, store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
+    const broadcasts = createBroadcasts({ db, store, clock, activity: people.activity });
+    const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
-    const outbox = createPushOutbox({ db, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
+    const outbox = createPushOutbox({ store, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
     // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own
     // address, which is known only once the HTTP server listens (set there, read at a broadcast's start).
     let origin = '';
@@ -213,17 +213,17 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const follow = createSourceFollow({
       broadcasts, fanout, audio, logger,
-      recordingSeconds: (mosqueId) => recordings.find(mosqueId)?.duration_s ?? null,
+      recordingSeconds: async (mosqueId) => (await recordings.find(mosqueId))?.duration_s ?? null,
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
     const reports = createDeliveryReports({ fanout, broadcasts, heard: audio, clock });
-    const scheduleStore = createScheduleStore(db, people.mosques);
+    const scheduleStore = await createScheduleStore(db, store, people.mosques);
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
       readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
-      ...slotBroadcasts({ broadcasts, follow, outbox, audio }),
+      ...slotBroadcasts({ broadcasts, follow, outbox, audio, onError: (what, err) => void faults.report(what, err) }),
     });
     const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
     const mosqueOps = createMosqueOps({
@@ -251,7 +251,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     people.proof.listen(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     broadcasts.gateOnSource(follow.waitsForSource);
     broadcasts.listen(createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock }));
-    if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, clock });
+    if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, listened: mosqueEvents.listens, clock, onError: (what, err) => void faults.report(what, err) });
 
     // Start.
     // Memory mode: every retained config is rebuilt before the broker listens. With REDIS_URL the
@@ -383,12 +383,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { db: Db; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+  d: { db: Db; store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { people, plane } = d;
   return createAudio({
-    db: d.db, clock: d.clock, logger: d.logger, onError: d.onError,
+    db: d.db, store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
     server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
     publicBase: config.icecast.url,
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),

@@ -71,7 +71,7 @@ export function hookRoutes(deps: { audio: Audio | null; hookSecret: string | nul
     if (!FORM_TYPE.test(c.req.header('content-type') ?? '')) throw new ApiError('unsupported_media_type', 'The body must be application/x-www-form-urlencoded, as Icecast sends it.');
     const form = parseOrThrow(HookForm, Object.fromEntries(new URLSearchParams(await c.req.text())));
     if (form.action !== action) throw new ApiError('validation_failed', 'The action of the form differs from the path.', { details: [{ path: 'action', message: 'must match the path' }] });
-    return answer(c, audio.handleHook({ ...form, admin: form.admin === '1' }));
+    return answer(c, await audio.handleHook({ ...form, admin: form.admin === '1' }));
   });
   return app;
 }

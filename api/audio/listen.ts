@@ -27,11 +27,11 @@ export function listenRoutes(deps: { audio: Audio | null; mosques: MosqueStore; 
     return c.json({ url, expires_at: toIsoString(expiresAt) }, 201);
   });
   // What the audio server says of the mosque now, for its admins' console: on air since when, and how many listen.
-  app.get('/:id/on-air', (c) => {
+  app.get('/:id/on-air', async (c) => {
     const { mosque } = checkStanding(deps, c, c.req.param('id'), 'admin');
     if (!deps.audio) return c.json({ audio_server: false, on_air: false, since: null, listeners: 0 });
-    const current = deps.audio.currentOnAir(mosque.id);
-    return c.json({ audio_server: true, on_air: current !== null, since: current ? toIsoString(current.started_at) : null, listeners: deps.audio.listOpenSessions(mosque.id).length });
+    const current = await deps.audio.currentOnAir(mosque.id);
+    return c.json({ audio_server: true, on_air: current !== null, since: current ? toIsoString(current.started_at) : null, listeners: (await deps.audio.listOpenSessions(mosque.id)).length });
   });
   return app;
 }

@@ -66,8 +66,8 @@ export function recordingRoutes(deps: Deps) {
     return c.json(toRecording(row), created ? 201 : 200);
   });
 
-  app.get('/mosques/:id/recording', mosqueGate(deps, 'admin'), (c) => {
-    const row = deps.recordings.find(c.var.mosque.id);
+  app.get('/mosques/:id/recording', mosqueGate(deps, 'admin'), async (c) => {
+    const row = await deps.recordings.find(c.var.mosque.id);
     if (!row) throw new ApiError('not_found', 'This mosque has no recorded azaan.');
     return c.json(toRecording(row));
   });
@@ -78,13 +78,13 @@ export function recordingRoutes(deps: Deps) {
   });
 
   // The lease is checked on every request, Range requests included: a player banned mid-file gets no more.
-  app.get('/audio/recordings/:mosque_id', (c) => {
+  app.get('/audio/recordings/:mosque_id', async (c) => {
     const mosqueId = c.req.param('mosque_id');
     const admitted = deps.admitRecording(c.req.query('lease') || null, c.req.query('ticket') || null, mosqueId);
     if (!admitted.ok) {
       throw new ApiError('forbidden', "A lease of a player entitled to this mosque's azaan is required (?lease=).", { details: [{ path: 'lease', message: admitted.reason }] });
     }
-    const stored = deps.recordings.read(mosqueId);
+    const stored = await deps.recordings.read(mosqueId);
     if (!stored) throw new ApiError('not_found', 'This mosque has no recorded azaan.');
     const { row, data } = stored;
     const etag = `"${row.sha256}"`;

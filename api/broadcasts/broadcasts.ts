@@ -15,18 +15,18 @@ export const BroadcastStart = v.object({
 export const BroadcastQuery = v.object({ limit: limit(50, 200) });
 
 /** Broadcasts of a mosque (docs/api.md, "Broadcasts and their delivery report"). Starting and stopping need can_trigger (superadmin passes). */
-export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliveryReport: (b: BroadcastRow) => DeliveryReport }) {
+export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliveryReport: (b: BroadcastRow) => Promise<DeliveryReport> }) {
   const app = new Hono<AppEnv>();
-  const show = (row: BroadcastRow) => ({ ...toBroadcast(row), report: deps.deliveryReport(row) });
-  const findOr404 = (mosqueId: string, id: string) => {
-    const b = deps.broadcasts.find(mosqueId, id);
+  const show = async (row: BroadcastRow) => ({ ...toBroadcast(row), report: await deps.deliveryReport(row) });
+  const findOr404 = async (mosqueId: string, id: string) => {
+    const b = await deps.broadcasts.find(mosqueId, id);
     if (!b) throw new ApiError('not_found');
     return b;
   };
 
   app.post('/:id/broadcasts', mosqueGate(deps, 'trigger'), async (c) => {
     const b = await readJson(c, BroadcastStart);
-    const row = unwrap(deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
+    const row = unwrap(await deps.broadcasts.start(c.var.mosque.id, { kind: b.kind, prayer: b.prayer ?? null, title: b.title ?? null }, c.var.user.id));
     // The row is committed and the start event is with the broker, so the 201 goes now (docs/decisions.md,
     // "The start's `201` carries a pending report"). Any count
     // (a statement over the timeline, or even a pass over 10,000 devices in memory: 16-26 ms of CPU here) would
@@ -34,17 +34,17 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
     return c.json({ ...toBroadcast(row), report: PENDING_REPORT }, 201);
   });
 
-  app.post('/:id/broadcasts/:bid/stop', mosqueGate(deps, 'trigger'), (c) => {
-    const row = findOr404(c.var.mosque.id, c.req.param('bid'));
-    return c.json(show(deps.broadcasts.stop(row, c.var.user.id)));
+  app.post('/:id/broadcasts/:bid/stop', mosqueGate(deps, 'trigger'), async (c) => {
+    const row = await findOr404(c.var.mosque.id, c.req.param('bid'));
+    return c.json(await show(deps.broadcasts.stop(row, c.var.user.id)));
   });
 
-  app.get('/:id/broadcasts', mosqueGate(deps, 'admin'), (c) => {
+  app.get('/:id/broadcasts', mosqueGate(deps, 'admin'), async (c) => {
     const q = readQuery(c, BroadcastQuery);
-    return c.json(deps.broadcasts.list(c.var.mosque.id, q.limit).map(show));
+    return c.json(await Promise.all((await deps.broadcasts.list(c.var.mosque.id, q.limit)).map(show)));
   });
 
-  app.get('/:id/broadcasts/:bid', mosqueGate(deps, 'admin'), (c) => c.json(show(findOr404(c.var.mosque.id, c.req.param('bid')))));
+  app.get('/:id/broadcasts/:bid', mosqueGate(deps, 'admin'), async (c) => c.json(await show(await findOr404(c.var.mosque.id, c.req.param('bid')))));
 
   return app;
 }

@@ -105,10 +105,10 @@ export function deviceRoutes(deps: Deps) {
 
   app.get('/devices/:id', (c) => c.json(plane.describe(open(c, 'view'))));
 
-  app.get('/devices/:id/why', (c) => {
+  app.get('/devices/:id/why', async (c) => {
     const { audio } = deps;
     // docs/api.md, "Broadcasts and the audio server": a player ready but silent during a broadcast may be waiting for the source.
-    return c.json(plane.why(open(c, 'view'), audio ? (mosqueId) => audio.isOnAir(mosqueId) : null));
+    return c.json(await plane.why(open(c, 'view'), audio ? (mosqueId) => audio.isOnAir(mosqueId) : null));
   });
 
   app.patch('/devices/:id', async (c) => {

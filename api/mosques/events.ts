@@ -56,6 +56,8 @@ export function createMosqueEvents() {
       let built: MosqueEvent | null = null;
       for (const s of streams) if (s.mosqueId === mosqueId) s.send((built ??= event()));
     },
+    /** Whether a stream of that mosque is open now (a publisher whose event needs a query asks first). */
+    listens: (mosqueId: string): boolean => [...streams].some((s) => s.mosqueId === mosqueId),
     closeAll(): void {
       for (const s of [...streams]) s.close();
     },

@@ -50,7 +50,7 @@ interface Deps {
   admins: AdminStore;
   memberships: Memberships;
   pushSubscriptions: PushSubscriptions;
-  sendTestPush: (userId: string) => number;
+  sendTestPush: (userId: string) => Promise<number>;
   changes: Pick<ChangeFeed, 'subscribe'>;
 }
 
@@ -148,19 +148,19 @@ export function meRoutes(deps: Deps) {
 
   app.post('/push-subscriptions', async (c) => {
     const b = await readJson(c, PushSubscription);
-    unwrap(deps.pushSubscriptions.save(c.var.user.id, b.endpoint, b.keys.p256dh, b.keys.auth));
+    unwrap(await deps.pushSubscriptions.save(c.var.user.id, b.endpoint, b.keys.p256dh, b.keys.auth));
     return c.json({ endpoint: b.endpoint }, 201);
   });
 
   // Only the caller's own subscriptions: nobody can make another person's phone ring.
   app.post('/push-subscriptions/test', async (c) => {
     await testLimit(c.var.user.id);
-    return c.json({ queued: deps.sendTestPush(c.var.user.id) }, 202);
+    return c.json({ queued: await deps.sendTestPush(c.var.user.id) }, 202);
   });
 
   app.delete('/push-subscriptions', async (c) => {
     const b = await readJson(c, PushUnsubscribe);
-    if (!deps.pushSubscriptions.remove(c.var.user.id, b.endpoint)) throw new ApiError('not_found');
+    if (!(await deps.pushSubscriptions.remove(c.var.user.id, b.endpoint))) throw new ApiError('not_found');
     return c.body(null, 204);
   });
 

@@ -30,7 +30,7 @@ interface Deps extends GateDeps {
   scheduler: Scheduler;
   scheduleStore: ScheduleStore;
   graceMs: number;
-  reportFor: (mosqueId: string, broadcastId: string) => unknown;
+  reportFor: (mosqueId: string, broadcastId: string) => Promise<unknown>;
 }
 
 /** The azaan schedule of a mosque, its ICS feed and its uploaded timetables (docs/schedule.md, "The schedule, for apps"). */
@@ -46,12 +46,12 @@ export function scheduleRoutes(deps: Deps) {
     throw new ApiError(membership && membership.status !== 'banned' ? 'forbidden' : 'not_found');
   };
 
-  app.get('/:id/schedule', (c) => {
+  app.get('/:id/schedule', async (c) => {
     const mosque = memberOrAdmin(c);
     const q = readQuery(c, ScheduleQuery);
     const now = deps.clock();
     const from = q.date ? parseDate(q.date)! : civilDateAt(now, mosque.timezone);
-    return c.json(viewSlots({ row: mosque, from, days: q.days, nowMs: now, graceMs: deps.graceMs, store: deps.scheduleStore, slotsOn: deps.scheduler.slotsOn, reportFor: deps.reportFor }));
+    return c.json(await viewSlots({ row: mosque, from, days: q.days, nowMs: now, graceMs: deps.graceMs, store: deps.scheduleStore, slotsOn: deps.scheduler.slotsOn, reportFor: deps.reportFor }));
   });
 
   app.get('/:id/schedule.ics', (c) => {

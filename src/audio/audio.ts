@@ -1,6 +1,7 @@
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Change, ChangeListener } from '../platform/changes.ts';
 import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import type { Logger } from '../platform/log.ts';
 import type { DeviceInfo } from '../devices/devices.ts';
 import type { Lease } from '../devices/entitlement.ts';
@@ -23,6 +24,7 @@ export const AUDIO_RECONCILE_INTERVAL_MS = 24 * 3600 * 1000;
 
 export interface AudioDeps {
   db: Db;
+  store: Store;
   clock: Clock;
   logger: Logger;
   server: AudioServer;
@@ -47,8 +49,8 @@ export interface AudioDeps {
 export function createAudio(deps: AudioDeps) {
   const { db, clock, logger, server } = deps;
   const nowSeconds = () => toUnixSeconds(clock());
-  const sessions = createListenerSessions(db, clock);
-  const onAir = createOnAir(db, clock, (err) => deps.onError('audio on-air listener', err));
+  const sessions = createListenerSessions(deps.store, clock);
+  const onAir = createOnAir(deps.store, clock, (err) => deps.onError('audio on-air listener', err));
   const tickets = createListenTickets(deps.ticketKey);
   const addresses = streamAddresses(deps.publicBase);
   const facts = (): AdmissionFacts => ({
@@ -88,7 +90,7 @@ export function createAudio(deps: AudioDeps) {
   const nightly = async () => {
     await reconcileNow();
     await revocation.recheckAll();
-    const pruned = sessions.prune(nowSeconds() - deps.retentionDays * 86_400);
+    const pruned = await sessions.prune(nowSeconds() - deps.retentionDays * 86_400);
     if (pruned > 0) logger.info({ pruned }, 'audio sessions and refusals pruned');
   };
   let timers: NodeJS.Timeout[] = [];
@@ -106,7 +108,7 @@ export function createAudio(deps: AudioDeps) {
 
   return {
     /** Answers one Icecast callback (api/audio/hooks.ts). */
-    handleHook: (r: HookRequest): HookAnswer => callbacks.handle(r),
+    handleHook: (r: HookRequest): Promise<HookAnswer> => callbacks.handle(r),
     /** A short-lived listener address for the console (POST /api/v1/mosques/{id}/listen); the caller's standing is checked by the route. */
     listenUrl(userId: string, mosqueId: string): { url: string; expiresAt: number } {
       const ticket = tickets.issue(userId, mosqueId, nowSeconds());

@@ -38,10 +38,10 @@ export function createCallbacks(deps: {
   /** stream_auth's admitted transmitter per mount, until its mount_add names it in the on-air interval. */
   const pendingSource = new Map<string, string>();
 
-  const streamAuth = (r: HookRequest): HookAnswer => {
+  const streamAuth = async (r: HookRequest): Promise<HookAnswer> => {
     const decision = admitSource({ mount: r.mount, user: r.user ?? '', pass: r.pass ?? '', admin: r.admin === true }, deps.facts());
     if (!decision.ok) {
-      sessions.refuse({ mosqueId: decision.mosqueId, kind: 'source', reason: decision.reason, deviceId: decision.deviceId ?? null });
+      await sessions.refuse({ mosqueId: decision.mosqueId, kind: 'source', reason: decision.reason, deviceId: decision.deviceId ?? null });
       logger.info({ mount: r.mount.split('?', 1)[0], reason: decision.reason, device_id: decision.deviceId }, 'audio source refused');
       return { kind: 'refuse', reason: decision.reason };
     }
@@ -49,45 +49,46 @@ export function createCallbacks(deps: {
     return { kind: 'admit' };
   };
 
-  const listenerAdd = (r: HookRequest): HookAnswer => {
+  const listenerAdd = async (r: HookRequest): Promise<HookAnswer> => {
     const facts = deps.facts();
     const decision = admitListener(r.mount, facts);
     if (!decision.ok) {
-      sessions.refuse({ mosqueId: decision.mosqueId, kind: 'listener', reason: decision.reason, deviceId: decision.deviceId ?? null, userId: decision.userId ?? null });
+      await sessions.refuse({ mosqueId: decision.mosqueId, kind: 'listener', reason: decision.reason, deviceId: decision.deviceId ?? null, userId: decision.userId ?? null });
       return { kind: 'refuse', reason: decision.reason };
     }
     // Icecast always sends `client` with listener_add; without it the session could never be closed or cut.
     if (r.client === undefined) return { kind: 'refuse', reason: 'no_client_id' };
-    sessions.open({ mosqueId: decision.mosqueId, clientId: r.client, listener: decision.listener, ip: r.ip ?? null });
+    await sessions.open({ mosqueId: decision.mosqueId, clientId: r.client, listener: decision.listener, ip: r.ip ?? null });
     deps.onListeners?.(decision.mosqueId);
     return { kind: 'admit', timelimitS: Math.max(1, decision.untilSeconds - facts.nowSeconds) };
   };
 
-  const listenerRemove = (r: HookRequest): HookAnswer => {
+  const listenerRemove = async (r: HookRequest): Promise<HookAnswer> => {
     const parsed = parseMount(r.mount);
-    const open = parsed && r.client !== undefined ? sessions.findOpen(parsed.mosqueId, r.client) : null;
+    const open = parsed && r.client !== undefined ? await sessions.findOpen(parsed.mosqueId, r.client) : null;
     if (open) {
-      sessions.close(open, 'left', { seconds: r.duration, bytes: r.bytes });
+      await sessions.close(open, 'left', { seconds: r.duration, bytes: r.bytes });
       deps.onListeners?.(open.mosque_id);
     }
     return { kind: 'noted' };
   };
 
-  const mountAdd = (r: HookRequest): HookAnswer => {
+  const mountAdd = async (r: HookRequest): Promise<HookAnswer> => {
     const parsed = parseMount(r.mount);
     if (parsed && deps.facts().mosqueExists(parsed.mosqueId)) {
-      onAir.start(parsed.mosqueId, pendingSource.get(parsed.mosqueId) ?? null);
+      const deviceId = pendingSource.get(parsed.mosqueId) ?? null;
       pendingSource.delete(parsed.mosqueId);
+      await onAir.start(parsed.mosqueId, deviceId);
     }
     return { kind: 'noted' };
   };
 
-  const mountRemove = (r: HookRequest): HookAnswer => {
+  const mountRemove = async (r: HookRequest): Promise<HookAnswer> => {
     const parsed = parseMount(r.mount);
-    if (parsed) onAir.stop(parsed.mosqueId, 'source_left');
+    if (parsed) await onAir.stop(parsed.mosqueId, 'source_left');
     return { kind: 'noted' };
   };
 
-  const handlers = { stream_auth: streamAuth, listener_add: listenerAdd, listener_remove: listenerRemove, mount_add: mountAdd, mount_remove: mountRemove } satisfies Record<HookRequest['action'], (r: HookRequest) => HookAnswer>;
-  return { handle: (r: HookRequest): HookAnswer => handlers[r.action](r) };
+  const handlers = { stream_auth: streamAuth, listener_add: listenerAdd, listener_remove: listenerRemove, mount_add: mountAdd, mount_remove: mountRemove } satisfies Record<HookRequest['action'], (r: HookRequest) => Promise<HookAnswer>>;
+  return { handle: (r: HookRequest): Promise<HookAnswer> => handlers[r.action](r) };
 }

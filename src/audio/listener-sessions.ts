@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
+import { sql } from 'kysely';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 
 export interface ListenerSessionRow {
@@ -31,68 +32,74 @@ export interface RefusalCount {
 }
 
 /** The listener sessions and refusals (data/migrations/016_audio.sql); the only code that names those tables. */
-export function createListenerSessions(db: Db, clock: Clock) {
+export function createListenerSessions(store: Store, clock: Clock) {
   const now = () => toUnixSeconds(clock());
-  const insert = db.prepare(
-    `INSERT INTO audio_listener_sessions (id, mosque_id, client_id, device_id, user_id, ip, started_at)
-     VALUES (@id, @mosque_id, @client_id, @device_id, @user_id, @ip, @started_at)`,
-  );
-  const byId = db.prepare<[string], ListenerSessionRow>('SELECT * FROM audio_listener_sessions WHERE id = ?');
-  const openOf = db.prepare<[string, number], ListenerSessionRow>('SELECT * FROM audio_listener_sessions WHERE mosque_id = ? AND client_id = ? AND ended_at IS NULL');
-  const end = db.prepare(
-    `UPDATE audio_listener_sessions SET ended_at = @ended_at, end_reason = @reason, bytes = COALESCE(@bytes, bytes),
-       seconds = COALESCE(@seconds, @ended_at - started_at) WHERE id = @id AND ended_at IS NULL`,
-  );
-  const openAll = db.prepare<[], ListenerSessionRow>('SELECT * FROM audio_listener_sessions WHERE ended_at IS NULL ORDER BY started_at, id');
-  const openForMosque = db.prepare<[string], ListenerSessionRow>('SELECT * FROM audio_listener_sessions WHERE mosque_id = ? AND ended_at IS NULL ORDER BY started_at, id');
-  const openForDevice = db.prepare<[string], ListenerSessionRow>('SELECT * FROM audio_listener_sessions WHERE device_id = ? AND ended_at IS NULL');
-  const openForUser = db.prepare<[string], ListenerSessionRow>('SELECT * FROM audio_listener_sessions WHERE user_id = ? AND ended_at IS NULL');
-  const overlapping = db.prepare<[string, number, number], ListenerSessionRow>(
-    'SELECT * FROM audio_listener_sessions WHERE mosque_id = ? AND started_at < ? AND (ended_at IS NULL OR ended_at >= ?) ORDER BY started_at, id',
-  );
-  const refuse = db.prepare('INSERT INTO audio_refusals (mosque_id, kind, reason, device_id, user_id, at) VALUES (?, ?, ?, ?, ?, ?)');
-  const refusalsIn = db.prepare<[string, number, number], RefusalCount>(
-    `SELECT reason, kind, device_id, user_id, count(*) AS count FROM audio_refusals WHERE mosque_id = ? AND at >= ? AND at < ?
-     GROUP BY reason, kind, device_id, user_id ORDER BY count DESC, reason`,
-  );
-  const pruneSessions = db.prepare('DELETE FROM audio_listener_sessions WHERE ended_at IS NOT NULL AND ended_at < ?');
-  const pruneRefusals = db.prepare('DELETE FROM audio_refusals WHERE at < ?');
+  const sessions = (q: Queries = store) => q.selectFrom('audio_listener_sessions').selectAll().$castTo<ListenerSessionRow>();
+  const open = (q: Queries = store) => sessions(q).where('ended_at', 'is', null);
 
-  const close = (row: ListenerSessionRow, reason: SessionEnd, detail: { seconds?: number | undefined; bytes?: number | undefined } = {}): ListenerSessionRow | null => {
-    const changed = end.run({ id: row.id, ended_at: now(), reason, seconds: detail.seconds ?? null, bytes: detail.bytes ?? null }).changes;
-    return changed === 1 ? byId.get(row.id)! : null;
+  /** Ends a session once; null when it had already ended (a listener_remove after Minaret removed it). */
+  const closeIn = async (q: Queries, row: ListenerSessionRow, reason: SessionEnd, detail: { seconds?: number | undefined; bytes?: number | undefined } = {}): Promise<ListenerSessionRow | null> => {
+    const endedAt = now();
+    const r = await q.updateTable('audio_listener_sessions')
+      .set((eb) => ({
+        ended_at: endedAt, end_reason: reason,
+        bytes: detail.bytes ?? eb.ref('bytes'),
+        seconds: detail.seconds ?? sql<number>`${endedAt} - started_at`,
+      }))
+      .where('id', '=', row.id).where('ended_at', 'is', null)
+      .executeTakeFirst();
+    if (Number(r.numUpdatedRows) !== 1) return null;
+    return (await sessions(q).where('id', '=', row.id).executeTakeFirst()) ?? null;
   };
 
   return {
     /**
      * Records an admitted listener. An open session under the same Icecast client id is a ghost of an earlier
-     * Icecast run (ids restart at 1 when it does): it is closed as `replaced` first.
+     * Icecast run (ids restart at 1 when it does): it is closed as `replaced` first, in the same transaction.
      */
-    open(s: { mosqueId: string; clientId: number; listener: Listener; ip: string | null }): ListenerSessionRow {
-      return db.transaction(() => {
-        const ghost = openOf.get(s.mosqueId, s.clientId);
-        if (ghost) close(ghost, 'replaced');
+    open: (s: { mosqueId: string; clientId: number; listener: Listener; ip: string | null }): Promise<ListenerSessionRow> =>
+      store.transaction().execute(async (trx) => {
+        const ghost = await open(trx).where('mosque_id', '=', s.mosqueId).where('client_id', '=', s.clientId).executeTakeFirst();
+        if (ghost) await closeIn(trx, ghost, 'replaced');
         const id = crypto.randomUUID();
-        insert.run({ id, mosque_id: s.mosqueId, client_id: s.clientId, device_id: s.listener.deviceId ?? null, user_id: s.listener.userId ?? null, ip: s.ip, started_at: now() });
-        return byId.get(id)!;
-      })();
-    },
-    findOpen: (mosqueId: string, clientId: number) => openOf.get(mosqueId, clientId) ?? null,
+        await trx.insertInto('audio_listener_sessions')
+          .values({ id, mosque_id: s.mosqueId, client_id: s.clientId, device_id: s.listener.deviceId ?? null, user_id: s.listener.userId ?? null, ip: s.ip, started_at: now() })
+          .execute();
+        return (await sessions(trx).where('id', '=', id).executeTakeFirstOrThrow());
+      }),
+    findOpen: async (mosqueId: string, clientId: number): Promise<ListenerSessionRow | null> =>
+      (await open().where('mosque_id', '=', mosqueId).where('client_id', '=', clientId).executeTakeFirst()) ?? null,
     /** Ends a session once; null when it had already ended (a listener_remove after Minaret removed it). */
-    close,
-    listOpen: (mosqueId?: string) => (mosqueId === undefined ? openAll.all() : openForMosque.all(mosqueId)),
-    listOpenForDevice: (deviceId: string) => openForDevice.all(deviceId),
-    listOpenForUser: (userId: string) => openForUser.all(userId),
+    close: (row: ListenerSessionRow, reason: SessionEnd, detail: { seconds?: number | undefined; bytes?: number | undefined } = {}) => closeIn(store, row, reason, detail),
+    listOpen: (mosqueId?: string): Promise<ListenerSessionRow[]> =>
+      (mosqueId === undefined ? open() : open().where('mosque_id', '=', mosqueId)).orderBy('started_at').orderBy('id').execute(),
+    listOpenForDevice: (deviceId: string): Promise<ListenerSessionRow[]> => open().where('device_id', '=', deviceId).execute(),
+    listOpenForUser: (userId: string): Promise<ListenerSessionRow[]> => open().where('user_id', '=', userId).execute(),
     /** Sessions of a mosque that overlap [from, to) (Unix seconds): who heard a broadcast, and how long. */
-    listOverlapping: (mosqueId: string, from: number, to: number) => overlapping.all(mosqueId, to, from),
-    refuse(r: { mosqueId: string | null; kind: 'listener' | 'source'; reason: string; deviceId?: string | null; userId?: string | null }): void {
-      refuse.run(r.mosqueId, r.kind, r.reason, r.deviceId ?? null, r.userId ?? null, now());
+    listOverlapping: (mosqueId: string, from: number, to: number): Promise<ListenerSessionRow[]> =>
+      sessions().where('mosque_id', '=', mosqueId).where('started_at', '<', to)
+        .where((eb) => eb.or([eb('ended_at', 'is', null), eb('ended_at', '>=', from)]))
+        .orderBy('started_at').orderBy('id').execute(),
+    async refuse(r: { mosqueId: string | null; kind: 'listener' | 'source'; reason: string; deviceId?: string | null; userId?: string | null }): Promise<void> {
+      await store.insertInto('audio_refusals')
+        .values({ mosque_id: r.mosqueId, kind: r.kind, reason: r.reason, device_id: r.deviceId ?? null, user_id: r.userId ?? null, at: now() })
+        .execute();
     },
     /** Refusals of a mosque in [from, to), counted by reason and by whom the credential named. */
-    countRefusals: (mosqueId: string, from: number, to: number) => refusalsIn.all(mosqueId, from, to),
+    async countRefusals(mosqueId: string, from: number, to: number): Promise<RefusalCount[]> {
+      const rows = await store.selectFrom('audio_refusals')
+        .select((eb) => ['reason', 'kind', 'device_id', 'user_id', eb.fn.countAll<number>().as('count')])
+        .where('mosque_id', '=', mosqueId).where('at', '>=', from).where('at', '<', to)
+        .groupBy(['reason', 'kind', 'device_id', 'user_id'])
+        .orderBy('count', 'desc').orderBy('reason')
+        .execute();
+      return rows.map((r) => ({ ...r, kind: r.kind as RefusalCount['kind'], count: Number(r.count) }));
+    },
     /** Ended sessions and refusals older than `before` (Unix seconds) go (the nightly pass). */
-    prune(before: number): number {
-      return pruneSessions.run(before).changes + pruneRefusals.run(before).changes;
+    async prune(before: number): Promise<number> {
+      const sessionsGone = await store.deleteFrom('audio_listener_sessions').where('ended_at', 'is not', null).where('ended_at', '<', before).executeTakeFirst();
+      const refusalsGone = await store.deleteFrom('audio_refusals').where('at', '<', before).executeTakeFirst();
+      return Number(sessionsGone.numDeletedRows) + Number(refusalsGone.numDeletedRows);
     },
   };
 }

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 
 export interface OnAirRow {
@@ -18,16 +18,10 @@ export type OnAirListener = (mosqueId: string, live: boolean) => void;
  * When each mosque's mount had a live source (mount_add .. mount_remove), in audio_on_air. Read from the store
  * every time: with REDIS_URL another process may have recorded the callback (the file is shared).
  */
-export function createOnAir(db: Db, clock: Clock, onError: (err: unknown) => void) {
+export function createOnAir(store: Store, clock: Clock, onError: (err: unknown) => void) {
   const now = () => toUnixSeconds(clock());
-  const openOf = db.prepare<[string], OnAirRow>('SELECT * FROM audio_on_air WHERE mosque_id = ? AND ended_at IS NULL');
-  const openAll = db.prepare<[], OnAirRow>('SELECT * FROM audio_on_air WHERE ended_at IS NULL ORDER BY started_at, id');
-  const openOfDevice = db.prepare<[string], OnAirRow>('SELECT * FROM audio_on_air WHERE device_id = ? AND ended_at IS NULL');
-  const insert = db.prepare('INSERT INTO audio_on_air (id, mosque_id, device_id, started_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING');
-  const end = db.prepare('UPDATE audio_on_air SET ended_at = ?, end_reason = ? WHERE mosque_id = ? AND ended_at IS NULL');
-  const overlapping = db.prepare<[string, number, number], OnAirRow>(
-    'SELECT * FROM audio_on_air WHERE mosque_id = ? AND started_at < ? AND (ended_at IS NULL OR ended_at >= ?) ORDER BY started_at, id',
-  );
+  const rows = () => store.selectFrom('audio_on_air').selectAll().$castTo<OnAirRow>();
+  const open = () => rows().where('ended_at', 'is', null);
   const listeners: OnAirListener[] = [];
   const tell = (mosqueId: string, live: boolean) => {
     for (const l of listeners) {
@@ -38,26 +32,37 @@ export function createOnAir(db: Db, clock: Clock, onError: (err: unknown) => voi
       }
     }
   };
+  const current = async (mosqueId: string): Promise<OnAirRow | null> => (await open().where('mosque_id', '=', mosqueId).executeTakeFirst()) ?? null;
 
   return {
-    isOnAir: (mosqueId: string) => openOf.get(mosqueId) !== undefined,
+    isOnAir: async (mosqueId: string): Promise<boolean> => (await current(mosqueId)) !== null,
     /** The open interval of a mosque, or null while it is off air. */
-    current: (mosqueId: string) => openOf.get(mosqueId) ?? null,
-    listOnAir: () => openAll.all(),
+    current,
+    listOnAir: (): Promise<OnAirRow[]> => open().orderBy('started_at').orderBy('id').execute(),
     /** The open intervals this device is the source of (one, or none). */
-    sourcedBy: (deviceId: string) => openOfDevice.all(deviceId),
+    sourcedBy: (deviceId: string): Promise<OnAirRow[]> => open().where('device_id', '=', deviceId).execute(),
     /** Intervals of a mosque that overlap [from, to) (Unix seconds). */
-    listIntervals: (mosqueId: string, from: number, to: number) => overlapping.all(mosqueId, to, from),
+    listIntervals: (mosqueId: string, from: number, to: number): Promise<OnAirRow[]> =>
+      rows().where('mosque_id', '=', mosqueId).where('started_at', '<', to)
+        .where((eb) => eb.or([eb('ended_at', 'is', null), eb('ended_at', '>=', from)]))
+        .orderBy('started_at').orderBy('id').execute(),
     onAirChange: (listener: OnAirListener) => void listeners.push(listener),
-    /** The source went live; false when it already was (a repeated or reconciled mount_add). */
-    start(mosqueId: string, deviceId: string | null): boolean {
-      const started = insert.run(crypto.randomUUID(), mosqueId, deviceId, now()).changes === 1;
+    /**
+     * The source went live; false when it already was (a repeated or reconciled mount_add). The unique index
+     * on a mosque's open interval refuses a second one: the insert does nothing then.
+     */
+    async start(mosqueId: string, deviceId: string | null): Promise<boolean> {
+      const r = await store.insertInto('audio_on_air').values({ id: crypto.randomUUID(), mosque_id: mosqueId, device_id: deviceId, started_at: now() })
+        .onConflict((oc) => oc.doNothing()).executeTakeFirst();
+      const started = Number(r.numInsertedOrUpdatedRows ?? 0) === 1;
       if (started) tell(mosqueId, true);
       return started;
     },
     /** The source ended; false when it was not live. */
-    stop(mosqueId: string, reason: 'source_left' | 'reconciled'): boolean {
-      const stopped = end.run(now(), reason, mosqueId).changes > 0;
+    async stop(mosqueId: string, reason: 'source_left' | 'reconciled'): Promise<boolean> {
+      const r = await store.updateTable('audio_on_air').set({ ended_at: now(), end_reason: reason })
+        .where('mosque_id', '=', mosqueId).where('ended_at', 'is', null).executeTakeFirst();
+      const stopped = Number(r.numUpdatedRows) > 0;
       if (stopped) tell(mosqueId, false);
       return stopped;
     },

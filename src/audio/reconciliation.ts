@@ -27,24 +27,24 @@ export async function reconcile(deps: { server: AudioServer; sessions: ListenerS
     return parsed && deps.mosqueExists(parsed.mosqueId) ? [parsed.mosqueId] : [];
   }));
   const out: Reconciled = { mountsStarted: 0, mountsEnded: 0, sessionsEnded: 0, clientsRemoved: 0 };
-  for (const row of onAir.listOnAir()) if (!live.has(row.mosque_id) && row.started_at <= now - SETTLE_S && onAir.stop(row.mosque_id, 'reconciled')) out.mountsEnded++;
-  for (const id of live) if (onAir.start(id, null)) out.mountsStarted++;
+  for (const row of await onAir.listOnAir()) if (!live.has(row.mosque_id) && row.started_at <= now - SETTLE_S && (await onAir.stop(row.mosque_id, 'reconciled'))) out.mountsEnded++;
+  for (const id of live) if (await onAir.start(id, null)) out.mountsStarted++;
 
   for (const id of live) {
     const listed = await server.listClients(mountOf(id));
     if (!listed.ok) return null;
     const ids = new Set((listed.value ?? []).map((c) => c.id));
     // Read after the listing: a listener admitted meanwhile is in both, never taken for an unadmitted one.
-    const admitted = sessions.listOpen(id);
+    const admitted = await sessions.listOpen(id);
     const known = new Set(admitted.map((s) => s.client_id));
     for (const clientId of ids) {
       if (known.has(clientId)) continue;
       const killed = await server.killClient(mountOf(id), clientId);
       if (killed.ok && killed.value) out.clientsRemoved++;
     }
-    out.sessionsEnded += endUnlisted(admitted.filter((s) => !ids.has(s.client_id)), sessions, now);
+    out.sessionsEnded += await endUnlisted(admitted.filter((s) => !ids.has(s.client_id)), sessions, now);
   }
-  out.sessionsEnded += endUnlisted(sessions.listOpen().filter((s) => !live.has(s.mosque_id)), sessions, now);
+  out.sessionsEnded += await endUnlisted((await sessions.listOpen()).filter((s) => !live.has(s.mosque_id)), sessions, now);
   if (out.mountsStarted + out.mountsEnded + out.sessionsEnded + out.clientsRemoved > 0) deps.logger.info({ ...out }, 'audio reconciled with Icecast');
   return out;
 }
@@ -52,8 +52,8 @@ export async function reconcile(deps: { server: AudioServer; sessions: ListenerS
 /** Icecast lists a client (or a mount) only after its callback was answered: one this young may not be listed yet. */
 const SETTLE_S = 5;
 
-function endUnlisted(list: ListenerSessionRow[], sessions: ListenerSessions, now: number): number {
+async function endUnlisted(list: ListenerSessionRow[], sessions: ListenerSessions, now: number): Promise<number> {
   let ended = 0;
-  for (const s of list) if (s.started_at <= now - SETTLE_S && sessions.close(s, 'reconciled')) ended++;
+  for (const s of list) if (s.started_at <= now - SETTLE_S && (await sessions.close(s, 'reconciled'))) ended++;
   return ended;
 }

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { IAudioMetadata } from 'music-metadata';
 import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
@@ -128,10 +129,14 @@ export function recordingUrl(origin: string, mosqueId: string, lease: string | n
 /** Bytes of recordings kept in memory for downloads, whole files, the least recently stored first to go. */
 export const RECORDING_CACHE_BYTES = 32 * 1024 * 1024;
 
-export function createRecordings(deps: { db: Db; clock: Clock; activity: ActivityLog; cacheBytes?: number }) {
-  const { db } = deps;
-  const meta = db.prepare<[string], RecordingRow>('SELECT mosque_id, content_type, bytes, duration_s, sha256, uploaded_by, uploaded_at FROM recordings WHERE mosque_id = ?');
-  const dataOf = db.prepare<[string, string], { data: Buffer }>('SELECT data FROM recordings WHERE mosque_id = ? AND sha256 = ?');
+/**
+ * Each mosque's recorded azaan. An upload and a removal write their activity entry in the same transaction;
+ * the activity log (src/mosques/activity.ts) still writes through better-sqlite3's synchronous statements, so
+ * those two stay on them (`db`) until it takes a store transaction. Reads go through the store.
+ */
+export function createRecordings(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; cacheBytes?: number }) {
+  const { db, store } = deps;
+  const exists = db.prepare<[string], { one: number }>('SELECT 1 AS one FROM recordings WHERE mosque_id = ?');
   const upsert = db.prepare(
     `INSERT INTO recordings (mosque_id, content_type, bytes, duration_s, sha256, uploaded_by, uploaded_at, data)
      VALUES (@mosque_id, @content_type, @bytes, @duration_s, @sha256, @uploaded_by, @uploaded_at, @data)
@@ -155,8 +160,12 @@ export function createRecordings(deps: { db: Db; clock: Clock; activity: Activit
     cached += data.byteLength;
   };
 
+  const find = async (mosqueId: string): Promise<RecordingRow | null> =>
+    (await store.selectFrom('recordings').select(['mosque_id', 'content_type', 'bytes', 'duration_s', 'sha256', 'uploaded_by', 'uploaded_at'])
+      .where('mosque_id', '=', mosqueId).executeTakeFirst()) ?? null;
+
   return {
-    find: (mosqueId: string): RecordingRow | null => meta.get(mosqueId) ?? null,
+    find,
 
     /** Stores (or replaces) the mosque's recording; `created` tells which. */
     save(mosqueId: string, file: InspectedRecording, data: Uint8Array, actorId: string | null): { created: boolean; row: RecordingRow } {
@@ -165,7 +174,7 @@ export function createRecordings(deps: { db: Db; clock: Clock; activity: Activit
         uploaded_by: actorId, uploaded_at: toUnixSeconds(deps.clock()),
       };
       const created = db.transaction(() => {
-        const existed = meta.get(mosqueId) !== undefined;
+        const existed = exists.get(mosqueId) !== undefined;
         upsert.run({ ...row, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) });
         deps.activity.record({ mosqueId, actorUserId: actorId, kind: 'recording.uploaded', subjectId: null, data: { bytes: file.bytes, duration_s: toRecording(row).duration_s, content_type: file.contentType } });
         return !existed;
@@ -183,12 +192,12 @@ export function createRecordings(deps: { db: Db; clock: Clock; activity: Activit
     },
 
     /** The recording and its bytes, for a download (or a fallback broadcast); null when the mosque has none. */
-    read(mosqueId: string): { row: RecordingRow; data: Buffer } | null {
-      const row = meta.get(mosqueId);
+    async read(mosqueId: string): Promise<{ row: RecordingRow; data: Buffer } | null> {
+      const row = await find(mosqueId);
       if (!row) return null;
       const hit = cache.get(row.sha256);
       if (hit) return { row, data: hit };
-      const stored = dataOf.get(mosqueId, row.sha256);
+      const stored = await store.selectFrom('recordings').select('data').where('mosque_id', '=', mosqueId).where('sha256', '=', row.sha256).executeTakeFirst();
       if (!stored) return null; // replaced or removed between the two reads
       remember(row.sha256, stored.data);
       return { row, data: stored.data };

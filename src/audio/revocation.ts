@@ -13,7 +13,7 @@ import { mountOf } from './mounts.ts';
 export function createRevocation(deps: {
   facts: () => AdmissionFacts; sessions: ListenerSessions; server: AudioServer; logger: Logger; onError: (what: string, err: unknown) => void;
   /** The mosques whose live source this device is (src/audio/on-air.ts). */
-  sourcedBy: (deviceId: string) => Array<{ mosque_id: string }>;
+  sourcedBy: (deviceId: string) => Promise<Array<{ mosque_id: string }>>;
 }) {
   const { sessions, server, logger } = deps;
   const devices = new Set<string>();
@@ -28,7 +28,7 @@ export function createRevocation(deps: {
       logger.warn({ session_id: session.id, problem: killed.problem, detail: killed.detail }, 'audio: a revoked listener could not be removed yet');
       return false;
     }
-    sessions.close(session, 'revoked');
+    await sessions.close(session, 'revoked');
     logger.info({ session_id: session.id, mosque_id: session.mosque_id, device_id: session.device_id, user_id: session.user_id, reason }, 'audio listener removed');
     return true;
   }
@@ -58,7 +58,8 @@ export function createRevocation(deps: {
    */
   async function cutSources(ids: string[]): Promise<void> {
     const facts = deps.facts();
-    await Promise.all(ids.flatMap((id) => deps.sourcedBy(id).map(async ({ mosque_id: mosqueId }) => {
+    const sourced = await Promise.all(ids.map(async (id) => ({ id, rows: await deps.sourcedBy(id) })));
+    await Promise.all(sourced.flatMap(({ id, rows }) => rows.map(async ({ mosque_id: mosqueId }) => {
       const device = facts.device(id);
       if (device && device.enabled && device.kind === 'transmitter' && device.mosqueId === mosqueId) return;
       const killed = await server.killSource(mountOf(mosqueId));
@@ -70,12 +71,14 @@ export function createRevocation(deps: {
     scheduled = false;
     const changedDevices = [...devices];
     const list = new Map<string, ListenerSessionRow>();
-    for (const id of devices) for (const s of sessions.listOpenForDevice(id)) list.set(s.id, s);
-    for (const id of users) for (const s of sessions.listOpenForUser(id)) list.set(s.id, s);
-    const gone = [...mosques].filter((id) => !deps.facts().mosqueExists(id));
+    // Taken before the first await: a change noted while the sessions are read schedules the next run.
+    const [deviceIds, userIds, mosqueIds] = [[...devices], [...users], [...mosques]];
     devices.clear();
     users.clear();
     mosques.clear();
+    for (const id of deviceIds) for (const s of await sessions.listOpenForDevice(id)) list.set(s.id, s);
+    for (const id of userIds) for (const s of await sessions.listOpenForUser(id)) list.set(s.id, s);
+    const gone = mosqueIds.filter((id) => !deps.facts().mosqueExists(id));
     await Promise.all([recheck([...list.values()]), ...gone.map(cutMount), cutSources(changedDevices)]);
   }
 
@@ -102,7 +105,7 @@ export function createRevocation(deps: {
       schedule();
     },
     /** Every open session (the safety-net reload, reconciliation). */
-    recheckAll: () => recheck(sessions.listOpen()),
+    recheckAll: async () => recheck(await sessions.listOpen()),
   };
 }
 

@@ -84,6 +84,9 @@ export function createFanout(deps: {
     }
   }
 
+  /** A start without a prayer takes the prayer of the slot it serves (the schedule names it). */
+  const named = (b: BroadcastRow, prayer: string | null): BroadcastRow => (b.prayer === null && prayer ? { ...b, prayer } : b);
+
   return {
     /**
      * The start event goes to the broker before any bookkeeping of the start, so its caller calls
@@ -92,25 +95,40 @@ export function createFanout(deps: {
      */
     publishStart: (b: BroadcastRow): void => publishEvent(b, 'start'),
 
-    /** broadcast_start to the transmitters alone: a broadcast waiting for its source asks them to go on air first. */
-    startTransmitters: (b: BroadcastRow): void => commandTransmitters(b, 'start'),
+    /**
+     * broadcast_start to the transmitters alone: a broadcast waiting for its source asks them to go on air first.
+     * `prayer`: the schedule is still naming the slot's prayer (a start without one); a stop meanwhile cancels it.
+     */
+    startTransmitters(b: BroadcastRow, prayer?: Promise<string | null>): void {
+      if (!prayer) return commandTransmitters(b, 'start');
+      startsPending.add(b.id);
+      void prayer.then((p) => {
+        if (startsPending.delete(b.id)) commandTransmitters(named(b, p), 'start');
+      }).catch((err: Error) => deps.logger.error({ broadcast_id: b.id, err: err.message }, 'broadcast_start not sent'));
+    },
 
     /**
      * The rest of a start, once aedes has written the start event to the players: broadcast_start to the
      * transmitters (they read the slot's prayer, which `b` carries by now), then a push per member's
      * subscription.
      */
-    afterStart(b: BroadcastRow, opts: { transmitters?: boolean } = {}): void {
-      startsPending.add(b.id);
-      afterFanoutWrites(deps.link(), topics.broadcast(b.mosque_id), () => {
+    afterStart(start: BroadcastRow, opts: { transmitters?: boolean; prayer?: Promise<string | null> } = {}): void {
+      startsPending.add(start.id);
+      const rest = (prayer: string | null) => {
         // Stopped meanwhile: a broadcast_start now would leave the transmitters playing, a push would announce nothing.
-        if (!startsPending.delete(b.id)) return;
+        if (!startsPending.delete(start.id)) return;
+        const b = named(start, prayer);
         if (opts.transmitters !== false) commandTransmitters(b, 'start');
         const users = deps.memberships.notifiedMembers(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE]);
         const mosque = deps.mosques.findById(b.mosque_id);
         const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
-        deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer });
-        void deps.outbox.drain();
+        void deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer })
+          .then(() => deps.outbox.drain())
+          .catch((err: Error) => deps.logger.error({ broadcast_id: b.id, err: err.message }, 'broadcast push failed'));
+      };
+      afterFanoutWrites(deps.link(), topics.broadcast(start.mosque_id), () => {
+        if (opts.prayer) void opts.prayer.then(rest).catch((err: Error) => deps.logger.error({ broadcast_id: start.id, err: err.message }, 'broadcast start not completed'));
+        else rest(null);
       });
     },
 
@@ -121,8 +139,8 @@ export function createFanout(deps: {
     },
 
     /** Each device's latest status in the window after the start, or the status it was in at the start. */
-    report(b: BroadcastRow): DeliveryReport {
-      const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: deps.outbox.report(b.id) };
+    async report(b: BroadcastRow): Promise<DeliveryReport> {
+      const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: await deps.outbox.report(b.id) };
       // Timeline times are whole seconds: a status in the stop's own second is the device's reaction to
       // the stop (PLAYING -> ONLINE), not the outcome of the broadcast, so the window ends just before it
       // (a broadcast stopped within its first second keeps that second).

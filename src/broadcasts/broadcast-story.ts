@@ -7,8 +7,10 @@ import type { Fanout } from './broadcast-fanout.ts';
  * start serves. Declared here because the schedule is this domain's sibling, not something it may import.
  */
 export interface SlotKeeper {
-  broadcastStarted(b: { id: string; mosqueId: string; kind: string; prayer: string | null }): { prayer: string } | null;
-  broadcastStopped(b: { id: string; mosqueId: string }): void;
+  /** Never rejects: a slot it cannot record answers null. */
+  broadcastStarted(b: { id: string; mosqueId: string; kind: string; prayer: string | null }): Promise<{ prayer: string } | null>;
+  /** Never rejects. */
+  broadcastStopped(b: { id: string; mosqueId: string }): Promise<void>;
 }
 
 /** The event-stream message of a start or stop (docs/api.md, "Live events of a mosque"). */
@@ -27,8 +29,9 @@ export interface BroadcastEvent {
  *    a pending report"), unless the broadcast waits for its source
  *    (src/broadcasts/source-follow.ts: the transmitters go on air first, the players hear it once the source is
  *    live) or plays the recorded azaan (a fallback: the transmitters have no part);
- * 2. the schedule records the slot the start serves at once (an auto start writes its own outcome right after);
- *    an azaan started without a prayer takes the slot's prayer, which its transmitters and its push then name;
+ * 2. the schedule records the slot the start serves at once (an auto start writes its own outcome meanwhile);
+ *    an azaan started without a prayer takes the slot's prayer, which its transmitters and its push then name
+ *    (the fan-out waits for that answer; a stop meanwhile still cancels them);
  * 3. the transmitters' commands and the pushes follow once the broker has written the start event;
  * 4. the mosque's open event streams hear of it.
  * A stop runs the fan-out's stop, then the schedule's, then the event.
@@ -46,14 +49,14 @@ export function createBroadcastStory(deps: {
     started(b: BroadcastRow): void {
       if (b.waiting_for_source === 0) deps.fanout.publishStart(b);
       const slot = deps.slots.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });
-      const named = b.prayer === null && slot ? { ...b, prayer: slot.prayer } : b;
-      if (b.waiting_for_source === 1) deps.fanout.startTransmitters(named);
-      else deps.fanout.afterStart(named, { transmitters: b.fallback === 0 });
+      const prayer = b.prayer === null ? slot.then((s) => s?.prayer ?? null) : undefined;
+      if (b.waiting_for_source === 1) deps.fanout.startTransmitters(b, prayer);
+      else deps.fanout.afterStart(b, { transmitters: b.fallback === 0, ...(prayer && { prayer }) });
       event(b, 'start');
     },
     stopped(b: BroadcastRow): void {
       deps.fanout.onStop(b);
-      deps.slots.broadcastStopped({ id: b.id, mosqueId: b.mosque_id });
+      void deps.slots.broadcastStopped({ id: b.id, mosqueId: b.mosque_id });
       event(b, 'stop');
     },
   };

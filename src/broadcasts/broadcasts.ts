@@ -1,5 +1,7 @@
 import crypto from 'node:crypto';
+import { sql } from 'kysely';
 import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
@@ -89,43 +91,65 @@ export interface BroadcastListener {
 /**
  * The record of a broadcast and its activity entries. Reaching devices and members (fan-out, delivery
  * report, the schedule) is src/broadcasts/broadcast-story.ts's: it listens through `listen`.
+ * A start and a stop write their activity entry in the same transaction as the row; the activity log
+ * (src/mosques/activity.ts) still writes through better-sqlite3's synchronous statements, so those two
+ * transactions stay on them until it takes a store transaction (never a synchronous write inside an async
+ * one). Everything else goes through the store.
  */
-export function createBroadcasts(deps: { db: Db; clock: Clock; activity: ActivityLog }) {
-  const { db, activity } = deps;
+export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog }) {
+  const { db, store, activity } = deps;
   const listeners: BroadcastListener[] = [];
   /** Whether a start now waits for the mosque's source (src/broadcasts/source-follow.ts); never without an audio server. */
-  let waitsForSource: (mosqueId: string) => boolean = () => false;
+  let waitsForSource: (mosqueId: string) => Promise<boolean> = async () => false;
+  // The start's and the stop's own statements (see above).
   const byId = db.prepare<[string, string], BroadcastRow>('SELECT * FROM broadcasts WHERE id = ? AND mosque_id = ?');
   const live = db.prepare<[string], BroadcastRow>("SELECT * FROM broadcasts WHERE mosque_id = ? AND status = 'live'");
   const insert = db.prepare(
     `INSERT INTO broadcasts (id, mosque_id, kind, prayer, title, status, started_by, started_at, waiting_for_source, fallback)
      VALUES (?, ?, ?, ?, ?, 'live', ?, ?, ?, ?)`,
   );
-  const sourceLive = db.prepare('UPDATE broadcasts SET waiting_for_source = 0 WHERE id = ? AND waiting_for_source = 1');
-  const becomeFallback = db.prepare("UPDATE broadcasts SET waiting_for_source = 0, fallback = 1 WHERE id = ? AND status = 'live'");
-  const stop = db.prepare("UPDATE broadcasts SET status = 'stopped', stopped_by = ?, stopped_at = ? WHERE id = ?");
-  const page = db.prepare<[string, number], BroadcastRow>('SELECT * FROM broadcasts WHERE mosque_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?');
+  // Only a live one: between a caller's read and its stop another request, or another process, may have stopped it.
+  const stop = db.prepare("UPDATE broadcasts SET status = 'stopped', stopped_by = ?, stopped_at = ? WHERE id = ? AND status = 'live'");
   const now = () => toUnixSeconds(deps.clock());
+  const rows = () => store.selectFrom('broadcasts').selectAll().$castTo<BroadcastRow>();
 
   return {
     listen: (listener: BroadcastListener) => void listeners.push(listener),
     /** With an audio server, the source follow says whether a start waits for the mosque's source to go live. */
-    gateOnSource: (waits: (mosqueId: string) => boolean) => void (waitsForSource = waits),
-    find: (mosqueId: string, id: string) => byId.get(id, mosqueId) ?? null,
-    findLive: (mosqueId: string) => live.get(mosqueId) ?? null,
+    gateOnSource: (waits: (mosqueId: string) => Promise<boolean>) => void (waitsForSource = waits),
+    find: async (mosqueId: string, id: string): Promise<BroadcastRow | null> =>
+      (await rows().where('id', '=', id).where('mosque_id', '=', mosqueId).executeTakeFirst()) ?? null,
+    findLive: async (mosqueId: string): Promise<BroadcastRow | null> =>
+      (await rows().where('mosque_id', '=', mosqueId).where('status', '=', 'live').executeTakeFirst()) ?? null,
     /** The source went live: a waiting broadcast stops waiting. True for the one call that changed it (several processes may hear it). */
-    markSourceLive: (id: string) => sourceLive.run(id).changes > 0,
+    async markSourceLive(id: string): Promise<boolean> {
+      const r = await store.updateTable('broadcasts').set({ waiting_for_source: 0 }).where('id', '=', id).where('waiting_for_source', '=', 1).executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
     /** A waiting broadcast whose source never came plays the recording instead. */
-    markFallback: (id: string) => becomeFallback.run(id).changes > 0,
-    list: (mosqueId: string, limit: number) => page.all(mosqueId, limit),
+    async markFallback(id: string): Promise<boolean> {
+      const r = await store.updateTable('broadcasts').set({ waiting_for_source: 0, fallback: 1 }).where('id', '=', id).where('status', '=', 'live').executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
+    /**
+     * Newest first. A mosque's broadcasts follow one another (one live at a time), so within one second of
+     * starts the live one is the newest, then the one stopped last; the id only orders two broadcasts started
+     * and stopped within the same second.
+     */
+    list: (mosqueId: string, limit: number): Promise<BroadcastRow[]> =>
+      rows().where('mosque_id', '=', mosqueId)
+        .orderBy('started_at', 'desc').orderBy(sql`stopped_at IS NULL`, 'desc').orderBy('stopped_at', 'desc').orderBy('id', 'desc')
+        .limit(limit).execute(),
 
     /** One live broadcast per mosque at a time: a second start while one is live is a conflict. */
     /** `actorId` is null when the service starts it itself (a mosque's `auto_start`, docs/schedule.md, "Setting a mosque's times"). */
-    start(mosqueId: string, input: StartBroadcast, actorId: string | null): Result<BroadcastRow> {
+    async start(mosqueId: string, input: StartBroadcast, actorId: string | null): Promise<Result<BroadcastRow>> {
+      // Asked before the transaction (the source's state is read through the store): nothing but microtasks
+      // runs between this answer and the synchronous transaction below.
+      const waits = !input.fallback && (input.waitForSource ?? await waitsForSource(mosqueId));
       const started = db.transaction((): Result<BroadcastRow> => {
         if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
         const id = crypto.randomUUID();
-        const waits = !input.fallback && (input.waitForSource ?? waitsForSource(mosqueId));
         insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now(), waits ? 1 : 0, input.fallback ? 1 : 0);
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
         activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
@@ -138,12 +162,13 @@ export function createBroadcasts(deps: { db: Db; clock: Clock; activity: Activit
     /** Stopping a stopped broadcast changes nothing and answers the record. */
     stop(broadcast: BroadcastRow, actorId: string | null): BroadcastRow {
       if (broadcast.status === 'stopped') return broadcast;
-      db.transaction(() => {
-        stop.run(actorId, now(), broadcast.id);
+      const changed = db.transaction(() => {
+        if (stop.run(actorId, now(), broadcast.id).changes === 0) return false;
         activity.record({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
+        return true;
       })();
       const stopped = byId.get(broadcast.id, broadcast.mosque_id)!;
-      for (const l of listeners) l.stopped(stopped);
+      if (changed) for (const l of listeners) l.stopped(stopped);
       return stopped;
     },
   };

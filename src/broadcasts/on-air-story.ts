@@ -27,12 +27,21 @@ export function listenToAudio(deps: {
   audio: Pick<Audio, 'onAirChange' | 'onListenersChange' | 'listOpenSessions'>;
   follow: Pick<SourceFollow, 'onAirChanged'>;
   announce: (mosqueId: string, event: () => OnAirEvent | ListenersEvent) => void;
+  /** Whether a console of the mosque listens now: the count is a query, read only then. */
+  listened: (mosqueId: string) => boolean;
   clock: Clock;
+  /** Where a step no caller awaits reports its failure. */
+  onError: (what: string, err: unknown) => void;
 }): void {
   const at = () => new Date(deps.clock()).toISOString();
   deps.audio.onAirChange((mosqueId, live) => {
-    deps.follow.onAirChanged(mosqueId, live);
+    void deps.follow.onAirChanged(mosqueId, live).catch((err: unknown) => deps.onError('source follow', err));
     deps.announce(mosqueId, () => ({ type: 'on_air', live, at: at() }));
   });
-  deps.audio.onListenersChange((mosqueId) => deps.announce(mosqueId, () => ({ type: 'listeners', count: deps.audio.listOpenSessions(mosqueId).length, at: at() })));
+  deps.audio.onListenersChange((mosqueId) => {
+    if (!deps.listened(mosqueId)) return;
+    void deps.audio.listOpenSessions(mosqueId)
+      .then((open) => deps.announce(mosqueId, () => ({ type: 'listeners', count: open.length, at: at() })))
+      .catch((err: unknown) => deps.onError('listener count', err));
+  });
 }

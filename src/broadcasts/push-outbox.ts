@@ -1,4 +1,5 @@
-import type { Db } from '../platform/db.ts';
+import { sql } from 'kysely';
+import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/log.ts';
 import type { PushSubscriptions } from './push-subscriptions.ts';
@@ -29,89 +30,104 @@ interface OutboxRow {
  * takes the next due row, first attempts before retries, so a slow or dead push service met by retries
  * does not hold back a new broadcast's pushes (docs/decisions.md, "Push sending order").
  */
-export function createPushOutbox(deps: { db: Db; clock: Clock; sender: PushSender; subscriptions: PushSubscriptions; logger: Logger; concurrency: number }) {
-  const { db } = deps;
-  const insert = db.prepare(
-    `INSERT INTO push_outbox (broadcast_id, user_id, endpoint, payload, status, next_attempt_at, created_at, updated_at)
-     VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)`,
-  );
-  const due = db.prepare<[number, number], OutboxRow>(
-    `SELECT id, user_id, endpoint, payload, attempts FROM push_outbox WHERE status = 'queued' AND next_attempt_at <= ?
-     ORDER BY attempts > 0, id LIMIT ?`,
-  );
-  // Only a row still due is claimed: another process sharing the file (REDIS_URL) may have taken it meanwhile.
-  const claim = db.prepare(
-    "UPDATE push_outbox SET attempts = attempts + 1, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'queued' AND next_attempt_at <= ?",
-  );
-  const settle = db.prepare('UPDATE push_outbox SET status = ?, last_error = ?, updated_at = ? WHERE id = ?');
-  const noteError = db.prepare('UPDATE push_outbox SET last_error = ? WHERE id = ?');
-  const counts = db.prepare<[string], { status: string; n: number }>('SELECT status, count(*) AS n FROM push_outbox WHERE broadcast_id = ? GROUP BY status');
+export function createPushOutbox(deps: { store: Store; clock: Clock; sender: PushSender; subscriptions: PushSubscriptions; logger: Logger; concurrency: number }) {
+  const { store } = deps;
   const now = () => toUnixSeconds(deps.clock());
+  const settle = async (id: number, status: 'sent' | 'failed', error: string | null) => {
+    await store.updateTable('push_outbox').set({ status, last_error: error, updated_at: now() }).where('id', '=', id).execute();
+  };
   const backoff = (attempts: number) => Math.min(3600, 5 * 2 ** (attempts - 1));
   let inFlight = 0;
   let idle: { promise: Promise<void>; resolve: () => void } | null = null;
 
   async function deliver(row: OutboxRow): Promise<void> {
-    const sub = deps.subscriptions.find(row.endpoint);
-    if (!sub) return void settle.run('failed', 'subscription removed', now(), row.id);
+    const sub = await deps.subscriptions.find(row.endpoint);
+    if (!sub) return settle(row.id, 'failed', 'subscription removed');
     const result = await deps.sender.send(sub, row.payload).catch((err: Error) => ({ ok: false as const, gone: false, final: false, error: err.message }));
-    if (result.ok) return void settle.run('sent', null, now(), row.id);
+    if (result.ok) return settle(row.id, 'sent', null);
     if (result.gone) {
-      deps.subscriptions.forget(row.endpoint);
-      return void settle.run('failed', 'gone', now(), row.id);
+      await deps.subscriptions.forget(row.endpoint);
+      return settle(row.id, 'failed', 'gone');
     }
-    if (result.final || row.attempts + 1 >= MAX_PUSH_ATTEMPTS) settle.run('failed', result.error.slice(0, 500), now(), row.id);
-    else noteError.run(result.error.slice(0, 500), row.id);
+    if (result.final || row.attempts + 1 >= MAX_PUSH_ATTEMPTS) return settle(row.id, 'failed', result.error.slice(0, 500));
+    await store.updateTable('push_outbox').set({ last_error: result.error.slice(0, 500) }).where('id', '=', row.id).execute();
   }
 
   /** Fills the free slots with due rows; every finished send pumps again. */
-  function pump(): void {
+  async function fill(): Promise<void> {
     const free = deps.concurrency - inFlight;
     if (free <= 0) return;
-    const rows = due.all(now(), free);
+    const at = now();
+    const rows: OutboxRow[] = await store.selectFrom('push_outbox').select(['id', 'user_id', 'endpoint', 'payload', 'attempts'])
+      .where('status', '=', 'queued').where('next_attempt_at', '<=', at)
+      .orderBy(sql`attempts > 0`).orderBy('id').limit(free).execute();
     for (const row of rows) {
-      // Claim first: the next attempt time moves out, so a later pump does not send the same row twice.
-      if (claim.run(now() + backoff(row.attempts + 1), now(), row.id, now()).changes === 0) continue;
+      // Claim first: the next attempt time moves out, so a later pass does not send the same row twice. Only
+      // a row still due is claimed: another process sharing the file (REDIS_URL) may have taken it meanwhile.
+      const claimed = await store.updateTable('push_outbox')
+        .set((eb) => ({ attempts: eb('attempts', '+', 1), next_attempt_at: now() + backoff(row.attempts + 1), updated_at: now() }))
+        .where('id', '=', row.id).where('status', '=', 'queued').where('next_attempt_at', '<=', now())
+        .executeTakeFirst();
+      if (Number(claimed.numUpdatedRows) === 0) continue;
       inFlight++;
       deliver(row)
         .catch((err: Error) => deps.logger.error({ err: err.message, outbox_id: row.id }, 'push delivery failed'))
         .finally(() => {
           inFlight--;
-          pumpSafely();
-          if (inFlight === 0 && idle) {
-            idle.resolve();
-            idle = null;
-          }
+          // Idle only once the pass this send started has found nothing more to send.
+          void pumpSafely().then(() => {
+            if (inFlight === 0 && idle) {
+              idle.resolve();
+              idle = null;
+            }
+          });
         });
     }
   }
-  const pumpSafely = () => {
-    try {
-      pump();
-    } catch (err) {
-      deps.logger.error({ err: (err as Error).message }, 'push outbox failed');
+
+  // One pass at a time: two passes overlapping would both count the same free slots. A pass asked for while
+  // one runs is run once more after it (however many asked), and every asker waits for that one.
+  let pumping: Promise<void> | null = null;
+  let again = false;
+  function pump(): Promise<void> {
+    if (pumping) {
+      again = true;
+      return pumping;
     }
-  };
+    const run = async () => {
+      try {
+        do {
+          again = false;
+          await fill();
+        } while (again);
+      } finally {
+        pumping = null;
+      }
+    };
+    pumping = run();
+    return pumping;
+  }
+  const pumpSafely = () => pump().catch((err: Error) => deps.logger.error({ err: err.message }, 'push outbox failed'));
 
   /** One row per subscription of each recipient, in one transaction. Returns how many were queued. */
-  function enqueue(broadcastId: string | null, userIds: string[], payload: Record<string, unknown>): number {
+  function enqueue(broadcastId: string | null, userIds: string[], payload: Record<string, unknown>): Promise<number> {
     const body = JSON.stringify(payload);
-    return db.transaction(() => {
-      let queued = 0;
-      for (const userId of userIds) {
-        for (const sub of deps.subscriptions.listForUser(userId)) {
-          insert.run(broadcastId, userId, sub.endpoint, body, now(), now(), now());
-          queued++;
-        }
-      }
-      return queued;
-    })();
+    return store.transaction().execute(async (trx) => {
+      const subs = await deps.subscriptions.listForUsers(trx, userIds);
+      const at = now();
+      const rows = subs.map((sub) => ({
+        broadcast_id: broadcastId, user_id: sub.user_id, endpoint: sub.endpoint, payload: body, status: 'queued', next_attempt_at: at, created_at: at, updated_at: at,
+      }));
+      // 8 parameters a row: 500 rows a statement stays far below either engine's bound on parameters.
+      for (let i = 0; i < rows.length; i += 500) await trx.insertInto('push_outbox').values(rows.slice(i, i + 500)).execute();
+      return rows.length;
+    });
   }
 
   /** Starts what is due in the free slots; resolves once nothing is in flight. */
-  function drain(): Promise<void> {
-    pump();
-    if (inFlight === 0) return Promise.resolve();
+  async function drain(): Promise<void> {
+    await pump();
+    if (inFlight === 0) return;
     if (!idle) {
       let resolve!: () => void;
       const promise = new Promise<void>((r) => (resolve = r));
@@ -125,17 +141,19 @@ export function createPushOutbox(deps: { db: Db; clock: Clock; sender: PushSende
     drain,
 
     /** A test notification to this user's own subscriptions only, through the outbox like any push; sent at once. */
-    sendTest(userId: string): number {
-      const queued = enqueue(null, [userId], TEST_PUSH_PAYLOAD);
+    async sendTest(userId: string): Promise<number> {
+      const queued = await enqueue(null, [userId], TEST_PUSH_PAYLOAD);
       void drain().catch((err: Error) => deps.logger.error({ err: err.message }, 'push outbox failed'));
       return queued;
     },
 
     inFlight: () => inFlight,
 
-    report(broadcastId: string): { queued: number; sent: number; failed: number } {
+    async report(broadcastId: string): Promise<{ queued: number; sent: number; failed: number }> {
       const out = { queued: 0, sent: 0, failed: 0 };
-      for (const { status, n } of counts.all(broadcastId)) out[status as keyof typeof out] = n;
+      const rows = await store.selectFrom('push_outbox').select((eb) => ['status', eb.fn.countAll<number>().as('n')])
+        .where('broadcast_id', '=', broadcastId).groupBy('status').execute();
+      for (const { status, n } of rows) out[status as keyof typeof out] = Number(n);
       return out;
     },
   };

@@ -1,4 +1,4 @@
-import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 
@@ -10,37 +10,62 @@ export interface PushSubscriptionRow {
   created_at: number;
 }
 
+/** Users named in one IN list: far below SQLite's and PostgreSQL's bound on parameters. */
+const USERS_PER_QUERY = 500;
+
 /** Web Push subscriptions registered by people's browsers and apps (delivery: the entitlement issue). */
-export function createPushSubscriptions(db: Db, clock: Clock, maxPerUser: number) {
-  const upsert = db.prepare(
-    `INSERT INTO push_subscriptions (endpoint, user_id, p256dh, auth, created_at) VALUES (?, ?, ?, ?, ?)
-     ON CONFLICT (endpoint) DO UPDATE SET user_id = excluded.user_id, p256dh = excluded.p256dh, auth = excluded.auth`,
-  );
-  const remove = db.prepare('DELETE FROM push_subscriptions WHERE endpoint = ? AND user_id = ?');
-  const removeAny = db.prepare('DELETE FROM push_subscriptions WHERE endpoint = ?');
-  const ofUser = db.prepare<[string], PushSubscriptionRow>('SELECT * FROM push_subscriptions WHERE user_id = ? ORDER BY created_at');
-  const byEndpoint = db.prepare<[string], PushSubscriptionRow>('SELECT * FROM push_subscriptions WHERE endpoint = ?');
-  const othersOfUser = db.prepare<[string, string], { n: number }>('SELECT count(*) AS n FROM push_subscriptions WHERE user_id = ? AND endpoint <> ?');
-  // IMMEDIATE: with several processes on one file, two subscribes cannot both see room for one more.
-  const saveWithinCap = db.transaction((userId: string, endpoint: string, p256dh: string, auth: string): Result<null> => {
-    if (othersOfUser.get(userId, endpoint)!.n >= maxPerUser) {
-      return fail('conflict', `At most ${maxPerUser} push subscriptions per user; remove one first.`);
-    }
-    upsert.run(endpoint, userId, p256dh, auth, toUnixSeconds(clock()));
-    return ok(null);
-  });
+export function createPushSubscriptions(store: Store, clock: Clock, maxPerUser: number) {
   return {
     /**
      * A browser re-subscribing with the same endpoint replaces its keys (and owner: the endpoint is the
      * device), and does not count twice. Beyond `maxPerUser` endpoints: conflict, nothing dropped
      * (docs/decisions.md, "The 11th push subscription is `409 conflict`, not "drop the oldest"").
+     * The count and the write are one transaction (it begins IMMEDIATE): two subscribes, in this process or
+     * another on the same file, cannot both see room for one more.
      */
-    save: (userId: string, endpoint: string, p256dh: string, auth: string): Result<null> => saveWithinCap.immediate(userId, endpoint, p256dh, auth),
-    remove: (userId: string, endpoint: string) => remove.run(endpoint, userId).changes > 0,
+    save: (userId: string, endpoint: string, p256dh: string, auth: string): Promise<Result<null>> =>
+      store.transaction().execute(async (trx): Promise<Result<null>> => {
+        const { n } = await trx.selectFrom('push_subscriptions').select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('user_id', '=', userId).where('endpoint', '<>', endpoint).executeTakeFirstOrThrow();
+        if (Number(n) >= maxPerUser) return fail('conflict', `At most ${maxPerUser} push subscriptions per user; remove one first.`);
+        await trx.insertInto('push_subscriptions')
+          .values({ endpoint, user_id: userId, p256dh, auth, created_at: toUnixSeconds(clock()) })
+          .onConflict((oc) => oc.column('endpoint').doUpdateSet((eb) => ({
+            user_id: eb.ref('excluded.user_id'), p256dh: eb.ref('excluded.p256dh'), auth: eb.ref('excluded.auth'),
+          })))
+          .execute();
+        return ok(null);
+      }),
+    async remove(userId: string, endpoint: string): Promise<boolean> {
+      const r = await store.deleteFrom('push_subscriptions').where('endpoint', '=', endpoint).where('user_id', '=', userId).executeTakeFirst();
+      return Number(r.numDeletedRows) > 0;
+    },
     /** The push service said the subscription is gone (404/410). */
-    forget: (endpoint: string) => void removeAny.run(endpoint),
-    listForUser: (userId: string) => ofUser.all(userId),
-    find: (endpoint: string) => byEndpoint.get(endpoint) ?? null,
+    async forget(endpoint: string): Promise<void> {
+      await store.deleteFrom('push_subscriptions').where('endpoint', '=', endpoint).execute();
+    },
+    listForUser: (userId: string): Promise<PushSubscriptionRow[]> =>
+      store.selectFrom('push_subscriptions').selectAll().where('user_id', '=', userId).orderBy('created_at').execute(),
+    /**
+     * Every subscription of these users, grouped in the order the users are given, each user's oldest first
+     * (what listForUser answers one by one), read in a query per USERS_PER_QUERY users. `q` may be the
+     * caller's transaction.
+     */
+    async listForUsers(q: Queries, userIds: readonly string[]): Promise<PushSubscriptionRow[]> {
+      const byUser = new Map<string, PushSubscriptionRow[]>();
+      for (let i = 0; i < userIds.length; i += USERS_PER_QUERY) {
+        const rows = await q.selectFrom('push_subscriptions').selectAll()
+          .where('user_id', 'in', userIds.slice(i, i + USERS_PER_QUERY)).orderBy('created_at').execute();
+        for (const row of rows) {
+          const list = byUser.get(row.user_id);
+          if (list) list.push(row);
+          else byUser.set(row.user_id, [row]);
+        }
+      }
+      return userIds.flatMap((id) => byUser.get(id) ?? []);
+    },
+    find: async (endpoint: string): Promise<PushSubscriptionRow | null> =>
+      (await store.selectFrom('push_subscriptions').selectAll().where('endpoint', '=', endpoint).executeTakeFirst()) ?? null,
   };
 }
 

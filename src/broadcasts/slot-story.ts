@@ -14,23 +14,24 @@ export function slotBroadcasts(deps: {
   follow: Pick<SourceFollow, 'sourceProblem' | 'startFallback'>;
   outbox: Pick<PushOutbox, 'enqueue' | 'drain'>;
   audio: Pick<Audio, 'listOnAirIntervals'> | null;
+  /** Where a push no caller awaits reports its failure. */
+  onError: (what: string, err: unknown) => void;
 }) {
   const { broadcasts, follow, outbox, audio } = deps;
   return {
     /** An auto start is the service's own: no title, no actor. */
-    startAzaan(mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }): { ok: true; broadcastId: string } | { ok: false; message: string } {
-      const started = broadcasts.start(mosqueId, { ...call, title: null }, null);
+    async startAzaan(mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }): Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }> {
+      const started = await broadcasts.start(mosqueId, { ...call, title: null }, null);
       return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
     },
     /** Queued, then sent at once rather than at the outbox's next tick. */
     push(userIds: string[], payload: Record<string, unknown>): void {
-      outbox.enqueue(null, userIds, payload);
-      void outbox.drain();
+      void outbox.enqueue(null, userIds, payload).then(() => outbox.drain()).catch((err: unknown) => deps.onError('push outbox', err));
     },
     // With an audio server, what it saw serves a slot or misses it (src/broadcasts/source-follow.ts).
     ...(audio && {
       source: {
-        sounded: (mosqueId: string, fromMs: number, toMs: number) => audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000)).length > 0,
+        sounded: async (mosqueId: string, fromMs: number, toMs: number) => (await audio.listOnAirIntervals(mosqueId, Math.floor(fromMs / 1000), Math.ceil(toMs / 1000))).length > 0,
         problem: () => follow.sourceProblem() ?? 'no_source',
         startFallback: (mosqueId: string, prayer: string) => follow.startFallback(mosqueId, prayer),
       },

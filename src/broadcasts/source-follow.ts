@@ -4,7 +4,7 @@ import type { Fanout } from './broadcast-fanout.ts';
 
 /** What this story needs of the audio gate (src/audio/audio.ts), null while ICECAST_URL is unset. */
 export interface SourceFacts {
-  isOnAir(mosqueId: string): boolean;
+  isOnAir(mosqueId: string): Promise<boolean>;
   /** 'ok' while Icecast's admin API answers. */
   health(): 'ok' | 'down';
 }
@@ -30,7 +30,7 @@ export function createSourceFollow(deps: {
   fanout: Pick<Fanout, 'publishStart' | 'afterStart'>;
   audio: SourceFacts | null;
   /** The duration of the mosque's recorded azaan in seconds, null when it has none. */
-  recordingSeconds(mosqueId: string): number | null;
+  recordingSeconds(mosqueId: string): Promise<number | null>;
   logger: Logger;
 }) {
   const { broadcasts, fanout, audio } = deps;
@@ -45,8 +45,9 @@ export function createSourceFollow(deps: {
   function stopFallbackLater(b: BroadcastRow, seconds: number): void {
     const timer = setTimeout(() => {
       fallbackTimers.delete(b.id);
-      const current = broadcasts.find(b.mosque_id, b.id);
-      if (current?.status === 'live') broadcasts.stop(current, null);
+      void broadcasts.find(b.mosque_id, b.id)
+        .then((current) => void (current?.status === 'live' && broadcasts.stop(current, null)))
+        .catch((err: Error) => deps.logger.error({ broadcast_id: b.id, err: err.message }, 'fallback stop failed'));
     }, (seconds + FALLBACK_MARGIN_S) * 1000);
     timer.unref();
     fallbackTimers.set(b.id, timer);
@@ -54,10 +55,10 @@ export function createSourceFollow(deps: {
 
   return {
     /** Whether a start now waits for the source: the gate is on and the mosque's source is not on air. */
-    waitsForSource: (mosqueId: string): boolean => audio !== null && !audio.isOnAir(mosqueId),
+    waitsForSource: async (mosqueId: string): Promise<boolean> => audio !== null && !(await audio.isOnAir(mosqueId)),
 
     /** Whether this broadcast still waits for its source (a slot it serves is not yet served). */
-    isWaiting: (mosqueId: string, broadcastId: string): boolean => broadcasts.find(mosqueId, broadcastId)?.waiting_for_source === 1,
+    isWaiting: async (mosqueId: string, broadcastId: string): Promise<boolean> => (await broadcasts.find(mosqueId, broadcastId))?.waiting_for_source === 1,
 
     /** Why no source sounded, for a missed slot; null without an audio server. */
     sourceProblem(): SourceProblem | null {
@@ -66,14 +67,16 @@ export function createSourceFollow(deps: {
     },
 
     /** Icecast's mount_add / mount_remove for a mosque's mount, in the process that received it. */
-    onAirChanged(mosqueId: string, live: boolean): void {
-      const b = broadcasts.findLive(mosqueId);
+    async onAirChanged(mosqueId: string, live: boolean): Promise<void> {
+      const b = await broadcasts.findLive(mosqueId);
       if (!b) return;
       if (live) {
-        if (b.waiting_for_source === 1 && broadcasts.markSourceLive(b.id)) releaseToPlayers({ ...b, waiting_for_source: 0 });
+        // markSourceLive changes the row for one caller only: a second mount_add meanwhile releases nothing twice.
+        if (b.waiting_for_source === 1 && await broadcasts.markSourceLive(b.id)) releaseToPlayers({ ...b, waiting_for_source: 0 });
         return;
       }
-      // The source ended: so did the broadcast (a fallback plays the recording, not the source).
+      // The source ended: so did the broadcast (a fallback plays the recording, not the source). stop changes
+      // only a broadcast still live: one stopped since the read above is left as it is.
       if (b.waiting_for_source === 0 && b.fallback === 0) broadcasts.stop(b, null);
     },
 
@@ -81,18 +84,18 @@ export function createSourceFollow(deps: {
      * The slot was missed: the recording plays to every entitled player, in the broadcast that waited for the
      * source if there is one, else in a new one. Returns the broadcast's id, or null without a recording.
      */
-    startFallback(mosqueId: string, prayer: string | null): string | null {
-      const seconds = deps.recordingSeconds(mosqueId);
+    async startFallback(mosqueId: string, prayer: string | null): Promise<string | null> {
+      const seconds = await deps.recordingSeconds(mosqueId);
       if (seconds === null) return null;
-      const waiting = broadcasts.findLive(mosqueId);
-      if (waiting && waiting.waiting_for_source === 1 && broadcasts.markFallback(waiting.id)) {
+      const waiting = await broadcasts.findLive(mosqueId);
+      if (waiting && waiting.waiting_for_source === 1 && await broadcasts.markFallback(waiting.id)) {
         const b = { ...waiting, waiting_for_source: 0, fallback: 1 };
         releaseToPlayers(b);
         stopFallbackLater(b, seconds);
         return b.id;
       }
       if (waiting) return null; // a live broadcast plays already
-      const started = broadcasts.start(mosqueId, { kind: 'azaan', prayer, title: null, fallback: true }, null);
+      const started = await broadcasts.start(mosqueId, { kind: 'azaan', prayer, title: null, fallback: true }, null);
       if (!started.ok) {
         deps.logger.warn({ mosque_id: mosqueId, err: started.message ?? started.failure }, 'fallback azaan not started');
         return null;

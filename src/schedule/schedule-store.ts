@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import type { MosqueStore, Prayer } from '../mosques/mosques.ts';
 import type { Slot, SlotSource, TimetableDay } from './slots.ts';
 
@@ -31,45 +32,47 @@ export interface Outcome {
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
-/** Uploaded timetables and the recorded outcome of each slot (the only part of a slot that is stored). */
-export function createScheduleStore(db: Db, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
-  const monthRows = db.prepare<[string, number], TimetableDay & { day: number }>('SELECT day, fajr, dhuhr, asr, maghrib, isha FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
+/** A slot's key columns and times, as both writes of an outcome insert them. */
+function slotColumns(slot: Slot) {
+  return {
+    mosque_id: slot.mosqueId, date: slot.date, prayer: slot.prayer, idx: slot.index,
+    starts_at: seconds(slot.startsAt), azaan_at: seconds(slot.azaanAt), iqamah_at: slot.iqamahAt === null ? null : seconds(slot.iqamahAt),
+    source: slot.source,
+  };
+}
+
+/**
+ * Uploaded timetables and the recorded outcome of each slot (the only part of a slot that is stored).
+ * Replacing or deleting a month moves the mosque's schedule "since" (src/mosques/mosques.ts) in the same
+ * transaction; the mosque store still writes through better-sqlite3's synchronous statements, so those two
+ * transactions stay on them (`db`) until it takes a store transaction. Everything else goes through the store.
+ * Resolves once the uploaded timetables are in memory.
+ */
+export async function createScheduleStore(db: Db, store: Store, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
   const deleteMonth = db.prepare('DELETE FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
   const insertDay = db.prepare(
     'INSERT INTO schedule_timetables (mosque_id, month, day, fajr, shuruk, dhuhr, asr, maghrib, isha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
-  const one = db.prepare<[string, string, string, number], OutcomeRow>('SELECT * FROM schedule_slots WHERE mosque_id = ? AND date = ? AND prayer = ? AND idx = ?');
-  const range = db.prepare<[string, string, string], OutcomeRow>('SELECT * FROM schedule_slots WHERE mosque_id = ? AND date BETWEEN ? AND ?');
-  const byBroadcast = db.prepare<[string, string], OutcomeRow>('SELECT * FROM schedule_slots WHERE mosque_id = ? AND broadcast_id = ?');
-  const upsert = db.prepare(
-    `INSERT INTO schedule_slots (mosque_id, date, prayer, idx, starts_at, azaan_at, iqamah_at, source, status, reason, readiness, broadcast_id, auto_started, updated_at)
-     VALUES (@mosque_id, @date, @prayer, @idx, @starts_at, @azaan_at, @iqamah_at, @source, @status, @reason, @readiness, @broadcast_id, @auto_started, @now)
-     ON CONFLICT (mosque_id, date, prayer, idx) DO UPDATE SET status = excluded.status,
-       reason = CASE WHEN excluded.status IN ('live', 'done') THEN NULL ELSE COALESCE(excluded.reason, reason) END,
-       readiness = COALESCE(excluded.readiness, readiness), broadcast_id = COALESCE(excluded.broadcast_id, broadcast_id),
-       auto_started = MAX(auto_started, excluded.auto_started), updated_at = excluded.updated_at`,
-  );
-  // The auto_start claim: one write that only one process can win (several processes share this file under
-  // REDIS_URL, each with its own scheduler, and their timers fire at the same azaan_at).
-  const claimStart = db.prepare(
-    `INSERT INTO schedule_slots (mosque_id, date, prayer, idx, starts_at, azaan_at, iqamah_at, source, status, auto_started, updated_at)
-     VALUES (@mosque_id, @date, @prayer, @idx, @starts_at, @azaan_at, @iqamah_at, @source, 'ready', 1, @now)
-     ON CONFLICT (mosque_id, date, prayer, idx) DO UPDATE SET auto_started = 1, updated_at = excluded.updated_at
-     WHERE schedule_slots.auto_started = 0 AND schedule_slots.broadcast_id IS NULL AND schedule_slots.status NOT IN ('live', 'done', 'missed')`,
-  );
-  const releaseStart = db.prepare('UPDATE schedule_slots SET auto_started = 0 WHERE mosque_id = ? AND date = ? AND prayer = ? AND idx = ? AND broadcast_id IS NULL');
-  const alert = db.prepare('INSERT OR IGNORE INTO schedule_alerts (mosque_id, date, prayer, idx, kind, sent_at) VALUES (?, ?, ?, ?, ?, ?)');
+  const slots = () => store.selectFrom('schedule_slots').selectAll().$castTo<OutcomeRow>();
+
   // Which mosques have which months uploaded, kept in memory: the scheduler asks on every planning pass.
+  // Read whole at start; a replaced or deleted month is set from what was written, once it is committed.
   const uploaded = new Map<string, Map<number, Map<number, TimetableDay>>>();
-  const loadAll = db.prepare<[], { mosque_id: string; month: number }>('SELECT DISTINCT mosque_id, month FROM schedule_timetables');
-  const cache = (mosqueId: string, month: number) => {
-    const rows = monthRows.all(mosqueId, month);
+  const setMonth = (mosqueId: string, month: number, rows: Array<TimetableDay & { day: number }>) => {
     let months = uploaded.get(mosqueId);
     if (rows.length === 0) return void months?.delete(month);
     if (!months) uploaded.set(mosqueId, (months = new Map()));
-    months.set(month, new Map(rows.map(({ day, ...times }) => [day, times])));
+    months.set(month, new Map(rows.map(({ day, fajr, dhuhr, asr, maghrib, isha }) => [day, { fajr, dhuhr, asr, maghrib, isha }])));
   };
-  for (const { mosque_id, month } of loadAll.all()) cache(mosque_id, month);
+  const all = await store.selectFrom('schedule_timetables').select(['mosque_id', 'month', 'day', 'fajr', 'dhuhr', 'asr', 'maghrib', 'isha']).execute();
+  const byMonth = new Map<string, { mosqueId: string; month: number; rows: Array<TimetableDay & { day: number }> }>();
+  for (const { mosque_id, month, ...day } of all) {
+    const key = `${mosque_id}|${month}`;
+    const entry = byMonth.get(key) ?? { mosqueId: mosque_id, month, rows: [] };
+    entry.rows.push(day);
+    byMonth.set(key, entry);
+  }
+  for (const { mosqueId, month, rows } of byMonth.values()) setMonth(mosqueId, month, rows);
 
   return {
     timetableDay(mosqueId: string, month: number, day: number): TimetableDay | null {
@@ -86,7 +89,7 @@ export function createScheduleStore(db: Db, mosques: Pick<MosqueStore, 'schedule
         for (const r of rows) insertDay.run(mosqueId, month, r.day, r.fajr, r.shuruk, r.dhuhr, r.asr, r.maghrib, r.isha);
         mosques.scheduleChanged(mosqueId, seconds(nowMs));
       })();
-      cache(mosqueId, month);
+      setMonth(mosqueId, month, rows);
     },
     deleteMonth(mosqueId: string, month: number, nowMs: number): boolean {
       const removed = db.transaction(() => {
@@ -94,46 +97,74 @@ export function createScheduleStore(db: Db, mosques: Pick<MosqueStore, 'schedule
         if (n > 0) mosques.scheduleChanged(mosqueId, seconds(nowMs));
         return n > 0;
       })();
-      cache(mosqueId, month);
+      setMonth(mosqueId, month, []);
       return removed;
     },
     forgetMosque: (mosqueId: string) => void uploaded.delete(mosqueId),
 
-    outcome: (slot: Slot) => one.get(slot.mosqueId, slot.date, slot.prayer, slot.index) ?? null,
-    outcomesBetween: (mosqueId: string, from: string, to: string) => range.all(mosqueId, from, to),
-    findByBroadcast: (mosqueId: string, broadcastId: string) => byBroadcast.get(mosqueId, broadcastId) ?? null,
+    outcome: async (slot: Slot): Promise<OutcomeRow | null> =>
+      (await slots().where('mosque_id', '=', slot.mosqueId).where('date', '=', slot.date).where('prayer', '=', slot.prayer).where('idx', '=', slot.index)
+        .executeTakeFirst()) ?? null,
+    outcomesBetween: (mosqueId: string, from: string, to: string): Promise<OutcomeRow[]> =>
+      slots().where('mosque_id', '=', mosqueId).where('date', '>=', from).where('date', '<=', to).execute(),
+    findByBroadcast: async (mosqueId: string, broadcastId: string): Promise<OutcomeRow | null> =>
+      (await slots().where('mosque_id', '=', mosqueId).where('broadcast_id', '=', broadcastId).executeTakeFirst()) ?? null,
 
     /** Records (or moves on) a slot's outcome, with the slot's times as they are now. */
-    record(slot: Slot, o: Outcome, nowMs: number): void {
-      upsert.run({
-        mosque_id: slot.mosqueId, date: slot.date, prayer: slot.prayer, idx: slot.index,
-        starts_at: seconds(slot.startsAt), azaan_at: seconds(slot.azaanAt), iqamah_at: slot.iqamahAt === null ? null : seconds(slot.iqamahAt),
-        source: slot.source, status: o.status, reason: o.reason ?? null, readiness: o.readiness ? JSON.stringify(o.readiness) : null,
-        broadcast_id: o.broadcastId ?? null, auto_started: o.autoStarted ? 1 : 0, now: seconds(nowMs),
-      });
+    async record(slot: Slot, o: Outcome, nowMs: number): Promise<void> {
+      await store.insertInto('schedule_slots')
+        .values({
+          ...slotColumns(slot), status: o.status, reason: o.reason ?? null, readiness: o.readiness ? JSON.stringify(o.readiness) : null,
+          broadcast_id: o.broadcastId ?? null, auto_started: o.autoStarted ? 1 : 0, updated_at: seconds(nowMs),
+        })
+        .onConflict((oc) => oc.columns(['mosque_id', 'date', 'prayer', 'idx']).doUpdateSet((eb) => ({
+          status: eb.ref('excluded.status'),
+          // A slot that went live or was done has no reason left; otherwise a new reason replaces the old one.
+          reason: eb.case().when('excluded.status', 'in', ['live', 'done']).then(null)
+            .else(eb.fn.coalesce('excluded.reason', 'schedule_slots.reason')).end(),
+          readiness: eb.fn.coalesce('excluded.readiness', 'schedule_slots.readiness'),
+          broadcast_id: eb.fn.coalesce('excluded.broadcast_id', 'schedule_slots.broadcast_id'),
+          // Once auto-started, always: the larger of the two (SQLite's max(a, b) is PostgreSQL's greatest).
+          auto_started: eb.case().when('excluded.auto_started', '>', eb.ref('schedule_slots.auto_started')).then(eb.ref('excluded.auto_started'))
+            .else(eb.ref('schedule_slots.auto_started')).end(),
+          updated_at: eb.ref('excluded.updated_at'),
+        })))
+        .execute();
     },
 
     /**
      * True for exactly one caller, in whichever process, while the slot has no broadcast: that caller starts
      * the azaan. A start that then fails gives the claim back (releaseAutoStart), so the next pass tries again.
+     * The auto_start claim is one write that only one process can win (several processes share this file
+     * under REDIS_URL, each with its own scheduler, and their timers fire at the same azaan_at).
      */
-    claimAutoStart(slot: Slot, nowMs: number): boolean {
-      return claimStart.run({
-        mosque_id: slot.mosqueId, date: slot.date, prayer: slot.prayer, idx: slot.index,
-        starts_at: seconds(slot.startsAt), azaan_at: seconds(slot.azaanAt), iqamah_at: slot.iqamahAt === null ? null : seconds(slot.iqamahAt),
-        source: slot.source, now: seconds(nowMs),
-      }).changes === 1;
+    async claimAutoStart(slot: Slot, nowMs: number): Promise<boolean> {
+      const r = await store.insertInto('schedule_slots')
+        .values({ ...slotColumns(slot), status: 'ready', auto_started: 1, updated_at: seconds(nowMs) })
+        .onConflict((oc) => oc.columns(['mosque_id', 'date', 'prayer', 'idx'])
+          .doUpdateSet((eb) => ({ auto_started: 1, updated_at: eb.ref('excluded.updated_at') }))
+          .where('schedule_slots.auto_started', '=', 0).where('schedule_slots.broadcast_id', 'is', null)
+          .where('schedule_slots.status', 'not in', ['live', 'done', 'missed']))
+        .executeTakeFirst();
+      return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;
     },
-    releaseAutoStart(slot: Slot): void {
-      releaseStart.run(slot.mosqueId, slot.date, slot.prayer, slot.index);
+    async releaseAutoStart(slot: Slot): Promise<void> {
+      await store.updateTable('schedule_slots').set({ auto_started: 0 })
+        .where('mosque_id', '=', slot.mosqueId).where('date', '=', slot.date).where('prayer', '=', slot.prayer).where('idx', '=', slot.index)
+        .where('broadcast_id', 'is', null)
+        .execute();
     },
 
     /** True only the first time for this slot and kind: the caller sends the alert then, never again. */
-    claimAlert(slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', nowMs: number): boolean {
-      return alert.run(slot.mosqueId, slot.date, slot.prayer, slot.index, kind, seconds(nowMs)).changes === 1;
+    async claimAlert(slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', nowMs: number): Promise<boolean> {
+      const r = await store.insertInto('schedule_alerts')
+        .values({ mosque_id: slot.mosqueId, date: slot.date, prayer: slot.prayer, idx: slot.index, kind, sent_at: seconds(nowMs) })
+        .onConflict((oc) => oc.doNothing())
+        .executeTakeFirst();
+      return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;
     },
   };
 }
 
-export type ScheduleStore = ReturnType<typeof createScheduleStore>;
+export type ScheduleStore = Awaited<ReturnType<typeof createScheduleStore>>;
 export type { Prayer };

@@ -42,16 +42,16 @@ export interface SchedulerDeps {
   /** Where a slot's recorded status change is told: the mosque's open event streams (the console's live schedule page). */
   announce?: (mosqueId: string, event: () => ScheduleEvent) => void;
   /** The auto_start port: starts the broadcast of a slot, as a trigger admin would. */
-  startAzaan: (mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }) => { ok: true; broadcastId: string } | { ok: false; message: string };
+  startAzaan: (mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }) => Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }>;
   /**
    * With an audio server (src/broadcasts/source-follow.ts), what it saw decides: whether the mosque's source was
    * on air between the two times (ms), why not, and the recorded azaan played instead. Absent: a started azaan
    * broadcast serves the slot.
    */
   source?: {
-    sounded(mosqueId: string, fromMs: number, toMs: number): boolean;
+    sounded(mosqueId: string, fromMs: number, toMs: number): Promise<boolean>;
     problem(): 'no_source' | 'audio_server_unreachable';
-    startFallback(mosqueId: string, prayer: string): string | null;
+    startFallback(mosqueId: string, prayer: string): Promise<string | null>;
   };
 }
 
@@ -77,8 +77,8 @@ export function createScheduler(deps: SchedulerDeps) {
   // Every status change goes through here, so a listener hears each one (ready check, start, missed, stop).
   const store: ScheduleStore = {
     ...deps.store,
-    record(slot, outcome, nowMs) {
-      deps.store.record(slot, outcome, nowMs);
+    async record(slot, outcome, nowMs) {
+      await deps.store.record(slot, outcome, nowMs);
       deps.announce?.(slot.mosqueId, () => ({ type: 'schedule', date: slot.date, prayer: slot.prayer, index: slot.index, status: outcome.status, at: new Date(clock()).toISOString() }));
     },
   };
@@ -116,8 +116,8 @@ export function createScheduler(deps: SchedulerDeps) {
     return events;
   }
 
-  function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null = null): void {
-    if (!store.claimAlert(slot, kind, clock())) return;
+  async function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null = null): Promise<void> {
+    if (!(await store.claimAlert(slot, kind, clock()))) return;
     const text = alertText(row, slot, kind, r, reason);
     const admins = deps.admins.listForMosque(row.id).filter((a) => a.can_trigger === 1);
     for (const admin of admins) {
@@ -129,41 +129,41 @@ export function createScheduler(deps: SchedulerDeps) {
     deps.push(admins.map((a) => a.user_id), { title: kind === 'azaan_missed' ? `Missed azaan: ${title(slot.prayer)}` : `Azaan not ready: ${title(slot.prayer)}`, body: text, mosque_id: row.id, kind, prayer: slot.prayer, date: slot.date });
   }
 
-  function handle(kind: EventKind, row: MosqueRow, slot: Slot, now: number): void {
-    const outcome = store.outcome(slot);
+  async function handle(kind: EventKind, row: MosqueRow, slot: Slot, now: number): Promise<void> {
+    const outcome = await store.outcome(slot);
     const served = outcome !== null && (outcome.status === 'live' || outcome.status === 'done' || outcome.broadcast_id !== null);
     if (kind === 'ready') {
       if (outcome !== null || now > slot.azaanAt + graceMs) return;
       const r = deps.readiness(row.id);
-      store.record(slot, { status: r.ready ? 'ready' : 'not_ready', reason: r.reason, readiness: summary(r) }, now);
-      if (!r.ready) alertAdmins(row, slot, 'azaan_not_ready', r);
+      await store.record(slot, { status: r.ready ? 'ready' : 'not_ready', reason: r.reason, readiness: summary(r) }, now);
+      if (!r.ready) await alertAdmins(row, slot, 'azaan_not_ready', r);
       return;
     }
     if (kind === 'start') {
       if (served || outcome?.auto_started === 1 || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
-      if (!store.claimAutoStart(slot, now)) return; // another process started it
+      if (!(await store.claimAutoStart(slot, now))) return; // another process started it
       // A Jumu'ah slot's call is a jummah broadcast (its own notification toggle); every other slot's an azaan.
-      const started = deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer });
+      const started = await deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer });
       if (!started.ok) {
-        store.releaseAutoStart(slot);
+        await store.releaseAutoStart(slot);
         return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
       }
-      store.record(slot, { status: 'live', broadcastId: started.broadcastId, autoStarted: true }, now);
+      await store.record(slot, { status: 'live', broadcastId: started.broadcastId, autoStarted: true }, now);
       return;
     }
     // With an audio server, only a source on air serves the slot (a broadcast may wait for one that never came).
     const source = deps.source;
-    const sounded = source ? source.sounded(row.id, slot.azaanAt - leadMs, now) : served;
+    const sounded = source ? await source.sounded(row.id, slot.azaanAt - leadMs, now) : served;
     if (sounded || outcome?.status === 'missed') return;
     const r = deps.readiness(row.id);
     const reason = r.reason ?? (source ? source.problem() : 'not_started');
-    store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
-    const fallback = source?.startFallback(row.id, slot.prayer) ?? null;
+    await store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
+    const fallback = source ? await source.startFallback(row.id, slot.prayer) : null;
     deps.activity.record({
       mosqueId: row.id, actorUserId: null, kind: 'schedule.azaan_missed', subjectId: slotKey(slot),
       data: { date: slot.date, prayer: slot.prayer, azaan_local: slot.azaanLocal, reason, ...(fallback && { fallback_broadcast_id: fallback }) },
     });
-    alertAdmins(row, slot, 'azaan_missed', r, reason);
+    await alertAdmins(row, slot, 'azaan_missed', r, reason);
   }
 
   /** Every mosque with prayer times: calculated ones, and those with an uploaded timetable, by id. */
@@ -178,7 +178,7 @@ export function createScheduler(deps: SchedulerDeps) {
   }
 
   /** Handles every event that is due; returns the time of the next one (or null). */
-  function runDue(): number | null {
+  async function passOnce(): Promise<number | null> {
     const now = clock();
     const floor = now - CATCH_UP_MS;
     let next: number | null = null;
@@ -195,7 +195,7 @@ export function createScheduler(deps: SchedulerDeps) {
           if (at < floor || at < since || handled.has(key)) continue;
           handled.set(key, at);
           try {
-            handle(kind, row, slot, now);
+            await handle(kind, row, slot, now);
           } catch (err) {
             deps.logger.error({ mosque_id: row.id, prayer: slot.prayer, event: kind, err: (err as Error).message }, 'schedule event failed');
           }
@@ -205,19 +205,57 @@ export function createScheduler(deps: SchedulerDeps) {
     return next;
   }
 
-  function arm(): void {
+  // One pass at a time: a pass asked for while one runs (the timer, a mosque's change, a test's runDue) runs
+  // once more right after it, and every asker waits for that one. Two passes at once would both see an
+  // event as not yet handled before either marked it.
+  let pass: Promise<number | null> | null = null;
+  let passAgain = false;
+  function runDue(): Promise<number | null> {
+    if (pass) {
+      passAgain = true;
+      return pass;
+    }
+    const run = async () => {
+      try {
+        let next: number | null;
+        do {
+          passAgain = false;
+          next = await passOnce();
+        } while (passAgain);
+        return next;
+      } finally {
+        pass = null;
+      }
+    };
+    pass = run();
+    return pass;
+  }
+
+  /** A pass, then the timer for the next event; a pass that fails is logged and the timer set all the same. */
+  async function arm(): Promise<void> {
     if (stopped) return;
-    const next = runDue();
+    let next: number | null = null;
+    try {
+      next = await runDue();
+    } catch (err) {
+      deps.logger.error({ err: (err as Error).message }, 'schedule pass failed');
+    }
+    if (stopped) return;
+    if (timer) clearTimeout(timer);
     const delay = next === null ? MAX_SLEEP_MS : Math.max(0, Math.min(MAX_SLEEP_MS, next - clock()));
-    timer = setTimeout(arm, delay);
+    timer = setTimeout(() => void arm(), delay);
     timer.unref();
   }
 
   /** The slot a start at `now` serves: its window holds now; the named prayer first, then the nearest. */
-  function slotServedBy(row: MosqueRow, b: BroadcastSignal, now: number): Slot | null {
-    const open = nearSlots(row, now).filter((s) => s.azaanAt - leadMs <= now && now <= s.azaanAt + graceMs).filter((s) => {
-      const o = store.outcome(s);
-      return o === null || o.status === 'ready' || o.status === 'not_ready';
+  async function slotServedBy(row: MosqueRow, b: BroadcastSignal, now: number): Promise<Slot | null> {
+    const inWindow = nearSlots(row, now).filter((s) => s.azaanAt - leadMs <= now && now <= s.azaanAt + graceMs);
+    const outcomes = await Promise.all(inWindow.map((s) => store.outcome(s)));
+    // A slot that records this broadcast already stays open to it: an auto start records its own outcome
+    // (handle above) while this runs, and must not push the broadcast onto a neighbouring slot (Jumu'ah's dhuhr).
+    const open = inWindow.filter((_, i) => {
+      const o = outcomes[i]!;
+      return o === null || o.status === 'ready' || o.status === 'not_ready' || o.broadcast_id === b.id;
     });
     const named = (s: Slot) => b.prayer !== null && (s.prayer === b.prayer || (s.prayer === 'jumuah' && b.prayer === 'jummah'));
     open.sort((a, c) => Number(named(c)) - Number(named(a)) || Math.abs(a.azaanAt - now) - Math.abs(c.azaanAt - now));
@@ -227,44 +265,57 @@ export function createScheduler(deps: SchedulerDeps) {
   return {
     start(): void {
       stopped = false;
-      arm();
+      void arm();
     },
     stop(): void {
       stopped = true;
       if (timer) clearTimeout(timer);
       timer = null;
     },
-    /** Runs what is due now and re-arms the timer (tests that move a manual clock call it). */
-    runDue(): void {
+    /** Runs what is due now and re-arms the timer (tests that move a manual clock call it); resolves after the pass. */
+    async runDue(): Promise<void> {
       if (timer) clearTimeout(timer);
       timer = null;
-      if (stopped) return void runDue();
-      arm();
+      if (stopped) return void (await runDue());
+      await arm();
     },
     /** A mosque's times changed: the next pass derives them again (and the timer wakes for the new first event). */
     mosqueChanged(mosqueId: string): void {
       derived.delete(mosqueId);
-      if (!stopped) this.runDue();
+      if (!stopped) void this.runDue();
     },
 
-    /** An azaan (or Jumu'ah) broadcast started: it serves the slot whose window is open. Returns that slot. */
-    broadcastStarted(b: BroadcastSignal): Slot | null {
+    /**
+     * An azaan (or Jumu'ah) broadcast started: it serves the slot whose window is open. Resolves to that slot;
+     * never rejects (a failure is logged and answers null: the broadcast goes on without a slot).
+     */
+    async broadcastStarted(b: BroadcastSignal): Promise<Slot | null> {
       if (b.kind !== 'azaan' && b.kind !== 'jummah') return null;
       const row = deps.mosques.findById(b.mosqueId);
       if (!row) return null;
       const now = clock();
-      const slot = slotServedBy(row, b, now);
-      if (slot) store.record(slot, { status: 'live', broadcastId: b.id }, now);
-      return slot;
+      try {
+        const slot = await slotServedBy(row, b, now);
+        if (slot) await store.record(slot, { status: 'live', broadcastId: b.id }, now);
+        return slot;
+      } catch (err) {
+        deps.logger.error({ mosque_id: b.mosqueId, broadcast_id: b.id, err: (err as Error).message }, 'schedule: broadcast start not recorded');
+        return null;
+      }
     },
-    broadcastStopped(b: Pick<BroadcastSignal, 'id' | 'mosqueId'>): void {
-      const row = store.findByBroadcast(b.mosqueId, b.id);
-      if (!row || row.status !== 'live') return;
-      const slot: Slot = {
-        mosqueId: row.mosque_id, date: row.date, prayer: row.prayer as Slot['prayer'], index: row.idx, startsAt: row.starts_at * 1000,
-        azaanAt: row.azaan_at * 1000, iqamahAt: row.iqamah_at === null ? null : row.iqamah_at * 1000, azaanLocal: '', source: row.source,
-      };
-      store.record(slot, { status: 'done' }, clock());
+    /** A broadcast stopped: the slot it served is done. Never rejects (a failure is logged). */
+    async broadcastStopped(b: Pick<BroadcastSignal, 'id' | 'mosqueId'>): Promise<void> {
+      try {
+        const row = await store.findByBroadcast(b.mosqueId, b.id);
+        if (!row || row.status !== 'live') return;
+        const slot: Slot = {
+          mosqueId: row.mosque_id, date: row.date, prayer: row.prayer as Slot['prayer'], index: row.idx, startsAt: row.starts_at * 1000,
+          azaanAt: row.azaan_at * 1000, iqamahAt: row.iqamah_at === null ? null : row.iqamah_at * 1000, azaanLocal: '', source: row.source,
+        };
+        await store.record(slot, { status: 'done' }, clock());
+      } catch (err) {
+        deps.logger.error({ mosque_id: b.mosqueId, broadcast_id: b.id, err: (err as Error).message }, 'schedule: broadcast stop not recorded');
+      }
     },
 
     /** The derived slots of one calendar date (the API merges the outcomes). */

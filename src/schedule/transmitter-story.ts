@@ -14,7 +14,7 @@ export interface TransmitterBroadcast {
  */
 export function transmitterStory(scheduler: Pick<Scheduler, 'broadcastStarted' | 'broadcastStopped'>) {
   return (mosqueId: string, e: TransmitterBroadcast): void => {
-    if (e.action === 'start') scheduler.broadcastStarted({ id: e.broadcast_id, mosqueId, kind: e.kind, prayer: null });
-    else scheduler.broadcastStopped({ id: e.broadcast_id, mosqueId });
+    if (e.action === 'start') void scheduler.broadcastStarted({ id: e.broadcast_id, mosqueId, kind: e.kind, prayer: null });
+    else void scheduler.broadcastStopped({ id: e.broadcast_id, mosqueId });
   };
 }

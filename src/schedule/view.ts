@@ -28,7 +28,7 @@ export interface SlotView {
  * (a later change of times moves only slots still to come). A past slot nobody checked (the service was
  * down, or the schedule was set up after it) is `missed` with reason `not_checked`.
  */
-export function viewSlots(opts: {
+export async function viewSlots(opts: {
   row: MosqueRow;
   from: CivilDate;
   days: number;
@@ -36,15 +36,15 @@ export function viewSlots(opts: {
   graceMs: number;
   store: ScheduleStore;
   slotsOn: (row: MosqueRow, date: CivilDate) => Slot[];
-  reportFor: (mosqueId: string, broadcastId: string) => unknown;
-}): SlotView[] {
+  reportFor: (mosqueId: string, broadcastId: string) => Promise<unknown>;
+}): Promise<SlotView[]> {
   const { row, store } = opts;
   const dates = Array.from({ length: opts.days }, (_, i) => addDays(opts.from, i));
   const outcomes = new Map<string, OutcomeRow>();
-  for (const o of store.outcomesBetween(row.id, formatDate(dates[0]!), formatDate(dates.at(-1)!))) {
+  for (const o of await store.outcomesBetween(row.id, formatDate(dates[0]!), formatDate(dates.at(-1)!))) {
     outcomes.set(slotKey({ mosqueId: o.mosque_id, date: o.date, prayer: o.prayer as Slot['prayer'], index: o.idx }), o);
   }
-  const out: Array<SlotView & { at: number }> = [];
+  const out: Array<Promise<SlotView & { at: number }> | SlotView & { at: number }> = [];
   for (const date of dates) {
     for (const slot of opts.slotsOn(row, date)) {
       const key = slotKey(slot);
@@ -55,7 +55,7 @@ export function viewSlots(opts: {
   }
   // Outcomes of slots that no longer derive (a Jumu'ah time since removed) stay in the record.
   for (const o of outcomes.values()) out.push(fromOutcome(o, row, opts.reportFor));
-  return out.sort((a, b) => a.at - b.at).map(({ at: _at, ...view }) => view);
+  return (await Promise.all(out)).sort((a, b) => a.at - b.at).map(({ at: _at, ...view }) => view);
 }
 
 function fromSlot(s: Slot, past: boolean): SlotView & { at: number } {
@@ -66,12 +66,12 @@ function fromSlot(s: Slot, past: boolean): SlotView & { at: number } {
   };
 }
 
-function fromOutcome(o: OutcomeRow, row: MosqueRow, reportFor: (mosqueId: string, broadcastId: string) => unknown): SlotView & { at: number } {
+async function fromOutcome(o: OutcomeRow, row: MosqueRow, reportFor: (mosqueId: string, broadcastId: string) => Promise<unknown>): Promise<SlotView & { at: number }> {
   return {
     at: o.azaan_at * 1000, date: o.date, prayer: o.prayer, starts_at: toIsoString(o.starts_at), azaan_at: toIsoString(o.azaan_at),
     iqamah_at: o.iqamah_at === null ? null : toIsoString(o.iqamah_at), azaan_local: localHhMm(o.azaan_at * 1000, row.timezone), source: o.source,
     status: o.status, broadcast_id: o.broadcast_id, reason: o.reason,
-    report: o.broadcast_id === null ? null : reportFor(row.id, o.broadcast_id),
+    report: o.broadcast_id === null ? null : await reportFor(row.id, o.broadcast_id),
     readiness: o.readiness === null ? null : JSON.parse(o.readiness), auto_started: o.auto_started === 1,
   };
 }

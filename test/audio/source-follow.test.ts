@@ -111,7 +111,7 @@ test('a slot missed with a recorded azaan plays the recording to entitled player
 
   // No transmitter sent anything: at 12:06 (dhuhr at 13:00 London, 12:00Z, 5 minutes' grace) the slot is missed.
   w.clock!.set(T('12:06'));
-  w.ts.service.schedule.runDue();
+  await w.ts.service.schedule.runDue();
   const start = await waitFor('the fallback start', () => p.events.find((e) => e.action === 'start'), 5000);
   assert.equal(start.stream_url, `${w.ts.url}/api/v1/audio/recordings/${w.mosque.id}`);
   const slot = (await w.ts.http.get(`${API}/mosques/${w.mosque.id}/schedule?date=2026-06-10`, w.owner.token)).body.find((s: { prayer: string }) => s.prayer === 'dhuhr');

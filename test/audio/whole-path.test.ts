@@ -73,7 +73,7 @@ test('the scheduled azaan through the gate: on air, three players hear it, stran
 
   // The scheduled azaan starts, waiting for the source; the transmitter goes on air.
   clock.set(plan.azaan);
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await waitFor('every player hears audio', () => players.every((p) => p.status === 'PLAYING' && (p.audio?.bytes ?? 0) > 2000), 20_000);
   const broadcasts = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body;
   assert.equal(broadcasts.length, 1);
@@ -103,7 +103,7 @@ test('the scheduled azaan through the gate: on air, three players hear it, stran
   assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts/${broadcasts[0].id}/stop`, {}, owner.token)).status, 200);
   await waitFor('the transmitter off air', () => transmitter.status === 'ONLINE', 10_000);
   clock.set(plan.azaan + 6 * MINUTE);
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   const slot = (await ts.http.get(`${API}/mosques/${mosque.id}/schedule?date=${plan.date}`, owner.token)).body.find((s: { prayer: string }) => s.prayer === broadcasts[0].prayer);
   assert.notEqual(slot.status, 'missed', 'a source was on air in the slot');
   const report = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts/${broadcasts[0].id}`, owner.token)).body.report;

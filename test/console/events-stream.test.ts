@@ -192,7 +192,7 @@ test('an admin hears a schedule slot change status over the stream, and another 
   t.after(() => { mine.close(); theirs.close(); });
 
   clock.set(Date.parse('2026-06-10T11:50:00Z'));
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await mine.until(() => mine.events.some((e) => e.event === 'schedule'), 'the schedule event');
   const event = mine.events.find((e) => e.event === 'schedule')!.data;
   assert.deepEqual({ ...event, at: undefined }, { type: 'schedule', date: '2026-06-10', prayer: 'dhuhr', index: 0, status: 'not_ready', at: undefined });

@@ -19,6 +19,7 @@ import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
 import { createFanout } from '../../src/broadcasts/broadcast-fanout.ts';
 import { createPushOutbox } from '../../src/broadcasts/push-outbox.ts';
 import { createPushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { browserKeys, decryptPush, deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
@@ -259,15 +260,16 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
     isConnected: () => true,
   };
   const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
-  const outbox = createPushOutbox({ db, clock, logger, subscriptions: createPushSubscriptions(db, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
+  const store = sqliteStore(db);
+  const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
   const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, clock) });
+  const broadcasts = createBroadcasts({ db, store, clock, activity: createActivityLog(db, clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
 
   // Left alone, a start reaches the transmitter once the writes are done.
-  const first = broadcasts.start(mosque.id, { kind: 'azaan', prayer: 'isha', title: null }, null);
+  const first = await broadcasts.start(mosque.id, { kind: 'azaan', prayer: 'isha', title: null }, null);
   assert.ok(first.ok);
   assert.deepEqual(cmds(), []);
   await afterWrites();
@@ -277,7 +279,7 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   sent.length = 0;
 
   // Stopped in the same turn: the stop's command is the only one, and stays so.
-  const second = broadcasts.start(mosque.id, { kind: 'announcement', prayer: null, title: null }, null);
+  const second = await broadcasts.start(mosque.id, { kind: 'announcement', prayer: null, title: null }, null);
   assert.ok(second.ok);
   fanout.onStop(second.value);
   await afterWrites();

@@ -9,6 +9,7 @@ import { SimDevice } from '../../simulator/device.ts';
 import { followSchedule } from '../../simulator/follow-schedule.ts';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
 import type { Slot } from '../../src/schedule/slots.ts';
 
@@ -45,8 +46,8 @@ test('with the transmitter offline the trigger admins hear "not ready" at the le
   assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'upcoming');
 
   clock.set(T('11:50'));
-  ts.service.schedule.runDue();
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await ts.service.notifier.idle();
   const notReady = await dhuhr(ts, owner.token, mosque.id);
   assert.equal(notReady.status, 'not_ready');
@@ -55,8 +56,8 @@ test('with the transmitter offline the trigger admins hear "not ready" at the le
   assert.match(alerts(ts, 'azaan_not_ready')[0]!.text, /Dhuhr azaan at 13:00/);
 
   clock.set(T('12:05'));
-  ts.service.schedule.runDue();
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await ts.service.notifier.idle();
   const missed = await dhuhr(ts, owner.token, mosque.id);
   assert.equal(missed.status, 'missed');
@@ -78,12 +79,12 @@ test('the alerts also go by Web Push to the trigger admins\' subscriptions, once
   }
 
   clock.set(T('11:50'));
-  ts.service.schedule.runDue();
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await waitFor('the not-ready push', () => push.to('/push/owner').length === 1, 15_000); // generous: a loaded CI host; the outbox drains every second
   clock.set(T('12:05'));
-  ts.service.schedule.runDue();
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await waitFor('the missed push', () => push.to('/push/owner').length === 2, 15_000);
   await settle(1500); // the outbox drains every second: give a duplicate its chance
 
@@ -103,7 +104,7 @@ test('an azaan started over HTTP inside the window serves the slot: live, then d
   await waitFor('transmitter online', async () => (await ts.http.get(`${API}/devices/${tx.device.id}`, owner.token)).body.status === 'ONLINE');
 
   clock.set(T('11:50'));
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'ready');
 
   clock.set(T('11:58'));
@@ -116,7 +117,7 @@ test('an azaan started over HTTP inside the window serves the slot: live, then d
   clock.set(T('12:02'));
   assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts/${started.body.id}/stop`, undefined, owner.token)).status, 200);
   clock.set(T('12:06'));
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await ts.service.notifier.idle();
   const done = await dhuhr(ts, owner.token, mosque.id);
   assert.equal(done.status, 'done');
@@ -139,7 +140,7 @@ test("the transmitter's own broadcast event on its mosque topic serves the slot"
   assert.equal(live.broadcast_id, 'tx-local-1');
   assert.equal(live.report, null); // a transmitter's own broadcast has no record to report on
   clock.set(T('12:06'));
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await ts.service.notifier.idle();
   assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'live');
   assert.equal(alerts(ts, 'azaan_missed').length, 0);
@@ -150,8 +151,8 @@ test('with auto_start the service starts the azaan itself at azaan_at, once, and
   const device = await connectDevice(t, tx.credentials);
   await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
   clock.set(T('12:00'));
-  ts.service.schedule.runDue();
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   const list = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body;
   assert.equal(list.length, 1);
   assert.equal(list[0].kind, 'azaan');
@@ -166,16 +167,16 @@ test('with auto_start the service starts the azaan itself at azaan_at, once, and
 test('a restart neither repeats an alert already sent nor skips the missed check that falls due', async (t) => {
   const first = await world(t);
   first.clock.set(T('11:50'));
-  first.ts.service.schedule.runDue();
+  await first.ts.service.schedule.runDue();
   await first.ts.service.notifier.idle();
   assert.equal(alerts(first.ts, 'azaan_not_ready').length, 1);
   await first.ts.service.close();
 
   const clock = createManualClock(T('11:51'));
   const again = await startTestService(t, { clock, logLevel: 'warn', env: { DATABASE_PATH: path.join(first.ts.dir, 'minaret.db'), DATA_DIR: first.ts.dir } });
-  again.service.schedule.runDue();
+  await again.service.schedule.runDue();
   clock.set(T('12:05'));
-  again.service.schedule.runDue();
+  await again.service.schedule.runDue();
   await again.service.notifier.idle();
   assert.equal(alerts(again, 'azaan_not_ready').length, 0);
   assert.deepEqual(alerts(again, 'azaan_missed').map((m) => m.to), ['owner@schedule.test']);
@@ -215,7 +216,7 @@ test('the simulator with --miss dhuhr leaves it out, and the service reports it 
   t.after(() => follower.stop());
   await waitFor('left out', () => lines.some((l) => l.includes('leaving out dhuhr')), 8000);
   clock.set(T('12:05'));
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await ts.service.notifier.idle();
   const missed = await dhuhr(ts, owner.token, mosque.id);
   assert.equal(missed.status, 'missed');
@@ -229,18 +230,18 @@ test('of two processes whose schedulers reach the same auto_start together, exac
   // Two connections to the one file, as two service processes sharing it under REDIS_URL have.
   const [a, b] = [openDatabase(ts.config.databasePath), openDatabase(ts.config.databasePath)];
   t.after(() => { a.close(); b.close(); });
-  const [storeA, storeB] = [createScheduleStore(a, createMosqueStore(a, Date.now)), createScheduleStore(b, createMosqueStore(b, Date.now))];
+  const [storeA, storeB] = [await createScheduleStore(a, sqliteStore(a), createMosqueStore(a, Date.now)), await createScheduleStore(b, sqliteStore(b), createMosqueStore(b, Date.now))];
   const slot: Slot = {
     mosqueId: mosque.id, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
     iqamahAt: null, azaanLocal: '13:00', source: 'calculated',
   };
-  assert.equal(storeA.claimAutoStart(slot, T('12:00')), true, 'the first claim wins');
-  assert.equal(storeB.claimAutoStart(slot, T('12:00')), false, 'the other process loses and starts nothing');
-  assert.equal(storeA.claimAutoStart(slot, T('12:00')), false, 'nor does the winner claim twice');
-  storeA.releaseAutoStart(slot); // its start failed (say the mosque has no transmitter yet)
-  assert.equal(storeB.claimAutoStart(slot, T('12:01')), true, 'the next pass, in either process, may try again');
-  storeB.record(slot, { status: 'live', broadcastId: 'b1', autoStarted: true }, T('12:01'));
-  storeB.releaseAutoStart(slot); // a late release never reopens a slot that has its broadcast
-  assert.equal(storeA.claimAutoStart(slot, T('12:02')), false);
-  assert.equal(storeA.outcome(slot)?.broadcast_id, 'b1');
+  assert.equal(await storeA.claimAutoStart(slot, T('12:00')), true, 'the first claim wins');
+  assert.equal(await storeB.claimAutoStart(slot, T('12:00')), false, 'the other process loses and starts nothing');
+  assert.equal(await storeA.claimAutoStart(slot, T('12:00')), false, 'nor does the winner claim twice');
+  await storeA.releaseAutoStart(slot); // its start failed (say the mosque has no transmitter yet)
+  assert.equal(await storeB.claimAutoStart(slot, T('12:01')), true, 'the next pass, in either process, may try again');
+  await storeB.record(slot, { status: 'live', broadcastId: 'b1', autoStarted: true }, T('12:01'));
+  await storeB.releaseAutoStart(slot); // a late release never reopens a slot that has its broadcast
+  assert.equal(await storeA.claimAutoStart(slot, T('12:02')), false);
+  assert.equal((await storeA.outcome(slot))?.broadcast_id, 'b1');
 });

@@ -49,7 +49,7 @@ export function createDescriber(deps: {
      * GET /devices/{id}/why: the first fact in the chain that decides (src/devices/why.ts), and whether the
      * mosque is on the air (`onAir`: the audio gate, a later room; null while there is none).
      */
-    why(row: DeviceRow, onAir: ((mosqueId: string) => boolean) | null) {
+    async why(row: DeviceRow, onAir: ((mosqueId: string) => Promise<boolean>) | null) {
       const lease = entitlement.lease(row.id);
       const detail = JSON.parse(row.status_detail) as { detail?: Record<string, unknown> };
       const now = Math.floor(deps.clock() / 1000);
@@ -68,7 +68,7 @@ export function createDescriber(deps: {
         statusDetail: detail.detail ?? {},
         now,
       });
-      const live = onAir && row.mosque_id ? onAir(row.mosque_id) : null;
+      const live = onAir && row.mosque_id ? await onAir(row.mosque_id) : null;
       return { device_id: row.id, status, ...answer, on_air: live, checked_at: new Date(now * 1000).toISOString() };
     },
 

@@ -104,7 +104,7 @@ export function createDeviceVerbs(deps: {
     },
 
     /** Why the device plays or not; `onAir` says whether its mosque is on the air (null: no audio server). */
-    why: (device: OpenDevice, onAir: ((mosqueId: string) => boolean) | null) => describer.why(device.row, onAir),
+    why: (device: OpenDevice, onAir: ((mosqueId: string) => Promise<boolean>) | null) => describer.why(device.row, onAir),
     events: (device: OpenDevice, limit: number, before: number | null) => deps.timeline.list(device.row.id, limit, before),
     logs: (device: OpenDevice, limit: number) => describer.logs(device.row, limit),
     /** Public: firmware checks leases offline against these keys. */

@@ -88,7 +88,7 @@ test('a mosque admin opens the schedule from the mosque page, sees each slot wit
 
   // The ready check finds the transmitter offline: the slot changes on the page without a reload.
   clock.set(T('11:50'));
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await dhuhr.locator('.badge', { hasText: 'Not ready' }).waitFor({ timeout: WAIT_MS });
   await dhuhr.locator('[data-alert=azaan_not_ready]').getByText('Alert: azaan not ready, the transmitter was offline.').waitFor();
   await dhuhr.getByText('At the check: 0 of 1 transmitters connected, 0 players ready.').waitFor();
@@ -96,7 +96,7 @@ test('a mosque admin opens the schedule from the mosque page, sees each slot wit
   await assertAccessible(page, 'schedule page');
 
   clock.set(T('12:05'));
-  ts.service.schedule.runDue();
+  await ts.service.schedule.runDue();
   await dhuhr.locator('[data-alert=azaan_missed]').getByText('Alert: azaan missed, the transmitter was offline.').waitFor({ timeout: WAIT_MS });
 
   // Another day from the date picker.
