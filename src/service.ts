@@ -120,7 +120,7 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
   const guesses = createGuessBudget(db, clock, config.authMaxWrongGuessesPerHour);
   const revoked = await createRevokedTokens(store, clock, changes);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
-  const activity = createActivityLog(db, clock);
+  const activity = createActivityLog(db, store, clock);
   const mosques = createMosqueStore(db, clock, changes);
   const admins = createAdminStore(db, clock, users, changes);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];

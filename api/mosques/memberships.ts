@@ -71,7 +71,7 @@ export function membershipRoutes(deps: Deps) {
   // docs/api.md, "Memberships": one member as the mosque's admins see them, read-only. Membership of a
   // mosque says what someone believes, so only its admins (and superadmins) read it here; the member
   // reads their own through /me, and anyone else is told 404 as for an unknown id.
-  app.get('/memberships/:id', (c) => {
+  app.get('/memberships/:id', async (c) => {
     const { membership, isAdmin } = load(c);
     if (!isAdmin) throw new ApiError('forbidden', 'Only an admin of the mosque may read this.');
     const member = deps.memberships.findWithMember(membership.id)!;
@@ -82,7 +82,7 @@ export function membershipRoutes(deps: Deps) {
     return c.json({
       ...memberBody(member),
       admin: admin && { is_owner: admin.is_owner === 1, can_trigger: admin.can_trigger === 1, can_manage: admin.can_manage === 1 },
-      history: deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
+      history: await deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
       players: players.map(body),
     });
   });

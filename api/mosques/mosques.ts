@@ -186,9 +186,9 @@ export function mosqueRoutes(deps: Deps) {
     return c.json(toMembership(membership), created ? 201 : 200);
   });
 
-  app.get('/:id/activity', gate('admin'), (c) => {
+  app.get('/:id/activity', gate('admin'), async (c) => {
     const q = readQuery(c, ActivityQuery);
-    return c.json(deps.activity.list(c.var.mosque.id, q.limit, q.before ?? null));
+    return c.json(await deps.activity.list(c.var.mosque.id, q.limit, q.before ?? null));
   });
 
   return app;

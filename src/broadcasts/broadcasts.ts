@@ -128,7 +128,7 @@ export function createBroadcasts(deps: { db: Db; clock: Clock; activity: Activit
         const waits = !input.fallback && (input.waitForSource ?? waitsForSource(mosqueId));
         insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now(), waits ? 1 : 0, input.fallback ? 1 : 0);
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
-        activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
+        activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
         return ok(byId.get(id, mosqueId)!);
       })();
       if (started.ok) for (const l of listeners) l.started(started.value);
@@ -140,7 +140,7 @@ export function createBroadcasts(deps: { db: Db; clock: Clock; activity: Activit
       if (broadcast.status === 'stopped') return broadcast;
       db.transaction(() => {
         stop.run(actorId, now(), broadcast.id);
-        activity.record({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
+        activity.recordSync({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
       })();
       const stopped = byId.get(broadcast.id, broadcast.mosque_id)!;
       for (const l of listeners) l.stopped(stopped);

@@ -24,12 +24,12 @@ export function createAddressClaims(deps: {
   function revokeGains(userId: string): void {
     for (const row of deps.plane.devices.listForOwner(userId)) {
       deps.plane.service.delete(row, null);
-      if (row.mosque_id) deps.activity.record({ mosqueId: row.mosque_id, actorUserId: null, kind: 'device.deleted', subjectId: row.id, data: { kind: row.kind, reason: CLAIM_LOST } });
+      if (row.mosque_id) deps.activity.recordSync({ mosqueId: row.mosque_id, actorUserId: null, kind: 'device.deleted', subjectId: row.id, data: { kind: row.kind, reason: CLAIM_LOST } });
     }
     for (const membership of deps.memberships.listForUser(userId)) deps.memberships.remove(membership, null, CLAIM_LOST);
     for (const admin of deps.admins.listForUser(userId)) {
       deps.admins.remove(admin.mosque_id, userId);
-      deps.activity.record({ mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
+      deps.activity.recordSync({ mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
     }
   }
 

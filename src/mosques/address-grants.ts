@@ -67,7 +67,7 @@ export function createAddressGrants(deps: { db: Db; clock: Clock; activity: Acti
     if (grant.kind === 'membership') {
       const given = deps.memberships.invite(grant.mosque_id, userId, grant.status === 'approved', actor);
       if (grant.invite_id) inviteGranted.run(userId, grant.invite_id);
-      if (!given.ok) activity.record({ mosqueId: grant.mosque_id, actorUserId: null, kind: 'invite.refused', subjectId: grant.invite_id, data: { user_id: userId, reason: 'banned' } });
+      if (!given.ok) activity.recordSync({ mosqueId: grant.mosque_id, actorUserId: null, kind: 'invite.refused', subjectId: grant.invite_id, data: { user_id: userId, reason: 'banned' } });
       return;
     }
     const owner = grant.kind === 'owner' && !hasOwner.get(grant.mosque_id);
@@ -86,7 +86,7 @@ export function createAddressGrants(deps: { db: Db; clock: Clock; activity: Acti
     } else {
       admins.insert(grant.mosque_id, userId, flags);
     }
-    activity.record({ mosqueId: grant.mosque_id, actorUserId: actor, kind: 'admin.added', subjectId: userId, data: { ...flags, by_address: true } });
+    activity.recordSync({ mosqueId: grant.mosque_id, actorUserId: actor, kind: 'admin.added', subjectId: userId, data: { ...flags, by_address: true } });
     deps.memberships.admitAdmin(grant.mosque_id, userId, actor);
   }
 
@@ -102,7 +102,7 @@ export function createAddressGrants(deps: { db: Db; clock: Clock; activity: Acti
         invite_id: grant.kind === 'membership' ? grant.inviteId : null,
         granted_by: actorId, created_at: toUnixSeconds(deps.clock()),
       });
-      activity.record({ mosqueId, actorUserId: actorId, kind: 'grant.waiting', subjectId: id, data: { kind: grant.kind } });
+      activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'grant.waiting', subjectId: id, data: { kind: grant.kind } });
       return id;
     },
 

@@ -82,7 +82,7 @@ export function createInvites(deps: Deps) {
           claimUnclaimed(deps.users, contact);
           deps.grants.add(mosque.id, hash, { kind: 'membership', status: autoApprove ? 'approved' : 'pending', inviteId: id }, actorId);
         }
-        deps.activity.record({ mosqueId: mosque.id, actorUserId: actorId, kind: 'invite.sent', subjectId: id, data: { user_id: holder?.id ?? null, channel: contact.channel, auto_approve: autoApprove } });
+        deps.activity.recordSync({ mosqueId: mosque.id, actorUserId: actorId, kind: 'invite.sent', subjectId: id, data: { user_id: holder?.id ?? null, channel: contact.channel, auto_approve: autoApprove } });
         return ok({ invite: toInvite(byId.get(id)!), membership });
       })();
       if (!result.ok) return result;

@@ -124,7 +124,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       const membership = byPair.get(mosqueId, userId)!;
       const previousStatus = existing?.status ?? null;
       if (previousStatus !== status) {
-        activity.record({ mosqueId, actorUserId: actorId, kind, subjectId: membership.id, data: { user_id: userId, from: previousStatus, to: status } });
+        activity.recordSync({ mosqueId, actorUserId: actorId, kind, subjectId: membership.id, data: { user_id: userId, from: previousStatus, to: status } });
       }
       return { membership, previousStatus };
     })();
@@ -208,7 +208,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       const bits = Object.fromEntries(NOTIFY_TOGGLES.map((k) => [k, toggles[k] === undefined ? null : toggles[k] ? 1 : 0]));
       db.transaction(() => {
         setToggles.run({ ...bits, now: now(), id: membership.id });
-        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.notifications_changed', subjectId: membership.id, data: toggles });
+        activity.recordSync({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.notifications_changed', subjectId: membership.id, data: toggles });
       })();
       changed(membership.user_id);
       return byId.get(membership.id)!;
@@ -217,7 +217,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     /** The user is being deleted (the database removes the rows): each mosque's feed says so. */
     noteUserDeleted(userId: string, actorId: string | null): void {
       for (const m of ofUser.all(userId)) {
-        activity.record({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
+        activity.recordSync({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
         deps.onChange?.({ membership: m, previousStatus: m.status, removed: true });
       }
     },
@@ -228,7 +228,7 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
         remove.run(membership.id);
         noteRemoval.run(membership.mosque_id, membership.user_id, now(), actorId === membership.user_id ? 1 : 0);
         const data = { user_id: membership.user_id, ...(reason && { reason }) };
-        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
+        activity.recordSync({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
       })();
       changed(membership.user_id);
       deps.onChange?.({ membership, previousStatus: membership.status, removed: true });

@@ -38,7 +38,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
     const current = admins.listForMosque(mosqueId).find((a) => a.is_owner === 1);
     if (current) admins.setFlags(mosqueId, current.user_id, { ...toFlags(current), is_owner: false });
     const owner = admins.setFlags(mosqueId, to.user_id, ALL_FLAGS);
-    activity.record({ mosqueId, actorUserId: actor.id, kind: 'admin.owner_changed', subjectId: to.user_id, data: { from: current?.user_id ?? null } });
+    activity.recordSync({ mosqueId, actorUserId: actor.id, kind: 'admin.owner_changed', subjectId: to.user_id, data: { from: current?.user_id ?? null } });
     return owner;
   }
 
@@ -58,11 +58,11 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
       if (owner && 'userId' in owner && !deps.users.findById(owner.userId)) return fail('not_found', 'No user has that owner_user_id.');
       return ok(tx(() => {
         const mosque = mosques.create(fields);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
+        activity.recordSync({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
         if (owner && 'email' in owner && !ownerUserId) waitOn(mosque.id, owner.email, { kind: 'owner' }, actor);
         if (ownerUserId) {
           admins.insert(mosque.id, ownerUserId, ALL_FLAGS);
-          activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: ownerUserId, data: { ...ALL_FLAGS } });
+          activity.recordSync({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: ownerUserId, data: { ...ALL_FLAGS } });
           deps.memberships.admitAdmin(mosque.id, ownerUserId, actor.id);
         }
         return mosque;
@@ -72,7 +72,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
     update(mosque: MosqueRow, fields: Partial<MosqueFields>, actor: Actor): MosqueRow {
       const updated = tx(() => {
         const row = mosques.update(mosque.id, fields);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.updated', subjectId: mosque.id, data: { fields: Object.keys(fields) } });
+        activity.recordSync({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.updated', subjectId: mosque.id, data: { fields: Object.keys(fields) } });
         return row;
       });
       deps.onUpdated?.(mosque, updated);
@@ -82,7 +82,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
     rotateJoinCode(mosque: MosqueRow, actor: Actor): MosqueRow {
       return tx(() => {
         const updated = mosques.rotateJoinCode(mosque.id);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.join_code_rotated', subjectId: mosque.id });
+        activity.recordSync({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.join_code_rotated', subjectId: mosque.id });
         return updated;
       });
     },
@@ -104,7 +104,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
       if (admins.find(mosque.id, userId)) return fail('conflict', 'That user is already an admin of this mosque.');
       return ok(tx(() => {
         const row = admins.insert(mosque.id, userId, { is_owner: false, ...flags });
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: userId, data: flags });
+        activity.recordSync({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: userId, data: flags });
         // Removing the admin row later leaves this membership as it is (docs/decisions.md, "Owners and admins are members").
         deps.memberships.admitAdmin(mosque.id, userId, actor.id);
         return row;
@@ -127,7 +127,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
           can_trigger: change.can_trigger ?? row.can_trigger === 1,
           can_manage: change.can_manage ?? row.can_manage === 1,
         });
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.updated', subjectId: userId, data: { ...change } });
+        activity.recordSync({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.updated', subjectId: userId, data: { ...change } });
         if (transfers) updated = transferOwnership(mosque.id, updated, actor);
         return updated;
       }));
@@ -142,7 +142,7 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
       }
       tx(() => {
         admins.remove(mosque.id, userId);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.removed', subjectId: userId });
+        activity.recordSync({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.removed', subjectId: userId });
       });
       return ok(undefined);
     },

@@ -149,7 +149,7 @@ export function createScheduler(deps: SchedulerDeps) {
     const reason = r.reason ?? (source ? source.problem() : 'not_started');
     store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
     const fallback = source?.startFallback(row.id, slot.prayer) ?? null;
-    deps.activity.record({
+    deps.activity.recordSync({
       mosqueId: row.id, actorUserId: null, kind: 'schedule.azaan_missed', subjectId: slotKey(slot),
       data: { date: slot.date, prayer: slot.prayer, azaan_local: slot.azaanLocal, reason, ...(fallback && { fallback_broadcast_id: fallback }) },
     });

@@ -9,6 +9,7 @@ import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../simul
 import { pino } from 'pino';
 import { createManualClock, systemClock, type Clock } from '../../src/platform/clock.ts';
 import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createActivityLog } from '../../src/mosques/activity.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
@@ -261,7 +262,7 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ db, clock, logger, subscriptions: createPushSubscriptions(db, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
   const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, clock) });
+  const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, sqliteStore(db), clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
