@@ -121,11 +121,11 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
   const revoked = await createRevokedTokens(store, clock, changes);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, store, clock);
-  const mosques = createMosqueStore(db, clock, changes);
-  const admins = createAdminStore(db, clock, users, changes);
+  const mosques = createMosqueStore(db, store, clock, changes);
+  const admins = createAdminStore(db, store, clock, users, changes);
   const membershipListeners: Array<(change: MembershipChange) => void> = [];
-  const memberships = createMemberships({ db, clock, activity, users, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
-  const grants = createAddressGrants({ db, clock, activity, memberships, admins });
+  const memberships = createMemberships({ db, store, clock, activity, users, changes, onChange: (change) => membershipListeners.forEach((l) => l(change)) });
+  const grants = createAddressGrants({ store, clock, activity, memberships, admins });
   // Told when an address is proven for the first time; src/devices/address-claims.ts joins once the devices exist.
   const addressListeners: AddressProvenListener[] = [];
   const proof = createAddressProof({ db, users, listeners: addressListeners });
@@ -136,7 +136,7 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
-    invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
+    invites: createInvites({ store, clock, users, memberships, grants, activity, notifier }),
     broadcasts: createBroadcasts({ db, clock, activity }),
     pushSubscriptions: createPushSubscriptions(db, clock, config.maxPushSubscriptionsPerUser),
   };
@@ -184,8 +184,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       // Run for every status transition: the event (and its ISO time, ~1 µs) is built only when a console listens.
       onStatusChange: (c) => mosqueEvents.publish(plane.devices.info(c.deviceId)?.mosqueId ?? null, () => ({ type: 'device_status', device_id: c.deviceId, from: c.from, to: c.to, reason: c.reason, at: at() })),
       db, clock, config, logger, faults, mosques: people.mosques, activity: people.activity,
-      membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
-      membershipRemoved: people.memberships.wasRemoved,
+      membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
+      membershipRemoved: people.memberships.wasRemovedSync,
       changes,
     });
     if (!config.redisUrl) plane.devices.releaseAllConnections();
@@ -235,7 +235,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       },
     });
     const mosqueOps = createMosqueOps({
-      db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
+      store, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
       grants: people.grants,
       beforeDelete: (mosqueId) => {
         scheduleStore.forgetMosque(mosqueId);
@@ -247,9 +247,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       },
     });
     const userAdmin = createUserAdmin({
-      users: people.users, admins: people.admins, hasher,
+      users: people.users, admins: { ownedBy: people.admins.ownedBySync }, hasher,
       beforeDelete: (userId, actorId) => {
-        people.memberships.noteUserDeleted(userId, actorId);
+        people.memberships.noteUserDeletedSync(userId, actorId);
         return plane.beforeUserDelete(userId);
       },
     });
@@ -259,7 +259,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       device: plane.devices.info, loadDevice: plane.devices.load, verifySecret: plane.devices.verifySecret, onAuthenticated: plane.deviceConnected,
       entitled: (device, mosqueId) => plane.entitlement.holdsLease(device.id, mosqueId),
       onAck: plane.commands.onAck,
-      mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findById(mosqueId)?.stream_url ?? null)),
+      mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findByIdSync(mosqueId)?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
@@ -438,7 +438,7 @@ function buildAudio(
     publicBase: config.icecast.url,
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
     retentionDays: config.deviceEventsRetentionDays,
-    mosqueExists: (id) => people.mosques.findById(id) !== null,
+    mosqueExists: (id) => people.mosques.findByIdSync(id) !== null,
     devices: {
       info: plane.devices.load,
       verifySecret: plane.devices.verifySecret,
@@ -446,8 +446,8 @@ function buildAudio(
     },
     verifyLease: plane.signer.verify,
     lease: plane.entitlement.lease,
-    membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
-    isAdmin: (mosqueId, userId) => people.admins.find(mosqueId, userId) !== null,
+    membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
+    isAdmin: (mosqueId, userId) => people.admins.findSync(mosqueId, userId) !== null,
   });
 }
 

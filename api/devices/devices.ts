@@ -96,7 +96,7 @@ export function deviceRoutes(deps: Deps) {
   /** The caller's standing toward one device: owner of a player, admin or manager of its mosque, superadmin. */
   const access = (c: AppContext, row: DeviceRow) => {
     const actor = actorOf(c);
-    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? deps.admins.find(row.mosque_id, actor.id) : null);
+    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? deps.admins.findSync(row.mosque_id, actor.id) : null);
     const owner = row.kind === 'stream_player' && row.owner_user_id === actor.id;
     const inMosque = row.mosque_id !== null || actor.isSuperadmin;
     return { owner, superadmin: actor.isSuperadmin, view: owner || (inMosque && standing.admin), write: owner || (inMosque && standing.manager) };
@@ -140,11 +140,11 @@ export function deviceRoutes(deps: Deps) {
    * (pending or approved), a manager, or a superadmin. To anyone else the mosque does not exist.
    */
   const requireBindable = (c: AppContext, mosqueId: string) => {
-    if (!deps.mosques.findById(mosqueId)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
+    if (!deps.mosques.findByIdSync(mosqueId)) throw new ApiError('not_found', 'No mosque has that mosque_id.');
     const actor = actorOf(c);
     if (actor.isSuperadmin) return;
-    const admin = deps.admins.find(mosqueId, actor.id);
-    const status = deps.memberships.findFor(mosqueId, actor.id)?.status;
+    const admin = deps.admins.findSync(mosqueId, actor.id);
+    const status = deps.memberships.findForSync(mosqueId, actor.id)?.status;
     if (admin?.can_manage === 1 || status === 'pending' || status === 'approved') return;
     if (admin || status) throw new ApiError('forbidden', 'Only a member or a manager of the mosque may bind a player to it.');
     throw new ApiError('not_found', 'No mosque has that mosque_id.');
@@ -165,7 +165,7 @@ export function deviceRoutes(deps: Deps) {
       ? plane.devices.listForMosque(q.mosque_id)
       : actor.isSuperadmin
         ? plane.devices.listAll()
-        : [...plane.devices.listForOwner(actor.id), ...deps.admins.listForUser(actor.id).flatMap((a) => plane.devices.listForMosque(a.mosque_id))];
+        : [...plane.devices.listForOwner(actor.id), ...deps.admins.listForUserSync(actor.id).flatMap((a) => plane.devices.listForMosque(a.mosque_id))];
     const unique = new Map(rows.filter(visible).map((r) => [r.id, r]));
     return c.json([...unique.values()].map(body));
   });
@@ -188,7 +188,7 @@ export function deviceRoutes(deps: Deps) {
       enabled: row.enabled === 1,
       mosqueId: row.mosque_id,
       decision: row.kind === 'stream_player' ? plane.entitlement.decisionFor(row) : null,
-      membershipStatus: row.kind === 'stream_player' && row.mosque_id && row.owner_user_id ? deps.memberships.findFor(row.mosque_id, row.owner_user_id)?.status ?? null : null,
+      membershipStatus: row.kind === 'stream_player' && row.mosque_id && row.owner_user_id ? deps.memberships.findForSync(row.mosque_id, row.owner_user_id)?.status ?? null : null,
       leaseExpiresAt: lease?.expiresAt ?? null,
       connected: plane.telemetry.isConnected(row.id),
       lastSeenAt: lastSeenSeconds(row.id) ?? row.last_seen_at,

@@ -64,20 +64,27 @@ export const ME_CACHE_SIZE = 10_000;
  * resync. Entries are filled only from the database, never from a message, so a lost message leaves an
  * entry stale until the next resync (the poll), never wrong in another way.
  */
-function createMeCache(deps: Deps, read: (userId: string) => string | null) {
+function createMeCache(deps: Deps, read: (userId: string) => Promise<string | null>) {
   const bodies = new Map<string, string>();
+  // Counts what the feed dropped: a body read across a change may miss it, so it is answered but not kept.
+  let dropped = 0;
   deps.changes.subscribe({
     changed(change) {
+      dropped++;
       if (change.kind === 'user' || change.kind === 'standing') bodies.delete(change.id);
       else if (change.kind === 'mosque') bodies.clear();
     },
-    resync: () => bodies.clear(),
+    resync: () => {
+      dropped++;
+      bodies.clear();
+    },
   });
-  return (userId: string): string | null => {
+  return async (userId: string): Promise<string | null> => {
     const cached = bodies.get(userId);
     if (cached !== undefined) return cached;
-    const body = read(userId);
-    if (body === null) return null;
+    const before = dropped;
+    const body = await read(userId);
+    if (body === null || dropped !== before) return body;
     if (bodies.size >= ME_CACHE_SIZE) bodies.delete(bodies.keys().next().value!);
     bodies.set(userId, body);
     return body;
@@ -90,18 +97,18 @@ export function meRoutes(deps: Deps) {
   const testLimit = createLimiter(TEST_PUSHES_PER_MINUTE);
   const confirmLimit = createLimiter(CONFIRMATIONS_PER_MINUTE);
 
-  const me = createMeCache(deps, (userId) => {
+  const me = createMeCache(deps, async (userId) => {
     const row = deps.users.findById(userId);
     if (!row) return null;
     return JSON.stringify({
       user: toUser(row),
-      memberships: deps.memberships.listForUser(row.id).map(toMembership),
-      admin_of: deps.admins.listForUser(row.id).map((a) => ({ mosque_id: a.mosque_id, ...toFlags(a) })),
+      memberships: (await deps.memberships.listForUser(row.id)).map(toMembership),
+      admin_of: (await deps.admins.listForUser(row.id)).map((a) => ({ mosque_id: a.mosque_id, ...toFlags(a) })),
     });
   });
 
-  app.get('/', (c) => {
-    const body = me(c.get('user').id);
+  app.get('/', async (c) => {
+    const body = await me(c.get('user').id);
     if (body === null) throw new ApiError('unauthorized');
     return c.body(body, 200, { 'Content-Type': 'application/json' });
   });
@@ -134,10 +141,10 @@ export function meRoutes(deps: Deps) {
 
   app.post('/addresses/verify', async (c) => {
     const b = await readJson(c, AddressVerify);
-    return c.json(toUser(unwrap(deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
+    return c.json(toUser(unwrap(await deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
   });
 
-  app.get('/memberships', (c) => c.json(deps.memberships.listForUser(c.var.user.id).map(toMembership)));
+  app.get('/memberships', async (c) => c.json((await deps.memberships.listForUser(c.var.user.id)).map(toMembership)));
 
   app.post('/push-subscriptions', async (c) => {
     const b = await readJson(c, PushSubscription);

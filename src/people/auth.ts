@@ -135,16 +135,16 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
       guesses.recordWrong(subject);
       return fail('invalid_code');
     }
-    const holder = proveBy(user, redeemed.sentToHash, false);
+    const holder = await proveBy(user, redeemed.sentToHash, false);
     if (!holder) return fail('invalid_code');
     return ok(await tokens.issue(holder));
   }
 
   /** The account a code or link sent to `hash` signs in to, once it proved the address; null when it cannot. */
-  function proveBy(user: UserRow, hash: string | null, signedIn: boolean): UserRow | null {
+  async function proveBy(user: UserRow, hash: string | null, signedIn: boolean): Promise<UserRow | null> {
     // Codes issued before addresses were proven name no address: they sign in as they always did.
     if (hash === null) return user;
-    const proved = proof.prove(user.id, hash, { signedIn });
+    const proved = await proof.prove(user.id, hash, { signedIn });
     return proved.ok ? proved.user : null;
   }
 
@@ -171,7 +171,7 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     if (!hashed.ok) return hashed;
     const redeemed = codes.redeemResetToken(token, 'member');
     const user = redeemed ? users.findById(redeemed.userId) : null;
-    const holder = user ? proveBy(user, redeemed!.sentToHash, false) : null;
+    const holder = user ? await proveBy(user, redeemed!.sentToHash, false) : null;
     if (!holder) return fail('invalid_token');
     users.setPassword(holder.id, hashed.value);
     return ok(undefined);
@@ -191,7 +191,7 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     return ok(undefined);
   }
 
-  function confirmAddress(userId: string, code: string): Result<UserRow> {
+  async function confirmAddress(userId: string, code: string): Promise<Result<UserRow>> {
     const user = users.findById(userId);
     if (!user) return fail('unauthorized');
     const subject = guessSubject('login_code', user.id, user.email_hash);
@@ -203,7 +203,7 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
       return fail('invalid_code');
     }
     if (redeemed.sentToHash === null) return ok(user);
-    const proved = proof.prove(user.id, redeemed.sentToHash, { signedIn: true });
+    const proved = await proof.prove(user.id, redeemed.sentToHash, { signedIn: true });
     if (!proved.ok) return fail('conflict', proved.message);
     return ok(proved.user);
   }

@@ -32,7 +32,7 @@ export interface Outcome {
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
 /** Uploaded timetables and the recorded outcome of each slot (the only part of a slot that is stored). */
-export function createScheduleStore(db: Db, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
+export function createScheduleStore(db: Db, mosques: Pick<MosqueStore, 'scheduleChangedSync'>) {
   const monthRows = db.prepare<[string, number], TimetableDay & { day: number }>('SELECT day, fajr, dhuhr, asr, maghrib, isha FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
   const deleteMonth = db.prepare('DELETE FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
   const insertDay = db.prepare(
@@ -84,14 +84,14 @@ export function createScheduleStore(db: Db, mosques: Pick<MosqueStore, 'schedule
       db.transaction(() => {
         deleteMonth.run(mosqueId, month);
         for (const r of rows) insertDay.run(mosqueId, month, r.day, r.fajr, r.shuruk, r.dhuhr, r.asr, r.maghrib, r.isha);
-        mosques.scheduleChanged(mosqueId, seconds(nowMs));
+        mosques.scheduleChangedSync(mosqueId, seconds(nowMs));
       })();
       cache(mosqueId, month);
     },
     deleteMonth(mosqueId: string, month: number, nowMs: number): boolean {
       const removed = db.transaction(() => {
         const n = deleteMonth.run(mosqueId, month).changes;
-        if (n > 0) mosques.scheduleChanged(mosqueId, seconds(nowMs));
+        if (n > 0) mosques.scheduleChangedSync(mosqueId, seconds(nowMs));
         return n > 0;
       })();
       cache(mosqueId, month);

@@ -109,7 +109,7 @@ export function createScheduler(deps: SchedulerDeps) {
   function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null = null): void {
     if (!store.claimAlert(slot, kind, clock())) return;
     const text = alertText(row, slot, kind, r, reason);
-    const admins = deps.admins.listForMosque(row.id).filter((a) => a.can_trigger === 1);
+    const admins = deps.admins.listForMosqueSync(row.id).filter((a) => a.can_trigger === 1);
     for (const admin of admins) {
       const user = deps.users.findById(admin.user_id);
       const phoneOnly = admin.email.endsWith('@phone.invalid');
@@ -158,10 +158,10 @@ export function createScheduler(deps: SchedulerDeps) {
 
   /** Every mosque with prayer times: calculated ones, and those with an uploaded timetable, by id. */
   function scheduledMosques(): MosqueRow[] {
-    const rows = deps.mosques.listCalculated();
+    const rows = deps.mosques.listCalculatedSync();
     const seen = new Set(rows.map((r) => r.id));
     for (const id of deps.store.timetableMosques()) {
-      const row = seen.has(id) ? null : deps.mosques.findById(id);
+      const row = seen.has(id) ? null : deps.mosques.findByIdSync(id);
       if (row) rows.push(row);
     }
     return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -240,7 +240,7 @@ export function createScheduler(deps: SchedulerDeps) {
     /** An azaan (or Jumu'ah) broadcast started: it serves the slot whose window is open. Returns that slot. */
     broadcastStarted(b: BroadcastSignal): Slot | null {
       if (b.kind !== 'azaan' && b.kind !== 'jummah') return null;
-      const row = deps.mosques.findById(b.mosqueId);
+      const row = deps.mosques.findByIdSync(b.mosqueId);
       if (!row) return null;
       const now = clock();
       const slot = slotServedBy(row, b, now);

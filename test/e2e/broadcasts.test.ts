@@ -248,8 +248,8 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   migrate(db);
   const clock = systemClock;
   const logger = pino({ level: 'silent' });
-  const mosques = createMosqueStore(db, clock);
-  const mosque = mosques.create({ name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
+  const mosques = createMosqueStore(db, sqliteStore(db), clock);
+  const mosque = await mosques.create(undefined, { name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
   const devices = createDeviceStore(db, clock);
   const tx = devices.create({ kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null }).row;
   const sent: Array<{ topic: string; name: unknown; action: unknown }> = [];
@@ -261,7 +261,7 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   };
   const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ db, clock, logger, subscriptions: createPushSubscriptions(db, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
-  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: () => [] }, commands, outbox, link: () => link });
+  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembersSync: () => [] }, commands, outbox, link: () => link });
   const broadcasts = createBroadcasts({ db, clock, activity: createActivityLog(db, sqliteStore(db), clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);

@@ -10,6 +10,7 @@ import { followSchedule } from '../../simulator/follow-schedule.ts';
 import { openDatabase } from '../../src/platform/db.ts';
 import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import type { Slot } from '../../src/schedule/slots.ts';
 
 // Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC.
@@ -229,7 +230,7 @@ test('of two processes whose schedulers reach the same auto_start together, exac
   // Two connections to the one file, as two service processes sharing it under REDIS_URL have.
   const [a, b] = [openDatabase(ts.config.databasePath), openDatabase(ts.config.databasePath)];
   t.after(() => { a.close(); b.close(); });
-  const [storeA, storeB] = [createScheduleStore(a, createMosqueStore(a, Date.now)), createScheduleStore(b, createMosqueStore(b, Date.now))];
+  const [storeA, storeB] = [createScheduleStore(a, createMosqueStore(a, sqliteStore(a), Date.now)), createScheduleStore(b, createMosqueStore(b, sqliteStore(b), Date.now))];
   const slot: Slot = {
     mosqueId: mosque.id, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
     iqamahAt: null, azaanLocal: '13:00', source: 'calculated',

@@ -18,7 +18,7 @@ export interface AddressProven {
   revoked: string[];
 }
 
-export type AddressProvenListener = (event: AddressProven) => void;
+export type AddressProvenListener = (event: AddressProven) => void | Promise<void>;
 
 export type ProofOutcome = { ok: true; user: UserRow } | { ok: false; message: string };
 
@@ -59,7 +59,7 @@ export function createAddressProof(deps: { db: Db; users: UserStore; listeners: 
      * Proves `hash`, one of the account's addresses, through that account. Refused when the address is not
      * (or no longer) the account's, or another account proved it first.
      */
-    prove(userId: string, hash: string, opts: { signedIn: boolean }): ProofOutcome {
+    async prove(userId: string, hash: string, opts: { signedIn: boolean }): Promise<ProofOutcome> {
       const claimant = users.findById(userId);
       const kind = claimant ? (claimant.email_hash === hash ? 'email' : claimant.phone_hash === hash ? 'phone' : null) : null;
       if (!claimant || !kind) return { ok: false, message: 'The address is no longer this account’s.' };
@@ -68,7 +68,7 @@ export function createAddressProof(deps: { db: Db; users: UserStore; listeners: 
         return { ok: false, message: 'Another account has proven this address; sign in with a code sent to it.' };
       }
       const event = settle(claimant, hash, opts.signedIn);
-      for (const listener of deps.listeners) listener(event);
+      for (const listener of deps.listeners) await listener(event);
       return { ok: true, user: users.findById(event.userId)! };
     },
   };
