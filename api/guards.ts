@@ -51,13 +51,13 @@ export interface GateDeps {
  * flags applies to the very next one). A caller who is neither admin nor member gets 404, as if the
  * mosque did not exist; a member or an admin lacking the flag gets 403.
  */
-export function checkStanding(deps: GateDeps, c: AppContext, mosqueId: string, gate: Gate): { mosque: MosqueRow; standing: Standing } {
-  const mosque = deps.mosques.findById(mosqueId);
+export async function checkStanding(deps: GateDeps, c: AppContext, mosqueId: string, gate: Gate): Promise<{ mosque: MosqueRow; standing: Standing }> {
+  const mosque = await deps.mosques.findById(mosqueId);
   if (!mosque) throw new ApiError('not_found');
   const actor = actorOf(c);
-  const standing = standingOf(actor, actor.isSuperadmin ? null : deps.admins.find(mosque.id, actor.id));
+  const standing = standingOf(actor, actor.isSuperadmin ? null : await deps.admins.find(mosque.id, actor.id));
   if (gate !== 'member' && !standing[gate]) {
-    const visible = standing.admin || deps.memberships.findFor(mosque.id, actor.id) !== null;
+    const visible = standing.admin || (await deps.memberships.findFor(mosque.id, actor.id)) !== null;
     throw new ApiError(visible ? 'forbidden' : 'not_found');
   }
   return { mosque, standing };
@@ -66,7 +66,7 @@ export function checkStanding(deps: GateDeps, c: AppContext, mosqueId: string, g
 /** The same check for the mosque named by the route's :id; sets c.var.mosque and c.var.standing. */
 export function mosqueGate(deps: GateDeps, gate: Gate): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const { mosque, standing } = checkStanding(deps, c, c.req.param('id') ?? '', gate);
+    const { mosque, standing } = await checkStanding(deps, c, c.req.param('id') ?? '', gate);
     c.set('mosque', mosque);
     c.set('standing', standing);
     await next();

@@ -129,11 +129,11 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
   const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
   const revoked = await createRevokedTokens(store, clock, changes, reportTo);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
-  const activity = createActivityLog(db, clock);
-  const mosques = createMosqueStore(db, clock, changes);
-  const admins = createAdminStore(db, clock, users.sync, changes);
-  const memberships = createMemberships({ db, clock, activity, users: users.sync, changes });
-  const grants = createAddressGrants({ db, clock, activity, memberships, admins });
+  const activity = createActivityLog(db, store, clock);
+  const mosques = createMosqueStore(db, store, clock, changes);
+  const admins = createAdminStore(db, store, clock, users.sync, changes);
+  const memberships = createMemberships({ db, store, clock, activity, users: users.sync, changes });
+  const grants = createAddressGrants({ store, clock, activity, memberships, admins });
   const proof = createAddressProof({ users });
   const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
   const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
@@ -142,7 +142,7 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
-    invites: createInvites({ db, clock, users, memberships, grants, activity, notifier }),
+    invites: createInvites({ store, clock, users, memberships, grants, activity, notifier }),
   };
 }
 
@@ -190,8 +190,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const plane = createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
       db, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
-      membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
-      membershipRemoved: people.memberships.wasRemoved,
+      membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
+      membershipRemoved: people.memberships.wasRemovedSync,
       changes,
     });
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
@@ -227,16 +227,16 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
     const mosqueOps = createMosqueOps({
-      db, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
+      store, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
       grants: people.grants, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
     const userAdmin = createUserAdmin({
-      users: people.users, admins: people.admins, hasher,
+      users: people.users, admins: { ownedBy: people.admins.ownedBySync }, hasher,
       beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
     });
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
-      mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findById(mosqueId)?.stream_url ?? null)),
+      mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findByIdSync(mosqueId)?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
@@ -393,12 +393,12 @@ function buildAudio(
     publicBase: config.icecast.url,
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
     retentionDays: config.deviceEventsRetentionDays,
-    mosqueExists: (id) => people.mosques.findById(id) !== null,
+    mosqueExists: (id) => people.mosques.findByIdSync(id) !== null,
     devices: plane.ports.audio.devices,
     verifyLease: plane.ports.audio.verifyLease,
     lease: plane.ports.audio.lease,
-    membershipStatus: (mosqueId, userId) => people.memberships.findFor(mosqueId, userId)?.status ?? null,
-    isAdmin: (mosqueId, userId) => people.admins.find(mosqueId, userId) !== null,
+    membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
+    isAdmin: (mosqueId, userId) => people.admins.findSync(mosqueId, userId) !== null,
   });
 }
 

@@ -15,11 +15,11 @@ import { checkStanding } from '../guards.ts';
  */
 export function listenRoutes(deps: { audio: Audio | null; mosques: MosqueStore; admins: AdminStore; memberships: Memberships }) {
   const app = new Hono<AppEnv>();
-  app.post('/:id/listen', (c) => {
+  app.post('/:id/listen', async (c) => {
     // As the schedule: a pending member is told 403, anyone else who is neither member nor admin 404.
-    const { mosque, standing } = checkStanding(deps, c, c.req.param('id'), 'member');
+    const { mosque, standing } = await checkStanding(deps, c, c.req.param('id'), 'member');
     if (!standing.admin) {
-      const membership = deps.memberships.findFor(mosque.id, c.var.user.id);
+      const membership = await deps.memberships.findFor(mosque.id, c.var.user.id);
       if (membership?.status !== 'approved') throw new ApiError(membership && membership.status !== 'banned' ? 'forbidden' : 'not_found');
     }
     if (!deps.audio) throw new ApiError('conflict', 'The audio server is off (ICECAST_URL is not set): the mosque streams from its own stream_url.');
@@ -28,7 +28,7 @@ export function listenRoutes(deps: { audio: Audio | null; mosques: MosqueStore; 
   });
   // What the audio server says of the mosque now, for its admins' console: on air since when, and how many listen.
   app.get('/:id/on-air', async (c) => {
-    const { mosque } = checkStanding(deps, c, c.req.param('id'), 'admin');
+    const { mosque } = await checkStanding(deps, c, c.req.param('id'), 'admin');
     if (!deps.audio) return c.json({ audio_server: false, on_air: false, since: null, listeners: 0 });
     const current = await deps.audio.currentOnAir(mosque.id);
     return c.json({ audio_server: true, on_air: current !== null, since: current ? toIsoString(current.started_at) : null, listeners: (await deps.audio.listOpenSessions(mosque.id)).length });

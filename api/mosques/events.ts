@@ -96,7 +96,7 @@ export function eventRoutes(deps: Deps) {
   };
   const stillAllowed = async (t: Pick<Ticket, 'userId' | 'role' | 'mosqueId' | 'token' | 'sessionId'>) => {
     if (!(await credentialLive(t))) return false;
-    return t.role === 'superadmin' || deps.admins.find(t.mosqueId, t.userId) !== null;
+    return t.role === 'superadmin' || (await deps.admins.find(t.mosqueId, t.userId)) !== null;
   };
   recheckOnChange(deps.changes, deps.mosqueEvents);
 

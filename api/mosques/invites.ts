@@ -32,13 +32,13 @@ export function inviteRoutes(deps: GateDeps & InviteLimits & { invites: Invites 
   app.post('/', async (c) => {
     const b = await readJson(c, InviteCreate);
     // The mosque is named in the body, not the path: the same standing check as mosqueGate's.
-    const { mosque } = checkStanding(deps, c, b.mosque_id, 'admin');
+    const { mosque } = await checkStanding(deps, c, b.mosque_id, 'admin');
     const contact = b.email !== undefined ? { channel: 'email' as const, email: b.email } : { channel: 'whatsapp' as const, phone: b.whatsapp! };
     // The mosque's budget first: a mosque over its own must not use up an address's budget with refused tries.
     // The address is keyed by the SHA-256 of its normalized form, never in clear (Redis holds these keys).
     await perMosque(mosque.id);
     await perAddress(identifierHash(b.email ?? b.whatsapp!));
-    const result = deps.invites.invite(mosque, contact, b.auto_approve ?? false, c.var.user.id);
+    const result = await deps.invites.invite(mosque, contact, b.auto_approve ?? false, c.var.user.id);
     // docs/api.md, "Errors": inviting a banned person is 409 membership_banned (the invite conflicts with the ban).
     // The error table's 403 for that code is the banned member's own join, so it is overridden here only.
     if (!result.ok && result.failure === 'membership_banned') return c.json(errorBody('membership_banned'), 409);

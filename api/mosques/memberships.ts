@@ -49,18 +49,18 @@ export function membershipRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
 
   /** The membership and what the caller may do with it; 404 when the caller may not see it. */
-  const load = (c: AppContext) => {
-    const membership = deps.memberships.findById(c.req.param('id') ?? '');
+  const load = async (c: AppContext) => {
+    const membership = await deps.memberships.findById(c.req.param('id') ?? '');
     if (!membership) throw new ApiError('not_found');
     const actor = actorOf(c);
     const isSelf = membership.user_id === actor.id;
-    const isAdmin = standingOf(actor, actor.isSuperadmin ? null : deps.admins.find(membership.mosque_id, actor.id)).admin;
+    const isAdmin = standingOf(actor, actor.isSuperadmin ? null : await deps.admins.find(membership.mosque_id, actor.id)).admin;
     if (!isSelf && !isAdmin) throw new ApiError('not_found');
     // Admins included, nobody but a superadmin changes the status of their own membership: an admin banned from
     // a mosque must not lift their own ban (docs/decisions.md, "Nobody but a superadmin changes the status of their own membership").
     // The owner's own membership is theirs like the owner row is (only a superadmin demotes or removes the
     // owner): a plain admin must not ban the owner from their own mosque's azaan.
-    const ofOwner = deps.admins.find(membership.mosque_id, membership.user_id)?.is_owner === 1;
+    const ofOwner = (await deps.admins.find(membership.mosque_id, membership.user_id))?.is_owner === 1;
     const mayChangeStatus = isAdmin && (!isSelf || actor.isSuperadmin) && (!ofOwner || isSelf || actor.isSuperadmin);
     // The refusal in words an admin can act on (docs/api.md, "Memberships").
     const refusal = !isAdmin ? null : isSelf ? 'Only a superadmin may change their own membership.' : ofOwner ? "Only a superadmin may change the owner's membership." : null;
@@ -70,31 +70,31 @@ export function membershipRoutes(deps: Deps) {
   // docs/api.md, "Memberships": one member as the mosque's admins see them, read-only. Membership of a
   // mosque says what someone believes, so only its admins (and superadmins) read it here; the member
   // reads their own through /me, and anyone else is told 404 as for an unknown id.
-  app.get('/memberships/:id', (c) => {
-    const { membership, isAdmin } = load(c);
+  app.get('/memberships/:id', async (c) => {
+    const { membership, isAdmin } = await load(c);
     if (!isAdmin) throw new ApiError('forbidden', 'Only an admin of the mosque may read this.');
-    const member = deps.memberships.findWithMember(membership.id)!;
-    const admin = deps.admins.find(membership.mosque_id, membership.user_id);
+    const member = (await deps.memberships.findWithMember(membership.id))!;
+    const admin = await deps.admins.find(membership.mosque_id, membership.user_id);
     return c.json({
       ...memberBody(member),
       admin: admin && { is_owner: admin.is_owner === 1, can_trigger: admin.can_trigger === 1, can_manage: admin.can_manage === 1 },
-      history: deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
+      history: await deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
       players: deps.plane.playersOf(membership.user_id, membership.mosque_id),
     });
   });
 
   app.post('/join', async (c) => {
     const b = await readJson(c, JoinByCode);
-    const mosque = deps.mosques.findByJoinCode(b.code);
+    const mosque = await deps.mosques.findByJoinCode(b.code);
     if (!mosque) throw new ApiError('not_found', 'No mosque has that join code.');
-    const { membership, created } = unwrap(deps.memberships.join(mosque, c.var.user.id));
+    const { membership, created } = unwrap(await deps.memberships.join(mosque, c.var.user.id));
     return c.json(toMembership(membership), created ? 201 : 200);
   });
 
   // docs/walkthrough.md, "3. The mosque and its members": a member edits only the four notify toggles of their own membership; an admin of its
   // mosque (or a superadmin) only its status. Any other key from that caller: 403, nothing changed.
   app.patch('/memberships/:id', async (c) => {
-    const { membership, isSelf, mayChangeStatus, refusal } = load(c);
+    const { membership, isSelf, mayChangeStatus, refusal } = await load(c);
     const body = await readJson(c, PatchKeys);
     const allowed = new Set<string>([...(isSelf ? NOTIFY_TOGGLES : []), ...(mayChangeStatus ? ['status'] : [])]);
     const refused = Object.keys(body).filter((k) => !allowed.has(k));
@@ -102,17 +102,17 @@ export function membershipRoutes(deps: Deps) {
     if (refused.length > 0) throw new ApiError('forbidden', `You may not change: ${refused.join(', ')}.`);
     if (Object.keys(body).length === 0) throw new ApiError('validation_failed', 'Nothing to change.', { details: [{ path: '', message: 'empty body' }] });
     const patch = parseOrThrow(MembershipPatch, body);
-    let row: MembershipRow = deps.memberships.setToggles(membership, patch, c.var.user.id);
-    if (patch.status) row = deps.memberships.changeStatus(row, patch.status, c.var.user.id);
+    let row: MembershipRow = await deps.memberships.setToggles(membership, patch, c.var.user.id);
+    if (patch.status) row = await deps.memberships.changeStatus(row, patch.status, c.var.user.id);
     return c.json(toMembership(row));
   });
 
   // Leaving (self) or removing (admin). A banned member cannot remove their own ban this way.
-  app.delete('/memberships/:id', (c) => {
-    const { membership, isSelf, mayChangeStatus } = load(c);
+  app.delete('/memberships/:id', async (c) => {
+    const { membership, isSelf, mayChangeStatus } = await load(c);
     if (!isSelf && !mayChangeStatus) throw new ApiError('forbidden', "Only a superadmin may remove the owner's membership.");
     if (!mayChangeStatus && membership.status === 'banned') throw new ApiError('forbidden', 'A banned membership can only be removed by an admin.');
-    deps.memberships.remove(membership, c.var.user.id);
+    await deps.memberships.remove(membership, c.var.user.id);
     return c.body(null, 204);
   });
 

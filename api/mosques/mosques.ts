@@ -99,15 +99,15 @@ export function mosqueRoutes(deps: Deps) {
     const schedule = scheduleOf(b);
     const fields = { name: b.name, timezone: b.timezone ?? 'UTC', autoApproveMembers: b.auto_approve_members ?? false, streamUrl: b.stream_url ?? null, ...(schedule && { schedule }) };
     const owner = b.owner_user_id ? { userId: b.owner_user_id } : b.owner_email ? { email: b.owner_email } : null;
-    const mosque = unwrap(deps.mosqueOps.create(fields, owner, actorOf(c)));
+    const mosque = unwrap(await deps.mosqueOps.create(fields, owner, actorOf(c)));
     return c.json(toMosque(mosque, { showJoinCode: true }), 201);
   });
 
-  app.get('/', (c) => {
+  app.get('/', async (c) => {
     const actor = actorOf(c);
-    if (actor.isSuperadmin) return c.json(deps.mosques.listAll().map((m) => toMosque(m, { showJoinCode: true })));
-    const adminOf = new Set(deps.admins.listForUser(actor.id).map((a) => a.mosque_id));
-    return c.json(deps.mosques.listForUser(actor.id).map((m) => toMosque(m, { showJoinCode: adminOf.has(m.id) })));
+    if (actor.isSuperadmin) return c.json((await deps.mosques.listAll()).map((m) => toMosque(m, { showJoinCode: true })));
+    const adminOf = new Set((await deps.admins.listForUser(actor.id)).map((a) => a.mosque_id));
+    return c.json((await deps.mosques.listForUser(actor.id)).map((m) => toMosque(m, { showJoinCode: adminOf.has(m.id) })));
   });
 
   app.get('/:id', gate('admin'), (c) => c.json(show(c, c.var.mosque)));
@@ -126,26 +126,26 @@ export function mosqueRoutes(deps: Deps) {
       ...(b.auto_approve_members !== undefined && { autoApproveMembers: b.auto_approve_members }),
       ...(b.stream_url !== undefined && { streamUrl: b.stream_url }),
     };
-    return c.json(show(c, deps.mosqueOps.update(c.var.mosque, fields, actorOf(c))));
+    return c.json(show(c, await deps.mosqueOps.update(c.var.mosque, fields, actorOf(c))));
   });
 
   // docs/api.md, "Flags decide": deleting a mosque takes everything of it with it, so only its owner or a superadmin may.
-  app.delete('/:id', gate('owner'), (c) => {
-    deps.mosqueOps.delete(c.var.mosque);
+  app.delete('/:id', gate('owner'), async (c) => {
+    await deps.mosqueOps.delete(c.var.mosque);
     return c.body(null, 204);
   });
 
-  app.post('/:id/join-code', gate('manager'), (c) => c.json(show(c, deps.mosqueOps.rotateJoinCode(c.var.mosque, actorOf(c)))));
+  app.post('/:id/join-code', gate('manager'), async (c) => c.json(show(c, await deps.mosqueOps.rotateJoinCode(c.var.mosque, actorOf(c)))));
 
-  app.get('/:id/admins', gate('admin'), (c) =>
-    c.json(deps.admins.listForMosque(c.var.mosque.id).map((a) => ({ user_id: a.user_id, email: a.email, ...toFlags(a) }))),
+  app.get('/:id/admins', gate('admin'), async (c) =>
+    c.json((await deps.admins.listForMosque(c.var.mosque.id)).map((a) => ({ user_id: a.user_id, email: a.email, ...toFlags(a) }))),
   );
 
   app.post('/:id/admins', gate('manager'), async (c) => {
     const b = await readJson(c, AdminCreate);
     const who = b.user_id !== undefined ? { userId: b.user_id } : { email: b.email! };
     const flags = { can_trigger: b.can_trigger ?? false, can_manage: b.can_manage ?? false };
-    const row = unwrap(deps.mosqueOps.addAdmin(c.var.mosque, who, flags, actorOf(c)));
+    const row = unwrap(await deps.mosqueOps.addAdmin(c.var.mosque, who, flags, actorOf(c)));
     // docs/api.md, "Addresses: claims and proof": named by an address nobody has proven, the row waits on it.
     if (row === 'waiting') return c.json({ status: 'waiting_for_proof', email: b.email!, ...flags }, 202);
     return c.json(await adminBody(deps.users, row), 201);
@@ -155,25 +155,25 @@ export function mosqueRoutes(deps: Deps) {
     const b = await readJson(c, AdminUpdate);
     requireSomething(b);
     const actor = { ...actorOf(c), isOwner: c.var.standing.owner };
-    const row = unwrap(deps.mosqueOps.updateAdmin(c.var.mosque, c.req.param('user_id'), b, actor));
+    const row = unwrap(await deps.mosqueOps.updateAdmin(c.var.mosque, c.req.param('user_id'), b, actor));
     return c.json(await adminBody(deps.users, row));
   });
 
-  app.delete('/:id/admins/:user_id', gate('manager'), (c) => {
-    unwrap(deps.mosqueOps.removeAdmin(c.var.mosque, c.req.param('user_id'), actorOf(c)));
+  app.delete('/:id/admins/:user_id', gate('manager'), async (c) => {
+    unwrap(await deps.mosqueOps.removeAdmin(c.var.mosque, c.req.param('user_id'), actorOf(c)));
     return c.body(null, 204);
   });
 
-  app.get('/:id/memberships', gate('admin'), (c) => {
+  app.get('/:id/memberships', gate('admin'), async (c) => {
     const q = readQuery(c, MembershipQuery);
-    const rows = deps.memberships.listForMosque(c.var.mosque.id, q.status ?? null);
+    const rows = await deps.memberships.listForMosque(c.var.mosque.id, q.status ?? null);
     return c.json(rows.map(memberBody));
   });
 
   app.post('/:id/memberships', gate('admin'), async (c) => {
     const b = await readJson(c, Enrol);
     if (!(await deps.users.findById(b.user_id))) throw new ApiError('not_found', 'No user has that user_id.');
-    const result = deps.memberships.enrol(c.var.mosque.id, b.user_id, actorOf(c));
+    const result = await deps.memberships.enrol(c.var.mosque.id, b.user_id, actorOf(c));
     // As for invites (docs/decisions.md, "Enrolment never lifts a ban."): enrolling a banned user conflicts with the ban, 409 rather than the
     // table's 403, which is the banned member's own join.
     if (!result.ok && result.failure === 'membership_banned') return c.json(errorBody('membership_banned', result.message), 409);
@@ -181,14 +181,14 @@ export function mosqueRoutes(deps: Deps) {
     return c.json(toMembership(membership), created ? 201 : 200);
   });
 
-  app.post('/:id/join', gate('member'), (c) => {
-    const { membership, created } = unwrap(deps.memberships.join(c.var.mosque, c.var.user.id));
+  app.post('/:id/join', gate('member'), async (c) => {
+    const { membership, created } = unwrap(await deps.memberships.join(c.var.mosque, c.var.user.id));
     return c.json(toMembership(membership), created ? 201 : 200);
   });
 
-  app.get('/:id/activity', gate('admin'), (c) => {
+  app.get('/:id/activity', gate('admin'), async (c) => {
     const q = readQuery(c, ActivityQuery);
-    return c.json(deps.activity.list(c.var.mosque.id, q.limit, q.before ?? null));
+    return c.json(await deps.activity.list(c.var.mosque.id, q.limit, q.before ?? null));
   });
 
   return app;

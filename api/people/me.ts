@@ -102,8 +102,8 @@ export function meRoutes(deps: Deps) {
     if (!row) return null;
     return JSON.stringify({
       user: toUser(row),
-      memberships: deps.memberships.listForUser(row.id).map(toMembership),
-      admin_of: deps.admins.listForUser(row.id).map((a) => ({ mosque_id: a.mosque_id, ...toFlags(a) })),
+      memberships: (await deps.memberships.listForUser(row.id)).map(toMembership),
+      admin_of: (await deps.admins.listForUser(row.id)).map((a) => ({ mosque_id: a.mosque_id, ...toFlags(a) })),
     });
   });
 
@@ -144,7 +144,7 @@ export function meRoutes(deps: Deps) {
     return c.json(toUser(unwrap(await deps.peopleAuth.confirmAddress(c.var.user.id, b.code))), 200);
   });
 
-  app.get('/memberships', (c) => c.json(deps.memberships.listForUser(c.var.user.id).map(toMembership)));
+  app.get('/memberships', async (c) => c.json((await deps.memberships.listForUser(c.var.user.id)).map(toMembership)));
 
   app.post('/push-subscriptions', async (c) => {
     const b = await readJson(c, PushSubscription);

@@ -38,24 +38,24 @@ export function scheduleRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
 
   /** Members (approved) and admins; a pending member sees 403, anyone else 404 (the mosque stays hidden). */
-  const memberOrAdmin = (c: AppContext) => {
-    const { mosque, standing } = checkStanding(deps, c, c.req.param('id') ?? '', 'member');
+  const memberOrAdmin = async (c: AppContext) => {
+    const { mosque, standing } = await checkStanding(deps, c, c.req.param('id') ?? '', 'member');
     if (standing.admin) return mosque;
-    const membership = deps.memberships.findFor(mosque.id, c.var.user.id);
+    const membership = await deps.memberships.findFor(mosque.id, c.var.user.id);
     if (membership?.status === 'approved') return mosque;
     throw new ApiError(membership && membership.status !== 'banned' ? 'forbidden' : 'not_found');
   };
 
   app.get('/:id/schedule', async (c) => {
-    const mosque = memberOrAdmin(c);
+    const mosque = await memberOrAdmin(c);
     const q = readQuery(c, ScheduleQuery);
     const now = deps.clock();
     const from = q.date ? parseDate(q.date)! : civilDateAt(now, mosque.timezone);
     return c.json(await viewSlots({ row: mosque, from, days: q.days, nowMs: now, graceMs: deps.graceMs, store: deps.scheduleStore, slotsOn: deps.scheduler.slotsOn, reportFor: deps.reportFor }));
   });
 
-  app.get('/:id/schedule.ics', (c) => {
-    const mosque = memberOrAdmin(c);
+  app.get('/:id/schedule.ics', async (c) => {
+    const mosque = await memberOrAdmin(c);
     const now = deps.clock();
     const today = civilDateAt(now, mosque.timezone);
     const slots = Array.from({ length: ICS_DAYS }, (_, i) => deps.scheduler.slotsOn(mosque, addDays(today, i))).flat();

@@ -176,7 +176,7 @@ export function createRecordings(deps: { db: Db; store: Store; clock: Clock; act
       const created = db.transaction(() => {
         const existed = exists.get(mosqueId) !== undefined;
         upsert.run({ ...row, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) });
-        deps.activity.record({ mosqueId, actorUserId: actorId, kind: 'recording.uploaded', subjectId: null, data: { bytes: file.bytes, duration_s: toRecording(row).duration_s, content_type: file.contentType } });
+        deps.activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'recording.uploaded', subjectId: null, data: { bytes: file.bytes, duration_s: toRecording(row).duration_s, content_type: file.contentType } });
         return !existed;
       })();
       return { created, row };
@@ -186,7 +186,7 @@ export function createRecordings(deps: { db: Db; store: Store; clock: Clock; act
     remove(mosqueId: string, actorId: string | null): boolean {
       return db.transaction(() => {
         if (remove.run(mosqueId).changes === 0) return false;
-        deps.activity.record({ mosqueId, actorUserId: actorId, kind: 'recording.deleted', subjectId: null });
+        deps.activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'recording.deleted', subjectId: null });
         return true;
       })();
     },

@@ -53,7 +53,7 @@ export function createFanout(deps: {
   logger: Logger;
   devices: Pick<DeviceStore, 'listTransmitters'>;
   mosques: MosqueStore;
-  memberships: Pick<Memberships, 'notifiedMembers'>;
+  memberships: Pick<Memberships, 'notifiedMembersSync'>;
   commands: Pick<Commands, 'dispatch'>;
   outbox: PushOutbox;
   link: () => DeviceLink;
@@ -71,7 +71,7 @@ export function createFanout(deps: {
   function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
     // A fallback names the recording; players add their lease to it (docs/firmware.md, "4.3 Broadcast events").
     const streamUrl = b.fallback === 1 && deps.fallbackUrl ? deps.fallbackUrl(b.mosque_id)
-      : deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findById(b.mosque_id)?.stream_url ?? null);
+      : deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findByIdSync(b.mosque_id)?.stream_url ?? null);
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
     // Retained, so a leased player that (re)connects during the broadcast learns it is on.
     deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
@@ -119,8 +119,8 @@ export function createFanout(deps: {
         if (!startsPending.delete(start.id)) return;
         const b = named(start, prayer);
         if (opts.transmitters !== false) commandTransmitters(b, 'start');
-        const users = deps.memberships.notifiedMembers(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE]);
-        const mosque = deps.mosques.findById(b.mosque_id);
+        const users = deps.memberships.notifiedMembersSync(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE]);
+        const mosque = deps.mosques.findByIdSync(b.mosque_id);
         const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
         void deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer })
           .then(() => deps.outbox.drain())

@@ -152,7 +152,7 @@ export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; act
         const id = crypto.randomUUID();
         insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now(), waits ? 1 : 0, input.fallback ? 1 : 0);
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
-        activity.record({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
+        activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
         return ok(byId.get(id, mosqueId)!);
       })();
       if (started.ok) for (const l of listeners) l.started(started.value);
@@ -164,7 +164,7 @@ export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; act
       if (broadcast.status === 'stopped') return broadcast;
       const changed = db.transaction(() => {
         if (stop.run(actorId, now(), broadcast.id).changes === 0) return false;
-        activity.record({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
+        activity.recordSync({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
         return true;
       })();
       const stopped = byId.get(broadcast.id, broadcast.mosque_id)!;

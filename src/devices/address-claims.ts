@@ -21,19 +21,19 @@ export function createAddressClaims(deps: {
   activity: ActivityLog;
   plane: Pick<DevicePlane, 'removeOwnedBy'>;
 }) {
-  function revokeGains(userId: string): void {
+  async function revokeGains(userId: string): Promise<void> {
     for (const row of deps.plane.removeOwnedBy(userId)) {
-      if (row.mosque_id) deps.activity.record({ mosqueId: row.mosque_id, actorUserId: null, kind: 'device.deleted', subjectId: row.id, data: { kind: row.kind, reason: CLAIM_LOST } });
+      if (row.mosque_id) deps.activity.recordSync({ mosqueId: row.mosque_id, actorUserId: null, kind: 'device.deleted', subjectId: row.id, data: { kind: row.kind, reason: CLAIM_LOST } });
     }
-    for (const membership of deps.memberships.listForUser(userId)) deps.memberships.remove(membership, null, CLAIM_LOST);
-    for (const admin of deps.admins.listForUser(userId)) {
-      deps.admins.remove(admin.mosque_id, userId);
-      deps.activity.record({ mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
+    for (const membership of await deps.memberships.listForUser(userId)) await deps.memberships.remove(membership, null, CLAIM_LOST);
+    for (const admin of await deps.admins.listForUser(userId)) {
+      await deps.admins.remove(undefined, admin.mosque_id, userId);
+      deps.activity.recordSync({ mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
     }
   }
 
-  return (event: AddressProven): void => {
-    for (const userId of event.revoked) revokeGains(userId);
-    deps.grants.giveAll(event.addressHash, event.userId);
+  return async (event: AddressProven): Promise<void> => {
+    for (const userId of event.revoked) await revokeGains(userId);
+    await deps.grants.giveAll(event.addressHash, event.userId);
   };
 }

@@ -46,7 +46,7 @@ export function createDevicePlane(deps: {
   mosques: MosqueStore;
   activity: ActivityLog;
   /** Who is an admin or a manager of a mosque: they see and change its devices (src/devices/plane/access.ts). */
-  admins: Pick<AdminStore, 'find' | 'listForUser'>;
+  admins: Pick<AdminStore, 'findSync' | 'listForUserSync'>;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
   membershipRemoved: (mosqueId: string, userId: string) => boolean;
   /** Where registry and lease writes are announced (src/platform/changes.ts). */

@@ -43,7 +43,7 @@ export function createDeviceService(deps: {
 
   /** A person's change to a device of a mosque, in that mosque's feed (a device bound to none has no feed). */
   function note(mosqueId: string | null, actorId: string | null, kind: string, deviceId: string, data: Record<string, unknown> = {}): void {
-    if (mosqueId !== null) deps.activity.record({ mosqueId, actorUserId: actorId, kind, subjectId: deviceId, data });
+    if (mosqueId !== null) deps.activity.recordSync({ mosqueId, actorUserId: actorId, kind, subjectId: deviceId, data });
   }
 
   function configOf(row: DeviceRow): Record<string, unknown> {

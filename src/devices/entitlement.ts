@@ -125,7 +125,7 @@ export function createEntitlement(deps: Deps) {
      * else a freshly signed one; an unentitled one loses its lease here.
      */
     binding(row: DeviceRow): Binding {
-      const mosque = row.mosque_id ? deps.mosques.findById(row.mosque_id) : null;
+      const mosque = row.mosque_id ? deps.mosques.findByIdSync(row.mosque_id) : null;
       if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, null) : null, lease: null, unbound_reason: null };
       const decision = decisionFor(row);
       if (!decision.entitled) {

@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 
 export interface ActivityRow {
@@ -39,34 +40,48 @@ export interface NewActivity {
   data?: Record<string, unknown>;
 }
 
-/** The per-mosque activity feed. `record` is called inside the transaction of the change it describes. */
+/**
+ * The per-mosque activity feed. An entry is written inside the transaction of the change it describes:
+ * `record` takes that transaction (or the store, for a change of one statement).
+ */
 export interface ActivityLog {
-  record(entry: NewActivity): void;
+  record(q: Queries, entry: NewActivity): Promise<void>;
+  /**
+   * The same row, written on better-sqlite3's synchronous connection: for the domains whose writes are still
+   * synchronous transactions (a promise would only run after their COMMIT). Goes when the last of them moves
+   * to the store (docs/architecture.md, "Writing a repository").
+   */
+  recordSync(entry: NewActivity): void;
   /** Newest first; `before` is the id of the last entry of the previous page. */
-  list(mosqueId: string, limit: number, before: number | null): ActivityEntry[];
+  list(mosqueId: string, limit: number, before: number | null): Promise<ActivityEntry[]>;
   /** One subject's entries (a membership's status changes), newest first, at most `limit`. */
-  listForSubject(mosqueId: string, subjectId: string, limit: number): ActivityEntry[];
+  listForSubject(mosqueId: string, subjectId: string, limit: number): Promise<ActivityEntry[]>;
 }
 
-export function createActivityLog(db: Db, clock: Clock): ActivityLog {
-  const insert = db.prepare(
+export function createActivityLog(db: Db, store: Store, clock: Clock): ActivityLog {
+  const insertSync = db.prepare(
     'INSERT INTO activity (mosque_id, at, actor_user_id, kind, subject_id, data) VALUES (?, ?, ?, ?, ?, ?)',
   );
-  const page = db.prepare<[string, number, number], ActivityRow>(
-    'SELECT * FROM activity WHERE mosque_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
-  );
-  const ofSubject = db.prepare<[string, string, number], ActivityRow>(
-    'SELECT * FROM activity WHERE mosque_id = ? AND subject_id = ? ORDER BY id DESC LIMIT ?',
-  );
+  const rowOf = (e: NewActivity) => ({
+    mosque_id: e.mosqueId, at: toUnixSeconds(clock()), actor_user_id: e.actorUserId, kind: e.kind, subject_id: e.subjectId, data: JSON.stringify(e.data ?? {}),
+  });
   return {
-    record(e) {
-      insert.run(e.mosqueId, toUnixSeconds(clock()), e.actorUserId, e.kind, e.subjectId, JSON.stringify(e.data ?? {}));
+    async record(q, e) {
+      await q.insertInto('activity').values(rowOf(e)).execute();
     },
-    list(mosqueId, limit, before) {
-      return page.all(mosqueId, before ?? Number.MAX_SAFE_INTEGER, limit).map(toActivityEntry);
+    recordSync(e) {
+      const r = rowOf(e);
+      insertSync.run(r.mosque_id, r.at, r.actor_user_id, r.kind, r.subject_id, r.data);
     },
-    listForSubject(mosqueId, subjectId, limit) {
-      return ofSubject.all(mosqueId, subjectId, limit).map(toActivityEntry);
+    async list(mosqueId, limit, before) {
+      const rows = await store.selectFrom('activity').selectAll().where('mosque_id', '=', mosqueId)
+        .where('id', '<', before ?? Number.MAX_SAFE_INTEGER).orderBy('id', 'desc').limit(limit).execute();
+      return rows.map(toActivityEntry);
+    },
+    async listForSubject(mosqueId, subjectId, limit) {
+      const rows = await store.selectFrom('activity').selectAll().where('mosque_id', '=', mosqueId)
+        .where('subject_id', '=', subjectId).orderBy('id', 'desc').limit(limit).execute();
+      return rows.map(toActivityEntry);
     },
   };
 }

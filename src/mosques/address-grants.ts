@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
+import { transact, within, type Work } from './work.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { ActivityLog } from './activity.ts';
 import type { AdminStore } from './admins.ts';
@@ -48,75 +49,73 @@ export type NewGrant =
  * What is addressed to an email or phone that no account has proven waits here, on the address
  * (docs/api.md, "Addresses: claims and proof"), and goes to the first account that proves it.
  */
-export function createAddressGrants(deps: { db: Db; clock: Clock; activity: ActivityLog; memberships: Memberships; admins: AdminStore }) {
-  const { db, activity, admins } = deps;
-  const insert = db.prepare(
-    `INSERT INTO address_grants (id, mosque_id, address_hash, kind, status, can_trigger, can_manage, invite_id, granted_by, created_at)
-     VALUES (@id, @mosque_id, @address_hash, @kind, @status, @can_trigger, @can_manage, @invite_id, @granted_by, @created_at)`,
-  );
-  const ofAddress = db.prepare<[string], AddressGrantRow>('SELECT * FROM address_grants WHERE address_hash = ? ORDER BY created_at, id');
-  const removeOfAddress = db.prepare('DELETE FROM address_grants WHERE address_hash = ?');
-  const waitingOfMosque = db.prepare<[string], AddressGrantRow>('SELECT * FROM address_grants WHERE mosque_id = ? ORDER BY created_at, id');
-  const inviteGranted = db.prepare('UPDATE invites SET user_id = ? WHERE id = ? AND user_id IS NULL');
-  const hasOwner = db.prepare<[string], { one: number }>('SELECT 1 AS one FROM mosque_admins WHERE mosque_id = ? AND is_owner = 1');
+export function createAddressGrants(deps: { store: Store; clock: Clock; activity: ActivityLog; memberships: Memberships; admins: AdminStore }) {
+  const { store, activity, admins } = deps;
   const bit = (b: boolean) => (b ? 1 : 0);
 
   /** Gives one grant to the account; what it cannot give (a ban stands, the mosque has an owner) it gives as far as it can. */
-  function give(grant: AddressGrantRow, userId: string): void {
+  async function give(w: Work, grant: AddressGrantRow, userId: string): Promise<void> {
+    const { q } = w;
     const actor = grant.granted_by;
     if (grant.kind === 'membership') {
-      const given = deps.memberships.invite(grant.mosque_id, userId, grant.status === 'approved', actor);
-      if (grant.invite_id) inviteGranted.run(userId, grant.invite_id);
-      if (!given.ok) activity.record({ mosqueId: grant.mosque_id, actorUserId: null, kind: 'invite.refused', subjectId: grant.invite_id, data: { user_id: userId, reason: 'banned' } });
+      const given = await deps.memberships.invite(w, grant.mosque_id, userId, grant.status === 'approved', actor);
+      if (grant.invite_id) await q.updateTable('invites').set({ user_id: userId }).where('id', '=', grant.invite_id).where('user_id', 'is', null).execute();
+      if (!given.ok) await activity.record(q, { mosqueId: grant.mosque_id, actorUserId: null, kind: 'invite.refused', subjectId: grant.invite_id, data: { user_id: userId, reason: 'banned' } });
       return;
     }
-    const owner = grant.kind === 'owner' && !hasOwner.get(grant.mosque_id);
+    const hasOwner = await q.selectFrom('mosque_admins').select('user_id').where('mosque_id', '=', grant.mosque_id).where('is_owner', '=', 1).executeTakeFirst();
+    const owner = grant.kind === 'owner' && !hasOwner;
     const flags = {
       is_owner: owner,
       can_trigger: grant.kind === 'owner' || grant.can_trigger === 1,
       can_manage: grant.kind === 'owner' || grant.can_manage === 1,
     };
-    const current = admins.find(grant.mosque_id, userId);
+    const current = await admins.find(grant.mosque_id, userId, q);
     if (current) {
-      admins.setFlags(grant.mosque_id, userId, {
+      await admins.setFlags(w, grant.mosque_id, userId, {
         is_owner: current.is_owner === 1 || flags.is_owner,
         can_trigger: current.can_trigger === 1 || flags.can_trigger,
         can_manage: current.can_manage === 1 || flags.can_manage,
       });
     } else {
-      admins.insert(grant.mosque_id, userId, flags);
+      await admins.insert(w, grant.mosque_id, userId, flags);
     }
-    activity.record({ mosqueId: grant.mosque_id, actorUserId: actor, kind: 'admin.added', subjectId: userId, data: { ...flags, by_address: true } });
-    deps.memberships.admitAdmin(grant.mosque_id, userId, actor);
+    await activity.record(q, { mosqueId: grant.mosque_id, actorUserId: actor, kind: 'admin.added', subjectId: userId, data: { ...flags, by_address: true } });
+    await deps.memberships.admitAdmin(w, grant.mosque_id, userId, actor);
   }
 
   return {
     /** Records a grant that waits on `addressHash`; the activity feed says so (without the address). */
-    add(mosqueId: string, addressHash: string, grant: NewGrant, actorId: string | null): string {
-      const id = crypto.randomUUID();
-      insert.run({
-        id, mosque_id: mosqueId, address_hash: addressHash, kind: grant.kind,
-        status: grant.kind === 'membership' ? grant.status : null,
-        can_trigger: grant.kind === 'admin' ? bit(grant.canTrigger) : 0,
-        can_manage: grant.kind === 'admin' ? bit(grant.canManage) : 0,
-        invite_id: grant.kind === 'membership' ? grant.inviteId : null,
-        granted_by: actorId, created_at: toUnixSeconds(deps.clock()),
+    add(w: Work | undefined, mosqueId: string, addressHash: string, grant: NewGrant, actorId: string | null): Promise<string> {
+      return within(store, w, async ({ q }) => {
+        const id = crypto.randomUUID();
+        await q.insertInto('address_grants').values({
+          id, mosque_id: mosqueId, address_hash: addressHash, kind: grant.kind,
+          status: grant.kind === 'membership' ? grant.status : null,
+          can_trigger: grant.kind === 'admin' ? bit(grant.canTrigger) : 0,
+          can_manage: grant.kind === 'admin' ? bit(grant.canManage) : 0,
+          invite_id: grant.kind === 'membership' ? grant.inviteId : null,
+          granted_by: actorId, created_at: toUnixSeconds(deps.clock()),
+        }).execute();
+        await activity.record(q, { mosqueId, actorUserId: actorId, kind: 'grant.waiting', subjectId: id, data: { kind: grant.kind } });
+        return id;
       });
-      activity.record({ mosqueId, actorUserId: actorId, kind: 'grant.waiting', subjectId: id, data: { kind: grant.kind } });
-      return id;
     },
 
     /** Grants of a mosque still waiting for their address to be proven. */
-    listWaiting: (mosqueId: string) => waitingOfMosque.all(mosqueId),
+    listWaiting: async (mosqueId: string) => (await store.selectFrom('address_grants').selectAll()
+      .where('mosque_id', '=', mosqueId).orderBy('created_at').orderBy('id').execute()) as AddressGrantRow[],
 
     /** The account just proved `addressHash`: everything that waited on it is its own now. */
-    giveAll(addressHash: string, userId: string): number {
-      return db.transaction(() => {
-        const grants = ofAddress.all(addressHash);
-        removeOfAddress.run(addressHash);
-        for (const grant of grants) give(grant, userId);
+    giveAll(addressHash: string, userId: string): Promise<number> {
+      return transact(store, async (w) => {
+        const grants = (await w.q.selectFrom('address_grants').selectAll().where('address_hash', '=', addressHash)
+          .orderBy('created_at').orderBy('id').execute()) as AddressGrantRow[];
+        await w.q.deleteFrom('address_grants').where('address_hash', '=', addressHash).execute();
+        // One after another: each grant reads what the one before it wrote (the owner it made, the membership it raised).
+        for (const grant of grants) await give(w, grant, userId);
         return grants.length;
-      })();
+      });
     },
   };
 }

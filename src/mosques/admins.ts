@@ -1,4 +1,6 @@
 import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
+import { within, type Work } from './work.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { SyncUserReads } from '../people/users.ts';
@@ -57,61 +59,79 @@ export function standingOf(actor: Actor, row: AdminRow | null): Standing {
   };
 }
 
+/**
+ * The mosque_admins table. A writer joins its caller's `Work` when given one (its announcement waits for that
+ * commit), else runs alone. The `...Sync` readers answer on better-sqlite3's synchronous connection for the
+ * domains whose paths are still synchronous (the audio gate's facts, the scheduler's alerts, a user's
+ * deletion, the devices' routes); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ */
 export interface AdminStore {
-  find(mosqueId: string, userId: string): AdminRow | null;
-  listForMosque(mosqueId: string): Array<AdminRow & { email: string }>;
-  listForUser(userId: string): AdminRow[];
-  insert(mosqueId: string, userId: string, flags: AdminFlags): AdminRow;
-  setFlags(mosqueId: string, userId: string, flags: AdminFlags): AdminRow;
-  remove(mosqueId: string, userId: string): void;
+  find(mosqueId: string, userId: string, q?: Queries): Promise<AdminRow | null>;
+  findSync(mosqueId: string, userId: string): AdminRow | null;
+  listForMosque(mosqueId: string, q?: Queries): Promise<Array<AdminRow & { email: string }>>;
+  listForMosqueSync(mosqueId: string): Array<AdminRow & { email: string }>;
+  listForUser(userId: string): Promise<AdminRow[]>;
+  listForUserSync(userId: string): AdminRow[];
+  insert(w: Work | undefined, mosqueId: string, userId: string, flags: AdminFlags): Promise<AdminRow>;
+  setFlags(w: Work | undefined, mosqueId: string, userId: string, flags: AdminFlags): Promise<AdminRow>;
+  remove(w: Work | undefined, mosqueId: string, userId: string): Promise<void>;
   /** Mosques where the user is the owner (a user who owns a mosque cannot simply be deleted). */
-  ownedBy(userId: string): string[];
+  ownedBy(userId: string): Promise<string[]>;
+  ownedBySync(userId: string): string[];
 }
 
-/** Every write is announced on `changes` (kind `standing`, the user's id): /me shows a user's admin rows. */
-export function createAdminStore(db: Db, clock: Clock, users: Pick<SyncUserReads, 'contactsOf'>, changes: ChangePublisher = noChanges): AdminStore {
-  const one = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
-  const ofMosque = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? ORDER BY is_owner DESC, created_at');
-  const ofUser = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');
-  const insert = db.prepare(
-    `INSERT INTO mosque_admins (mosque_id, user_id, is_owner, can_trigger, can_manage, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?)`,
-  );
-  const update = db.prepare(
-    'UPDATE mosque_admins SET is_owner = ?, can_trigger = ?, can_manage = ?, updated_at = ? WHERE mosque_id = ? AND user_id = ?',
-  );
-  const remove = db.prepare('DELETE FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
-  const owned = db.prepare<[string], { mosque_id: string }>('SELECT mosque_id FROM mosque_admins WHERE user_id = ? AND is_owner = 1');
+/** Every write is announced on `changes` (kind `standing`, the user's id) once it commits: /me shows a user's admin rows. */
+export function createAdminStore(db: Db, store: Store, clock: Clock, users: Pick<SyncUserReads, 'contactsOf'>, changes: ChangePublisher = noChanges): AdminStore {
+  const oneSync = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
+  const ofMosqueSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? ORDER BY is_owner DESC, created_at');
+  const ofUserSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');
+  const ownedSync = db.prepare<[string], { mosque_id: string }>('SELECT mosque_id FROM mosque_admins WHERE user_id = ? AND is_owner = 1');
   const bit = (b: boolean) => (b ? 1 : 0);
   const now = () => toUnixSeconds(clock());
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
+  const one = (q: Queries, mosqueId: string, userId: string) =>
+    q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
+  // Each admin with their email, which the people's store keeps: the owner first, then by when and by email.
+  const withEmails = (rows: AdminRow[]) => {
+    const contacts = users.contactsOf(rows.map((r) => r.user_id));
+    return rows.flatMap((r) => {
+      const c = contacts.get(r.user_id);
+      return c ? [{ ...r, email: c.email }] : [];
+    }).sort((a, b) => b.is_owner - a.is_owner || a.created_at - b.created_at || (a.email < b.email ? -1 : a.email > b.email ? 1 : 0));
+  };
 
   return {
-    find: (mosqueId, userId) => one.get(mosqueId, userId) ?? null,
-    // Each admin with their email, which the people's store keeps: the owner first, then by when and by email.
-    listForMosque: (mosqueId) => {
-      const rows = ofMosque.all(mosqueId);
-      const contacts = users.contactsOf(rows.map((r) => r.user_id));
-      return rows.flatMap((r) => {
-        const c = contacts.get(r.user_id);
-        return c ? [{ ...r, email: c.email }] : [];
-      }).sort((a, b) => b.is_owner - a.is_owner || a.created_at - b.created_at || (a.email < b.email ? -1 : a.email > b.email ? 1 : 0));
+    find: async (mosqueId, userId, q = store) => (await one(q, mosqueId, userId)) ?? null,
+    findSync: (mosqueId, userId) => oneSync.get(mosqueId, userId) ?? null,
+    async listForMosque(mosqueId, q = store) {
+      const rows = await q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId)
+        .orderBy('is_owner', 'desc').orderBy('created_at').execute();
+      return withEmails(rows);
     },
-    listForUser: (userId) => ofUser.all(userId),
-    insert(mosqueId, userId, f) {
-      insert.run(mosqueId, userId, bit(f.is_owner), bit(f.can_trigger), bit(f.can_manage), now(), now());
-      changed(userId);
-      return one.get(mosqueId, userId)!;
+    listForMosqueSync: (mosqueId) => withEmails(ofMosqueSync.all(mosqueId)),
+    listForUser: (userId) => store.selectFrom('mosque_admins').selectAll().where('user_id', '=', userId).orderBy('created_at').execute(),
+    listForUserSync: (userId) => ofUserSync.all(userId),
+    insert: (w, mosqueId, userId, f) => within(store, w, async ({ q, afterCommit }) => {
+      await q.insertInto('mosque_admins').values({
+        mosque_id: mosqueId, user_id: userId, is_owner: bit(f.is_owner), can_trigger: bit(f.can_trigger), can_manage: bit(f.can_manage), created_at: now(), updated_at: now(),
+      }).execute();
+      afterCommit(() => changed(userId));
+      return (await one(q, mosqueId, userId))!;
+    }),
+    setFlags: (w, mosqueId, userId, f) => within(store, w, async ({ q, afterCommit }) => {
+      await q.updateTable('mosque_admins').set({ is_owner: bit(f.is_owner), can_trigger: bit(f.can_trigger), can_manage: bit(f.can_manage), updated_at: now() })
+        .where('mosque_id', '=', mosqueId).where('user_id', '=', userId).execute();
+      afterCommit(() => changed(userId));
+      return (await one(q, mosqueId, userId))!;
+    }),
+    remove: (w, mosqueId, userId) => within(store, w, async ({ q, afterCommit }) => {
+      await q.deleteFrom('mosque_admins').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).execute();
+      afterCommit(() => changed(userId));
+    }),
+    async ownedBy(userId) {
+      const rows = await store.selectFrom('mosque_admins').select('mosque_id').where('user_id', '=', userId).where('is_owner', '=', 1).execute();
+      return rows.map((r) => r.mosque_id);
     },
-    setFlags(mosqueId, userId, f) {
-      update.run(bit(f.is_owner), bit(f.can_trigger), bit(f.can_manage), now(), mosqueId, userId);
-      changed(userId);
-      return one.get(mosqueId, userId)!;
-    },
-    remove(mosqueId, userId) {
-      remove.run(mosqueId, userId);
-      changed(userId);
-    },
-    ownedBy: (userId) => owned.all(userId).map((r) => r.mosque_id),
+    ownedBySync: (userId) => ownedSync.all(userId).map((r) => r.mosque_id),
   };
 }

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
+import { transact } from './work.ts';
 import type { ActivityLog } from './activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
@@ -42,7 +43,7 @@ export function toInvite(row: InviteRow): Invite {
 export type InviteContact = Contact;
 
 interface Deps {
-  db: Db;
+  store: Store;
   clock: Clock;
   users: UserStore;
   memberships: Memberships;
@@ -58,33 +59,32 @@ interface Deps {
  * account, which whoever proves the address signs in to.
  */
 export function createInvites(deps: Deps) {
-  const insert = deps.db.prepare(
-    `INSERT INTO invites (id, mosque_id, user_id, invited_by, channel, contact, auto_approve, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
-  const byId = deps.db.prepare<[string], InviteRow>('SELECT * FROM invites WHERE id = ?');
-
   return {
-    invite(mosque: MosqueRow, contact: InviteContact, autoApprove: boolean, actorId: string): Result<{ invite: Invite; membership: Membership | null }> {
+    async invite(mosque: MosqueRow, contact: InviteContact, autoApprove: boolean, actorId: string): Promise<Result<{ invite: Invite; membership: Membership | null }>> {
       const to = contact.channel === 'email' ? contact.email : contact.phone;
       const hash = identifierHash(to);
-      const result = deps.db.transaction((): Result<{ invite: Invite; membership: Membership | null }> => {
-        const holder = deps.users.sync.findProvenHolder(hash);
+      const holder = deps.users.sync.findProvenHolder(hash);
+      // The account for an address nobody claims is made first, on the people's synchronous connection (their
+      // writes are not on the store yet, and never run inside a store transaction): it holds nothing, so a
+      // failure of the invitation below leaves only what the next invitation to the address would make.
+      if (!holder) claimUnclaimed(deps.users, contact);
+      const result = await transact(deps.store, async (w): Promise<Result<{ invite: Invite; membership: Membership | null }>> => {
         const id = crypto.randomUUID();
         let membership: Membership | null = null;
         if (holder) {
-          const given = deps.memberships.invite(mosque.id, holder.id, autoApprove, actorId);
+          const given = await deps.memberships.invite(w, mosque.id, holder.id, autoApprove, actorId);
           if (!given.ok) return fail(given.failure);
           membership = toMembership(given.value);
         }
-        insert.run(id, mosque.id, holder?.id ?? null, actorId, contact.channel, to, autoApprove ? 1 : 0, toUnixSeconds(deps.clock()));
-        if (!holder) {
-          claimUnclaimed(deps.users, contact);
-          deps.grants.add(mosque.id, hash, { kind: 'membership', status: autoApprove ? 'approved' : 'pending', inviteId: id }, actorId);
-        }
-        deps.activity.record({ mosqueId: mosque.id, actorUserId: actorId, kind: 'invite.sent', subjectId: id, data: { user_id: holder?.id ?? null, channel: contact.channel, auto_approve: autoApprove } });
-        return ok({ invite: toInvite(byId.get(id)!), membership });
-      })();
+        await w.q.insertInto('invites').values({
+          id, mosque_id: mosque.id, user_id: holder?.id ?? null, invited_by: actorId, channel: contact.channel, contact: to,
+          auto_approve: autoApprove ? 1 : 0, created_at: toUnixSeconds(deps.clock()),
+        }).execute();
+        if (!holder) await deps.grants.add(w, mosque.id, hash, { kind: 'membership', status: autoApprove ? 'approved' : 'pending', inviteId: id }, actorId);
+        await deps.activity.record(w.q, { mosqueId: mosque.id, actorUserId: actorId, kind: 'invite.sent', subjectId: id, data: { user_id: holder?.id ?? null, channel: contact.channel, auto_approve: autoApprove } });
+        const row = (await w.q.selectFrom('invites').selectAll().where('id', '=', id).executeTakeFirstOrThrow()) as InviteRow;
+        return ok({ invite: toInvite(row), membership });
+      });
       if (!result.ok) return result;
       const { invite, membership } = result.value;
       const state = membership?.status === 'approved' || (!membership && autoApprove) ? 'You will be a member.' : 'An admin will approve your membership.';

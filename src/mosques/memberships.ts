@@ -1,5 +1,7 @@
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
+import { transact, within, type Work } from './work.ts';
 import type { ActivityLog } from './activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
@@ -72,19 +74,36 @@ export interface MembershipChange {
  */
 export type MembershipListener = (change: MembershipChange) => void;
 
-/** Every write is announced on `changes` (kind `standing`, the member's user id): /me lists memberships. */
-export function createMemberships(deps: { db: Db; clock: Clock; activity: ActivityLog; users: Pick<SyncUserReads, 'contactsOf'>; changes?: ChangePublisher }) {
-  const { db, activity } = deps;
+/**
+ * Every write is announced on `changes` (kind `standing`, the member's user id) once it commits: /me lists
+ * memberships. Writers join the caller's `Work` when given one (the listeners are told after that commit).
+ * The `...Sync` methods answer on better-sqlite3's synchronous connection for the domains whose paths are still
+ * synchronous (entitlement and the audio gate read a status per check, a broadcast's fan-out its push list,
+ * a user's deletion its feed entries); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ */
+export function createMemberships(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; users: Pick<SyncUserReads, 'contactsOf'>; changes?: ChangePublisher }) {
+  const { db, store, activity } = deps;
+  const listeners: MembershipListener[] = [];
+  const tell = (change: MembershipChange) => {
+    for (const l of listeners) l(change);
+  };
   const changes = deps.changes ?? noChanges;
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
-  const byId = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE id = ?');
-  const byPair = db.prepare<[string, string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? AND user_id = ?');
-  const insert = db.prepare(
-    `INSERT INTO memberships (id, mosque_id, user_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-  );
-  const setStatus = db.prepare('UPDATE memberships SET status = ?, updated_at = ? WHERE id = ?');
-  const ofMosque = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? ORDER BY created_at, id');
-  const ofMosqueByStatus = db.prepare<[string, string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? AND status = ? ORDER BY created_at, id');
+  const byPairSync = db.prepare<[string, string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? AND user_id = ?');
+  const ofUserSync = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, id');
+  const removedEntrySync = db.prepare<[string, string], { by_self: number }>('SELECT by_self FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
+  // Who a broadcast of each kind notifies: the approved members with that toggle on (one statement per toggle).
+  const notifiedSync = new Map(NOTIFY_TOGGLES.map((toggle) => [toggle,
+    db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`)] as const));
+
+  const byId = async (q: Queries, id: string) =>
+    (await q.selectFrom('memberships').selectAll().where('id', '=', id).executeTakeFirst()) as MembershipRow | undefined;
+  const byPair = async (q: Queries, mosqueId: string, userId: string) =>
+    (await q.selectFrom('memberships').selectAll().where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst()) as MembershipRow | undefined;
+  const ofUser = async (q: Queries, userId: string) =>
+    (await q.selectFrom('memberships').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()) as MembershipRow[];
+  const removedEntry = (q: Queries, mosqueId: string, userId: string) =>
+    q.selectFrom('membership_removals').select('by_self').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
   /** Each membership with its member's email and phone, which the people's store keeps (one statement for the list). */
   const withMembers = (rows: MembershipRow[]): MemberRow[] => {
     const contacts = deps.users.contactsOf(rows.map((r) => r.user_id));
@@ -93,50 +112,32 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
       return c ? [{ ...r, email: c.email, phone: c.phone }] : [];
     });
   };
-  // Who a broadcast of each kind notifies: the approved members with that toggle on (one statement per toggle).
-  const notified = new Map(NOTIFY_TOGGLES.map((toggle) => [toggle,
-    db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`)] as const));
-  const ofUser = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, id');
-  const setToggles = db.prepare(
-    `UPDATE memberships SET notify_azaan = COALESCE(@notify_azaan, notify_azaan), notify_jummah = COALESCE(@notify_jummah, notify_jummah),
-       notify_waaz = COALESCE(@notify_waaz, notify_waaz), notify_announcement = COALESCE(@notify_announcement, notify_announcement),
-       updated_at = @now WHERE id = @id`,
-  );
-  const remove = db.prepare('DELETE FROM memberships WHERE id = ?');
-  const removedEntry = db.prepare<[string, string], { by_self: number }>('SELECT by_self FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
-  const noteRemoval = db.prepare(
-    `INSERT INTO membership_removals (mosque_id, user_id, removed_at, by_self) VALUES (?, ?, ?, ?)
-     ON CONFLICT DO UPDATE SET removed_at = excluded.removed_at, by_self = excluded.by_self`,
-  );
-  const clearRemoval = db.prepare('DELETE FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
   const now = () => toUnixSeconds(deps.clock());
-  const listeners: MembershipListener[] = [];
-  const tell = (change: MembershipChange) => {
-    for (const l of listeners) l(change);
-  };
   const notify = (change: MembershipChange) => {
     if (change.previousStatus !== change.membership.status) tell(change);
   };
 
-  /** Creates or moves a membership to `status`, with its activity entry, in one transaction. */
-  function put(mosqueId: string, userId: string, status: MembershipStatus, actorId: string | null, kind: string): MembershipChange {
-    const change = db.transaction((): MembershipChange => {
-      const existing = byPair.get(mosqueId, userId);
-      if (existing) {
-        if (existing.status !== status) setStatus.run(status, now(), existing.id);
-      } else {
-        insert.run(crypto.randomUUID(), mosqueId, userId, status, now(), now());
-        clearRemoval.run(mosqueId, userId);
-      }
-      const membership = byPair.get(mosqueId, userId)!;
-      const previousStatus = existing?.status ?? null;
-      if (previousStatus !== status) {
-        activity.record({ mosqueId, actorUserId: actorId, kind, subjectId: membership.id, data: { user_id: userId, from: previousStatus, to: status } });
-      }
-      return { membership, previousStatus };
-    })();
-    changed(userId);
-    notify(change);
+  /**
+   * Creates or moves a membership to `status`, with its activity entry, in the caller's transaction; the
+   * change is announced once that commits.
+   */
+  async function put({ q, afterCommit }: Work, mosqueId: string, userId: string, status: MembershipStatus, actorId: string | null, kind: string, existing: MembershipRow | undefined): Promise<MembershipChange> {
+    if (existing) {
+      if (existing.status !== status) await q.updateTable('memberships').set({ status, updated_at: now() }).where('id', '=', existing.id).execute();
+    } else {
+      await q.insertInto('memberships').values({ id: crypto.randomUUID(), mosque_id: mosqueId, user_id: userId, status, created_at: now(), updated_at: now() }).execute();
+      await q.deleteFrom('membership_removals').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).execute();
+    }
+    const membership = (await byPair(q, mosqueId, userId))!;
+    const previousStatus = existing?.status ?? null;
+    if (previousStatus !== status) {
+      await activity.record(q, { mosqueId, actorUserId: actorId, kind, subjectId: membership.id, data: { user_id: userId, from: previousStatus, to: status } });
+    }
+    const change = { membership, previousStatus };
+    afterCommit(() => {
+      changed(userId);
+      notify(change);
+    });
     return change;
   }
 
@@ -144,33 +145,46 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
     /** Adds a listener told after every committed status change (see MembershipListener). */
     listen: (listener: MembershipListener) => void listeners.push(listener),
     /** Whether an admin removed this user's membership of the mosque and it was not re-created since (one key lookup). */
-    wasRemoved: (mosqueId: string, userId: string) => removedEntry.get(mosqueId, userId) !== undefined,
-    findById: (id: string) => byId.get(id) ?? null,
+    wasRemoved: async (mosqueId: string, userId: string) => (await removedEntry(store, mosqueId, userId)) !== undefined,
+    wasRemovedSync: (mosqueId: string, userId: string) => removedEntrySync.get(mosqueId, userId) !== undefined,
+    findById: async (id: string) => (await byId(store, id)) ?? null,
     /** The users of the mosque's approved members who have `toggle` on: whom a broadcast's push reaches. */
-    notifiedMembers: (mosqueId: string, toggle: NotifyToggle): string[] => notified.get(toggle)!.all(mosqueId).map((r) => r.user_id),
-    findFor: (mosqueId: string, userId: string) => byPair.get(mosqueId, userId) ?? null,
+    notifiedMembers: async (mosqueId: string, toggle: NotifyToggle): Promise<string[]> => {
+      const rows = await store.selectFrom('memberships').select('user_id')
+        .where('mosque_id', '=', mosqueId).where('status', '=', 'approved').where(toggle, '=', 1).execute();
+      return rows.map((r) => r.user_id);
+    },
+    notifiedMembersSync: (mosqueId: string, toggle: NotifyToggle): string[] => notifiedSync.get(toggle)!.all(mosqueId).map((r) => r.user_id),
+    findFor: async (mosqueId: string, userId: string) => (await byPair(store, mosqueId, userId)) ?? null,
+    findForSync: (mosqueId: string, userId: string) => byPairSync.get(mosqueId, userId) ?? null,
     /** The membership with its member's email and phone, for the mosque's admins (docs/api.md, "Memberships"). */
-    findWithMember: (id: string) => {
-      const row = byId.get(id);
+    findWithMember: async (id: string) => {
+      const row = await byId(store, id);
       return row ? (withMembers([row])[0] ?? null) : null;
     },
-    listForMosque: (mosqueId: string, status: MembershipStatus | null) =>
-      withMembers(status ? ofMosqueByStatus.all(mosqueId, status) : ofMosque.all(mosqueId)),
-    listForUser: (userId: string) => ofUser.all(userId),
+    listForMosque: async (mosqueId: string, status: MembershipStatus | null) => {
+      let query = store.selectFrom('memberships').selectAll().where('mosque_id', '=', mosqueId);
+      if (status) query = query.where('status', '=', status);
+      return withMembers((await query.orderBy('created_at').orderBy('id').execute()) as MembershipRow[]);
+    },
+    listForUser: (userId: string) => ofUser(store, userId),
 
     /**
      * Self-service join (docs/walkthrough.md, "3. The mosque and its members"): pending, or approved when the mosque auto-approves. An existing
-     * membership is returned as it is; a rejected one may reapply; a banned one is refused.
+     * membership is returned as it is; a rejected one may reapply; a banned one is refused. Read and written in
+     * one transaction, so a status changed meanwhile is seen.
      */
-    join(mosque: MosqueRow, userId: string): Result<{ membership: MembershipRow; created: boolean }> {
-      const existing = byPair.get(mosque.id, userId);
-      if (existing?.status === 'banned') return fail('membership_banned');
-      if (existing && existing.status !== 'rejected') return ok({ membership: existing, created: false });
-      // docs/api.md, "Memberships": someone an admin removed asks again; auto-approval does not undo the removal.
-      const removed = !existing && removedEntry.get(mosque.id, userId)?.by_self === 0;
-      const status = mosque.auto_approve_members === 1 && !removed ? 'approved' : 'pending';
-      const { membership } = put(mosque.id, userId, status, userId, 'membership.joined');
-      return ok({ membership, created: !existing });
+    join(mosque: MosqueRow, userId: string): Promise<Result<{ membership: MembershipRow; created: boolean }>> {
+      return transact(store, async (w): Promise<Result<{ membership: MembershipRow; created: boolean }>> => {
+        const existing = await byPair(w.q, mosque.id, userId);
+        if (existing?.status === 'banned') return fail('membership_banned');
+        if (existing && existing.status !== 'rejected') return ok({ membership: existing, created: false });
+        // docs/api.md, "Memberships": someone an admin removed asks again; auto-approval does not undo the removal.
+        const removed = !existing && (await removedEntry(w.q, mosque.id, userId))?.by_self === 0;
+        const status = mosque.auto_approve_members === 1 && !removed ? 'approved' : 'pending';
+        const { membership } = await put(w, mosque.id, userId, status, userId, 'membership.joined', existing);
+        return ok({ membership, created: !existing });
+      });
     },
 
     /**
@@ -178,67 +192,81 @@ export function createMemberships(deps: { db: Db; clock: Clock; activity: Activi
      * lifts a ban, not even a superadmin's: a ban is lifted only by a status change, and nobody but a
      * superadmin enrols themselves (docs/decisions.md, "Enrolment never lifts a ban.").
      */
-    enrol(mosqueId: string, userId: string, actor: { id: string; isSuperadmin: boolean }): Result<{ membership: MembershipRow; created: boolean }> {
+    async enrol(mosqueId: string, userId: string, actor: { id: string; isSuperadmin: boolean }): Promise<Result<{ membership: MembershipRow; created: boolean }>> {
       if (userId === actor.id && !actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may enrol themselves.');
-      const existing = byPair.get(mosqueId, userId);
-      if (existing?.status === 'banned') return fail('membership_banned', 'This user is banned from the mosque; change the membership status to lift the ban.');
-      const { membership } = put(mosqueId, userId, 'approved', actor.id, 'membership.enrolled');
-      return ok({ membership, created: !existing });
+      return transact(store, async (w): Promise<Result<{ membership: MembershipRow; created: boolean }>> => {
+        const existing = await byPair(w.q, mosqueId, userId);
+        if (existing?.status === 'banned') return fail('membership_banned', 'This user is banned from the mosque; change the membership status to lift the ban.');
+        const { membership } = await put(w, mosqueId, userId, 'approved', actor.id, 'membership.enrolled', existing);
+        return ok({ membership, created: !existing });
+      });
     },
 
     /**
      * An owner or admin of a mosque is one of its members (docs/decisions.md, "Owners and admins are members"): approved, unless banned, which only a
      * status change lifts. Never lowers a membership; returns it as it ends up (null when none could be made).
      */
-    admitAdmin(mosqueId: string, userId: string, actorId: string | null): MembershipRow | null {
-      const existing = byPair.get(mosqueId, userId);
-      if (existing?.status === 'banned' || existing?.status === 'approved') return existing;
-      return put(mosqueId, userId, 'approved', actorId, 'membership.admin_admitted').membership;
+    admitAdmin(w: Work | undefined, mosqueId: string, userId: string, actorId: string | null): Promise<MembershipRow | null> {
+      return within(store, w, async (w) => {
+        const existing = await byPair(w.q, mosqueId, userId);
+        if (existing?.status === 'banned' || existing?.status === 'approved') return existing;
+        return (await put(w, mosqueId, userId, 'approved', actorId, 'membership.admin_admitted', existing)).membership;
+      });
     },
 
     /** An invite never lowers a membership; a banned one is refused. */
-    invite(mosqueId: string, userId: string, autoApprove: boolean, actorId: string | null): Result<MembershipRow> {
-      const existing = byPair.get(mosqueId, userId);
-      if (existing?.status === 'banned') return fail('membership_banned');
-      const wanted: MembershipStatus = autoApprove ? 'approved' : 'pending';
-      if (existing && RANK[existing.status] >= RANK[wanted]) return ok(existing);
-      return ok(put(mosqueId, userId, wanted, actorId, 'membership.invited').membership);
+    invite(w: Work | undefined, mosqueId: string, userId: string, autoApprove: boolean, actorId: string | null): Promise<Result<MembershipRow>> {
+      return within(store, w, async (w): Promise<Result<MembershipRow>> => {
+        const existing = await byPair(w.q, mosqueId, userId);
+        if (existing?.status === 'banned') return fail('membership_banned');
+        const wanted: MembershipStatus = autoApprove ? 'approved' : 'pending';
+        if (existing && RANK[existing.status] >= RANK[wanted]) return ok(existing);
+        return ok((await put(w, mosqueId, userId, wanted, actorId, 'membership.invited', existing)).membership);
+      });
     },
 
     /** Admins and superadmins only: the caller has checked the standing (docs/api.md, "Memberships"). */
-    changeStatus(membership: MembershipRow, status: MembershipStatus, actorId: string): MembershipRow {
-      return put(membership.mosque_id, membership.user_id, status, actorId, 'membership.status_changed').membership;
+    async changeStatus(membership: MembershipRow, status: MembershipStatus, actorId: string): Promise<MembershipRow> {
+      return transact(store, async (w) => {
+        const existing = await byPair(w.q, membership.mosque_id, membership.user_id);
+        return (await put(w, membership.mosque_id, membership.user_id, status, actorId, 'membership.status_changed', existing)).membership;
+      });
     },
 
     /** The member's own four toggles (docs/walkthrough.md, "3. The mosque and its members"). */
-    setToggles(membership: MembershipRow, toggles: Partial<Record<NotifyToggle, boolean>>, actorId: string): MembershipRow {
+    async setToggles(membership: MembershipRow, toggles: Partial<Record<NotifyToggle, boolean>>, actorId: string): Promise<MembershipRow> {
       const keys = NOTIFY_TOGGLES.filter((k) => toggles[k] !== undefined);
       if (keys.length === 0) return membership;
-      const bits = Object.fromEntries(NOTIFY_TOGGLES.map((k) => [k, toggles[k] === undefined ? null : toggles[k] ? 1 : 0]));
-      db.transaction(() => {
-        setToggles.run({ ...bits, now: now(), id: membership.id });
-        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.notifications_changed', subjectId: membership.id, data: toggles });
-      })();
-      changed(membership.user_id);
-      return byId.get(membership.id)!;
+      const bits = Object.fromEntries(keys.map((k) => [k, toggles[k] ? 1 : 0])) as Partial<Record<NotifyToggle, number>>;
+      return transact(store, async ({ q, afterCommit }) => {
+        await q.updateTable('memberships').set({ ...bits, updated_at: now() }).where('id', '=', membership.id).execute();
+        await activity.record(q, { mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.notifications_changed', subjectId: membership.id, data: toggles });
+        afterCommit(() => changed(membership.user_id));
+        return (await byId(q, membership.id))!;
+      });
     },
 
-    /** The user is being deleted (the database removes the rows): each mosque's feed says so. */
-    noteUserDeleted(userId: string, actorId: string | null): void {
-      for (const m of ofUser.all(userId)) {
-        activity.record({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
+    /**
+     * The user is being deleted (the database removes the rows): each mosque's feed says so. Synchronous: it
+     * runs inside the people's deletion, which is not on the store yet.
+     */
+    noteUserDeletedSync(userId: string, actorId: string | null): void {
+      for (const m of ofUserSync.all(userId)) {
+        activity.recordSync({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
         tell({ membership: m, previousStatus: m.status, removed: true });
       }
     },
 
     /** Removes a membership (an admin's act); entitlement treats it as lapsed. */
-    remove(membership: MembershipRow, actorId: string | null, reason?: string): void {
-      db.transaction(() => {
-        remove.run(membership.id);
-        noteRemoval.run(membership.mosque_id, membership.user_id, now(), actorId === membership.user_id ? 1 : 0);
+    async remove(membership: MembershipRow, actorId: string | null, reason?: string): Promise<void> {
+      await transact(store, async ({ q }) => {
+        await q.deleteFrom('memberships').where('id', '=', membership.id).execute();
+        const removal = { mosque_id: membership.mosque_id, user_id: membership.user_id, removed_at: now(), by_self: actorId === membership.user_id ? 1 : 0 };
+        await q.insertInto('membership_removals').values(removal)
+          .onConflict((oc) => oc.columns(['mosque_id', 'user_id']).doUpdateSet({ removed_at: removal.removed_at, by_self: removal.by_self })).execute();
         const data = { user_id: membership.user_id, ...(reason && { reason }) };
-        activity.record({ mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
-      })();
+        await activity.record(q, { mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
+      });
       changed(membership.user_id);
       tell({ membership, previousStatus: membership.status, removed: true });
     },

@@ -1,4 +1,5 @@
-import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
+import { transact, type Work } from './work.ts';
 import type { ActivityLog } from './activity.ts';
 import { toFlags, type Actor, type AdminFlags, type AdminRow, type AdminStore } from './admins.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
@@ -24,21 +25,21 @@ export interface AdminChange {
 /** Who a new owner or admin is: an account by id, or an address (docs/api.md, "Addresses: claims and proof"). */
 export type Grantee = { userId: string } | { email: string };
 
-export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog; memberships: Memberships;
+export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog; memberships: Memberships;
   grants: AddressGrants;
   /** Called just before a mosque is deleted; the function it returns runs just after. */
   beforeDelete?: (mosqueId: string) => (() => void) | void;
   /** Told after a mosque's fields change (its devices' configs carry its stream). */
   onUpdated?: (before: MosqueRow, after: MosqueRow) => void;
 }) {
-  const { db, mosques, admins, activity } = deps;
-  const tx = <T>(fn: () => T): T => db.transaction(fn)();
+  const { store, mosques, admins, activity } = deps;
+  const tx = <T>(fn: (w: Work) => Promise<T>): Promise<T> => transact(store, fn);
 
-  function transferOwnership(mosqueId: string, to: AdminRow, actor: Actor): AdminRow {
-    const current = admins.listForMosque(mosqueId).find((a) => a.is_owner === 1);
-    if (current) admins.setFlags(mosqueId, current.user_id, { ...toFlags(current), is_owner: false });
-    const owner = admins.setFlags(mosqueId, to.user_id, ALL_FLAGS);
-    activity.record({ mosqueId, actorUserId: actor.id, kind: 'admin.owner_changed', subjectId: to.user_id, data: { from: current?.user_id ?? null } });
+  async function transferOwnership(w: Work, mosqueId: string, to: AdminRow, actor: Actor): Promise<AdminRow> {
+    const current = (await admins.listForMosque(mosqueId, w.q)).find((a) => a.is_owner === 1);
+    if (current) await admins.setFlags(w, mosqueId, current.user_id, { ...toFlags(current), is_owner: false });
+    const owner = await admins.setFlags(w, mosqueId, to.user_id, ALL_FLAGS);
+    await activity.record(w.q, { mosqueId, actorUserId: actor.id, kind: 'admin.owner_changed', subjectId: to.user_id, data: { from: current?.user_id ?? null } });
     return owner;
   }
 
@@ -46,105 +47,114 @@ export function createMosqueOps(deps: { db: Db; mosques: MosqueStore; admins: Ad
   const accountOf = (who: Grantee): string | null =>
     'userId' in who ? who.userId : deps.users.sync.findProvenHolder(identifierHash(who.email))?.id ?? null;
 
-  function waitOn(mosqueId: string, email: string, grant: NewGrant, actor: Actor): void {
-    claimUnclaimed(deps.users, { channel: 'email', email });
-    deps.grants.add(mosqueId, identifierHash(email), grant, actor.id);
-  }
+  /**
+   * What is granted to an address nobody has proven waits on it. The address's account (one with nothing in it)
+   * is made before the transaction, on the people's synchronous connection, which never runs inside a store
+   * transaction; the grant is written in the caller's.
+   */
+  const claimFor = (email: string) => claimUnclaimed(deps.users, { channel: 'email', email });
+  const waitOn = (w: Work, mosqueId: string, email: string, grant: NewGrant, actor: Actor) =>
+    deps.grants.add(w, mosqueId, identifierHash(email), grant, actor.id);
 
   return {
     /** An owner named by an address nobody has proven waits on it: the mosque has no owner until someone proves it. */
-    create(fields: MosqueFields, owner: Grantee | null, actor: Actor): Result<MosqueRow> {
+    async create(fields: MosqueFields, owner: Grantee | null, actor: Actor): Promise<Result<MosqueRow>> {
       const ownerUserId = owner ? accountOf(owner) : null;
       if (owner && 'userId' in owner && !deps.users.sync.findById(owner.userId)) return fail('not_found', 'No user has that owner_user_id.');
-      return ok(tx(() => {
-        const mosque = mosques.create(fields);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
-        if (owner && 'email' in owner && !ownerUserId) waitOn(mosque.id, owner.email, { kind: 'owner' }, actor);
+      const waits = owner && 'email' in owner && !ownerUserId ? owner.email : null;
+      if (waits !== null) claimFor(waits);
+      return ok(await tx(async (w) => {
+        const mosque = await mosques.create(w, fields);
+        await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
+        if (waits !== null) await waitOn(w, mosque.id, waits, { kind: 'owner' }, actor);
         if (ownerUserId) {
-          admins.insert(mosque.id, ownerUserId, ALL_FLAGS);
-          activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: ownerUserId, data: { ...ALL_FLAGS } });
-          deps.memberships.admitAdmin(mosque.id, ownerUserId, actor.id);
+          await admins.insert(w, mosque.id, ownerUserId, ALL_FLAGS);
+          await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: ownerUserId, data: { ...ALL_FLAGS } });
+          await deps.memberships.admitAdmin(w, mosque.id, ownerUserId, actor.id);
         }
         return mosque;
       }));
     },
 
-    update(mosque: MosqueRow, fields: Partial<MosqueFields>, actor: Actor): MosqueRow {
-      const updated = tx(() => {
-        const row = mosques.update(mosque.id, fields);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.updated', subjectId: mosque.id, data: { fields: Object.keys(fields) } });
+    async update(mosque: MosqueRow, fields: Partial<MosqueFields>, actor: Actor): Promise<MosqueRow> {
+      const updated = await tx(async (w) => {
+        const row = await mosques.update(w, mosque.id, fields);
+        await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.updated', subjectId: mosque.id, data: { fields: Object.keys(fields) } });
         return row;
       });
       deps.onUpdated?.(mosque, updated);
       return updated;
     },
 
-    rotateJoinCode(mosque: MosqueRow, actor: Actor): MosqueRow {
-      return tx(() => {
-        const updated = mosques.rotateJoinCode(mosque.id);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.join_code_rotated', subjectId: mosque.id });
+    rotateJoinCode(mosque: MosqueRow, actor: Actor): Promise<MosqueRow> {
+      return tx(async (w) => {
+        const updated = await mosques.rotateJoinCode(w, mosque.id);
+        await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.join_code_rotated', subjectId: mosque.id });
         return updated;
       });
     },
 
-    delete(mosque: MosqueRow): void {
+    async delete(mosque: MosqueRow): Promise<void> {
       const after = deps.beforeDelete?.(mosque.id);
-      mosques.delete(mosque.id);
+      await mosques.delete(mosque.id);
       after?.();
     },
 
     /** An admin named by an address nobody has proven waits on it (`waiting`), with the flags asked. */
-    addAdmin(mosque: MosqueRow, who: Grantee, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): Result<AdminRow | 'waiting'> {
+    async addAdmin(mosque: MosqueRow, who: Grantee, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): Promise<Result<AdminRow | 'waiting'>> {
       const userId = accountOf(who);
       if (!userId && 'email' in who) {
-        tx(() => waitOn(mosque.id, who.email, { kind: 'admin', canTrigger: flags.can_trigger, canManage: flags.can_manage }, actor));
+        claimFor(who.email);
+        await tx((w) => waitOn(w, mosque.id, who.email, { kind: 'admin', canTrigger: flags.can_trigger, canManage: flags.can_manage }, actor));
         return ok('waiting');
       }
       if (!userId || !deps.users.sync.findById(userId)) return fail('not_found', 'No user has that user_id.');
-      if (admins.find(mosque.id, userId)) return fail('conflict', 'That user is already an admin of this mosque.');
-      return ok(tx(() => {
-        const row = admins.insert(mosque.id, userId, { is_owner: false, ...flags });
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: userId, data: flags });
+      return tx(async (w): Promise<Result<AdminRow | 'waiting'>> => {
+        // Checked in the transaction that inserts: two requests adding the same admin cannot both pass.
+        if (await admins.find(mosque.id, userId, w.q)) return fail('conflict', 'That user is already an admin of this mosque.');
+        const row = await admins.insert(w, mosque.id, userId, { is_owner: false, ...flags });
+        await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.added', subjectId: userId, data: flags });
         // Removing the admin row later leaves this membership as it is (docs/decisions.md, "Owners and admins are members").
-        deps.memberships.admitAdmin(mosque.id, userId, actor.id);
-        return row;
-      }));
+        await deps.memberships.admitAdmin(w, mosque.id, userId, actor.id);
+        return ok(row);
+      });
     },
 
-    updateAdmin(mosque: MosqueRow, userId: string, change: AdminChange, actor: Actor & { isOwner: boolean }): Result<AdminRow> {
-      const row = admins.find(mosque.id, userId);
-      if (!row) return fail('not_found');
-      const lowersOwner = row.is_owner === 1 && (change.can_trigger === false || change.can_manage === false);
-      if (lowersOwner && !actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may demote the owner.');
-      if (row.is_owner === 1 && change.is_owner === false) {
-        return fail('conflict', 'A mosque always keeps one owner: make another admin the owner instead.');
-      }
-      const transfers = change.is_owner === true && row.is_owner === 0;
-      if (transfers && !actor.isSuperadmin && !actor.isOwner) return fail('forbidden', 'Only the owner or a superadmin may hand over ownership.');
-      return ok(tx(() => {
-        let updated = admins.setFlags(mosque.id, userId, {
+    updateAdmin(mosque: MosqueRow, userId: string, change: AdminChange, actor: Actor & { isOwner: boolean }): Promise<Result<AdminRow>> {
+      // The row is read, judged and written in one transaction: a flag changed meanwhile is judged as it stands.
+      return tx(async (w): Promise<Result<AdminRow>> => {
+        const row = await admins.find(mosque.id, userId, w.q);
+        if (!row) return fail('not_found');
+        const lowersOwner = row.is_owner === 1 && (change.can_trigger === false || change.can_manage === false);
+        if (lowersOwner && !actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may demote the owner.');
+        if (row.is_owner === 1 && change.is_owner === false) {
+          return fail('conflict', 'A mosque always keeps one owner: make another admin the owner instead.');
+        }
+        const transfers = change.is_owner === true && row.is_owner === 0;
+        if (transfers && !actor.isSuperadmin && !actor.isOwner) return fail('forbidden', 'Only the owner or a superadmin may hand over ownership.');
+        let updated = await admins.setFlags(w, mosque.id, userId, {
           is_owner: row.is_owner === 1,
           can_trigger: change.can_trigger ?? row.can_trigger === 1,
           can_manage: change.can_manage ?? row.can_manage === 1,
         });
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.updated', subjectId: userId, data: { ...change } });
-        if (transfers) updated = transferOwnership(mosque.id, updated, actor);
-        return updated;
-      }));
+        await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.updated', subjectId: userId, data: { ...change } });
+        if (transfers) updated = await transferOwnership(w, mosque.id, updated, actor);
+        return ok(updated);
+      });
     },
 
-    removeAdmin(mosque: MosqueRow, userId: string, actor: Actor): Result<void> {
-      const row = admins.find(mosque.id, userId);
-      if (!row) return fail('not_found');
-      if (row.is_owner === 1) {
-        if (!actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may remove the owner.');
-        return fail('conflict', 'A mosque always keeps one owner: make another admin the owner first.');
-      }
-      tx(() => {
-        admins.remove(mosque.id, userId);
-        activity.record({ mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.removed', subjectId: userId });
+    removeAdmin(mosque: MosqueRow, userId: string, actor: Actor): Promise<Result<void>> {
+      return tx(async (w): Promise<Result<void>> => {
+        const row = await admins.find(mosque.id, userId, w.q);
+        if (!row) return fail('not_found');
+        if (row.is_owner === 1) {
+          if (!actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may remove the owner.');
+          return fail('conflict', 'A mosque always keeps one owner: make another admin the owner first.');
+        }
+        await admins.remove(w, mosque.id, userId);
+        await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'admin.removed', subjectId: userId });
+        return ok(undefined);
       });
-      return ok(undefined);
     },
   };
 }

@@ -1,5 +1,7 @@
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
+import { within, type Work } from './work.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 
@@ -132,102 +134,111 @@ export interface MosqueFields {
   schedule?: Partial<ScheduleFields>;
 }
 
+/**
+ * The mosques table. Writers join the caller's `Work` when given one, else run alone. The `...Sync` methods
+ * answer on better-sqlite3's synchronous connection for the domains whose paths are still synchronous (a
+ * device's entitlement and config, the audio gate, the scheduler's pass, a broadcast's fan-out, the
+ * schedule's own transactions); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ */
 export interface MosqueStore {
-  findById(id: string): MosqueRow | null;
-  findByJoinCode(code: string): MosqueRow | null;
-  create(fields: MosqueFields): MosqueRow;
-  update(id: string, fields: Partial<MosqueFields>): MosqueRow;
+  findById(id: string, q?: Queries): Promise<MosqueRow | null>;
+  findByIdSync(id: string): MosqueRow | null;
+  findByJoinCode(code: string): Promise<MosqueRow | null>;
+  create(w: Work | undefined, fields: MosqueFields): Promise<MosqueRow>;
+  update(w: Work | undefined, id: string, fields: Partial<MosqueFields>): Promise<MosqueRow>;
   /** Mosques whose times are calculated (a location and a method), by id; the schedule adds those with a timetable. */
-  listCalculated(): MosqueRow[];
+  listCalculated(): Promise<MosqueRow[]>;
+  listCalculatedSync(): MosqueRow[];
   /** The mosque's schedule changed (a timetable uploaded or removed): no event before now fires for it. */
-  scheduleChanged(id: string, nowSeconds: number): void;
-  rotateJoinCode(id: string): MosqueRow;
-  delete(id: string): void;
-  listAll(): MosqueRow[];
+  scheduleChanged(q: Queries, id: string, nowSeconds: number): Promise<void>;
+  /** The same, inside the schedule's synchronous transaction. */
+  scheduleChangedSync(id: string, nowSeconds: number): void;
+  rotateJoinCode(w: Work | undefined, id: string): Promise<MosqueRow>;
+  delete(id: string): Promise<void>;
+  listAll(): Promise<MosqueRow[]>;
   /** Mosques where the user is an admin or has a membership of any status. */
-  listForUser(userId: string): MosqueRow[];
+  listForUser(userId: string): Promise<MosqueRow[]>;
 }
 
 /** A deletion is announced on `changes` (kind `mosque`): its memberships and admin rows went with it. */
-export function createMosqueStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges): MosqueStore {
-  const byId = db.prepare<[string], MosqueRow>('SELECT * FROM mosques WHERE id = ?');
-  const byCode = db.prepare<[string], MosqueRow>('SELECT * FROM mosques WHERE join_code = ?');
-  const insert = db.prepare(
-    `INSERT INTO mosques (id, name, timezone, auto_approve_members, stream_url, join_code, created_at, updated_at)
-     VALUES (@id, @name, @timezone, @auto, @stream_url, @join_code, @now, @now)`,
-  );
-  const update = db.prepare(
-    `UPDATE mosques SET name = @name, timezone = @timezone, auto_approve_members = @auto, stream_url = @stream_url, updated_at = @now WHERE id = @id`,
-  );
-  const updateSchedule = db.prepare(
-    `UPDATE mosques SET latitude = @latitude, longitude = @longitude, prayer_times = @prayer_times, azaan = @azaan, iqamah = @iqamah,
-       jumuah = @jumuah, auto_start = @auto_start, schedule_since = @now, updated_at = @now WHERE id = @id`,
-  );
-  const withCalculation = db.prepare<[], MosqueRow>(
+export function createMosqueStore(db: Db, store: Store, clock: Clock, changes: ChangePublisher = noChanges): MosqueStore {
+  const byIdSync = db.prepare<[string], MosqueRow>('SELECT * FROM mosques WHERE id = ?');
+  const withCalculationSync = db.prepare<[], MosqueRow>(
     'SELECT * FROM mosques WHERE latitude IS NOT NULL AND longitude IS NOT NULL AND prayer_times IS NOT NULL ORDER BY id',
   );
-  const touchSchedule = db.prepare('UPDATE mosques SET schedule_since = ?, updated_at = ? WHERE id = ?');
-  const setCode = db.prepare('UPDATE mosques SET join_code = ?, updated_at = ? WHERE id = ?');
-  const remove = db.prepare('DELETE FROM mosques WHERE id = ?');
-  const all = db.prepare<[], MosqueRow>('SELECT * FROM mosques ORDER BY name, id');
-  const forUser = db.prepare<[string, string], MosqueRow>(
-    `SELECT * FROM mosques WHERE id IN (SELECT mosque_id FROM mosque_admins WHERE user_id = ?
-                                       UNION SELECT mosque_id FROM memberships WHERE user_id = ?)
-     ORDER BY name, id`,
-  );
+  const touchScheduleSync = db.prepare('UPDATE mosques SET schedule_since = ?, updated_at = ? WHERE id = ?');
   const now = () => toUnixSeconds(clock());
+  const byId = async (q: Queries, id: string) => (await q.selectFrom('mosques').selectAll().where('id', '=', id).executeTakeFirst()) as MosqueRow | undefined;
+  const byCode = async (q: Queries, code: string) =>
+    (await q.selectFrom('mosques').selectAll().where('join_code', '=', code).executeTakeFirst()) as MosqueRow | undefined;
 
   /** A fresh code; a collision (1 in 8.5e11 per pair) simply draws again. */
-  const unusedCode = () => {
+  const unusedCode = async (q: Queries) => {
     for (;;) {
       const code = randomJoinCode();
-      if (!byCode.get(code)) return code;
+      if (!(await byCode(q, code))) return code;
     }
   };
 
-  function setSchedule(row: MosqueRow, change: Partial<ScheduleFields>): void {
+  async function setSchedule(q: Queries, row: MosqueRow, change: Partial<ScheduleFields>): Promise<void> {
     const merged = { ...scheduleFieldsOf(row), ...change };
-    updateSchedule.run({
-      id: row.id, latitude: merged.latitude, longitude: merged.longitude,
+    const at = now();
+    await q.updateTable('mosques').set({
+      latitude: merged.latitude, longitude: merged.longitude,
       prayer_times: merged.prayer_times === null ? null : JSON.stringify(merged.prayer_times),
       azaan: JSON.stringify(merged.azaan), iqamah: JSON.stringify(merged.iqamah), jumuah: JSON.stringify(merged.jumuah),
-      auto_start: merged.auto_start ? 1 : 0, now: now(),
-    });
+      auto_start: merged.auto_start ? 1 : 0, schedule_since: at, updated_at: at,
+    }).where('id', '=', row.id).execute();
   }
 
+  const calculated = (q: Queries) => q.selectFrom('mosques').selectAll()
+    .where('latitude', 'is not', null).where('longitude', 'is not', null).where('prayer_times', 'is not', null).orderBy('id');
+
   return {
-    findById: (id) => byId.get(id) ?? null,
-    findByJoinCode: (code) => byCode.get(normalizeJoinCode(code)) ?? null,
-    create(f) {
+    findById: async (id, q = store) => (await byId(q, id)) ?? null,
+    findByIdSync: (id) => byIdSync.get(id) ?? null,
+    findByJoinCode: async (code) => (await byCode(store, normalizeJoinCode(code))) ?? null,
+    create: (w, f) => within(store, w, async ({ q }) => {
       const id = crypto.randomUUID();
-      insert.run({ id, name: f.name, timezone: f.timezone, auto: f.autoApproveMembers ? 1 : 0, stream_url: f.streamUrl, join_code: unusedCode(), now: now() });
-      if (f.schedule) setSchedule(byId.get(id)!, f.schedule);
-      return byId.get(id)!;
-    },
-    update(id, f) {
-      const row = byId.get(id)!;
-      update.run({
-        id,
+      const at = now();
+      await q.insertInto('mosques').values({
+        id, name: f.name, timezone: f.timezone, auto_approve_members: f.autoApproveMembers ? 1 : 0, stream_url: f.streamUrl,
+        join_code: await unusedCode(q), created_at: at, updated_at: at,
+      }).execute();
+      if (f.schedule) await setSchedule(q, (await byId(q, id))!, f.schedule);
+      return (await byId(q, id))!;
+    }),
+    update: (w, id, f) => within(store, w, async ({ q }) => {
+      const row = (await byId(q, id))!;
+      await q.updateTable('mosques').set({
         name: f.name ?? row.name,
         timezone: f.timezone ?? row.timezone,
-        auto: f.autoApproveMembers === undefined ? row.auto_approve_members : f.autoApproveMembers ? 1 : 0,
+        auto_approve_members: f.autoApproveMembers === undefined ? row.auto_approve_members : f.autoApproveMembers ? 1 : 0,
         stream_url: f.streamUrl === undefined ? row.stream_url : f.streamUrl,
-        now: now(),
-      });
-      if (f.schedule) setSchedule(byId.get(id)!, f.schedule);
-      return byId.get(id)!;
-    },
+        updated_at: now(),
+      }).where('id', '=', id).execute();
+      if (f.schedule) await setSchedule(q, (await byId(q, id))!, f.schedule);
+      return (await byId(q, id))!;
+    }),
     /** Mosques that have times: a location with a method, or an uploaded timetable. */
-    listCalculated: () => withCalculation.all(),
-    scheduleChanged: (id, nowSeconds) => void touchSchedule.run(nowSeconds, nowSeconds, id),
-    rotateJoinCode(id) {
-      setCode.run(unusedCode(), now(), id);
-      return byId.get(id)!;
+    listCalculated: async () => (await calculated(store).execute()) as MosqueRow[],
+    listCalculatedSync: () => withCalculationSync.all(),
+    async scheduleChanged(q, id, nowSeconds) {
+      await q.updateTable('mosques').set({ schedule_since: nowSeconds, updated_at: nowSeconds }).where('id', '=', id).execute();
     },
-    delete(id) {
-      if (remove.run(id).changes > 0) changes.publish({ kind: 'mosque', id });
+    scheduleChangedSync: (id, nowSeconds) => void touchScheduleSync.run(nowSeconds, nowSeconds, id),
+    rotateJoinCode: (w, id) => within(store, w, async ({ q }) => {
+      await q.updateTable('mosques').set({ join_code: await unusedCode(q), updated_at: now() }).where('id', '=', id).execute();
+      return (await byId(q, id))!;
+    }),
+    async delete(id) {
+      const { numDeletedRows } = await store.deleteFrom('mosques').where('id', '=', id).executeTakeFirst();
+      if (numDeletedRows > 0n) changes.publish({ kind: 'mosque', id });
     },
-    listAll: () => all.all(),
-    listForUser: (userId) => forUser.all(userId, userId),
+    listAll: async () => (await store.selectFrom('mosques').selectAll().orderBy('name').orderBy('id').execute()) as MosqueRow[],
+    listForUser: async (userId) => (await store.selectFrom('mosques').selectAll()
+      .where('id', 'in', (eb) => eb.selectFrom('mosque_admins').select('mosque_id').where('user_id', '=', userId)
+        .union(eb.selectFrom('memberships').select('mosque_id').where('user_id', '=', userId)))
+      .orderBy('name').orderBy('id').execute()) as MosqueRow[],
   };
 }

@@ -48,7 +48,7 @@ function slotColumns(slot: Slot) {
  * transactions stay on them (`db`) until it takes a store transaction. Everything else goes through the store.
  * Resolves once the uploaded timetables are in memory.
  */
-export async function createScheduleStore(db: Db, store: Store, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
+export async function createScheduleStore(db: Db, store: Store, mosques: Pick<MosqueStore, 'scheduleChangedSync'>) {
   const deleteMonth = db.prepare('DELETE FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
   const insertDay = db.prepare(
     'INSERT INTO schedule_timetables (mosque_id, month, day, fajr, shuruk, dhuhr, asr, maghrib, isha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
@@ -87,14 +87,14 @@ export async function createScheduleStore(db: Db, store: Store, mosques: Pick<Mo
       db.transaction(() => {
         deleteMonth.run(mosqueId, month);
         for (const r of rows) insertDay.run(mosqueId, month, r.day, r.fajr, r.shuruk, r.dhuhr, r.asr, r.maghrib, r.isha);
-        mosques.scheduleChanged(mosqueId, seconds(nowMs));
+        mosques.scheduleChangedSync(mosqueId, seconds(nowMs));
       })();
       setMonth(mosqueId, month, rows);
     },
     deleteMonth(mosqueId: string, month: number, nowMs: number): boolean {
       const removed = db.transaction(() => {
         const n = deleteMonth.run(mosqueId, month).changes;
-        if (n > 0) mosques.scheduleChanged(mosqueId, seconds(nowMs));
+        if (n > 0) mosques.scheduleChangedSync(mosqueId, seconds(nowMs));
         return n > 0;
       })();
       setMonth(mosqueId, month, []);

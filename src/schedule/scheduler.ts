@@ -119,7 +119,7 @@ export function createScheduler(deps: SchedulerDeps) {
   async function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null = null): Promise<void> {
     if (!(await store.claimAlert(slot, kind, clock()))) return;
     const text = alertText(row, slot, kind, r, reason);
-    const admins = deps.admins.listForMosque(row.id).filter((a) => a.can_trigger === 1);
+    const admins = deps.admins.listForMosqueSync(row.id).filter((a) => a.can_trigger === 1);
     for (const admin of admins) {
       const user = deps.users.sync.findById(admin.user_id);
       const phoneOnly = admin.email.endsWith('@phone.invalid');
@@ -159,7 +159,7 @@ export function createScheduler(deps: SchedulerDeps) {
     const reason = r.reason ?? (source ? source.problem() : 'not_started');
     await store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
     const fallback = source ? await source.startFallback(row.id, slot.prayer) : null;
-    deps.activity.record({
+    deps.activity.recordSync({
       mosqueId: row.id, actorUserId: null, kind: 'schedule.azaan_missed', subjectId: slotKey(slot),
       data: { date: slot.date, prayer: slot.prayer, azaan_local: slot.azaanLocal, reason, ...(fallback && { fallback_broadcast_id: fallback }) },
     });
@@ -168,10 +168,10 @@ export function createScheduler(deps: SchedulerDeps) {
 
   /** Every mosque with prayer times: calculated ones, and those with an uploaded timetable, by id. */
   function scheduledMosques(): MosqueRow[] {
-    const rows = deps.mosques.listCalculated();
+    const rows = deps.mosques.listCalculatedSync();
     const seen = new Set(rows.map((r) => r.id));
     for (const id of deps.store.timetableMosques()) {
-      const row = seen.has(id) ? null : deps.mosques.findById(id);
+      const row = seen.has(id) ? null : deps.mosques.findByIdSync(id);
       if (row) rows.push(row);
     }
     return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -291,7 +291,7 @@ export function createScheduler(deps: SchedulerDeps) {
      */
     async broadcastStarted(b: BroadcastSignal): Promise<Slot | null> {
       if (b.kind !== 'azaan' && b.kind !== 'jummah') return null;
-      const row = deps.mosques.findById(b.mosqueId);
+      const row = deps.mosques.findByIdSync(b.mosqueId);
       if (!row) return null;
       const now = clock();
       try {

@@ -9,6 +9,7 @@ import { SimDevice, type BroadcastMessage, type DeviceStatus } from '../../simul
 import { pino } from 'pino';
 import { createManualClock, systemClock, type Clock } from '../../src/platform/clock.ts';
 import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createActivityLog } from '../../src/mosques/activity.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
@@ -19,7 +20,6 @@ import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
 import { createFanout } from '../../src/broadcasts/broadcast-fanout.ts';
 import { createPushOutbox } from '../../src/broadcasts/push-outbox.ts';
 import { createPushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
 import { API, joinMosque, makeAdmin, member, setStatus, type Person } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { browserKeys, decryptPush, deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
@@ -248,8 +248,8 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   migrate(db);
   const clock = systemClock;
   const logger = pino({ level: 'silent' });
-  const mosques = createMosqueStore(db, clock);
-  const mosque = mosques.create({ name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
+  const mosques = createMosqueStore(db, sqliteStore(db), clock);
+  const mosque = await mosques.create(undefined, { name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
   const devices = createDeviceStore(db, clock);
   const tx = devices.create({ kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null }).row;
   const sent: Array<{ topic: string; name: unknown; action: unknown }> = [];
@@ -262,8 +262,8 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
   const store = sqliteStore(db);
   const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
-  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ db, store, clock, activity: createActivityLog(db, clock) });
+  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembersSync: () => [] }, commands, outbox, link: () => link });
+  const broadcasts = createBroadcasts({ db, store, clock, activity: createActivityLog(db, store, clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));

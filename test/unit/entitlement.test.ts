@@ -12,6 +12,7 @@ import { createEntitlement, decide, type Decision } from '../../src/devices/enti
 import { createLeaseSigner, loadOrCreateLeaseKey } from '../../src/devices/leases.ts';
 import type { MembershipStatus } from '../../src/mosques/memberships.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 
 // docs/api.md, "Devices, from the app's side" (entitlement): bound to a mosque, owner's membership there approved, device enabled.
 
@@ -102,26 +103,26 @@ test('the lease key is kept in the data folder: a second load signs with the sam
 
 // ---- the in-memory leases the broker asks on every SUBSCRIBE and delivery ----
 
-function setup(t: TestContext, ttlHours = 1) {
+async function setup(t: TestContext, ttlHours = 1) {
   const dir = tempDir(t);
   const db = openDatabase(path.join(dir, 'minaret.db'));
   t.after(() => db.close());
   migrate(db);
   const clock = createManualClock();
   const devices = createDeviceStore(db, clock);
-  const mosques = createMosqueStore(db, clock);
+  const mosques = createMosqueStore(db, sqliteStore(db), clock);
   const memberships = new Map<string, MembershipStatus>();
   const signer = createLeaseSigner(loadOrCreateLeaseKey(dir));
   db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'a@example.com', 'h1', 'member', 0, 0)").run();
-  const m1 = mosques.create({ name: 'One', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/one' });
-  const m2 = mosques.create({ name: 'Two', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/two' });
+  const m1 = await mosques.create(undefined, { name: 'One', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/one' });
+  const m2 = await mosques.create(undefined, { name: 'Two', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/two' });
   const make = () => createEntitlement({ db, clock, devices, mosques, membershipStatus: (m, u) => memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer, ttlHours });
   const { row: player } = devices.create({ kind: 'stream_player', name: 'p', mosqueId: m1.id, ownerUserId: 'u1' });
   return { db, clock, devices, memberships, signer, m1, m2, player, make, entitlement: make() };
 }
 
 test('binding: an entitled player gets the stream and a lease; the broker then lets it hear only its mosque', async (t) => {
-  const s = setup(t);
+  const s = await setup(t);
   const now = toUnixSeconds(s.clock());
   assert.deepEqual(s.entitlement.binding(s.player), { mosque_id: s.m1.id, stream_url: null, lease: null, unbound_reason: 'awaiting_approval' });
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false);
@@ -140,8 +141,8 @@ test('binding: an entitled player gets the stream and a lease; the broker then l
   assert.equal(s.entitlement.holdsLease('dother', s.m1.id), false);
 });
 
-test('binding: losing entitlement drops the lease at once (ban, rebinding, removal)', (t) => {
-  const s = setup(t);
+test('binding: losing entitlement drops the lease at once (ban, rebinding, removal)', async (t) => {
+  const s = await setup(t);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
   s.entitlement.binding(s.player);
 
@@ -167,8 +168,8 @@ test('binding: losing entitlement drops the lease at once (ban, rebinding, remov
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m2.id), false);
 });
 
-test('leases: held until expiry, due for renewal past half life, and reloaded after a restart', (t) => {
-  const s = setup(t, 1);
+test('leases: held until expiry, due for renewal past half life, and reloaded after a restart', async (t) => {
+  const s = await setup(t, 1);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
   s.entitlement.binding(s.player);
   assert.deepEqual(s.entitlement.dueForRenewal(), []);
@@ -192,7 +193,7 @@ test('leases: held until expiry, due for renewal past half life, and reloaded af
 });
 
 test('a renewed lease is a new token with a later exp', async (t) => {
-  const s = setup(t, 1);
+  const s = await setup(t, 1);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
   const first = s.entitlement.binding(s.player).lease!;
   s.clock.advance(31 * 60_000);
@@ -203,8 +204,8 @@ test('a renewed lease is a new token with a later exp', async (t) => {
   assert.deepEqual(s.entitlement.dueForRenewal(), []);
 });
 
-test('a transmitter holds no lease and is never entitled through one', (t) => {
-  const s = setup(t);
+test('a transmitter holds no lease and is never entitled through one', async (t) => {
+  const s = await setup(t);
   const { row: tx } = s.devices.create({ kind: 'transmitter', name: 'tx', mosqueId: s.m1.id, ownerUserId: null });
   assert.deepEqual(s.entitlement.binding(tx), { mosque_id: s.m1.id, stream_url: 'https://radio.example/one', lease: null, unbound_reason: null });
   assert.equal(s.entitlement.holdsLease(tx.id, s.m1.id), false);
@@ -219,8 +220,8 @@ test('a membership an admin removed has lapsed; one that never existed is awaite
   assert.deepEqual(decide(device, 'approved', true), { entitled: true, mosqueId: 'm1' });
 });
 
-test('binding reuses the held lease until half its life is spent, and never one signed with a replaced key', (t) => {
-  const s = setup(t, 1);
+test('binding reuses the held lease until half its life is spent, and never one signed with a replaced key', async (t) => {
+  const s = await setup(t, 1);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
   const first = s.entitlement.binding(s.player).lease!;
   s.clock.advance(29 * 60_000);
@@ -228,7 +229,7 @@ test('binding reuses the held lease until half its life is spent, and never one 
   assert.deepEqual(s.make().binding(s.player).lease, first, 'kept in the row across a restart');
 
   const otherKey = createLeaseSigner(loadOrCreateLeaseKey(tempDir(t)));
-  const rekeyed = createEntitlement({ db: s.db, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
+  const rekeyed = createEntitlement({ db: s.db, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
   const resigned = rekeyed.binding(s.player).lease!;
   assert.notEqual(resigned.token, first.token);
   assert.equal(otherKey.isOwn(resigned.token), true);

@@ -33,12 +33,12 @@ const NO_MOSQUE = 'No mosque has that mosque_id.';
  */
 export function createDeviceAccess(deps: {
   findById: (id: string) => DeviceRow | null;
-  mosques: Pick<MosqueStore, 'findById'>;
-  admins: Pick<AdminStore, 'find'>;
+  mosques: Pick<MosqueStore, 'findByIdSync'>;
+  admins: Pick<AdminStore, 'findSync'>;
   membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
 }) {
   function standingFor(actor: Actor, row: DeviceRow): DeviceStanding {
-    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? deps.admins.find(row.mosque_id, actor.id) : null);
+    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? deps.admins.findSync(row.mosque_id, actor.id) : null);
     const owner = row.kind === 'stream_player' && row.owner_user_id === actor.id;
     // An unbound device has no mosque whose admins could see it: its owner and superadmins only.
     const inMosque = row.mosque_id !== null || actor.isSuperadmin;
@@ -50,9 +50,9 @@ export function createDeviceAccess(deps: {
    * (pending or approved), a manager, or a superadmin. To anyone else the mosque does not exist.
    */
   function mayBind(actor: Actor, mosqueId: string): Result<void> {
-    if (!deps.mosques.findById(mosqueId)) return fail('not_found', NO_MOSQUE);
+    if (!deps.mosques.findByIdSync(mosqueId)) return fail('not_found', NO_MOSQUE);
     if (actor.isSuperadmin) return ok(undefined);
-    const admin = deps.admins.find(mosqueId, actor.id);
+    const admin = deps.admins.findSync(mosqueId, actor.id);
     const status = deps.membershipStatus(mosqueId, actor.id);
     if (admin?.can_manage === 1 || status === 'pending' || status === 'approved') return ok(undefined);
     if (admin || status) return fail('forbidden', 'Only a member or a manager of the mosque may bind a player to it.');

@@ -32,7 +32,7 @@ export function createDeviceVerbs(deps: {
   timeline: Pick<Timeline, 'list'>;
   access: DeviceAccess;
   describer: ReturnType<typeof createDescriber>;
-  admins: Pick<AdminStore, 'listForUser'>;
+  admins: Pick<AdminStore, 'listForUserSync'>;
   jwks: () => { keys: Array<Record<string, unknown>> };
 }) {
   const { access, service, describer } = deps;
@@ -48,7 +48,7 @@ export function createDeviceVerbs(deps: {
         ? deps.devices.listForMosque(mosqueId)
         : actor.isSuperadmin
           ? deps.devices.listAll()
-          : [...deps.devices.listForOwner(actor.id), ...deps.admins.listForUser(actor.id).flatMap((a) => deps.devices.listForMosque(a.mosque_id))];
+          : [...deps.devices.listForOwner(actor.id), ...deps.admins.listForUserSync(actor.id).flatMap((a) => deps.devices.listForMosque(a.mosque_id))];
       const unique = new Map(rows.filter((row) => access.visible(actor, row)).map((r) => [r.id, r]));
       return [...unique.values()].map(describe);
     },

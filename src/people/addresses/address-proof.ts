@@ -18,7 +18,7 @@ export interface AddressProven {
   revoked: string[];
 }
 
-export type AddressProvenListener = (event: AddressProven) => void;
+export type AddressProvenListener = (event: AddressProven) => void | Promise<void>;
 
 export type ProofOutcome = { ok: true; user: UserRow } | { ok: false; message: string };
 

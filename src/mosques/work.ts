@@ -1,0 +1,25 @@
+import type { Store, StoreTransaction } from '../platform/store/store.ts';
+
+/**
+ * One transaction of the mosques' repositories and what to tell once it commits. A change spanning several
+ * repositories (a mosque created with its owner, an invitation with its membership) passes one `Work` down;
+ * their announcements (the change feed, the membership listeners) wait for the COMMIT, so a listener that
+ * reads or writes never runs inside the transaction, and nothing is announced that a rollback undid.
+ */
+export interface Work {
+  readonly q: StoreTransaction;
+  afterCommit(fn: () => void): void;
+}
+
+/** Runs `fn` in a store transaction; what it queued with `afterCommit` runs once that commits, in order. */
+export async function transact<T>(store: Store, fn: (w: Work) => Promise<T>): Promise<T> {
+  const effects: Array<() => void> = [];
+  const result = await store.transaction().execute((q) => fn({ q, afterCommit: (f) => void effects.push(f) }));
+  for (const effect of effects) effect();
+  return result;
+}
+
+/** Joins the caller's work when there is one, else runs alone in a transaction of its own. */
+export function within<T>(store: Store, w: Work | undefined, fn: (w: Work) => Promise<T>): Promise<T> {
+  return w ? fn(w) : transact(store, fn);
+}
