@@ -5,6 +5,7 @@
  *   npm test -- test/api test/e2e/cli.test.ts   only these files or folders (no type check)
  *   TEST_CONCURRENCY=6 npm test       how many files run at once (default 4)
  *   TEST_VERBOSE=1 npm test           print every file's TAP output, not only a failing file's
+ *   TEST_FILE_TIMEOUT_S=900 npm test  kill and fail a file still running after this long (default 600)
  *
  * Each test file runs in its own `node --import tsx --test` process, as `node --test` itself would run it, so
  * files share nothing but the machine: every service listens on port 0, every file and database lives under
@@ -45,6 +46,12 @@ const ALONE = new Set<string>([
   'test/people/address-claims.test.ts', // a device closed within 1 s of a reset
   'test/people/sessions-across-processes.test.ts', // the other process refuses a token within 1 s
 ]);
+
+/**
+ * A file still running after this long is killed and fails the run (it would otherwise hold the run forever,
+ * as a test that leaves a handle open after a failure does): ten times the slowest file on an idle machine.
+ */
+const FILE_TIMEOUT_S = Number(process.env.TEST_FILE_TIMEOUT_S ?? 600);
 
 const TOTALS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
 type Totals = Record<(typeof TOTALS)[number], number>;
@@ -93,11 +100,21 @@ function runJob(job: Job): Promise<Finished> {
   return new Promise((resolve) => {
     // Each file is a top-level run of its own, also when this runner itself runs inside a test (test/runner.test.ts).
     const { NODE_TEST_CONTEXT: _inTest, ...env } = process.env;
-    const child = spawn(job.command, job.args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // A group of its own, so a file that never ends is killed with everything it started.
+    const child = spawn(job.command, job.args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
     child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    const timer = setTimeout(() => {
+      output += `\n# scripts/test.ts: killed after ${FILE_TIMEOUT_S} s (TEST_FILE_TIMEOUT_S)\n`;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* the group is gone already */
+      }
+    }, FILE_TIMEOUT_S * 1000);
     child.on('close', (code, signal) => {
+      clearTimeout(timer);
       const seconds = (performance.now() - started) / 1000;
       resolve({ job, code, signal, output, seconds, totals: job.counted ? totalsOf(output) : null });
     });

@@ -84,3 +84,17 @@ test('TEST_CONCURRENCY must be a whole number of at least 1', async (t) => {
   assert.notEqual(run.code, 0);
   assert.match(run.out, /TEST_CONCURRENCY: a whole number of at least 1, not 0/);
 });
+
+test('a file still running after TEST_FILE_TIMEOUT_S is killed, with what it started, and fails the run', async (t) => {
+  const dir = fixtures(t, {
+    'ok.test.ts': "test('fine', () => {});",
+    'hangs.test.ts': "import { spawn } from 'node:child_process';\ntest('never ends', async () => { spawn('sleep', ['300'], { stdio: 'inherit' }); await new Promise(() => setInterval(() => {}, 1000)); });",
+  });
+  const started = Date.now();
+  const run = await runner([dir], { TEST_FILE_TIMEOUT_S: '3' });
+  assert.equal(run.code, 1, run.out);
+  assert.ok(Date.now() - started < 60_000, 'the run ended without waiting for the hung file');
+  assert.match(run.out, /^# FAILED .*hangs\.test\.ts/m);
+  assert.match(run.out, /killed after 3 s \(TEST_FILE_TIMEOUT_S\)/);
+  assert.match(run.out, /^# done .*ok\.test\.ts: 1\/1 passed/m);
+});
