@@ -10,9 +10,9 @@
  * Each test file runs in its own `node --import tsx --test` process, as `node --test` itself would run it, so
  * files share nothing but the machine: every service listens on port 0, every file and database lives under
  * its own mkdtemp, and Redis and Icecast are started per test on free ports. Most of a file's time is waiting
- * (sockets, timers, a browser), so more files than cores run at once. The files named in ALONE run after the
- * others, one at a time, with nothing beside them: their assertions bound a wall-clock time tightly enough
- * that a loaded machine could fail them.
+ * (sockets, timers, a browser), so more files than cores run at once. The files named in TIMED run after the
+ * others, no more at once than the machine has cores, so none waits for a CPU: their assertions bound a
+ * wall-clock time tightly enough that a loaded machine could fail them.
  *
  * The output: one line per passing file (its whole TAP with TEST_VERBOSE), the whole TAP of a failing one,
  * the slowest files, and last the totals in node --test's own form (`# tests`, `# pass`, `# fail`, ...),
@@ -27,11 +27,12 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /**
- * Files that run alone, after the others. Each bounds a reaction by wall-clock time (a device cut within 1 s,
- * a reply "at once" within 1 s, a timeout that fires between 290 ms and 2.5 s, a stop that waits at least
- * 2.5 s); a loaded machine can stretch those without the product being slow.
+ * Files that run after the others, one per core. Each bounds a reaction by wall-clock time (a device cut within
+ * 1 s, a reply "at once" within 1 s, a timeout that fires between 290 ms and 2.5 s); a loaded machine can
+ * stretch those without the product being slow. Most of their time is timers, so one per core leaves each a
+ * CPU of its own, as the serial run did.
  */
-const ALONE = new Set<string>([
+const TIMED = new Set<string>([
   'test/audio/gate.test.ts', // a banned or deleted listener cut within 1 s
   'test/audio/whole-path.test.ts', // a ban cuts a player out of Icecast within 1 s
   'test/broker/cluster.test.ts', // the other process learns of a change within 1.5 s
@@ -148,9 +149,9 @@ function report(f: Finished, verbose: boolean): void {
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const files = testFiles(args.length ? args : ['test']);
-  // A renamed file would otherwise leave ALONE silently and run beside the others.
-  const gone = [...ALONE].filter((f) => !fs.existsSync(path.join(ROOT, f)));
-  if (gone.length) throw new Error(`scripts/test.ts ALONE names files that do not exist: ${gone.join(', ')}`);
+  // A renamed file would otherwise leave TIMED silently and run beside the others.
+  const gone = [...TIMED].filter((f) => !fs.existsSync(path.join(ROOT, f)));
+  if (gone.length) throw new Error(`scripts/test.ts TIMED names files that do not exist: ${gone.join(', ')}`);
   if (files.length === 0) throw new Error(`no test file under ${args.join(' ') || 'test'}`);
   const width = Number(process.env.TEST_CONCURRENCY ?? 4);
   if (!Number.isInteger(width) || width < 1) throw new Error(`TEST_CONCURRENCY: a whole number of at least 1, not ${process.env.TEST_CONCURRENCY}`);
@@ -159,15 +160,16 @@ async function main(): Promise<void> {
   // The biggest files first, so a long one does not start last and leave the other lanes idle at the end.
   const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
   const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', 'tsx', '--test', '--test-reporter=tap', file], counted: true });
-  const together = files.filter((f) => !ALONE.has(f)).sort((a, b) => size(b) - size(a)).map(job);
-  const alone = files.filter((f) => ALONE.has(f)).map(job);
+  const together = files.filter((f) => !TIMED.has(f)).sort((a, b) => size(b) - size(a)).map(job);
+  const timed = files.filter((f) => TIMED.has(f)).map(job);
+  const cores = os.availableParallelism();
   // The type check runs beside the tests (it is CPU while most tests wait); `npm test -- <files>` skips it.
   const typecheck: Job[] = args.length ? [] : [{ name: 'tsc --noEmit', command: process.execPath, args: [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit'], counted: false }];
 
   const started = performance.now();
-  process.stdout.write(`# ${files.length} test files, ${width} at a time${alone.length ? `, then ${alone.length} alone` : ''}${typecheck.length ? ', beside tsc --noEmit' : ''} (${os.availableParallelism()} cores)\n`);
+  process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
   const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose));
-  results.push(...(await pool(alone, 1, (f) => report(f, verbose))));
+  results.push(...(await pool(timed, cores, (f) => report(f, verbose))));
 
   const totals = Object.fromEntries(TOTALS.map((k) => [k, 0])) as Totals;
   for (const f of results) if (f.totals) for (const k of TOTALS) totals[k] += f.totals[k];
@@ -177,7 +179,7 @@ async function main(): Promise<void> {
 
   const slowest = results.filter((f) => f.job.counted).sort((a, b) => b.seconds - a.seconds).slice(0, 15);
   process.stdout.write('# slowest files:\n');
-  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.job.name}${ALONE.has(f.job.name) ? ' (alone)' : ''}\n`);
+  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
   if (bad.length) process.stdout.write(`# failed: ${bad.map((f) => f.job.name).join(', ')}\n`);
   for (const k of TOTALS) process.stdout.write(`# ${k} ${totals[k]}\n`);
   process.stdout.write(`# duration_ms ${Math.round(performance.now() - started)}\n`);

@@ -46,7 +46,7 @@ test('the runner sums every file\'s results and exits 0 when all pass', async (t
   assert.equal(last(run.out, 'pass'), 4);
   assert.equal(last(run.out, 'skipped'), 1);
   assert.equal(last(run.out, 'fail'), 0);
-  assert.match(run.out, /^# 3 test files, 2 at a time \(/m, 'no type check when files are named');
+  assert.match(run.out, /^# 3 test files: 3 2 at a time \(/m, 'no type check when files are named');
   assert.doesNotMatch(run.out, /tsc --noEmit/);
   // The summary ends the output, so a file's own closing lines can never be the ones read.
   assert.match(run.out, /# pass 4\n# fail 0\n# cancelled 0\n# skipped 1\n# todo 0\n# duration_ms \d+\n$/);
