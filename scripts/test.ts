@@ -9,7 +9,7 @@
  *
  * Each test file runs in its own `node --import tsx --test` process, as `node --test` itself would run it, so
  * files share nothing but the machine: every service listens on port 0, every file and database lives under
- * its own mkdtemp, and Redis and Icecast are started per test on free ports. Most of a file's time is waiting
+ * its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
  * (sockets, timers, a browser), so more files than cores run at once. The files named in TIMED run after the
  * others, no more at once than the machine has cores, so none waits for a CPU: their assertions bound a
  * wall-clock time tightly enough that a loaded machine could fail them.
