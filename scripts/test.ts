@@ -1,0 +1,189 @@
+/**
+ * `npm test`: the type check and every test file, several at a time (docs/architecture.md, "Developing").
+ *
+ *   npm test                          the type check and all of test/
+ *   npm test -- test/api test/e2e/cli.test.ts   only these files or folders (no type check)
+ *   TEST_CONCURRENCY=6 npm test       how many files run at once (default 4)
+ *   TEST_VERBOSE=1 npm test           print every file's TAP output, not only a failing file's
+ *   TEST_FILE_TIMEOUT_S=900 npm test  kill and fail a file still running after this long (default 600)
+ *
+ * Each test file runs in its own `node --import tsx --test` process, as `node --test` itself would run it, so
+ * files share nothing but the machine: every service listens on port 0, every file and database lives under
+ * its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
+ * (sockets, timers, a browser), so more files than cores run at once. The files named in TIMED run after the
+ * others, no more at once than the machine has cores, so none waits for a CPU: their assertions bound a
+ * wall-clock time tightly enough that a loaded machine could fail them.
+ *
+ * The output: one line per passing file (its whole TAP with TEST_VERBOSE), the whole TAP of a failing one,
+ * the slowest files, and last the totals in node --test's own form (`# tests`, `# pass`, `# fail`, ...),
+ * which .ci/run reads. The exit code is 1 when the type check or any file fails.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Files that run after the others, one per core. Each bounds a reaction by wall-clock time (a device cut within
+ * 1 s, a reply "at once" within 1 s, a timeout that fires between 290 ms and 2.5 s); a loaded machine can
+ * stretch those without the product being slow. Most of their time is timers, so one per core leaves each a
+ * CPU of its own, as the serial run did.
+ */
+const TIMED = new Set<string>([
+  'test/audio/gate.test.ts', // a banned or deleted listener cut within 1 s
+  'test/audio/whole-path.test.ts', // a ban cuts a player out of Icecast within 1 s
+  'test/broker/cluster.test.ts', // the other process learns of a change within 1.5 s
+  'test/broker/connect.test.ts', // a refused client closed within 1 s
+  'test/broker/ingest.test.ts', // a connection ended within 1.5 s
+  'test/broker/presence.test.ts', // a config change pushed within 1 s
+  'test/e2e/broadcasts.test.ts', // a player PLAYING within 1 s of the start
+  'test/e2e/commands.test.ts', // device_offline within 1 s, a 300 ms timeout fired before 2.5 s
+  'test/e2e/entitlement.test.ts', // ONLINE within 1 s of the approval, cut within 1 s of a deletion
+  'test/hostile/mqtt/budgets.test.ts', // a neighbour's status within 1.5 s of a flood
+  'test/mosques/event-stream-revocation.test.ts', // an event stream ended within 1 s
+  'test/people/address-claims.test.ts', // a device closed within 1 s of a reset
+  'test/people/sessions-across-processes.test.ts', // the other process refuses a token within 1 s
+]);
+
+/**
+ * A file still running after this long is killed and fails the run (it would otherwise hold the run forever,
+ * as a test that leaves a handle open after a failure does): ten times the slowest file on an idle machine.
+ */
+const FILE_TIMEOUT_S = Number(process.env.TEST_FILE_TIMEOUT_S ?? 600);
+
+const TOTALS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
+type Totals = Record<(typeof TOTALS)[number], number>;
+
+interface Job {
+  name: string;
+  command: string;
+  args: string[];
+  /** A test file's summary lines are counted; the type check has none. */
+  counted: boolean;
+}
+
+interface Finished {
+  job: Job;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  output: string;
+  seconds: number;
+  totals: Totals | null;
+}
+
+function testFiles(roots: string[]): string[] {
+  const out: string[] = [];
+  const walk = (p: string) => {
+    const stat = fs.statSync(p);
+    if (stat.isDirectory()) for (const entry of fs.readdirSync(p)) walk(path.join(p, entry));
+    else if (p.endsWith('.test.ts')) out.push(path.relative(ROOT, path.resolve(p)).split(path.sep).join('/'));
+  };
+  for (const root of roots) walk(path.resolve(ROOT, root));
+  return [...new Set(out)].sort();
+}
+
+/** node --test's closing lines (`# pass 12`); null when the process died before writing them. */
+function totalsOf(output: string): Totals | null {
+  const totals = {} as Totals;
+  for (const key of TOTALS) {
+    const all = [...output.matchAll(new RegExp(`^# ${key} (\\d+)$`, 'gm'))];
+    if (all.length === 0) return null;
+    totals[key] = Number(all[all.length - 1]![1]);
+  }
+  return totals;
+}
+
+function runJob(job: Job): Promise<Finished> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    // Each file is a top-level run of its own, also when this runner itself runs inside a test (test/runner.test.ts).
+    const { NODE_TEST_CONTEXT: _inTest, ...env } = process.env;
+    // A group of its own, so a file that never ends is killed with everything it started.
+    const child = spawn(job.command, job.args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    const timer = setTimeout(() => {
+      output += `\n# scripts/test.ts: killed after ${FILE_TIMEOUT_S} s (TEST_FILE_TIMEOUT_S)\n`;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* the group is gone already */
+      }
+    }, FILE_TIMEOUT_S * 1000);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const seconds = (performance.now() - started) / 1000;
+      resolve({ job, code, signal, output, seconds, totals: job.counted ? totalsOf(output) : null });
+    });
+  });
+}
+
+/** Runs the jobs `width` at a time, in the order given; `onDone` as each one ends. */
+async function pool(jobs: Job[], width: number, onDone: (f: Finished) => void): Promise<Finished[]> {
+  const queue = [...jobs];
+  const done: Finished[] = [];
+  const lane = async () => {
+    for (let job = queue.shift(); job; job = queue.shift()) {
+      const f = await runJob(job);
+      done.push(f);
+      onDone(f);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, width) }, lane));
+  return done;
+}
+
+const failed = (f: Finished) => f.code !== 0 || (f.job.counted && (f.totals === null || f.totals.fail > 0 || f.totals.cancelled > 0));
+
+function report(f: Finished, verbose: boolean): void {
+  const bad = failed(f);
+  const what = f.totals ? `${f.totals.pass}/${f.totals.tests} passed` : f.job.counted ? 'no summary' : bad ? 'failed' : 'ok';
+  process.stdout.write(`# ${bad ? 'FAILED' : 'done'} ${f.job.name}: ${what} in ${f.seconds.toFixed(1)} s${f.code !== 0 ? ` (exit ${f.code ?? f.signal})` : ''}\n`);
+  if (bad || verbose) process.stdout.write(f.output.endsWith('\n') ? f.output : `${f.output}\n`);
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const files = testFiles(args.length ? args : ['test']);
+  // A renamed file would otherwise leave TIMED silently and run beside the others.
+  const gone = [...TIMED].filter((f) => !fs.existsSync(path.join(ROOT, f)));
+  if (gone.length) throw new Error(`scripts/test.ts TIMED names files that do not exist: ${gone.join(', ')}`);
+  if (files.length === 0) throw new Error(`no test file under ${args.join(' ') || 'test'}`);
+  const width = Number(process.env.TEST_CONCURRENCY ?? 4);
+  if (!Number.isInteger(width) || width < 1) throw new Error(`TEST_CONCURRENCY: a whole number of at least 1, not ${process.env.TEST_CONCURRENCY}`);
+  const verbose = Boolean(process.env.TEST_VERBOSE);
+
+  // The biggest files first, so a long one does not start last and leave the other lanes idle at the end.
+  const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
+  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', 'tsx', '--test', '--test-reporter=tap', file], counted: true });
+  const together = files.filter((f) => !TIMED.has(f)).sort((a, b) => size(b) - size(a)).map(job);
+  const timed = files.filter((f) => TIMED.has(f)).map(job);
+  const cores = os.availableParallelism();
+  // The type check runs beside the tests (it is CPU while most tests wait); `npm test -- <files>` skips it.
+  const typecheck: Job[] = args.length ? [] : [{ name: 'tsc --noEmit', command: process.execPath, args: [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit'], counted: false }];
+
+  const started = performance.now();
+  process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
+  const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose));
+  results.push(...(await pool(timed, cores, (f) => report(f, verbose))));
+
+  const totals = Object.fromEntries(TOTALS.map((k) => [k, 0])) as Totals;
+  for (const f of results) if (f.totals) for (const k of TOTALS) totals[k] += f.totals[k];
+  const bad = results.filter(failed);
+  // A file that died without its summary counts as one failure, so the totals can never read as all passed.
+  totals.fail += bad.filter((f) => f.job.counted && f.totals === null).length;
+
+  const slowest = results.filter((f) => f.job.counted).sort((a, b) => b.seconds - a.seconds).slice(0, 15);
+  process.stdout.write('# slowest files:\n');
+  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
+  if (bad.length) process.stdout.write(`# failed: ${bad.map((f) => f.job.name).join(', ')}\n`);
+  for (const k of TOTALS) process.stdout.write(`# ${k} ${totals[k]}\n`);
+  process.stdout.write(`# duration_ms ${Math.round(performance.now() - started)}\n`);
+  process.exitCode = bad.length ? 1 : 0;
+}
+
+await main();
