@@ -11,7 +11,9 @@
  */
 import net from 'node:net';
 import { Aedes } from 'aedes';
+import { pathToFileURL } from 'node:url';
 import type { Service } from '../src/service.ts';
+import { ROOT, serviceModule } from './support.ts';
 
 const send = (msg: Record<string, unknown>): void => {
   if (process.connected) process.send?.(msg);
@@ -41,8 +43,9 @@ function onStop(close: () => Promise<void>): void {
 
 async function minaret(): Promise<void> {
   // Loaded here, not at the top: the bare broker's process holds none of Minaret's code.
-  const { loadConfig } = await import('../src/platform/config.ts');
-  const { createLogger, startService } = await import('../src/service.ts');
+  // What npm start runs in this checkout: the compiled service when it runs dist/ (bench/support.ts, serviceModule).
+  const { loadConfig } = (await import(pathToFileURL(serviceModule(ROOT, 'src/platform/config.ts')).href)) as typeof import('../src/platform/config.ts');
+  const { createLogger, startService } = (await import(pathToFileURL(serviceModule(ROOT, 'src/service.ts')).href)) as typeof import('../src/service.ts');
   const loaded = loadConfig(process.env);
   if (!loaded.ok) throw new Error(`config: ${loaded.error}`);
   const logger = createLogger(loaded.config);

@@ -12,8 +12,13 @@
  *   parent -> {type:'stop'}  child closes the service and exits 0
  * The child exits by itself when the IPC channel closes (the parent died).
  */
-import { loadConfig } from '../src/platform/config.ts';
-import { createLogger, startService, type Service } from '../src/service.ts';
+import { pathToFileURL } from 'node:url';
+import type { Service } from '../src/service.ts';
+import { ROOT, serviceModule } from './support.ts';
+
+// What npm start runs in this checkout: the compiled service when it runs dist/ (bench/support.ts, serviceModule).
+const { loadConfig } = (await import(pathToFileURL(serviceModule(ROOT, 'src/platform/config.ts')).href)) as typeof import('../src/platform/config.ts');
+const { createLogger, startService } = (await import(pathToFileURL(serviceModule(ROOT, 'src/service.ts')).href)) as typeof import('../src/service.ts');
 
 const send = (msg: Record<string, unknown>): void => {
   if (process.connected) process.send?.(msg);

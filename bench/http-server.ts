@@ -17,6 +17,7 @@ import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:pe
 import { pathToFileURL } from 'node:url';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import { serviceModule } from './support.ts';
 
 const send = (msg: Record<string, unknown>): void => {
   if (process.connected) process.send?.(msg);
@@ -65,9 +66,9 @@ async function startBare(): Promise<{ url: string; close: () => Promise<void> }>
 /** Minaret as bench/http.ts has always run it: temp database, LOG_LEVEL from the parent, high auth limits. */
 async function startMinaret(root: string): Promise<{ url: string; close: () => Promise<void> }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-bench-http-'));
-  const load = (file: string) => import(pathToFileURL(path.join(root, file)).href);
-  const { loadConfig } = await load('src/platform/config.ts');
-  const { createLogger, startService } = await load('src/service.ts');
+  // What npm start runs in that checkout: the compiled service when it runs dist/ (bench/support.ts, serviceModule).
+  const { loadConfig } = await import(pathToFileURL(serviceModule(root, 'src/platform/config.ts')).href);
+  const { createLogger, startService } = await import(pathToFileURL(serviceModule(root, 'src/service.ts')).href);
   const loaded = loadConfig({
     NODE_ENV: 'test', HOST: '127.0.0.1', HTTP_PORT: '0', MQTT_PORT: '0',
     DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir,

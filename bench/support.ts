@@ -67,13 +67,40 @@ export async function pool(count: number, limit: number, task: (i: number) => Pr
   if (failed !== null) throw failed;
 }
 
+const startScript = (root: string): string =>
+  (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'] ?? '';
+
 /**
- * The V8 flags `npm start` gives the service (package.json, between `node` and `--import`): a bench's service
- * child runs with them, as the Dockerfile and the systemd unit run it.
+ * The V8 flags `npm start` gives the service (package.json, the `--` options after `node`, less a loader and its
+ * argument): a bench's service child runs with them, as the Dockerfile and the systemd unit run it.
  */
 export function serviceNodeFlags(root: string): string[] {
-  const start = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'] ?? '';
-  return / exec node (.*?) ?--import /.exec(start)?.[1]?.split(' ').filter(Boolean) ?? [];
+  const words = / exec node (.*)$/.exec(startScript(root))?.[1]?.split(' ').filter(Boolean) ?? [];
+  const flags: string[] = [];
+  for (let i = 0; i < words.length; i++) {
+    if (words[i] === '--import') i++;
+    else if (words[i]!.startsWith('--')) flags.push(words[i]!);
+  }
+  return flags;
+}
+
+/**
+ * The module of the checkout's service a bench's child loads (`src/service.ts` or `src/platform/config.ts`):
+ * what `npm start` runs there. Where that is the compiled JavaScript (docs/architecture.md, "Running"), the
+ * child loads dist/'s, built if a source is newer, so a bench measures what production runs, not tsx's
+ * transform of it; an older checkout whose `npm start` ran the sources through tsx is measured that way.
+ */
+export function serviceModule(root: string, file: 'src/service.ts' | 'src/platform/config.ts'): string {
+  if (!/\bdist\//.test(startScript(root))) return path.join(root, file);
+  const built = path.join(root, 'dist', file.replace(/\.ts$/, '.js'));
+  const sources = ['src', 'api', 'broker', 'notify', 'icecast', 'generated'].map((d) => path.join(root, d));
+  const newest = Math.max(...sources.filter((d) => fs.existsSync(d)).flatMap((d) =>
+    fs.readdirSync(d, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts')).map((f) => fs.statSync(path.join(d, f)).mtimeMs)));
+  if (!fs.existsSync(built) || fs.statSync(built).mtimeMs < newest) {
+    const r = spawnSync('npm', ['run', 'build'], { cwd: root, stdio: 'inherit' });
+    if (r.status !== 0) throw new Error(`npm run build failed in ${root}`);
+  }
+  return built;
 }
 export const SERVICE_NODE_FLAGS: string[] = serviceNodeFlags(ROOT);
 

@@ -40,6 +40,7 @@ const TIMED = new Set<string>([
   'test/broker/ingest.test.ts', // a connection ended within 1.5 s
   'test/broker/presence.test.ts', // a config change pushed within 1 s
   'test/e2e/broadcasts.test.ts', // a player PLAYING within 1 s of the start
+  'test/e2e/cli-support.test.ts', // sixteen CLI processes at once, each through tsx, must all exit within 30 s
   'test/e2e/commands.test.ts', // device_offline within 1 s, a 300 ms timeout fired before 2.5 s
   'test/e2e/entitlement.test.ts', // ONLINE within 1 s of the approval, cut within 1 s of a deletion
   'test/hostile/mqtt/budgets.test.ts', // a neighbour's status within 1.5 s of a flood
