@@ -52,18 +52,36 @@ test("a rolled-back transaction's writes reach neither the version map nor the c
 
 test('a full reload of the token versions keeps a version this process wrote while the rows were read', async (t) => {
   const { db, user } = await userStore(t);
-  // The reload's rows are read, then held until the write below committed and set its version.
+  // The reload's rows are read, then held until the write below committed and set its version: a select's
+  // execute() resolves only once `hold` does, after the query gave the connection back (a plugin's transformResult
+  // would hold it while the connection is still taken, and the write could never run).
   let hold: Promise<void> | null = null;
   let release = () => {};
-  const selects = new WeakSet<object>();
-  const store = sqliteStore(db).withPlugin({
-    transformQuery(args) {
-      if (args.node.kind === 'SelectQueryNode') selects.add(args.queryId);
-      return args.node;
+  const held = <T extends object>(target: T): T => new Proxy(target, {
+    get(obj, key) {
+      const value = Reflect.get(obj, key) as unknown;
+      if (typeof value !== 'function') return value;
+      if (key === 'execute') {
+        return async (...args: unknown[]) => {
+          const rows = await (value as (...a: unknown[]) => Promise<unknown>).apply(obj, args);
+          if (hold) await hold;
+          return rows;
+        };
+      }
+      return (...args: unknown[]) => {
+        const out = (value as (...a: unknown[]) => unknown).apply(obj, args);
+        return out !== null && typeof out === 'object' && 'execute' in out ? held(out) : out;
+      };
     },
-    async transformResult(args) {
-      if (hold && selects.has(args.queryId)) await hold;
-      return args.result;
+  });
+  const base = sqliteStore(db);
+  const store = new Proxy(base, {
+    get(obj, key) {
+      const value = Reflect.get(obj, key) as unknown;
+      if (typeof value !== 'function') return value;
+      return key === 'selectFrom'
+        ? (...args: unknown[]) => held((value as (...a: unknown[]) => object).apply(obj, args))
+        : (value as (...a: unknown[]) => unknown).bind(obj);
     },
   });
   const users = await createUserStore(store, db, systemClock);

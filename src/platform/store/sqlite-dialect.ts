@@ -13,8 +13,8 @@ import type Database from 'better-sqlite3';
  * - A transaction begins IMMEDIATE: it takes the write lock at BEGIN, so two processes on one file (REDIS_URL,
  *   docs/decisions.md "Several processes") wait on busy_timeout instead of failing with SQLITE_BUSY when
  *   a read transaction tries to become a write one (sqlite.org/lang_transaction.html).
- * Kysely runs one query at a time on it (the adapter says it has a single connection), so a transaction holds
- * the connection to itself; the store never closes it (its opener does).
+ * One query or transaction at a time holds the connection (ConnectionMutex below), so a transaction has it to
+ * itself from BEGIN to COMMIT; the store never closes it (its opener does).
  */
 export const MAX_STATEMENTS = 500;
 
@@ -53,8 +53,33 @@ class SqliteConnection implements DatabaseConnection {
   }
 }
 
+/**
+ * One holder of the connection at a time: a transaction keeps it from BEGIN to COMMIT, and every other query waits
+ * for it, in the order asked. Without this, a second transaction's BEGIN would land inside the first one
+ * (one connection, one transaction at a time in SQLite).
+ */
+class ConnectionMutex {
+  #held: Promise<void> | null = null;
+  #release: (() => void) | null = null;
+
+  async lock(): Promise<void> {
+    while (this.#held) await this.#held;
+    this.#held = new Promise((resolve) => {
+      this.#release = resolve;
+    });
+  }
+
+  unlock(): void {
+    const release = this.#release;
+    this.#held = null;
+    this.#release = null;
+    release?.();
+  }
+}
+
 class SqliteDriver implements Driver {
   readonly #connection: SqliteConnection;
+  readonly #mutex = new ConnectionMutex();
 
   constructor(db: Database.Database) {
     this.#connection = new SqliteConnection(db);
@@ -62,6 +87,7 @@ class SqliteDriver implements Driver {
 
   async init(): Promise<void> {}
   async acquireConnection(): Promise<DatabaseConnection> {
+    await this.#mutex.lock();
     return this.#connection;
   }
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
@@ -73,7 +99,9 @@ class SqliteDriver implements Driver {
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
     await connection.executeQuery(CompiledQuery.raw('ROLLBACK'));
   }
-  async releaseConnection(): Promise<void> {}
+  async releaseConnection(): Promise<void> {
+    this.#mutex.unlock();
+  }
   async destroy(): Promise<void> {}
 }
 
