@@ -114,8 +114,9 @@ test('Icecast stopped: the player reports STREAM_ERROR after 3 failed retries; r
   await simStatus(w.txSim, 'STREAM_ERROR', 8000);
 
   await w.icecast.start();
-  await simStatus(w.txSim, 'PLAYING', 8000);
-  await simStatus(w.playerSim, 'PLAYING', 8000);
+  // The simulators retry with backoff: on a loaded machine the next try after the restart can be seconds away.
+  await simStatus(w.txSim, 'PLAYING', 15_000);
+  await simStatus(w.playerSim, 'PLAYING', 15_000);
   assert.equal(w.playerSim.transitions.at(-1)!.reason, 'stream_restored');
   const bytes = w.playerSim.audio!.bytes;
   await sleep(800);
