@@ -34,6 +34,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
  */
 const TIMED = new Set<string>([
   'test/audio/gate.test.ts', // a banned or deleted listener cut within 1 s
+  'test/audio/recordings.test.ts', // an upload ended in 'fetch failed' three times with four files at once, never alone: not yet explained
   'test/audio/simulator-audio.test.ts', // Icecast restarted: the simulators, retrying with backoff, PLAYING again within 15 s
   'test/audio/whole-path.test.ts', // a ban cuts a player out of Icecast within 1 s
   'test/broker/cluster.test.ts', // the other process learns of a change within 1.5 s
