@@ -43,7 +43,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
 import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, cli, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, ratio, serviceNodeFlags, serviceRoot, writeJson, writeSubsection } from './support.ts';
-import { api, registerWorld, seedSuperadmin, superadminToken } from './world/registration.ts';
+import { api, registerWorld, createFirstSuperadminRow, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
 const HOST = '127.0.0.1';
@@ -855,7 +855,7 @@ async function main(): Promise<void> {
 
   tempDir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-bench-broadcast-'));
   const dbPath = path.join(tempDir, 'minaret.db');
-  await seedSuperadmin(dbPath);
+  await createFirstSuperadminRow(dbPath);
   const webhook = await startWebhook();
 
   console.log(`broadcast bench: ${num(n)} players, ${opts.runs} runs, ${opts.bans} bans (timeout ${opts.timeoutS} s)`);

@@ -49,7 +49,7 @@ import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, cli, cpuPerMess
 import { loadConfig } from '../src/platform/config.ts';
 import { createBudgets } from '../broker/budgets.ts';
 import { createFlapDetector } from '../broker/flapping.ts';
-import { api, registerWorld, seedSuperadmin, superadminToken, type DeviceKind as Kind } from './world/registration.ts';
+import { api, registerWorld, createFirstSuperadminRow, superadminToken, type DeviceKind as Kind } from './world/registration.ts';
 
 const SECTION = '## Devices (npm run bench)';
 const HOST = '127.0.0.1';
@@ -276,7 +276,7 @@ interface Registration {
 
 /** A superadmin, an owner, mosques and N devices (bench/world/registration.ts), over HTTP. */
 async function registerDevices(child: BrokerChild, base: string, dbPath: string, n: number): Promise<Registration> {
-  await seedSuperadmin(dbPath);
+  await createFirstSuperadminRow(dbPath);
   const rootToken = await superadminToken(base, async () => String((await child.next('otp', 30_000))['code']));
   const mosques = Math.max(1, Math.ceil(n / 1000));
   // Approved members of every mosque: their players are entitled, so each one's config carries a signed lease.

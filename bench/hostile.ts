@@ -29,7 +29,7 @@ import mqttPacket from 'mqtt-packet';
 import WebSocket from 'ws';
 import { identifierHash, sha256Hex } from '../src/platform/identifiers.ts';
 import { ROOT, SERVICE_NODE_FLAGS, cli, fmt, machine, percentile, usageError, writeSubsection } from './support.ts';
-import { seedSuperadmin, signup, superadminToken } from './world/registration.ts';
+import { createFirstSuperadminRow, signup, superadminToken } from './world/registration.ts';
 
 const SECTION = '## Hostile (npm run bench:hostile)';
 const HOST = '127.0.0.1';
@@ -170,7 +170,7 @@ async function startWorld(): Promise<World> {
   const base = String(ready['httpUrl']);
   const mqttPort = Number(new URL(String(ready['mqttUrl'])).port);
   // The superadmin row goes straight into SQLite, as the operator CLI does; then the real two-step login.
-  await seedSuperadmin(dbPath);
+  await createFirstSuperadminRow(dbPath);
   const rootToken = await superadminToken(base, async () => String((await child.next('otp'))['code']));
   const owner = await signup(base, 'owner@bench.example');
   const mosque = await ok<{ id: string }>(base, 'POST', '/api/v1/mosques', { name: 'Bench Masjid', owner_user_id: owner.user.id }, rootToken);

@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
 import { percentile, pool } from '../support.ts';
-import { registerWorld, seedSuperadmin, superadminToken } from '../world/registration.ts';
+import { registerWorld, createFirstSuperadminRow, superadminToken } from '../world/registration.ts';
 import type { Child } from './processes.ts';
 
 export interface Player {
@@ -22,7 +22,7 @@ export interface World {
 
 /** bench/world/registration.ts's world: one auto-approving mosque with a stream_url, a member per 2,000 players. */
 export async function buildWorld(child: Child, base: string, dbPath: string, n: number): Promise<World> {
-  await seedSuperadmin(dbPath);
+  await createFirstSuperadminRow(dbPath);
   const rootToken = await superadminToken(base, async () => String((await child.next('otp', 30_000))['code']));
   const world = await registerWorld(base, rootToken, {
     mosques: [{ name: 'Bench Masjid', auto_approve_members: true, stream_url: 'https://radio.example.org/bench-noor' }],

@@ -29,7 +29,7 @@ const ROOT_EMAIL = 'root@bench.example';
 const ROOT_PASSWORD = 'bench root password';
 
 /** The superadmin row, written into the SQLite file; migrates it first when no service has yet (a no-op otherwise). */
-export async function seedSuperadmin(dbPath: string): Promise<void> {
+export async function createFirstSuperadminRow(dbPath: string): Promise<void> {
   const db = openDatabase(dbPath);
   try {
     migrate(db);
