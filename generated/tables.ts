@@ -338,6 +338,7 @@ export interface UsersTable {
   token_version: Generated<number>;
   created_at: number;
   updated_at: number;
+  claim_seq: Generated<number>;
 }
 
 export interface WrongGuessesTable {

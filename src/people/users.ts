@@ -1,5 +1,4 @@
 import crypto from 'node:crypto';
-import { sql } from 'kysely';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
@@ -172,13 +171,6 @@ export interface UserStore {
 }
 
 /**
- * SQLite's insertion order: the tie-break between two claims of one address made in the same second (the first
- * claimant is the one a sign-in reaches), which the users table has no column for. SQLite only: PostgreSQL needs
- * a claim-order column, a numbered migration, before this query can run there.
- */
-const insertionOrder = sql<number>`rowid`;
-
-/**
  * Every write here is announced on `changes` (kind `user`) right after it commits. `db` serves the sync reads
  * (SyncUserReads) and a token version missing from memory. Resolves once every token version is in memory.
  */
@@ -245,7 +237,7 @@ export async function createUserStore(
       eb.and([eb('email_hash', '=', hash), eb('email_proven_at', 'is', null)]),
       eb.and([eb('phone_hash', '=', hash), eb('phone_proven_at', 'is', null)]),
     ]))
-    .orderBy('created_at').orderBy(insertionOrder);
+    .orderBy('created_at').orderBy('claim_seq');
 
   const sync = syncReads(db, clock, (id) => {
     setVersion(id, 0);
@@ -319,7 +311,7 @@ export async function createUserStore(
       if (removed) changed(id);
       return removed;
     },
-    list: (limit, offset) => store.selectFrom('users').selectAll().orderBy('created_at').orderBy(insertionOrder).limit(limit).offset(offset).execute() as Promise<UserRow[]>,
+    list: (limit, offset) => store.selectFrom('users').selectAll().orderBy('created_at').orderBy('claim_seq').limit(limit).offset(offset).execute() as Promise<UserRow[]>,
     reloadVersions,
     reloadVersion: (id) => refreshVersion(id),
     followChanges: {
@@ -407,7 +399,7 @@ function syncReads(db: Db, clock: Clock, created: (id: string) => void): SyncUse
   const claimants = db.prepare<[string, string], UserRow>(
     `SELECT * FROM users WHERE rowid IN (SELECT rowid FROM users WHERE email_hash = ? AND email_proven_at IS NULL
                                          UNION SELECT rowid FROM users WHERE phone_hash = ? AND phone_proven_at IS NULL)
-     ORDER BY created_at, rowid`,
+     ORDER BY created_at, claim_seq`,
   );
   const insert = db.prepare(
     `INSERT INTO users (id, email, email_hash, email_proven_at, phone, phone_hash, phone_proven_at, used_unproven, password_bcrypt, role,

@@ -116,3 +116,23 @@ test('an update is one read and one write: two at once keep both changes', async
   assert.equal(row?.phone, '+441234567890');
   assert.equal(users.tokenVersion(user.id), row?.token_version);
 });
+
+test('two unproven claims of one address made in the same second are listed in the order the accounts were created', async (t) => {
+  const { users, db } = await userStore(t);
+  // Three accounts in one second: the claim order cannot come from created_at, nor from the random ids.
+  const created = [];
+  for (let i = 0; i < 3; i += 1) {
+    created.push(await users.create({ email: `same${i}@example.com`, emailHash: 'same', phone: null, phoneHash: null, passwordBcrypt: 'x', role: 'member' }));
+  }
+  db.prepare('UPDATE users SET created_at = 1000 WHERE email_hash = ?').run('same');
+  const listed = await users.listUnprovenClaimants('same');
+  assert.deepEqual(listed.map((u) => u.id), created.map((u) => u.id));
+  assert.equal((await users.findByIdentifierHash('same'))?.id, created[0]!.id);
+  // Against the order of the ids too, whichever way the random ids fell: swapping the first two rows' numbers swaps the answer.
+  const seq = (id: string) => (db.prepare('SELECT claim_seq FROM users WHERE id = ?').get(id) as { claim_seq: number }).claim_seq;
+  const [a, b] = [seq(created[0]!.id), seq(created[1]!.id)];
+  assert.ok(a > 0 && b > a, `claim numbers ${a}, ${b} follow the insertion order`);
+  db.prepare('UPDATE users SET claim_seq = ? WHERE id = ?').run(b, created[0]!.id);
+  db.prepare('UPDATE users SET claim_seq = ? WHERE id = ?').run(a, created[1]!.id);
+  assert.equal((await users.findByIdentifierHash('same'))?.id, created[1]!.id);
+});

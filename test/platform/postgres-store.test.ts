@@ -102,3 +102,19 @@ test('one set of queries: a repository on the store answers the same on PostgreS
     await store.destroy();
   }
 });
+
+test('accounts are numbered in the order they were created (claim_seq), as SQLite numbers them', { skip }, async () => {
+  const store = await open();
+  try {
+    await migratePostgres(store);
+    const ids = ['u-c', 'u-a', 'u-b']; // inserted in this order, not the ids' order
+    for (const id of ids) {
+      await store.insertInto('users').values({ id, email: `${id}@example.com`, email_hash: 'same', role: 'member', created_at: 1, updated_at: 1 }).execute();
+    }
+    const rows = await store.selectFrom('users').select(['id', 'claim_seq']).where('email_hash', '=', 'same').orderBy('created_at').orderBy('claim_seq').execute();
+    assert.deepEqual(rows.map((r) => r.id), ids);
+    assert.ok(rows.every((r) => typeof r.claim_seq === 'number' && r.claim_seq > 0));
+  } finally {
+    await store.destroy();
+  }
+});
