@@ -183,7 +183,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     } });
 
     const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults);
-    const recordings = createRecordings({ db, store, clock, activity: people.activity });
+    const recordings = createRecordings({ store, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
@@ -197,7 +197,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
     const audio = buildAudio(config, { db, store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
-    const broadcasts = createBroadcasts({ db, store, clock, activity: people.activity });
+    const broadcasts = createBroadcasts({ store, clock, activity: people.activity });
     const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
