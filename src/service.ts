@@ -217,7 +217,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
     const reports = createDeliveryReports({ fanout, broadcasts, heard: audio, clock });
-    const scheduleStore = await createScheduleStore(db, store, people.mosques);
+    const scheduleStore = await createScheduleStore(store, people.mosques);
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
