@@ -220,7 +220,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const scheduleStore = await createScheduleStore(store, people.mosques);
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
-      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
+      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, queries: store, notifier,
       readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
       ...slotBroadcasts({ broadcasts, follow, outbox, audio, onError: (what, err) => void faults.report(what, err) }),
