@@ -196,7 +196,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
-    const audio = buildAudio(config, { db, store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
+    const audio = buildAudio(config, { store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
     const broadcasts = createBroadcasts({ store, clock, activity: people.activity });
     const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
@@ -231,7 +231,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       grants: people.grants, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
     const userAdmin = createUserAdmin({
-      users: people.users, admins: { ownedBy: people.admins.ownedBySync }, hasher,
+      users: people.users, admins: people.admins, hasher,
       beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
     });
     const broker = await createBroker({
@@ -383,22 +383,22 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { db: Db; store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { people, plane } = d;
   return createAudio({
-    db: d.db, store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
+    store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
     server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
     publicBase: config.icecast.url,
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
     retentionDays: config.deviceEventsRetentionDays,
-    mosqueExists: (id) => people.mosques.findByIdSync(id) !== null,
+    mosqueExists: async (id) => (await people.mosques.findById(id)) !== null,
     devices: plane.ports.audio.devices,
     verifyLease: plane.ports.audio.verifyLease,
     lease: plane.ports.audio.lease,
-    membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
-    isAdmin: (mosqueId, userId) => people.admins.findSync(mosqueId, userId) !== null,
+    membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
+    isAdmin: async (mosqueId, userId) => (await people.admins.find(mosqueId, userId)) !== null,
   });
 }
 
