@@ -131,8 +131,8 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, store, clock);
   const mosques = createMosqueStore(db, store, clock, changes);
-  const admins = createAdminStore(db, store, clock, users.sync, changes);
-  const memberships = createMemberships({ db, store, clock, activity, users: users.sync, changes });
+  const admins = createAdminStore(db, store, clock, users, changes);
+  const memberships = createMemberships({ db, store, clock, activity, users, changes });
   const grants = createAddressGrants({ store, clock, activity, memberships, admins });
   const proof = createAddressProof({ users });
   const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });

@@ -1,7 +1,6 @@
 import crypto from 'node:crypto';
 import type { IAudioMetadata } from 'music-metadata';
 import type { Selectable } from 'kysely';
-import type { RecordingsTable } from '../../generated/tables.ts';
 import type { Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
@@ -9,6 +8,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { DeviceRow } from '../devices/devices.ts';
 import type { Decision } from '../devices/entitlement.ts';
 import type { LeaseSigner } from '../devices/leases.ts';
+import type { RecordingsTable } from '../../generated/tables.ts';
 
 /**
  * A mosque's recorded azaan (docs/api.md, "Recorded azaan"): one file per mosque, kept in the database (table

@@ -1,11 +1,10 @@
 import crypto from 'node:crypto';
-import { sql } from 'kysely';
-import type { Selectable } from 'kysely';
-import type { BroadcastsTable } from '../../generated/tables.ts';
+import { sql, type Selectable } from 'kysely';
 import type { Queries, Store } from '../platform/store/store.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
+import type { BroadcastsTable } from '../../generated/tables.ts';
 
 export const BROADCAST_KINDS = ['azaan', 'jummah', 'waaz', 'announcement'] as const;
 export type BroadcastKind = (typeof BROADCAST_KINDS)[number];

@@ -1,19 +1,14 @@
+import type { Selectable } from 'kysely';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { within, type Work } from './work.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
-import type { SyncUserReads } from '../people/users.ts';
+import type { SyncUserReads, UserStore } from '../people/users.ts';
+import type { MosqueAdminsTable } from '../../generated/tables.ts';
 
-export interface AdminRow {
-  mosque_id: string;
-  user_id: string;
-  is_owner: number;
-  can_trigger: number;
-  can_manage: number;
-  created_at: number;
-  updated_at: number;
-}
+/** A row of `mosque_admins` (generated/tables.ts). */
+export type AdminRow = Selectable<MosqueAdminsTable>;
 
 export interface AdminFlags {
   is_owner: boolean;
@@ -81,7 +76,9 @@ export interface AdminStore {
 }
 
 /** Every write is announced on `changes` (kind `standing`, the user's id) once it commits: /me shows a user's admin rows. */
-export function createAdminStore(db: Db, store: Store, clock: Clock, users: Pick<SyncUserReads, 'contactsOf'>, changes: ChangePublisher = noChanges): AdminStore {
+export function createAdminStore(
+  db: Db, store: Store, clock: Clock, users: Pick<UserStore, 'contactsOf'> & { sync: Pick<SyncUserReads, 'contactsOf'> }, changes: ChangePublisher = noChanges,
+): AdminStore {
   const oneSync = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
   const ofMosqueSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? ORDER BY is_owner DESC, created_at');
   const ofUserSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');
@@ -92,8 +89,7 @@ export function createAdminStore(db: Db, store: Store, clock: Clock, users: Pick
   const one = (q: Queries, mosqueId: string, userId: string) =>
     q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
   // Each admin with their email, which the people's store keeps: the owner first, then by when and by email.
-  const withEmails = (rows: AdminRow[]) => {
-    const contacts = users.contactsOf(rows.map((r) => r.user_id));
+  const withEmails = (rows: AdminRow[], contacts: Map<string, { email: string }>) => {
     return rows.flatMap((r) => {
       const c = contacts.get(r.user_id);
       return c ? [{ ...r, email: c.email }] : [];
@@ -106,9 +102,12 @@ export function createAdminStore(db: Db, store: Store, clock: Clock, users: Pick
     async listForMosque(mosqueId, q = store) {
       const rows = await q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId)
         .orderBy('is_owner', 'desc').orderBy('created_at').execute();
-      return withEmails(rows);
+      return withEmails(rows, await users.contactsOf(rows.map((r) => r.user_id), q));
     },
-    listForMosqueSync: (mosqueId) => withEmails(ofMosqueSync.all(mosqueId)),
+    listForMosqueSync(mosqueId) {
+      const rows = ofMosqueSync.all(mosqueId);
+      return withEmails(rows, users.sync.contactsOf(rows.map((r) => r.user_id)));
+    },
     listForUser: (userId) => store.selectFrom('mosque_admins').selectAll().where('user_id', '=', userId).orderBy('created_at').execute(),
     listForUserSync: (userId) => ofUserSync.all(userId),
     insert: (w, mosqueId, userId, f) => within(store, w, async ({ q, afterCommit }) => {

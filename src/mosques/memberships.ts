@@ -1,3 +1,4 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
@@ -7,25 +8,16 @@ import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { MosqueRow } from './mosques.ts';
-import type { SyncUserReads } from '../people/users.ts';
+import type { UserStore } from '../people/users.ts';
+import type { MembershipsTable } from '../../generated/tables.ts';
 
 export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
 export const MEMBERSHIP_STATUSES = ['pending', 'approved', 'rejected', 'banned'] as const;
 export const NOTIFY_TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announcement'] as const;
 export type NotifyToggle = (typeof NOTIFY_TOGGLES)[number];
 
-export interface MembershipRow {
-  id: string;
-  mosque_id: string;
-  user_id: string;
-  status: MembershipStatus;
-  notify_azaan: number;
-  notify_jummah: number;
-  notify_waaz: number;
-  notify_announcement: number;
-  created_at: number;
-  updated_at: number;
-}
+/** A row of `memberships` (generated/tables.ts), narrowed to the values written here. */
+export type MembershipRow = Omit<Selectable<MembershipsTable>, 'status'> & { status: MembershipStatus };
 
 export interface Membership {
   id: string;
@@ -81,7 +73,7 @@ export type MembershipListener = (change: MembershipChange) => void;
  * synchronous (entitlement and the audio gate read a status per check, a broadcast's fan-out its push list,
  * a user's deletion its feed entries); they go when those move to the store (docs/architecture.md, "Writing a repository").
  */
-export function createMemberships(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; users: Pick<SyncUserReads, 'contactsOf'>; changes?: ChangePublisher }) {
+export function createMemberships(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; changes?: ChangePublisher }) {
   const { db, store, activity } = deps;
   const listeners: MembershipListener[] = [];
   const tell = (change: MembershipChange) => {
@@ -104,9 +96,9 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
     (await q.selectFrom('memberships').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()) as MembershipRow[];
   const removedEntry = (q: Queries, mosqueId: string, userId: string) =>
     q.selectFrom('membership_removals').select('by_self').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
-  /** Each membership with its member's email and phone, which the people's store keeps (one statement for the list). */
-  const withMembers = (rows: MembershipRow[]): MemberRow[] => {
-    const contacts = deps.users.contactsOf(rows.map((r) => r.user_id));
+  /** Each membership with its member's email and phone, which the people's store keeps (a statement per 512 members). */
+  const withMembers = async (rows: MembershipRow[]): Promise<MemberRow[]> => {
+    const contacts = await deps.users.contactsOf(rows.map((r) => r.user_id));
     return rows.flatMap((r) => {
       const c = contacts.get(r.user_id);
       return c ? [{ ...r, email: c.email, phone: c.phone }] : [];
@@ -160,7 +152,7 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
     /** The membership with its member's email and phone, for the mosque's admins (docs/api.md, "Memberships"). */
     findWithMember: async (id: string) => {
       const row = await byId(store, id);
-      return row ? (withMembers([row])[0] ?? null) : null;
+      return row ? ((await withMembers([row]))[0] ?? null) : null;
     },
     listForMosque: async (mosqueId: string, status: MembershipStatus | null) => {
       let query = store.selectFrom('memberships').selectAll().where('mosque_id', '=', mosqueId);

@@ -1,28 +1,14 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { within, type Work } from './work.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import type { MosquesTable } from '../../generated/tables.ts';
 
-export interface MosqueRow {
-  id: string;
-  name: string;
-  timezone: string;
-  auto_approve_members: number;
-  stream_url: string | null;
-  join_code: string;
-  created_at: number;
-  updated_at: number;
-  latitude: number | null;
-  longitude: number | null;
-  prayer_times: string | null;
-  azaan: string;
-  iqamah: string;
-  jumuah: string;
-  auto_start: number;
-  schedule_since: number | null;
-}
+/** A row of `mosques` (generated/tables.ts). */
+export type MosqueRow = Selectable<MosquesTable>;
 
 /** The five daily prayers, in the order of the day. */
 export const PRAYERS = ['fajr', 'dhuhr', 'asr', 'maghrib', 'isha'] as const;

@@ -1,8 +1,8 @@
 import type { Selectable } from 'kysely';
-import type { ScheduleSlotsTable } from '../../generated/tables.ts';
 import type { Store } from '../platform/store/store.ts';
 import type { MosqueStore, Prayer } from '../mosques/mosques.ts';
 import type { Slot, SlotSource, TimetableDay } from './slots.ts';
+import type { ScheduleSlotsTable } from '../../generated/tables.ts';
 
 export type SlotStatus = 'upcoming' | 'ready' | 'not_ready' | 'live' | 'done' | 'missed';
 
