@@ -1,6 +1,7 @@
 import type { Selectable } from 'kysely';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { within, type Work } from './work.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
@@ -86,8 +87,10 @@ export function createAdminStore(
   const bit = (b: boolean) => (b ? 1 : 0);
   const now = () => toUnixSeconds(clock());
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
-  const one = (q: Queries, mosqueId: string, userId: string) =>
-    q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
+  // Compiled once: every mosque route reads the caller's admin row (api/guards.ts checkStanding).
+  const oneQuery = prepared<{ mosqueId: string; userId: string }, AdminRow>(store, ['mosqueId', 'userId'], (v) =>
+    store.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', v.mosqueId).where('user_id', '=', v.userId));
+  const one = async (q: Queries, mosqueId: string, userId: string): Promise<AdminRow | undefined> => (await oneQuery.run(q, { mosqueId, userId })).rows[0];
   // Each admin with their email, which the people's store keeps: the owner first, then by when and by email.
   const withEmails = (rows: AdminRow[], contacts: Map<string, { email: string }>) => {
     return rows.flatMap((r) => {

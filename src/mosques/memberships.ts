@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { transact, within, type Work } from './work.ts';
 import type { ActivityLog } from './activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
@@ -90,8 +91,10 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
 
   const byId = async (q: Queries, id: string) =>
     (await q.selectFrom('memberships').selectAll().where('id', '=', id).executeTakeFirst()) as MembershipRow | undefined;
-  const byPair = async (q: Queries, mosqueId: string, userId: string) =>
-    (await q.selectFrom('memberships').selectAll().where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst()) as MembershipRow | undefined;
+  // Compiled once: a mosque route a caller lacks the standing for reads their membership (api/guards.ts checkStanding).
+  const byPairQuery = prepared<{ mosqueId: string; userId: string }, MembershipRow>(store, ['mosqueId', 'userId'], (v) =>
+    store.selectFrom('memberships').selectAll().where('mosque_id', '=', v.mosqueId).where('user_id', '=', v.userId).$castTo<MembershipRow>());
+  const byPair = async (q: Queries, mosqueId: string, userId: string): Promise<MembershipRow | undefined> => (await byPairQuery.run(q, { mosqueId, userId })).rows[0];
   const ofUser = async (q: Queries, userId: string) =>
     (await q.selectFrom('memberships').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()) as MembershipRow[];
   const removedEntry = (q: Queries, mosqueId: string, userId: string) =>

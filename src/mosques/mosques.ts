@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { within, type Work } from './work.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
@@ -154,7 +155,9 @@ export function createMosqueStore(db: Db, store: Store, clock: Clock, changes: C
   );
   const touchScheduleSync = db.prepare('UPDATE mosques SET schedule_since = ?, updated_at = ? WHERE id = ?');
   const now = () => toUnixSeconds(clock());
-  const byId = async (q: Queries, id: string) => (await q.selectFrom('mosques').selectAll().where('id', '=', id).executeTakeFirst()) as MosqueRow | undefined;
+  // Compiled once: every mosque route reads its mosque first (api/guards.ts checkStanding).
+  const byIdQuery = prepared<{ id: string }, MosqueRow>(store, ['id'], (v) => store.selectFrom('mosques').selectAll().where('id', '=', v.id));
+  const byId = async (q: Queries, id: string): Promise<MosqueRow | undefined> => (await byIdQuery.run(q, { id })).rows[0];
   const byCode = async (q: Queries, code: string) =>
     (await q.selectFrom('mosques').selectAll().where('join_code', '=', code).executeTakeFirst()) as MosqueRow | undefined;
 
