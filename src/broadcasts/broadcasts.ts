@@ -124,17 +124,16 @@ export function createBroadcasts(deps: { store: Store; clock: Clock; activity: P
     async start(mosqueId: string, input: StartBroadcast, actorId: string | null): Promise<Result<BroadcastRow>> {
       // Asked before the transaction: the source follow reads the store, which waits while a transaction holds it.
       const waits = !input.fallback && (input.waitForSource ?? await waitsForSource(mosqueId));
-      // The live check and the insert in one transaction: another start between them would otherwise pass the
-      // check too (the unique index broadcasts_one_live would then refuse the second insert with an error).
       const started = await store.transaction().execute(async (trx): Promise<Result<BroadcastRow>> => {
-        if (await rows(trx).where('mosque_id', '=', mosqueId).where('status', '=', 'live').executeTakeFirst()) {
-          return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
-        }
         const id = crypto.randomUUID();
-        await trx.insertInto('broadcasts').values({
+        // One live broadcast per mosque is the unique index broadcasts_one_live (migration 002): a start while
+        // one is live inserts nothing, whichever process or connection started the other (on PostgreSQL the
+        // second insert waits for the first one's transaction, then does nothing).
+        const inserted = await trx.insertInto('broadcasts').values({
           id, mosque_id: mosqueId, kind: input.kind, prayer: input.prayer, title: input.title, status: 'live',
           started_by: actorId, started_at: now(), waiting_for_source: waits ? 1 : 0, fallback: input.fallback ? 1 : 0,
-        }).execute();
+        }).onConflict((oc) => oc.column('mosque_id').where('status', '=', sql.lit('live')).doNothing()).executeTakeFirst();
+        if (inserted.numInsertedOrUpdatedRows === 0n) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
         await activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
         return ok((await rows(trx).where('id', '=', id).where('mosque_id', '=', mosqueId).executeTakeFirstOrThrow()));
