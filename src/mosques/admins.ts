@@ -58,8 +58,8 @@ export function standingOf(actor: Actor, row: AdminRow | null): Standing {
 /**
  * The mosque_admins table. A writer joins its caller's `Work` when given one (its announcement waits for that
  * commit), else runs alone. The `...Sync` readers answer on better-sqlite3's synchronous connection for the
- * domains whose paths are still synchronous (the audio gate's facts, the scheduler's alerts, a user's
- * deletion, the devices' routes); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ * device plane's access rules and lists; they go when those move to the store (docs/architecture.md, "Writing a
+ * repository"). listForMosqueSync and ownedBySync have no caller left.
  */
 export interface AdminStore {
   find(mosqueId: string, userId: string, q?: Queries): Promise<AdminRow | null>;

@@ -70,9 +70,9 @@ export type MembershipListener = (change: MembershipChange) => void;
 /**
  * Every write is announced on `changes` (kind `standing`, the member's user id) once it commits: /me lists
  * memberships. Writers join the caller's `Work` when given one (the listeners are told after that commit).
- * The `...Sync` methods answer on better-sqlite3's synchronous connection for the domains whose paths are still
- * synchronous (entitlement and the audio gate read a status per check, a broadcast's fan-out its push list,
- * a user's deletion its feed entries); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ * The `...Sync` methods answer on better-sqlite3's synchronous connection for the paths still synchronous (the
+ * device plane's entitlement reads a status per check, a user's deletion writes its feed entries); they go when
+ * those move to the store (docs/architecture.md, "Writing a repository"). notifiedMembersSync has no caller left.
  */
 export function createMemberships(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; changes?: ChangePublisher }) {
   const { db, store, activity } = deps;

@@ -123,9 +123,9 @@ export interface MosqueFields {
 
 /**
  * The mosques table. Writers join the caller's `Work` when given one, else run alone. The `...Sync` methods
- * answer on better-sqlite3's synchronous connection for the domains whose paths are still synchronous (a
- * device's entitlement and config, the audio gate, the scheduler's pass, a broadcast's fan-out, the
- * schedule's own transactions); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ * answer on better-sqlite3's synchronous connection for the paths still synchronous (a device's entitlement,
+ * the device plane's access rules, a player's own stream address in the broker); they go when those move to the
+ * store (docs/architecture.md, "Writing a repository"). listCalculatedSync and scheduleChangedSync have no caller left.
  */
 export interface MosqueStore {
   findById(id: string, q?: Queries): Promise<MosqueRow | null>;

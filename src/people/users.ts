@@ -83,9 +83,9 @@ export interface Contact {
 }
 
 /**
- * The reads other domains make from sync paths, where nothing may wait on the async store: the mosque admins'
- * synchronous list (src/mosques/admins.ts listForMosqueSync, for the device plane). The same rows as the
- * store's; each goes once its callers speak through the store (docs/architecture.md, "Writing a repository").
+ * The reads other domains made from sync paths, where nothing may wait on the async store. Only contactsOf has
+ * a caller left (src/mosques/admins.ts listForMosqueSync, itself without one); the facet goes with it
+ * (docs/architecture.md, "Writing a repository").
  */
 export interface SyncUserReads {
   findById(id: string): UserRow | null;
