@@ -78,18 +78,27 @@ export function createFanout(deps: {
     deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
   }
 
-  function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
+  /** Resolves once the event is with the broker (a start may first read the mosque's address); never rejects. */
+  function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): Promise<void> | undefined {
     const reading = startsReading.get(b.id);
     // A stop's event names no address; it waits only for a start still reading its own, so it stays the last word.
-    if (action === 'stop') return void (reading ? reading.then(() => sendEvent(b, 'stop', null)) : sendEvent(b, 'stop', null));
+    if (action === 'stop') {
+      if (reading) void reading.then(() => sendEvent(b, 'stop', null));
+      else sendEvent(b, 'stop', null);
+      return undefined;
+    }
     // A fallback names the recording; players add their lease to it (docs/firmware.md, "4.3 Broadcast events").
     const known = b.fallback === 1 && deps.fallbackUrl ? deps.fallbackUrl(b.mosque_id) : deps.streamUrl ? deps.streamUrl(b.mosque_id) : undefined;
-    if (known !== undefined) return sendEvent(b, 'start', known);
+    if (known !== undefined) {
+      sendEvent(b, 'start', known);
+      return undefined;
+    }
     const read = deps.mosques.findById(b.mosque_id)
       .then((mosque) => sendEvent(b, 'start', mosque?.stream_url ?? null))
       .catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'))
       .finally(() => startsReading.delete(b.id));
     startsReading.set(b.id, read);
+    return read;
   }
 
   function commandTransmitters(b: BroadcastRow, action: 'start' | 'stop'): void {
@@ -107,9 +116,10 @@ export function createFanout(deps: {
      * The start event goes to the broker before any bookkeeping of the start, so its caller calls
      * this first. aedes stores the retained copy through a promise and only then fans out, so any synchronous
      * work left in the same turn (rows, the report) delays the first player as much as it lasts. Without an
-     * audio server a start names the mosque's own stream_url, read from the store first (one query).
+     * audio server a start names the mosque's own stream_url, read from the store first (one query): the
+     * promise it then answers resolves once the event is with the broker (the start's 201 waits for it).
      */
-    publishStart: (b: BroadcastRow): void => publishEvent(b, 'start'),
+    publishStart: (b: BroadcastRow): Promise<void> | undefined => publishEvent(b, 'start'),
 
     /**
      * broadcast_start to the transmitters alone: a broadcast waiting for its source asks them to go on air first.
@@ -154,7 +164,7 @@ export function createFanout(deps: {
 
     onStop(b: BroadcastRow): void {
       startsPending.delete(b.id);
-      publishEvent(b, 'stop');
+      void publishEvent(b, 'stop');
       commandTransmitters(b, 'stop');
     },
 

@@ -72,9 +72,13 @@ export interface StartBroadcast {
   fallback?: boolean;
 }
 
-/** Told of every start and stop once its row is committed (src/broadcasts/broadcast-story.ts). */
+/**
+ * Told of every start and stop once its row is committed (src/broadcasts/broadcast-story.ts). A start's listener
+ * may answer a promise: the start resolves once it settles (the start event is with the broker before the 201:
+ * docs/decisions.md, "The start's `201` carries a pending report"); it must never reject.
+ */
 export interface BroadcastListener {
-  started(b: BroadcastRow): void;
+  started(b: BroadcastRow): Promise<void> | void;
   stopped(b: BroadcastRow): void;
 }
 
@@ -138,7 +142,7 @@ export function createBroadcasts(deps: { store: Store; clock: Clock; activity: P
         await activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
         return ok((await rows(trx).where('id', '=', id).where('mosque_id', '=', mosqueId).executeTakeFirstOrThrow()));
       });
-      if (started.ok) for (const l of listeners) l.started(started.value);
+      if (started.ok) await Promise.all(listeners.map((l) => l.started(started.value)));
       return started;
     },
 

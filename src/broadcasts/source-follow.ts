@@ -38,7 +38,7 @@ export function createSourceFollow(deps: {
 
   /** The players hear a broadcast that waited: the start event now, then its push (the transmitters were told at the start). */
   function releaseToPlayers(b: BroadcastRow): void {
-    fanout.publishStart(b);
+    void fanout.publishStart(b);
     fanout.afterStart(b, { transmitters: false });
   }
 
