@@ -49,7 +49,8 @@ export interface GateDeps {
  * Loads the mosque and checks the caller's standing there: the token's role for superadmin (no query),
  * and the caller's admin row for this mosque (one indexed query, read on every request so a change of
  * flags applies to the very next one). A caller who is neither admin nor member gets 404, as if the
- * mosque did not exist; a member or an admin lacking the flag gets 403.
+ * mosque did not exist; a member or an admin lacking the flag gets 403. The mosque, admin and membership
+ * reads are queries compiled once (src/platform/store/prepared.ts): this runs on every mosque route.
  */
 export async function checkStanding(deps: GateDeps, c: AppContext, mosqueId: string, gate: Gate): Promise<{ mosque: MosqueRow; standing: Standing }> {
   const mosque = await deps.mosques.findById(mosqueId);

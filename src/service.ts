@@ -131,8 +131,8 @@ async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, l
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
   const activity = createActivityLog(db, store, clock);
   const mosques = createMosqueStore(db, store, clock, changes);
-  const admins = createAdminStore(db, store, clock, users.sync, changes);
-  const memberships = createMemberships({ db, store, clock, activity, users: users.sync, changes });
+  const admins = createAdminStore(db, store, clock, users, changes);
+  const memberships = createMemberships({ db, store, clock, activity, users, changes });
   const grants = createAddressGrants({ store, clock, activity, memberships, admins });
   const proof = createAddressProof({ users });
   const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
@@ -183,7 +183,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     } });
 
     const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults);
-    const recordings = createRecordings({ db, store, clock, activity: people.activity });
+    const recordings = createRecordings({ store, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
@@ -196,8 +196,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
-    const audio = buildAudio(config, { db, store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
-    const broadcasts = createBroadcasts({ db, store, clock, activity: people.activity });
+    const audio = buildAudio(config, { store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
+    const broadcasts = createBroadcasts({ store, clock, activity: people.activity });
     const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
@@ -217,10 +217,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
     const reports = createDeliveryReports({ fanout, broadcasts, heard: audio, clock });
-    const scheduleStore = await createScheduleStore(db, store, people.mosques);
+    const scheduleStore = await createScheduleStore(store, people.mosques);
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
-      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, notifier,
+      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, queries: store, notifier,
       readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
       ...slotBroadcasts({ broadcasts, follow, outbox, audio, onError: (what, err) => void faults.report(what, err) }),
@@ -231,7 +231,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       grants: people.grants, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
     const userAdmin = createUserAdmin({
-      users: people.users, admins: { ownedBy: people.admins.ownedBySync }, hasher,
+      users: people.users, admins: people.admins, hasher,
       beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
     });
     const broker = await createBroker({
@@ -383,22 +383,22 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { db: Db; store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { people, plane } = d;
   return createAudio({
-    db: d.db, store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
+    store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
     server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
     publicBase: config.icecast.url,
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
     retentionDays: config.deviceEventsRetentionDays,
-    mosqueExists: (id) => people.mosques.findByIdSync(id) !== null,
+    mosqueExists: async (id) => (await people.mosques.findById(id)) !== null,
     devices: plane.ports.audio.devices,
     verifyLease: plane.ports.audio.verifyLease,
     lease: plane.ports.audio.lease,
-    membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
-    isAdmin: (mosqueId, userId) => people.admins.findSync(mosqueId, userId) !== null,
+    membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
+    isAdmin: async (mosqueId, userId) => (await people.admins.find(mosqueId, userId)) !== null,
   });
 }
 

@@ -62,7 +62,7 @@ export function recordingRoutes(deps: Deps) {
   }, limit, async (c) => {
     const data = new Uint8Array(await c.req.arrayBuffer());
     const file = unwrap(await inspectRecording(data, mediaTypeOf(c.req.header('content-type')), deps.recordingMaxBytes));
-    const { created, row } = deps.recordings.save(c.var.mosque.id, file, data, actorOf(c).id);
+    const { created, row } = await deps.recordings.save(c.var.mosque.id, file, data, actorOf(c).id);
     return c.json(toRecording(row), created ? 201 : 200);
   });
 
@@ -72,8 +72,8 @@ export function recordingRoutes(deps: Deps) {
     return c.json(toRecording(row));
   });
 
-  app.delete('/mosques/:id/recording', mosqueGate(deps, 'manager'), (c) => {
-    if (!deps.recordings.remove(c.var.mosque.id, actorOf(c).id)) throw new ApiError('not_found', 'This mosque has no recorded azaan.');
+  app.delete('/mosques/:id/recording', mosqueGate(deps, 'manager'), async (c) => {
+    if (!(await deps.recordings.remove(c.var.mosque.id, actorOf(c).id))) throw new ApiError('not_found', 'This mosque has no recorded azaan.');
     return c.body(null, 204);
   });
 

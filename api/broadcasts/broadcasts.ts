@@ -36,7 +36,7 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
 
   app.post('/:id/broadcasts/:bid/stop', mosqueGate(deps, 'trigger'), async (c) => {
     const row = await findOr404(c.var.mosque.id, c.req.param('bid'));
-    return c.json(await show(deps.broadcasts.stop(row, c.var.user.id)));
+    return c.json(await show(await deps.broadcasts.stop(row, c.var.user.id)));
   });
 
   app.get('/:id/broadcasts', mosqueGate(deps, 'admin'), async (c) => {

@@ -90,15 +90,15 @@ export function scheduleRoutes(deps: Deps) {
     const { rows, problems } = checkTimetable(month, input);
     if (problems.length > 0) throw new ApiError('validation_failed', undefined, { details: lines ? onLines(problems, lines) : problems });
     const now = deps.clock();
-    deps.scheduleStore.replaceMonth(c.var.mosque.id, month, rows, now);
+    await deps.scheduleStore.replaceMonth(c.var.mosque.id, month, rows, now);
     deps.scheduler.mosqueChanged(c.var.mosque.id);
     const year = civilDateAt(now, c.var.mosque.timezone).y;
     return c.json({ month, days: rows.length, warnings: timetableWarnings(c.var.mosque, month, year, rows) });
   });
 
-  app.delete('/:id/timetable/:month', mosqueGate(deps, 'manager'), (c) => {
+  app.delete('/:id/timetable/:month', mosqueGate(deps, 'manager'), async (c) => {
     const month = monthOf(c.req.param('month'));
-    if (!deps.scheduleStore.deleteMonth(c.var.mosque.id, month, deps.clock())) throw new ApiError('not_found', 'No timetable is uploaded for that month.');
+    if (!(await deps.scheduleStore.deleteMonth(c.var.mosque.id, month, deps.clock()))) throw new ApiError('not_found', 'No timetable is uploaded for that month.');
     deps.scheduler.mosqueChanged(c.var.mosque.id);
     return c.body(null, 204);
   });

@@ -7,7 +7,8 @@ import { parseMount } from './mounts.ts';
 
 /**
  * Who Icecast may let in (docs/operator.md#audio-icecast; SECURITY.md, "The audio gate"). Pure: every fact comes
- * through `AdmissionFacts`, read from memory or the store at the moment of asking, never from the credential alone.
+ * through `AdmissionFacts`, read from memory (devices, leases) or the store (mosques, memberships, admins: those
+ * answer a promise) at the moment of asking, never from the credential alone.
  */
 export type SourceRefusal = 'admin_request' | 'not_a_mosque_mount' | 'unknown_mosque' | 'no_credentials' | 'bad_credentials' | 'not_a_transmitter' | 'other_mosque';
 export type ListenerRefusal =
@@ -19,15 +20,15 @@ export const TICKET_SESSION_MAX_S = 2 * 3600;
 
 export interface AdmissionFacts {
   nowSeconds: number;
-  mosqueExists(id: string): boolean;
+  mosqueExists(id: string): Promise<boolean>;
   device(id: string): DeviceInfo | null;
   /** The constant-time device credential check MQTT uses (src/devices/devices.ts verifySecret). */
   verifySecret(id: string, password: string): boolean;
   verifyLease(token: string): LeaseClaims | null;
   /** The lease token the player holds now (null: none; it was revoked, or never issued). */
   heldLease(deviceId: string, mosqueId: string): string | null;
-  membershipStatus(mosqueId: string, userId: string): MembershipStatus | null;
-  isAdmin(mosqueId: string, userId: string): boolean;
+  membershipStatus(mosqueId: string, userId: string): Promise<MembershipStatus | null>;
+  isAdmin(mosqueId: string, userId: string): Promise<boolean>;
   verifyTicket(token: string): ListenTicket | null;
 }
 
@@ -38,12 +39,12 @@ type Refused<R> = { ok: false; reason: R; mosqueId: string | null; deviceId?: st
  * admin request (`admin=1`: Icecast asks the mount's auth when the global admin's credentials did not match) is
  * refused, or a transmitter's password would administer its mount.
  */
-export function admitSource(req: { mount: string; user: string; pass: string; admin: boolean }, facts: AdmissionFacts): { ok: true; mosqueId: string; deviceId: string } | Refused<SourceRefusal> {
+export async function admitSource(req: { mount: string; user: string; pass: string; admin: boolean }, facts: AdmissionFacts): Promise<{ ok: true; mosqueId: string; deviceId: string } | Refused<SourceRefusal>> {
   const parsed = parseMount(req.mount);
   const mosqueId = parsed?.mosqueId ?? null;
   if (req.admin) return { ok: false, reason: 'admin_request', mosqueId };
   if (!parsed || parsed.params.size > 0) return { ok: false, reason: 'not_a_mosque_mount', mosqueId: null };
-  if (!facts.mosqueExists(parsed.mosqueId)) return { ok: false, reason: 'unknown_mosque', mosqueId: null };
+  if (!(await facts.mosqueExists(parsed.mosqueId))) return { ok: false, reason: 'unknown_mosque', mosqueId: null };
   if (!req.user || !req.pass) return { ok: false, reason: 'no_credentials', mosqueId };
   // The check runs (and costs the same) whether or not the id exists.
   if (!facts.verifySecret(req.user, req.pass)) return { ok: false, reason: 'bad_credentials', mosqueId };
@@ -60,11 +61,11 @@ export type ListenerAdmission = { ok: true; mosqueId: string; listener: Listener
  * (`?ticket=`). The lease must be the one the player holds now, for this mosque, unexpired, and its owner's
  * membership approved now; the stay ends when the lease does.
  */
-export function admitListener(mountField: string, facts: AdmissionFacts): ListenerAdmission {
+export async function admitListener(mountField: string, facts: AdmissionFacts): Promise<ListenerAdmission> {
   const parsed = parseMount(mountField);
   if (!parsed) return { ok: false, reason: 'not_a_mosque_mount', mosqueId: null };
   const { mosqueId, params } = parsed;
-  if (!facts.mosqueExists(mosqueId)) return { ok: false, reason: 'unknown_mosque', mosqueId: null };
+  if (!(await facts.mosqueExists(mosqueId))) return { ok: false, reason: 'unknown_mosque', mosqueId: null };
   const lease = params.get('lease');
   const ticket = params.get('ticket');
   if (lease) return admitByLease(mosqueId, lease, facts);
@@ -72,7 +73,7 @@ export function admitListener(mountField: string, facts: AdmissionFacts): Listen
   return { ok: false, reason: 'no_credential', mosqueId };
 }
 
-function admitByLease(mosqueId: string, token: string, facts: AdmissionFacts): ListenerAdmission {
+async function admitByLease(mosqueId: string, token: string, facts: AdmissionFacts): Promise<ListenerAdmission> {
   const claims = facts.verifyLease(token);
   if (!claims) return { ok: false, reason: 'bad_lease', mosqueId };
   const deviceId = claims.sub;
@@ -80,42 +81,42 @@ function admitByLease(mosqueId: string, token: string, facts: AdmissionFacts): L
   if (claims.exp <= facts.nowSeconds) return { ok: false, reason: 'lease_expired', mosqueId, deviceId };
   const device = facts.device(deviceId);
   if (!device) return { ok: false, reason: 'unknown_device', mosqueId, deviceId };
-  const standing = playerStanding(device, mosqueId, facts);
+  const standing = await playerStanding(device, mosqueId, facts);
   if (standing) return { ok: false, reason: standing, mosqueId, deviceId };
   if (facts.heldLease(deviceId, mosqueId) !== token) return { ok: false, reason: 'lease_superseded', mosqueId, deviceId };
   return { ok: true, mosqueId, listener: { deviceId }, untilSeconds: claims.exp };
 }
 
-function admitByTicket(mosqueId: string, token: string, facts: AdmissionFacts): ListenerAdmission {
+async function admitByTicket(mosqueId: string, token: string, facts: AdmissionFacts): Promise<ListenerAdmission> {
   const ticket = facts.verifyTicket(token);
   if (!ticket) return { ok: false, reason: 'bad_ticket', mosqueId };
   const userId = ticket.userId;
   if (ticket.mosqueId !== mosqueId) return { ok: false, reason: 'other_mosque', mosqueId, userId };
-  if (!memberOrAdmin(mosqueId, userId, facts)) return { ok: false, reason: 'membership_not_approved', mosqueId, userId };
+  if (!(await memberOrAdmin(mosqueId, userId, facts))) return { ok: false, reason: 'membership_not_approved', mosqueId, userId };
   return { ok: true, mosqueId, listener: { userId }, untilSeconds: facts.nowSeconds + TICKET_SESSION_MAX_S };
 }
 
 /** A player's own standing for a mosque now: null when it may listen. */
-function playerStanding(device: DeviceInfo, mosqueId: string, facts: AdmissionFacts): ListenerRefusal | null {
+async function playerStanding(device: DeviceInfo, mosqueId: string, facts: AdmissionFacts): Promise<ListenerRefusal | null> {
   if (device.kind !== 'stream_player') return 'not_a_player';
   if (!device.enabled) return 'device_disabled';
   if (device.mosqueId !== mosqueId) return 'other_mosque';
-  if (!device.ownerUserId || facts.membershipStatus(mosqueId, device.ownerUserId) !== 'approved') return 'membership_not_approved';
+  if (!device.ownerUserId || (await facts.membershipStatus(mosqueId, device.ownerUserId)) !== 'approved') return 'membership_not_approved';
   return null;
 }
 
-const memberOrAdmin = (mosqueId: string, userId: string, facts: AdmissionFacts) =>
-  facts.membershipStatus(mosqueId, userId) === 'approved' || facts.isAdmin(mosqueId, userId);
+const memberOrAdmin = async (mosqueId: string, userId: string, facts: AdmissionFacts) =>
+  (await facts.membershipStatus(mosqueId, userId)) === 'approved' || (await facts.isAdmin(mosqueId, userId));
 
 /**
  * Why an admitted listener must go now, or null while it may stay: the device deleted, disabled or rebound, its
  * lease dropped (a ban, a removal, a rotated password), or the member's standing gone.
  */
-export function revocationOf(session: ListenerSessionRow, facts: AdmissionFacts): ListenerRefusal | 'device_deleted' | null {
-  if (session.user_id !== null) return memberOrAdmin(session.mosque_id, session.user_id, facts) ? null : 'membership_not_approved';
+export async function revocationOf(session: ListenerSessionRow, facts: AdmissionFacts): Promise<ListenerRefusal | 'device_deleted' | null> {
+  if (session.user_id !== null) return (await memberOrAdmin(session.mosque_id, session.user_id, facts)) ? null : 'membership_not_approved';
   const device = facts.device(session.device_id!);
   if (!device) return 'device_deleted';
-  const standing = playerStanding(device, session.mosque_id, facts);
+  const standing = await playerStanding(device, session.mosque_id, facts);
   if (standing) return standing;
   return facts.heldLease(device.id, session.mosque_id) === null ? 'lease_superseded' : null;
 }

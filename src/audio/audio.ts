@@ -1,6 +1,5 @@
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Change, ChangeListener } from '../platform/changes.ts';
-import type { Db } from '../platform/db.ts';
 import type { Store } from '../platform/store/store.ts';
 import type { Logger } from '../platform/log.ts';
 import type { DeviceInfo } from '../devices/devices.ts';
@@ -23,7 +22,6 @@ export const AUDIO_PROBE_INTERVAL_MS = 5_000;
 export const AUDIO_RECONCILE_INTERVAL_MS = 24 * 3600 * 1000;
 
 export interface AudioDeps {
-  db: Db;
   store: Store;
   clock: Clock;
   logger: Logger;
@@ -33,12 +31,12 @@ export interface AudioDeps {
   /** The key listen tickets are signed with (derived for that purpose only). */
   ticketKey: Buffer;
   retentionDays: number;
-  mosqueExists(id: string): boolean;
+  mosqueExists(id: string): Promise<boolean>;
   devices: { info(id: string): DeviceInfo | null; verifySecret(id: string, password: string): boolean; ownedBy(userId: string): string[] };
   verifyLease(token: string): LeaseClaims | null;
   lease(deviceId: string): Lease | null;
-  membershipStatus(mosqueId: string, userId: string): MembershipStatus | null;
-  isAdmin(mosqueId: string, userId: string): boolean;
+  membershipStatus(mosqueId: string, userId: string): Promise<MembershipStatus | null>;
+  isAdmin(mosqueId: string, userId: string): Promise<boolean>;
   onError(what: string, err: unknown): void;
 }
 
@@ -47,7 +45,7 @@ export interface AudioDeps {
  * longer stand removed, the store reconciled with Icecast, and its health. Built only when ICECAST_URL is set.
  */
 export function createAudio(deps: AudioDeps) {
-  const { db, clock, logger, server } = deps;
+  const { clock, logger, server } = deps;
   const nowSeconds = () => toUnixSeconds(clock());
   const sessions = createListenerSessions(deps.store, clock);
   const onAir = createOnAir(deps.store, clock, (err) => deps.onError('audio on-air listener', err));

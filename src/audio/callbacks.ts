@@ -39,7 +39,7 @@ export function createCallbacks(deps: {
   const pendingSource = new Map<string, string>();
 
   const streamAuth = async (r: HookRequest): Promise<HookAnswer> => {
-    const decision = admitSource({ mount: r.mount, user: r.user ?? '', pass: r.pass ?? '', admin: r.admin === true }, deps.facts());
+    const decision = await admitSource({ mount: r.mount, user: r.user ?? '', pass: r.pass ?? '', admin: r.admin === true }, deps.facts());
     if (!decision.ok) {
       await sessions.refuse({ mosqueId: decision.mosqueId, kind: 'source', reason: decision.reason, deviceId: decision.deviceId ?? null });
       logger.info({ mount: r.mount.split('?', 1)[0], reason: decision.reason, device_id: decision.deviceId }, 'audio source refused');
@@ -51,7 +51,7 @@ export function createCallbacks(deps: {
 
   const listenerAdd = async (r: HookRequest): Promise<HookAnswer> => {
     const facts = deps.facts();
-    const decision = admitListener(r.mount, facts);
+    const decision = await admitListener(r.mount, facts);
     if (!decision.ok) {
       await sessions.refuse({ mosqueId: decision.mosqueId, kind: 'listener', reason: decision.reason, deviceId: decision.deviceId ?? null, userId: decision.userId ?? null });
       return { kind: 'refuse', reason: decision.reason };
@@ -75,7 +75,7 @@ export function createCallbacks(deps: {
 
   const mountAdd = async (r: HookRequest): Promise<HookAnswer> => {
     const parsed = parseMount(r.mount);
-    if (parsed && deps.facts().mosqueExists(parsed.mosqueId)) {
+    if (parsed && (await deps.facts().mosqueExists(parsed.mosqueId))) {
       const deviceId = pendingSource.get(parsed.mosqueId) ?? null;
       pendingSource.delete(parsed.mosqueId);
       await onAir.start(parsed.mosqueId, deviceId);

@@ -1,21 +1,11 @@
 import crypto from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { AudioListenerSessionsTable } from '../../generated/tables.ts';
 
-export interface ListenerSessionRow {
-  id: string;
-  mosque_id: string;
-  client_id: number;
-  device_id: string | null;
-  user_id: string | null;
-  ip: string | null;
-  started_at: number;
-  ended_at: number | null;
-  seconds: number | null;
-  bytes: number | null;
-  end_reason: SessionEnd | null;
-}
+/** A row of `audio_listener_sessions` (generated/tables.ts), narrowed to the values written here. */
+export type ListenerSessionRow = Omit<Selectable<AudioListenerSessionsTable>, 'end_reason'> & { end_reason: SessionEnd | null };
 
 /** `left`: Icecast's listener_remove; `revoked`: Minaret removed it; `reconciled`: Icecast no longer had it; `replaced`: Icecast reused its id. */
 export type SessionEnd = 'left' | 'revoked' | 'reconciled' | 'replaced';

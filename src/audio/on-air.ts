@@ -1,15 +1,11 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { AudioOnAirTable } from '../../generated/tables.ts';
 
-export interface OnAirRow {
-  id: string;
-  mosque_id: string;
-  device_id: string | null;
-  started_at: number;
-  ended_at: number | null;
-  end_reason: 'source_left' | 'reconciled' | null;
-}
+/** A row of `audio_on_air` (generated/tables.ts), narrowed to the values written here. */
+export type OnAirRow = Omit<Selectable<AudioOnAirTable>, 'end_reason'> & { end_reason: 'source_left' | 'reconciled' | null };
 
 /** Told when a mosque's source goes live (`true`) or ends (`false`), in the process that recorded it. */
 export type OnAirListener = (mosqueId: string, live: boolean) => void;

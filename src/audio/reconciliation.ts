@@ -17,15 +17,16 @@ export interface Reconciled {
  * Icecast has that Minaret never admitted (a callback answered after Icecast gave up on it) is removed.
  * Null when Icecast did not answer: nothing is changed on a guess.
  */
-export async function reconcile(deps: { server: AudioServer; sessions: ListenerSessions; onAir: OnAir; mosqueExists: (id: string) => boolean; logger: Logger; nowSeconds: () => number }): Promise<Reconciled | null> {
+export async function reconcile(deps: { server: AudioServer; sessions: ListenerSessions; onAir: OnAir; mosqueExists: (id: string) => Promise<boolean>; logger: Logger; nowSeconds: () => number }): Promise<Reconciled | null> {
   const { server, sessions, onAir } = deps;
   const now = deps.nowSeconds();
   const mounts = await server.listMounts();
   if (!mounts.ok) return null;
-  const live = new Set(mounts.value.flatMap((m) => {
+  const live = new Set<string>();
+  for (const m of mounts.value) {
     const parsed = parseMount(m);
-    return parsed && deps.mosqueExists(parsed.mosqueId) ? [parsed.mosqueId] : [];
-  }));
+    if (parsed && (await deps.mosqueExists(parsed.mosqueId))) live.add(parsed.mosqueId);
+  }
   const out: Reconciled = { mountsStarted: 0, mountsEnded: 0, sessionsEnded: 0, clientsRemoved: 0 };
   for (const row of await onAir.listOnAir()) if (!live.has(row.mosque_id) && row.started_at <= now - SETTLE_S && (await onAir.stop(row.mosque_id, 'reconciled'))) out.mountsEnded++;
   for (const id of live) if (await onAir.start(id, null)) out.mountsStarted++;

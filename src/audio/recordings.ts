@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { IAudioMetadata } from 'music-metadata';
-import type { Db } from '../platform/db.ts';
+import type { Selectable } from 'kysely';
 import type { Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
@@ -8,6 +8,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { DeviceRow } from '../devices/devices.ts';
 import type { Decision } from '../devices/entitlement.ts';
 import type { LeaseSigner } from '../devices/leases.ts';
+import type { RecordingsTable } from '../../generated/tables.ts';
 
 /**
  * A mosque's recorded azaan (docs/api.md, "Recorded azaan"): one file per mosque, kept in the database (table
@@ -100,15 +101,8 @@ export async function inspectRecording(data: Uint8Array, mediaType: string, maxB
 
 // ---- the table ----
 
-export interface RecordingRow {
-  mosque_id: string;
-  content_type: string;
-  bytes: number;
-  duration_s: number;
-  sha256: string;
-  uploaded_by: string | null;
-  uploaded_at: number;
-}
+/** A row of `recordings` (generated/tables.ts) without its bytes, which are read only for a download. */
+export type RecordingRow = Omit<Selectable<RecordingsTable>, 'data'>;
 
 /** What the API shows of a recording (never its bytes). */
 export function toRecording(row: RecordingRow) {
@@ -129,21 +123,9 @@ export function recordingUrl(origin: string, mosqueId: string, lease: string | n
 /** Bytes of recordings kept in memory for downloads, whole files, the least recently stored first to go. */
 export const RECORDING_CACHE_BYTES = 32 * 1024 * 1024;
 
-/**
- * Each mosque's recorded azaan. An upload and a removal write their activity entry in the same transaction;
- * the activity log (src/mosques/activity.ts) still writes through better-sqlite3's synchronous statements, so
- * those two stay on them (`db`) until it takes a store transaction. Reads go through the store.
- */
-export function createRecordings(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; cacheBytes?: number }) {
-  const { db, store } = deps;
-  const exists = db.prepare<[string], { one: number }>('SELECT 1 AS one FROM recordings WHERE mosque_id = ?');
-  const upsert = db.prepare(
-    `INSERT INTO recordings (mosque_id, content_type, bytes, duration_s, sha256, uploaded_by, uploaded_at, data)
-     VALUES (@mosque_id, @content_type, @bytes, @duration_s, @sha256, @uploaded_by, @uploaded_at, @data)
-     ON CONFLICT (mosque_id) DO UPDATE SET content_type = excluded.content_type, bytes = excluded.bytes, duration_s = excluded.duration_s,
-       sha256 = excluded.sha256, uploaded_by = excluded.uploaded_by, uploaded_at = excluded.uploaded_at, data = excluded.data`,
-  );
-  const remove = db.prepare('DELETE FROM recordings WHERE mosque_id = ?');
+/** Each mosque's recorded azaan. An upload and a removal write their activity entry in the same transaction. */
+export function createRecordings(deps: { store: Store; clock: Clock; activity: Pick<ActivityLog, 'record'>; cacheBytes?: number }) {
+  const { store } = deps;
   // Keyed by content (SHA-256), not by mosque: the metadata row is read on every download, so a file replaced
   // by another process is never served stale; the same file under two mosques is held once.
   const cache = new Map<string, Buffer>();
@@ -168,27 +150,34 @@ export function createRecordings(deps: { db: Db; store: Store; clock: Clock; act
     find,
 
     /** Stores (or replaces) the mosque's recording; `created` tells which. */
-    save(mosqueId: string, file: InspectedRecording, data: Uint8Array, actorId: string | null): { created: boolean; row: RecordingRow } {
+    async save(mosqueId: string, file: InspectedRecording, data: Uint8Array, actorId: string | null): Promise<{ created: boolean; row: RecordingRow }> {
       const row: RecordingRow = {
         mosque_id: mosqueId, content_type: file.contentType, bytes: file.bytes, duration_s: file.durationS, sha256: file.sha256,
         uploaded_by: actorId, uploaded_at: toUnixSeconds(deps.clock()),
       };
-      const created = db.transaction(() => {
-        const existed = exists.get(mosqueId) !== undefined;
-        upsert.run({ ...row, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) });
-        deps.activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'recording.uploaded', subjectId: null, data: { bytes: file.bytes, duration_s: toRecording(row).duration_s, content_type: file.contentType } });
-        return !existed;
-      })();
+      // Whether it existed is read in the transaction that writes, so two uploads at once answer 201 once.
+      const created = await store.transaction().execute(async (trx) => {
+        const existed = await trx.selectFrom('recordings').select('mosque_id').where('mosque_id', '=', mosqueId).executeTakeFirst();
+        await trx.insertInto('recordings').values({ ...row, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) })
+          .onConflict((oc) => oc.column('mosque_id').doUpdateSet((eb) => ({
+            content_type: eb.ref('excluded.content_type'), bytes: eb.ref('excluded.bytes'), duration_s: eb.ref('excluded.duration_s'),
+            sha256: eb.ref('excluded.sha256'), uploaded_by: eb.ref('excluded.uploaded_by'), uploaded_at: eb.ref('excluded.uploaded_at'), data: eb.ref('excluded.data'),
+          })))
+          .execute();
+        await deps.activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'recording.uploaded', subjectId: null, data: { bytes: file.bytes, duration_s: toRecording(row).duration_s, content_type: file.contentType } });
+        return existed === undefined;
+      });
       return { created, row };
     },
 
     /** Removes the mosque's recording; false when it had none. */
-    remove(mosqueId: string, actorId: string | null): boolean {
-      return db.transaction(() => {
-        if (remove.run(mosqueId).changes === 0) return false;
-        deps.activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'recording.deleted', subjectId: null });
+    remove(mosqueId: string, actorId: string | null): Promise<boolean> {
+      return store.transaction().execute(async (trx) => {
+        const r = await trx.deleteFrom('recordings').where('mosque_id', '=', mosqueId).executeTakeFirst();
+        if (r.numDeletedRows === 0n) return false;
+        await deps.activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'recording.deleted', subjectId: null });
         return true;
-      })();
+      });
     },
 
     /** The recording and its bytes, for a download (or a fallback broadcast); null when the mosque has none. */

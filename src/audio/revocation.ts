@@ -36,10 +36,11 @@ export function createRevocation(deps: {
   /** Every session in `list` that no longer stands is cut; how many were. */
   async function recheck(list: ListenerSessionRow[]): Promise<number> {
     const facts = deps.facts();
-    const doomed = list.flatMap((s) => {
-      const reason = revocationOf(s, facts);
-      return reason ? [{ s, reason }] : [];
-    });
+    const doomed: Array<{ s: ListenerSessionRow; reason: string }> = [];
+    for (const s of list) {
+      const reason = await revocationOf(s, facts);
+      if (reason) doomed.push({ s, reason });
+    }
     const done = await Promise.all(doomed.map(({ s, reason }) => cut(s, reason)));
     return done.filter(Boolean).length;
   }
@@ -78,7 +79,8 @@ export function createRevocation(deps: {
     mosques.clear();
     for (const id of deviceIds) for (const s of await sessions.listOpenForDevice(id)) list.set(s.id, s);
     for (const id of userIds) for (const s of await sessions.listOpenForUser(id)) list.set(s.id, s);
-    const gone = mosqueIds.filter((id) => !deps.facts().mosqueExists(id));
+    const gone: string[] = [];
+    for (const id of mosqueIds) if (!(await deps.facts().mosqueExists(id))) gone.push(id);
     await Promise.all([recheck([...list.values()]), ...gone.map(cutMount), cutSources(changedDevices)]);
   }
 

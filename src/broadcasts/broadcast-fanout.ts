@@ -52,8 +52,8 @@ export function createFanout(deps: {
   clock: Clock;
   logger: Logger;
   devices: Pick<DeviceStore, 'listTransmitters'>;
-  mosques: MosqueStore;
-  memberships: Pick<Memberships, 'notifiedMembersSync'>;
+  mosques: Pick<MosqueStore, 'findById'>;
+  memberships: Pick<Memberships, 'notifiedMembers'>;
   commands: Pick<Commands, 'dispatch'>;
   outbox: PushOutbox;
   link: () => DeviceLink;
@@ -68,13 +68,37 @@ export function createFanout(deps: {
   // answers before they run, so a stop can come first: its broadcast_stop must stay the transmitters' last word.
   const startsPending = new Set<string>();
 
-  function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): void {
-    // A fallback names the recording; players add their lease to it (docs/firmware.md, "4.3 Broadcast events").
-    const streamUrl = b.fallback === 1 && deps.fallbackUrl ? deps.fallbackUrl(b.mosque_id)
-      : deps.streamUrl ? deps.streamUrl(b.mosque_id) : (deps.mosques.findByIdSync(b.mosque_id)?.stream_url ?? null);
+  // Start events that wait for the mosque's own stream address (read from the store: no audio server, not a
+  // fallback), by broadcast: the rest of the start, and the stop's event, follow once it is published.
+  const startsReading = new Map<string, Promise<void>>();
+
+  function sendEvent(b: BroadcastRow, action: 'start' | 'stop', streamUrl: string | null): void {
     const event = { v: '1.0', broadcast_id: b.id, kind: b.kind, action, ...(streamUrl && action === 'start' && { stream_url: streamUrl }), ts: toUnixSeconds(deps.clock()) };
     // Retained, so a leased player that (re)connects during the broadcast learns it is on.
     deps.link().publish(topics.broadcast(b.mosque_id), event, { qos: 1, retain: true }).catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'));
+  }
+
+  /** Resolves once the event is with the broker (a start may first read the mosque's address); never rejects. */
+  function publishEvent(b: BroadcastRow, action: 'start' | 'stop'): Promise<void> | undefined {
+    const reading = startsReading.get(b.id);
+    // A stop's event names no address; it waits only for a start still reading its own, so it stays the last word.
+    if (action === 'stop') {
+      if (reading) void reading.then(() => sendEvent(b, 'stop', null));
+      else sendEvent(b, 'stop', null);
+      return undefined;
+    }
+    // A fallback names the recording; players add their lease to it (docs/firmware.md, "4.3 Broadcast events").
+    const known = b.fallback === 1 && deps.fallbackUrl ? deps.fallbackUrl(b.mosque_id) : deps.streamUrl ? deps.streamUrl(b.mosque_id) : undefined;
+    if (known !== undefined) {
+      sendEvent(b, 'start', known);
+      return undefined;
+    }
+    const read = deps.mosques.findById(b.mosque_id)
+      .then((mosque) => sendEvent(b, 'start', mosque?.stream_url ?? null))
+      .catch((err: Error) => deps.logger.warn({ broadcast_id: b.id, err: err.message }, 'broadcast publish failed'))
+      .finally(() => startsReading.delete(b.id));
+    startsReading.set(b.id, read);
+    return read;
   }
 
   function commandTransmitters(b: BroadcastRow, action: 'start' | 'stop'): void {
@@ -91,9 +115,11 @@ export function createFanout(deps: {
     /**
      * The start event goes to the broker before any bookkeeping of the start, so its caller calls
      * this first. aedes stores the retained copy through a promise and only then fans out, so any synchronous
-     * work left in the same turn (rows, the report) delays the first player as much as it lasts.
+     * work left in the same turn (rows, the report) delays the first player as much as it lasts. Without an
+     * audio server a start names the mosque's own stream_url, read from the store first (one query): the
+     * promise it then answers resolves once the event is with the broker (the start's 201 waits for it).
      */
-    publishStart: (b: BroadcastRow): void => publishEvent(b, 'start'),
+    publishStart: (b: BroadcastRow): Promise<void> | undefined => publishEvent(b, 'start'),
 
     /**
      * broadcast_start to the transmitters alone: a broadcast waiting for its source asks them to go on air first.
@@ -119,22 +145,26 @@ export function createFanout(deps: {
         if (!startsPending.delete(start.id)) return;
         const b = named(start, prayer);
         if (opts.transmitters !== false) commandTransmitters(b, 'start');
-        const users = deps.memberships.notifiedMembersSync(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE]);
-        const mosque = deps.mosques.findByIdSync(b.mosque_id);
         const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
-        void deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer })
+        // Who is notified and the mosque's name: two reads per broadcast, whatever the number of its members.
+        void Promise.all([deps.memberships.notifiedMembers(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE]), deps.mosques.findById(b.mosque_id)])
+          .then(([users, mosque]) => deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer }))
           .then(() => deps.outbox.drain())
           .catch((err: Error) => deps.logger.error({ broadcast_id: b.id, err: err.message }, 'broadcast push failed'));
       };
-      afterFanoutWrites(deps.link(), topics.broadcast(start.mosque_id), () => {
+      const afterWrites = () => afterFanoutWrites(deps.link(), topics.broadcast(start.mosque_id), () => {
         if (opts.prayer) void opts.prayer.then(rest).catch((err: Error) => deps.logger.error({ broadcast_id: start.id, err: err.message }, 'broadcast start not completed'));
         else rest(null);
       });
+      // A start event still reading the mosque's address is not with the broker yet: its writes are waited for once it is.
+      const reading = startsReading.get(start.id);
+      if (reading) void reading.then(afterWrites);
+      else afterWrites();
     },
 
     onStop(b: BroadcastRow): void {
       startsPending.delete(b.id);
-      publishEvent(b, 'stop');
+      void publishEvent(b, 'stop');
       commandTransmitters(b, 'stop');
     },
 

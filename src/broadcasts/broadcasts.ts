@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
-import { sql } from 'kysely';
-import type { Db } from '../platform/db.ts';
-import type { Store } from '../platform/store/store.ts';
+import { sql, type Selectable } from 'kysely';
+import type { Queries, Store } from '../platform/store/store.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
+import type { BroadcastsTable } from '../../generated/tables.ts';
 
 export const BROADCAST_KINDS = ['azaan', 'jummah', 'waaz', 'announcement'] as const;
 export type BroadcastKind = (typeof BROADCAST_KINDS)[number];
@@ -43,22 +43,12 @@ export const PENDING_REPORT: Readonly<DeliveryReport> = Object.freeze({
   playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: Object.freeze({ queued: 0, sent: 0, failed: 0 }), pending: true,
 });
 
-export interface BroadcastRow {
-  id: string;
-  mosque_id: string;
-  kind: BroadcastKind;
-  prayer: string | null;
-  title: string | null;
-  status: 'live' | 'stopped';
-  started_by: string | null;
-  started_at: number;
-  stopped_by: string | null;
-  stopped_at: number | null;
-  /** 1: started while the mosque's source was not on air; its players hear it when the source goes live. */
-  waiting_for_source: number;
-  /** 1: plays the mosque's recorded azaan because the live one was missed. */
-  fallback: number;
-}
+/**
+ * A row of `broadcasts` (generated/tables.ts), its kind and status narrowed to the values written here.
+ * `waiting_for_source` 1: started while the mosque's source was not on air, its players hear it when the source
+ * goes live; `fallback` 1: plays the mosque's recorded azaan because the live one was missed.
+ */
+export type BroadcastRow = Omit<Selectable<BroadcastsTable>, 'kind' | 'status'> & { kind: BroadcastKind; status: 'live' | 'stopped' };
 
 /** The HTTP shape: the row with ISO-8601 times and flags as booleans. */
 export type Broadcast = Omit<BroadcastRow, 'started_at' | 'stopped_at' | 'waiting_for_source' | 'fallback'>
@@ -82,36 +72,28 @@ export interface StartBroadcast {
   fallback?: boolean;
 }
 
-/** Told of every start and stop once its row is committed (src/broadcasts/broadcast-story.ts). */
+/**
+ * Told of every start and stop once its row is committed (src/broadcasts/broadcast-story.ts). A start's listener
+ * may answer a promise: the start resolves once it settles (the start event is with the broker before the 201:
+ * docs/decisions.md, "The start's `201` carries a pending report"); it must never reject.
+ */
 export interface BroadcastListener {
-  started(b: BroadcastRow): void;
+  started(b: BroadcastRow): Promise<void> | void;
   stopped(b: BroadcastRow): void;
 }
 
 /**
  * The record of a broadcast and its activity entries. Reaching devices and members (fan-out, delivery
- * report, the schedule) is src/broadcasts/broadcast-story.ts's: it listens through `listen`.
- * A start and a stop write their activity entry in the same transaction as the row; the activity log
- * (src/mosques/activity.ts) still writes through better-sqlite3's synchronous statements, so those two
- * transactions stay on them until it takes a store transaction (never a synchronous write inside an async
- * one). Everything else goes through the store.
+ * report, the schedule) is src/broadcasts/broadcast-story.ts's: it listens through `listen`, told once the
+ * row is committed. A start and a stop write their activity entry in the same store transaction as the row.
  */
-export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog }) {
-  const { db, store, activity } = deps;
+export function createBroadcasts(deps: { store: Store; clock: Clock; activity: Pick<ActivityLog, 'record'> }) {
+  const { store, activity } = deps;
   const listeners: BroadcastListener[] = [];
   /** Whether a start now waits for the mosque's source (src/broadcasts/source-follow.ts); never without an audio server. */
   let waitsForSource: (mosqueId: string) => Promise<boolean> = async () => false;
-  // The start's and the stop's own statements (see above).
-  const byId = db.prepare<[string, string], BroadcastRow>('SELECT * FROM broadcasts WHERE id = ? AND mosque_id = ?');
-  const live = db.prepare<[string], BroadcastRow>("SELECT * FROM broadcasts WHERE mosque_id = ? AND status = 'live'");
-  const insert = db.prepare(
-    `INSERT INTO broadcasts (id, mosque_id, kind, prayer, title, status, started_by, started_at, waiting_for_source, fallback)
-     VALUES (?, ?, ?, ?, ?, 'live', ?, ?, ?, ?)`,
-  );
-  // Only a live one: between a caller's read and its stop another request, or another process, may have stopped it.
-  const stop = db.prepare("UPDATE broadcasts SET status = 'stopped', stopped_by = ?, stopped_at = ? WHERE id = ? AND status = 'live'");
   const now = () => toUnixSeconds(deps.clock());
-  const rows = () => store.selectFrom('broadcasts').selectAll().$castTo<BroadcastRow>();
+  const rows = (q: Queries = store) => q.selectFrom('broadcasts').selectAll().$castTo<BroadcastRow>();
 
   return {
     listen: (listener: BroadcastListener) => void listeners.push(listener),
@@ -144,30 +126,37 @@ export function createBroadcasts(deps: { db: Db; store: Store; clock: Clock; act
     /** One live broadcast per mosque at a time: a second start while one is live is a conflict. */
     /** `actorId` is null when the service starts it itself (a mosque's `auto_start`, docs/schedule.md, "Setting a mosque's times"). */
     async start(mosqueId: string, input: StartBroadcast, actorId: string | null): Promise<Result<BroadcastRow>> {
-      // Asked before the transaction (the source's state is read through the store): nothing but microtasks
-      // runs between this answer and the synchronous transaction below.
+      // Asked before the transaction: the source follow reads the store, which waits while a transaction holds it.
       const waits = !input.fallback && (input.waitForSource ?? await waitsForSource(mosqueId));
-      const started = db.transaction((): Result<BroadcastRow> => {
-        if (live.get(mosqueId)) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
+      const started = await store.transaction().execute(async (trx): Promise<Result<BroadcastRow>> => {
         const id = crypto.randomUUID();
-        insert.run(id, mosqueId, input.kind, input.prayer, input.title, actorId, now(), waits ? 1 : 0, input.fallback ? 1 : 0);
+        // One live broadcast per mosque is the unique index broadcasts_one_live (migration 002): a start while
+        // one is live inserts nothing, whichever process or connection started the other (on PostgreSQL the
+        // second insert waits for the first one's transaction, then does nothing).
+        const inserted = await trx.insertInto('broadcasts').values({
+          id, mosque_id: mosqueId, kind: input.kind, prayer: input.prayer, title: input.title, status: 'live',
+          started_by: actorId, started_at: now(), waiting_for_source: waits ? 1 : 0, fallback: input.fallback ? 1 : 0,
+        }).onConflict((oc) => oc.column('mosque_id').where('status', '=', sql.lit('live')).doNothing()).executeTakeFirst();
+        if (inserted.numInsertedOrUpdatedRows === 0n) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
-        activity.recordSync({ mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
-        return ok(byId.get(id, mosqueId)!);
-      })();
-      if (started.ok) for (const l of listeners) l.started(started.value);
+        await activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
+        return ok((await rows(trx).where('id', '=', id).where('mosque_id', '=', mosqueId).executeTakeFirstOrThrow()));
+      });
+      if (started.ok) await Promise.all(listeners.map((l) => l.started(started.value)));
       return started;
     },
 
     /** Stopping a stopped broadcast changes nothing and answers the record. */
-    stop(broadcast: BroadcastRow, actorId: string | null): BroadcastRow {
+    async stop(broadcast: BroadcastRow, actorId: string | null): Promise<BroadcastRow> {
       if (broadcast.status === 'stopped') return broadcast;
-      const changed = db.transaction(() => {
-        if (stop.run(actorId, now(), broadcast.id).changes === 0) return false;
-        activity.recordSync({ mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
-        return true;
-      })();
-      const stopped = byId.get(broadcast.id, broadcast.mosque_id)!;
+      const { changed, stopped } = await store.transaction().execute(async (trx) => {
+        // Only a live one: between a caller's read and its stop another request, or another process, may have stopped it.
+        const r = await trx.updateTable('broadcasts').set({ status: 'stopped', stopped_by: actorId, stopped_at: now() })
+          .where('id', '=', broadcast.id).where('status', '=', 'live').executeTakeFirst();
+        const changed = r.numUpdatedRows > 0n;
+        if (changed) await activity.record(trx, { mosqueId: broadcast.mosque_id, actorUserId: actorId, kind: 'broadcast.stopped', subjectId: broadcast.id, data: {} });
+        return { changed, stopped: await rows(trx).where('id', '=', broadcast.id).where('mosque_id', '=', broadcast.mosque_id).executeTakeFirstOrThrow() };
+      });
       if (changed) for (const l of listeners) l.stopped(stopped);
       return stopped;
     },

@@ -1,8 +1,9 @@
-import { sql } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/log.ts';
 import type { PushSubscriptions } from './push-subscriptions.ts';
+import type { PushOutboxTable } from '../../generated/tables.ts';
 
 /** The edge that talks to push services (notify/webpush.ts): one attempt at one delivery. */
 export interface PushSender {
@@ -15,13 +16,8 @@ export const MAX_PUSH_ATTEMPTS = 8;
 /** "Send me a test notification" (the console): the same shape as a broadcast's push, so it proves the path. */
 export const TEST_PUSH_PAYLOAD = { title: 'Minaret: test notification', body: 'Notifications work on this device.', kind: 'test' } as const;
 
-interface OutboxRow {
-  id: number;
-  user_id: string;
-  endpoint: string;
-  payload: string;
-  attempts: number;
-}
+/** The columns of `push_outbox` (generated/tables.ts) a delivery needs. */
+type OutboxRow = Pick<Selectable<PushOutboxTable>, 'id' | 'user_id' | 'endpoint' | 'payload' | 'attempts'>;
 
 /**
  * Web Push through a durable outbox: every delivery is a row before anything is sent, so a restart loses

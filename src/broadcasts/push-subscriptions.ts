@@ -1,14 +1,11 @@
+import type { Selectable } from 'kysely';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
+import type { PushSubscriptionsTable } from '../../generated/tables.ts';
 
-export interface PushSubscriptionRow {
-  endpoint: string;
-  user_id: string;
-  p256dh: string;
-  auth: string;
-  created_at: number;
-}
+/** A row of `push_subscriptions` (generated/tables.ts). */
+export type PushSubscriptionRow = Selectable<PushSubscriptionsTable>;
 
 /** Users named in one IN list: far below SQLite's and PostgreSQL's bound on parameters. */
 const USERS_PER_QUERY = 500;

@@ -38,7 +38,7 @@ export function createSourceFollow(deps: {
 
   /** The players hear a broadcast that waited: the start event now, then its push (the transmitters were told at the start). */
   function releaseToPlayers(b: BroadcastRow): void {
-    fanout.publishStart(b);
+    void fanout.publishStart(b);
     fanout.afterStart(b, { transmitters: false });
   }
 
@@ -46,7 +46,9 @@ export function createSourceFollow(deps: {
     const timer = setTimeout(() => {
       fallbackTimers.delete(b.id);
       void broadcasts.find(b.mosque_id, b.id)
-        .then((current) => void (current?.status === 'live' && broadcasts.stop(current, null)))
+        .then(async (current) => {
+          if (current?.status === 'live') await broadcasts.stop(current, null);
+        })
         .catch((err: Error) => deps.logger.error({ broadcast_id: b.id, err: err.message }, 'fallback stop failed'));
     }, (seconds + FALLBACK_MARGIN_S) * 1000);
     timer.unref();
@@ -77,7 +79,7 @@ export function createSourceFollow(deps: {
       }
       // The source ended: so did the broadcast (a fallback plays the recording, not the source). stop changes
       // only a broadcast still live: one stopped since the read above is left as it is.
-      if (b.waiting_for_source === 0 && b.fallback === 0) broadcasts.stop(b, null);
+      if (b.waiting_for_source === 0 && b.fallback === 0) await broadcasts.stop(b, null);
     },
 
     /**

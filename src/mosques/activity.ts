@@ -1,16 +1,11 @@
+import type { Selectable } from 'kysely';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { ActivityTable } from '../../generated/tables.ts';
 
-export interface ActivityRow {
-  id: number;
-  mosque_id: string;
-  at: number;
-  actor_user_id: string | null;
-  kind: string;
-  subject_id: string | null;
-  data: string;
-}
+/** A row of `activity` (generated/tables.ts). */
+export type ActivityRow = Selectable<ActivityTable>;
 
 export interface ActivityEntry {
   id: string;

@@ -1,3 +1,4 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Store } from '../platform/store/store.ts';
 import { transact, within, type Work } from './work.ts';
@@ -7,37 +8,31 @@ import type { AdminStore } from './admins.ts';
 import type { Memberships } from './memberships.ts';
 import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.ts';
 import type { UserStore } from '../people/users.ts';
+import type { AddressGrantsTable } from '../../generated/tables.ts';
 
 export type GrantKind = 'membership' | 'admin' | 'owner';
 
-export interface AddressGrantRow {
-  id: string;
-  mosque_id: string;
-  address_hash: string;
-  kind: GrantKind;
-  status: 'pending' | 'approved' | null;
-  can_trigger: number;
-  can_manage: number;
-  invite_id: string | null;
-  granted_by: string | null;
-  created_at: number;
-}
+/** A row of `address_grants` (generated/tables.ts), narrowed to the values written here. */
+export type AddressGrantRow = Omit<Selectable<AddressGrantsTable>, 'kind' | 'status'> & { kind: GrantKind; status: 'pending' | 'approved' | null };
 
 export type Contact = { channel: 'email'; email: string } | { channel: 'whatsapp'; phone: string };
 
 /**
  * An account for an address nobody claims yet (an invitation creates the user if needed: docs/api.md, "Invitations"): no
  * password and nothing in it, so only whoever proves the address, with a sign-in code sent to it, gets in.
+ * Looked for and made in one transaction of the user store: two invitations to a new address at once make one account.
  */
-export function claimUnclaimed(users: UserStore, contact: Contact): void {
+export async function claimUnclaimed(users: Pick<UserStore, 'transaction' | 'findProvenHolder' | 'listUnprovenClaimants' | 'create'>, contact: Contact): Promise<void> {
   const hash = identifierHash(contact.channel === 'email' ? contact.email : contact.phone);
-  if (users.sync.findByIdentifierHash(hash)) return;
-  if (contact.channel === 'email') {
-    users.sync.create({ email: contact.email, emailHash: hash, phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
-    return;
-  }
-  const email = syntheticEmailForPhone(hash);
-  users.sync.create({ email, emailHash: identifierHash(email), phone: contact.phone, phoneHash: hash, passwordBcrypt: null, role: 'member' });
+  await users.transaction(async (trx) => {
+    if ((await users.findProvenHolder(hash, trx)) || (await users.listUnprovenClaimants(hash, trx)).length > 0) return;
+    if (contact.channel === 'email') {
+      await users.create({ email: contact.email, emailHash: hash, phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' }, trx);
+      return;
+    }
+    const email = syntheticEmailForPhone(hash);
+    await users.create({ email, emailHash: identifierHash(email), phone: contact.phone, phoneHash: hash, passwordBcrypt: null, role: 'member' }, trx);
+  });
 }
 
 export type NewGrant =

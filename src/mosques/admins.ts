@@ -1,19 +1,15 @@
+import type { Selectable } from 'kysely';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { within, type Work } from './work.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
-import type { SyncUserReads } from '../people/users.ts';
+import type { SyncUserReads, UserStore } from '../people/users.ts';
+import type { MosqueAdminsTable } from '../../generated/tables.ts';
 
-export interface AdminRow {
-  mosque_id: string;
-  user_id: string;
-  is_owner: number;
-  can_trigger: number;
-  can_manage: number;
-  created_at: number;
-  updated_at: number;
-}
+/** A row of `mosque_admins` (generated/tables.ts). */
+export type AdminRow = Selectable<MosqueAdminsTable>;
 
 export interface AdminFlags {
   is_owner: boolean;
@@ -62,8 +58,8 @@ export function standingOf(actor: Actor, row: AdminRow | null): Standing {
 /**
  * The mosque_admins table. A writer joins its caller's `Work` when given one (its announcement waits for that
  * commit), else runs alone. The `...Sync` readers answer on better-sqlite3's synchronous connection for the
- * domains whose paths are still synchronous (the audio gate's facts, the scheduler's alerts, a user's
- * deletion, the devices' routes); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ * device plane's access rules and lists; they go when those move to the store (docs/architecture.md, "Writing a
+ * repository"). listForMosqueSync and ownedBySync have no caller left.
  */
 export interface AdminStore {
   find(mosqueId: string, userId: string, q?: Queries): Promise<AdminRow | null>;
@@ -81,7 +77,9 @@ export interface AdminStore {
 }
 
 /** Every write is announced on `changes` (kind `standing`, the user's id) once it commits: /me shows a user's admin rows. */
-export function createAdminStore(db: Db, store: Store, clock: Clock, users: Pick<SyncUserReads, 'contactsOf'>, changes: ChangePublisher = noChanges): AdminStore {
+export function createAdminStore(
+  db: Db, store: Store, clock: Clock, users: Pick<UserStore, 'contactsOf'> & { sync: Pick<SyncUserReads, 'contactsOf'> }, changes: ChangePublisher = noChanges,
+): AdminStore {
   const oneSync = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
   const ofMosqueSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? ORDER BY is_owner DESC, created_at');
   const ofUserSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');
@@ -89,11 +87,12 @@ export function createAdminStore(db: Db, store: Store, clock: Clock, users: Pick
   const bit = (b: boolean) => (b ? 1 : 0);
   const now = () => toUnixSeconds(clock());
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
-  const one = (q: Queries, mosqueId: string, userId: string) =>
-    q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
+  // Compiled once: every mosque route reads the caller's admin row (api/guards.ts checkStanding).
+  const oneQuery = prepared<{ mosqueId: string; userId: string }, AdminRow>(store, ['mosqueId', 'userId'], (v) =>
+    store.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', v.mosqueId).where('user_id', '=', v.userId));
+  const one = async (q: Queries, mosqueId: string, userId: string): Promise<AdminRow | undefined> => (await oneQuery.run(q, { mosqueId, userId })).rows[0];
   // Each admin with their email, which the people's store keeps: the owner first, then by when and by email.
-  const withEmails = (rows: AdminRow[]) => {
-    const contacts = users.contactsOf(rows.map((r) => r.user_id));
+  const withEmails = (rows: AdminRow[], contacts: Map<string, { email: string }>) => {
     return rows.flatMap((r) => {
       const c = contacts.get(r.user_id);
       return c ? [{ ...r, email: c.email }] : [];
@@ -106,9 +105,12 @@ export function createAdminStore(db: Db, store: Store, clock: Clock, users: Pick
     async listForMosque(mosqueId, q = store) {
       const rows = await q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId)
         .orderBy('is_owner', 'desc').orderBy('created_at').execute();
-      return withEmails(rows);
+      return withEmails(rows, await users.contactsOf(rows.map((r) => r.user_id), q));
     },
-    listForMosqueSync: (mosqueId) => withEmails(ofMosqueSync.all(mosqueId)),
+    listForMosqueSync(mosqueId) {
+      const rows = ofMosqueSync.all(mosqueId);
+      return withEmails(rows, users.sync.contactsOf(rows.map((r) => r.user_id)));
+    },
     listForUser: (userId) => store.selectFrom('mosque_admins').selectAll().where('user_id', '=', userId).orderBy('created_at').execute(),
     listForUserSync: (userId) => ofUserSync.all(userId),
     insert: (w, mosqueId, userId, f) => within(store, w, async ({ q, afterCommit }) => {

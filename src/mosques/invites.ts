@@ -1,3 +1,4 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Store } from '../platform/store/store.ts';
 import { transact } from './work.ts';
@@ -10,18 +11,13 @@ import type { MosqueRow } from './mosques.ts';
 import type { Notifier } from '../platform/notify.ts';
 import type { UserStore } from '../people/users.ts';
 import { claimUnclaimed, type AddressGrants, type Contact } from './address-grants.ts';
+import type { InvitesTable } from '../../generated/tables.ts';
 
-export interface InviteRow {
-  id: string;
-  mosque_id: string;
-  /** The account it went to; null while it waits for someone to prove the address. */
-  user_id: string | null;
-  invited_by: string | null;
-  channel: 'email' | 'whatsapp';
-  contact: string;
-  auto_approve: number;
-  created_at: number;
-}
+/**
+ * A row of `invites` (generated/tables.ts), its channel narrowed to the values written here. `user_id`: the
+ * account it went to, null while it waits for someone to prove the address.
+ */
+export type InviteRow = Omit<Selectable<InvitesTable>, 'channel'> & { channel: 'email' | 'whatsapp' };
 
 export interface Invite {
   id: string;
@@ -63,11 +59,11 @@ export function createInvites(deps: Deps) {
     async invite(mosque: MosqueRow, contact: InviteContact, autoApprove: boolean, actorId: string): Promise<Result<{ invite: Invite; membership: Membership | null }>> {
       const to = contact.channel === 'email' ? contact.email : contact.phone;
       const hash = identifierHash(to);
-      const holder = deps.users.sync.findProvenHolder(hash);
-      // The account for an address nobody claims is made first, on the people's synchronous connection (their
-      // writes are not on the store yet, and never run inside a store transaction): it holds nothing, so a
-      // failure of the invitation below leaves only what the next invitation to the address would make.
-      if (!holder) claimUnclaimed(deps.users, contact);
+      const holder = await deps.users.findProvenHolder(hash);
+      // The account for an address nobody claims is made first, in the user store's own transaction (its cache
+      // and feed hear of it after that commit): it holds nothing, so a failure of the invitation below leaves
+      // only what the next invitation to the address would make.
+      if (!holder) await claimUnclaimed(deps.users, contact);
       const result = await transact(deps.store, async (w): Promise<Result<{ invite: Invite; membership: Membership | null }>> => {
         const id = crypto.randomUUID();
         let membership: Membership | null = null;

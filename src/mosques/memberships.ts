@@ -1,31 +1,24 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { transact, within, type Work } from './work.ts';
 import type { ActivityLog } from './activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { MosqueRow } from './mosques.ts';
-import type { SyncUserReads } from '../people/users.ts';
+import type { UserStore } from '../people/users.ts';
+import type { MembershipsTable } from '../../generated/tables.ts';
 
 export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
 export const MEMBERSHIP_STATUSES = ['pending', 'approved', 'rejected', 'banned'] as const;
 export const NOTIFY_TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announcement'] as const;
 export type NotifyToggle = (typeof NOTIFY_TOGGLES)[number];
 
-export interface MembershipRow {
-  id: string;
-  mosque_id: string;
-  user_id: string;
-  status: MembershipStatus;
-  notify_azaan: number;
-  notify_jummah: number;
-  notify_waaz: number;
-  notify_announcement: number;
-  created_at: number;
-  updated_at: number;
-}
+/** A row of `memberships` (generated/tables.ts), narrowed to the values written here. */
+export type MembershipRow = Omit<Selectable<MembershipsTable>, 'status'> & { status: MembershipStatus };
 
 export interface Membership {
   id: string;
@@ -77,11 +70,11 @@ export type MembershipListener = (change: MembershipChange) => void;
 /**
  * Every write is announced on `changes` (kind `standing`, the member's user id) once it commits: /me lists
  * memberships. Writers join the caller's `Work` when given one (the listeners are told after that commit).
- * The `...Sync` methods answer on better-sqlite3's synchronous connection for the domains whose paths are still
- * synchronous (entitlement and the audio gate read a status per check, a broadcast's fan-out its push list,
- * a user's deletion its feed entries); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ * The `...Sync` methods answer on better-sqlite3's synchronous connection for the paths still synchronous (the
+ * device plane's entitlement reads a status per check, a user's deletion writes its feed entries); they go when
+ * those move to the store (docs/architecture.md, "Writing a repository"). notifiedMembersSync has no caller left.
  */
-export function createMemberships(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; users: Pick<SyncUserReads, 'contactsOf'>; changes?: ChangePublisher }) {
+export function createMemberships(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; changes?: ChangePublisher }) {
   const { db, store, activity } = deps;
   const listeners: MembershipListener[] = [];
   const tell = (change: MembershipChange) => {
@@ -98,15 +91,17 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
 
   const byId = async (q: Queries, id: string) =>
     (await q.selectFrom('memberships').selectAll().where('id', '=', id).executeTakeFirst()) as MembershipRow | undefined;
-  const byPair = async (q: Queries, mosqueId: string, userId: string) =>
-    (await q.selectFrom('memberships').selectAll().where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst()) as MembershipRow | undefined;
+  // Compiled once: a mosque route a caller lacks the standing for reads their membership (api/guards.ts checkStanding).
+  const byPairQuery = prepared<{ mosqueId: string; userId: string }, MembershipRow>(store, ['mosqueId', 'userId'], (v) =>
+    store.selectFrom('memberships').selectAll().where('mosque_id', '=', v.mosqueId).where('user_id', '=', v.userId).$castTo<MembershipRow>());
+  const byPair = async (q: Queries, mosqueId: string, userId: string): Promise<MembershipRow | undefined> => (await byPairQuery.run(q, { mosqueId, userId })).rows[0];
   const ofUser = async (q: Queries, userId: string) =>
     (await q.selectFrom('memberships').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()) as MembershipRow[];
   const removedEntry = (q: Queries, mosqueId: string, userId: string) =>
     q.selectFrom('membership_removals').select('by_self').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
-  /** Each membership with its member's email and phone, which the people's store keeps (one statement for the list). */
-  const withMembers = (rows: MembershipRow[]): MemberRow[] => {
-    const contacts = deps.users.contactsOf(rows.map((r) => r.user_id));
+  /** Each membership with its member's email and phone, which the people's store keeps (a statement per 512 members). */
+  const withMembers = async (rows: MembershipRow[]): Promise<MemberRow[]> => {
+    const contacts = await deps.users.contactsOf(rows.map((r) => r.user_id));
     return rows.flatMap((r) => {
       const c = contacts.get(r.user_id);
       return c ? [{ ...r, email: c.email, phone: c.phone }] : [];
@@ -160,7 +155,7 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
     /** The membership with its member's email and phone, for the mosque's admins (docs/api.md, "Memberships"). */
     findWithMember: async (id: string) => {
       const row = await byId(store, id);
-      return row ? (withMembers([row])[0] ?? null) : null;
+      return row ? ((await withMembers([row]))[0] ?? null) : null;
     },
     listForMosque: async (mosqueId: string, status: MembershipStatus | null) => {
       let query = store.selectFrom('memberships').selectAll().where('mosque_id', '=', mosqueId);

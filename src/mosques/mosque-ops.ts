@@ -44,13 +44,13 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
   }
 
   /** The account a grantee names now: by id as given, by email only the account that proved it. */
-  const accountOf = (who: Grantee): string | null =>
-    'userId' in who ? who.userId : deps.users.sync.findProvenHolder(identifierHash(who.email))?.id ?? null;
+  const accountOf = async (who: Grantee): Promise<string | null> =>
+    'userId' in who ? who.userId : (await deps.users.findProvenHolder(identifierHash(who.email)))?.id ?? null;
 
   /**
    * What is granted to an address nobody has proven waits on it. The address's account (one with nothing in it)
-   * is made before the transaction, on the people's synchronous connection, which never runs inside a store
-   * transaction; the grant is written in the caller's.
+   * is made before the transaction, in the user store's own (its cache and feed hear of it after that commit);
+   * the grant is written in the caller's.
    */
   const claimFor = (email: string) => claimUnclaimed(deps.users, { channel: 'email', email });
   const waitOn = (w: Work, mosqueId: string, email: string, grant: NewGrant, actor: Actor) =>
@@ -59,10 +59,10 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
   return {
     /** An owner named by an address nobody has proven waits on it: the mosque has no owner until someone proves it. */
     async create(fields: MosqueFields, owner: Grantee | null, actor: Actor): Promise<Result<MosqueRow>> {
-      const ownerUserId = owner ? accountOf(owner) : null;
-      if (owner && 'userId' in owner && !deps.users.sync.findById(owner.userId)) return fail('not_found', 'No user has that owner_user_id.');
+      const ownerUserId = owner ? await accountOf(owner) : null;
+      if (owner && 'userId' in owner && !(await deps.users.findById(owner.userId))) return fail('not_found', 'No user has that owner_user_id.');
       const waits = owner && 'email' in owner && !ownerUserId ? owner.email : null;
-      if (waits !== null) claimFor(waits);
+      if (waits !== null) await claimFor(waits);
       return ok(await tx(async (w) => {
         const mosque = await mosques.create(w, fields);
         await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.created', subjectId: mosque.id, data: { name: mosque.name } });
@@ -102,13 +102,13 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
 
     /** An admin named by an address nobody has proven waits on it (`waiting`), with the flags asked. */
     async addAdmin(mosque: MosqueRow, who: Grantee, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): Promise<Result<AdminRow | 'waiting'>> {
-      const userId = accountOf(who);
+      const userId = await accountOf(who);
       if (!userId && 'email' in who) {
-        claimFor(who.email);
+        await claimFor(who.email);
         await tx((w) => waitOn(w, mosque.id, who.email, { kind: 'admin', canTrigger: flags.can_trigger, canManage: flags.can_manage }, actor));
         return ok('waiting');
       }
-      if (!userId || !deps.users.sync.findById(userId)) return fail('not_found', 'No user has that user_id.');
+      if (!userId || !(await deps.users.findById(userId))) return fail('not_found', 'No user has that user_id.');
       return tx(async (w): Promise<Result<AdminRow | 'waiting'>> => {
         // Checked in the transaction that inserts: two requests adding the same admin cannot both pass.
         if (await admins.find(mosque.id, userId, w.q)) return fail('conflict', 'That user is already an admin of this mosque.');

@@ -1,28 +1,15 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { within, type Work } from './work.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import type { MosquesTable } from '../../generated/tables.ts';
 
-export interface MosqueRow {
-  id: string;
-  name: string;
-  timezone: string;
-  auto_approve_members: number;
-  stream_url: string | null;
-  join_code: string;
-  created_at: number;
-  updated_at: number;
-  latitude: number | null;
-  longitude: number | null;
-  prayer_times: string | null;
-  azaan: string;
-  iqamah: string;
-  jumuah: string;
-  auto_start: number;
-  schedule_since: number | null;
-}
+/** A row of `mosques` (generated/tables.ts). */
+export type MosqueRow = Selectable<MosquesTable>;
 
 /** The five daily prayers, in the order of the day. */
 export const PRAYERS = ['fajr', 'dhuhr', 'asr', 'maghrib', 'isha'] as const;
@@ -136,9 +123,9 @@ export interface MosqueFields {
 
 /**
  * The mosques table. Writers join the caller's `Work` when given one, else run alone. The `...Sync` methods
- * answer on better-sqlite3's synchronous connection for the domains whose paths are still synchronous (a
- * device's entitlement and config, the audio gate, the scheduler's pass, a broadcast's fan-out, the
- * schedule's own transactions); they go when those move to the store (docs/architecture.md, "Writing a repository").
+ * answer on better-sqlite3's synchronous connection for the paths still synchronous (a device's entitlement,
+ * the device plane's access rules, a player's own stream address in the broker); they go when those move to the
+ * store (docs/architecture.md, "Writing a repository"). listCalculatedSync and scheduleChangedSync have no caller left.
  */
 export interface MosqueStore {
   findById(id: string, q?: Queries): Promise<MosqueRow | null>;
@@ -168,7 +155,9 @@ export function createMosqueStore(db: Db, store: Store, clock: Clock, changes: C
   );
   const touchScheduleSync = db.prepare('UPDATE mosques SET schedule_since = ?, updated_at = ? WHERE id = ?');
   const now = () => toUnixSeconds(clock());
-  const byId = async (q: Queries, id: string) => (await q.selectFrom('mosques').selectAll().where('id', '=', id).executeTakeFirst()) as MosqueRow | undefined;
+  // Compiled once: every mosque route reads its mosque first (api/guards.ts checkStanding).
+  const byIdQuery = prepared<{ id: string }, MosqueRow>(store, ['id'], (v) => store.selectFrom('mosques').selectAll().where('id', '=', v.id));
+  const byId = async (q: Queries, id: string): Promise<MosqueRow | undefined> => (await byIdQuery.run(q, { id })).rows[0];
   const byCode = async (q: Queries, code: string) =>
     (await q.selectFrom('mosques').selectAll().where('join_code', '=', code).executeTakeFirst()) as MosqueRow | undefined;
 

@@ -1,3 +1,4 @@
+import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Store } from '../platform/store/store.ts';
@@ -9,6 +10,7 @@ import type { PasswordHasher } from './passwords.ts';
 import type { RevokedTokens } from './revoked-tokens.ts';
 import type { AccessClaims, AccessTokens, TokenResponse } from './tokens.ts';
 import type { UserStore } from './users.ts';
+import type { ConsoleSessionsTable } from '../../generated/tables.ts';
 
 /**
  * How recent a sign-in must be for an account without a password to set its first one without a current
@@ -123,15 +125,8 @@ export interface ConsoleSessionSettings {
   maxPerUser: number;
 }
 
-interface ConsoleSessionRow {
-  id: string;
-  secret_hash: string;
-  user_id: string;
-  token_version: number;
-  created_at: number;
-  last_used_at: number;
-  expires_at: number;
-}
+/** A row of `console_sessions` (generated/tables.ts). */
+type ConsoleSessionRow = Selectable<ConsoleSessionsTable>;
 
 /** The cookie's value: `<id>.<secret>`, 128 random bits of id and 256 of secret, base64url. */
 const COOKIE_VALUE = /^([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/;

@@ -15,7 +15,7 @@ export interface UserFields {
  * (ARCHITECTURE: dependency rule); the mosques' AdminStore satisfies it.
  */
 export interface MosqueOwnership {
-  ownedBy(userId: string): readonly unknown[];
+  ownedBy(userId: string): Promise<readonly unknown[]>;
 }
 
 /** Called just before a user is deleted; the function it returns runs just after (their devices stop working). */
@@ -76,7 +76,7 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
     /** Revokes every token and removes memberships and admin rows; an owner must hand the mosque over first. */
     async delete(id: string, actorId: string | null = null): Promise<Result<void>> {
       if (!(await users.findById(id))) return fail('not_found');
-      if (deps.admins.ownedBy(id).length > 0) {
+      if ((await deps.admins.ownedBy(id)).length > 0) {
         return fail('conflict', 'This user owns a mosque; make another admin the owner first.');
       }
       const after = deps.beforeDelete?.(id, actorId);

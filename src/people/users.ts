@@ -1,29 +1,20 @@
 import crypto from 'node:crypto';
+import type { Selectable } from 'kysely';
 import type { Db } from '../platform/db.ts';
 import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { identifierHash, isSyntheticEmail, lostClaimEmail } from '../platform/identifiers.ts';
 import { noChanges, type ChangeListener, type ChangePublisher } from '../platform/changes.ts';
+import type { UsersTable } from '../../generated/tables.ts';
 
 export type Role = 'member' | 'superadmin';
 
-export interface UserRow {
-  id: string;
-  email: string;
-  email_hash: string;
-  phone: string | null;
-  phone_hash: string | null;
-  /** When the account proved the address; null: the address is only claimed (docs/api.md, "Addresses: claims and proof"). */
-  email_proven_at: number | null;
-  phone_proven_at: number | null;
-  /** 1: someone signed in to the account while none of its addresses was proven. */
-  used_unproven: number;
-  password_bcrypt: string | null;
-  role: Role;
-  token_version: number;
-  created_at: number;
-  updated_at: number;
-}
+/**
+ * A row of `users` (generated/tables.ts), its role narrowed to the values written here. `email_proven_at` and
+ * `phone_proven_at`: when the account proved the address, null while it is only claimed (docs/api.md,
+ * "Addresses: claims and proof"); `used_unproven` 1: someone signed in while none of its addresses was proven.
+ */
+export type UserRow = Omit<Selectable<UsersTable>, 'role'> & { role: Role };
 
 /** The public shape of a user in HTTP bodies. */
 export interface User {
@@ -92,13 +83,9 @@ export interface Contact {
 }
 
 /**
- * The reads (and the one write) other domains make from inside their own better-sqlite3 transactions or sync
- * paths, where nothing may wait on the async store and no async query may run inside the transaction:
- * src/mosques/invites.ts and src/mosques/address-grants.ts (claimUnclaimed) inside an invitation's or a grant's
- * transaction, src/mosques/mosque-ops.ts (who an owner or admin is), src/mosques/admins.ts and
- * src/mosques/memberships.ts (contacts: a membership's status is read on the device entitlement path), and the
- * scheduler's alerts (src/schedule/scheduler.ts). The same rows as the store's; each goes once its callers speak
- * through the store (docs/architecture.md, "Writing a repository").
+ * The reads other domains made from sync paths, where nothing may wait on the async store. Only contactsOf has
+ * a caller left (src/mosques/admins.ts listForMosqueSync, itself without one); the facet goes with it
+ * (docs/architecture.md, "Writing a repository").
  */
 export interface SyncUserReads {
   findById(id: string): UserRow | null;
@@ -106,7 +93,6 @@ export interface SyncUserReads {
   contactsOf(ids: readonly string[]): Map<string, Contact>;
   findByIdentifierHash(hash: string): UserRow | null;
   findProvenHolder(hash: string): UserRow | null;
-  create(user: NewUser): UserRow;
 }
 
 /**
@@ -127,6 +113,8 @@ export interface UserStore {
   /** Every account claiming this address without having proven it, oldest first. */
   listUnprovenClaimants(hash: string, q?: Queries): Promise<UserRow[]>;
   findByEmail(email: string): Promise<UserRow | null>;
+  /** The email and phone of each of these accounts, by id (another domain's list names its people by them). */
+  contactsOf(ids: readonly string[], q?: Queries): Promise<Map<string, Contact>>;
   create(user: NewUser, q?: Queries): Promise<UserRow>;
   /** Marks the address (`hash`, one of the account's) proven now. */
   markProven(id: string, hash: string, q?: Queries): Promise<void>;
@@ -239,10 +227,7 @@ export async function createUserStore(
     ]))
     .orderBy('created_at').orderBy('claim_seq');
 
-  const sync = syncReads(db, clock, (id) => {
-    setVersion(id, 0);
-    changed(id);
-  });
+  const sync = syncReads(db);
 
   return {
     findById: async (id, q = store) => (await byId(q, id)) ?? null,
@@ -286,6 +271,15 @@ export async function createUserStore(
       if (result.numUpdatedRows > 0n) changed(id);
     },
     findByEmail: async (email) => ((await store.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst()) as UserRow | undefined) ?? null,
+    async contactsOf(ids, q = store) {
+      const found = new Map<string, Contact>();
+      const unique = [...new Set(ids)];
+      for (let i = 0; i < unique.length; i += CONTACTS_PER_QUERY) {
+        const rows = await q.selectFrom('users').select(['id', 'email', 'phone']).where('id', 'in', paddedIds(unique.slice(i, i + CONTACTS_PER_QUERY))).execute();
+        for (const { id, email, phone } of rows) found.set(id, { email, phone });
+      }
+      return found;
+    },
     async create(user, q = store) {
       const row = await q.insertInto('users').values(newUserRow(user, clock)).returningAll().executeTakeFirstOrThrow() as UserRow;
       afterCommit(q, () => setVersion(row.id, 0));
@@ -387,8 +381,25 @@ function newUserRow(user: NewUser, clock: Clock) {
   };
 }
 
-/** SyncUserReads on better-sqlite3's statements; `created` tells the store's map and feed of a new user. */
-function syncReads(db: Db, clock: Clock, created: (id: string) => void): SyncUserReads {
+/**
+ * A mosque's members are hundreds: their contacts are read this many ids a query (both engines bound the
+ * parameters of one statement).
+ */
+const CONTACTS_PER_QUERY = 512;
+
+/**
+ * The ids padded with their first to the next power of two: `IN (?, ...)` has one SQL text per length, and the
+ * connection keeps a prepared statement per text (src/platform/store/sqlite-dialect.ts), so lists of any length
+ * share ten of them.
+ */
+function paddedIds(ids: string[]): string[] {
+  let size = 1;
+  while (size < ids.length) size *= 2;
+  return ids.concat(Array<string>(size - ids.length).fill(ids[0]!));
+}
+
+/** SyncUserReads on better-sqlite3's statements. */
+function syncReads(db: Db): SyncUserReads {
   const byId = db.prepare<[string], UserRow>('SELECT * FROM users WHERE id = ?');
   // One statement for a whole list: the ids travel as one JSON array (a mosque's members are hundreds).
   const contacts = db.prepare<[string], Contact & { id: string }>('SELECT id, email, phone FROM users WHERE id IN (SELECT value FROM json_each(?))');
@@ -401,23 +412,10 @@ function syncReads(db: Db, clock: Clock, created: (id: string) => void): SyncUse
                                          UNION SELECT rowid FROM users WHERE phone_hash = ? AND phone_proven_at IS NULL)
      ORDER BY created_at, claim_seq`,
   );
-  const insert = db.prepare(
-    `INSERT INTO users (id, email, email_hash, email_proven_at, phone, phone_hash, phone_proven_at, used_unproven, password_bcrypt, role,
-                        token_version, created_at, updated_at)
-     VALUES (@id, @email, @email_hash, @email_proven_at, @phone, @phone_hash, @phone_proven_at, @used_unproven, @password_bcrypt, @role,
-             @token_version, @created_at, @updated_at)`,
-  );
   return {
     findById: (id) => byId.get(id) ?? null,
     contactsOf: (ids) => new Map(ids.length === 0 ? [] : contacts.all(JSON.stringify([...new Set(ids)])).map(({ id, email, phone }) => [id, { email, phone }])),
     findByIdentifierHash: (hash) => provenHolder.get(hash, hash) ?? claimants.get(hash, hash) ?? null,
     findProvenHolder: (hash) => provenHolder.get(hash, hash) ?? null,
-    create(user) {
-      const row = newUserRow(user, clock);
-      insert.run(row);
-      // Told at once, as before the store: inside a caller's transaction, that caller's commit follows synchronously.
-      created(row.id);
-      return byId.get(row.id)!;
-    },
   };
 }

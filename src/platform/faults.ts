@@ -77,7 +77,9 @@ export function createFaults(deps: { db: Db; clock: Clock; logger: Logger }) {
     storageState(): 'ok' | StorageFault {
       if (storage === null) return 'ok';
       const now = deps.clock();
-      if (now - probedAt >= PROBE_INTERVAL_MS) {
+      // A store transaction holds the connection between its awaits: a probe's BEGIN would fail inside it and
+      // its ROLLBACK would undo that transaction's writes. The next call probes.
+      if (now - probedAt >= PROBE_INTERVAL_MS && !deps.db.inTransaction) {
         probedAt = now;
         storage = probeWrite(deps.db);
         if (storage === null) deps.logger.info({}, 'the database takes writes again');

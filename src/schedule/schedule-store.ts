@@ -1,26 +1,13 @@
-import type { Db } from '../platform/db.ts';
+import type { Selectable } from 'kysely';
 import type { Store } from '../platform/store/store.ts';
 import type { MosqueStore, Prayer } from '../mosques/mosques.ts';
 import type { Slot, SlotSource, TimetableDay } from './slots.ts';
+import type { ScheduleSlotsTable } from '../../generated/tables.ts';
 
 export type SlotStatus = 'upcoming' | 'ready' | 'not_ready' | 'live' | 'done' | 'missed';
 
-export interface OutcomeRow {
-  mosque_id: string;
-  date: string;
-  prayer: string;
-  idx: number;
-  starts_at: number;
-  azaan_at: number;
-  iqamah_at: number | null;
-  source: SlotSource;
-  status: Exclude<SlotStatus, 'upcoming'>;
-  reason: string | null;
-  readiness: string | null;
-  broadcast_id: string | null;
-  auto_started: number;
-  updated_at: number;
-}
+/** A row of `schedule_slots` (generated/tables.ts), its source and status narrowed to the values written here. */
+export type OutcomeRow = Omit<Selectable<ScheduleSlotsTable>, 'source' | 'status'> & { source: SlotSource; status: Exclude<SlotStatus, 'upcoming'> };
 
 export interface Outcome {
   status: OutcomeRow['status'];
@@ -44,15 +31,9 @@ function slotColumns(slot: Slot) {
 /**
  * Uploaded timetables and the recorded outcome of each slot (the only part of a slot that is stored).
  * Replacing or deleting a month moves the mosque's schedule "since" (src/mosques/mosques.ts) in the same
- * transaction; the mosque store still writes through better-sqlite3's synchronous statements, so those two
- * transactions stay on them (`db`) until it takes a store transaction. Everything else goes through the store.
- * Resolves once the uploaded timetables are in memory.
+ * transaction. Resolves once the uploaded timetables are in memory.
  */
-export async function createScheduleStore(db: Db, store: Store, mosques: Pick<MosqueStore, 'scheduleChangedSync'>) {
-  const deleteMonth = db.prepare('DELETE FROM schedule_timetables WHERE mosque_id = ? AND month = ?');
-  const insertDay = db.prepare(
-    'INSERT INTO schedule_timetables (mosque_id, month, day, fajr, shuruk, dhuhr, asr, maghrib, isha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-  );
+export async function createScheduleStore(store: Store, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
   const slots = () => store.selectFrom('schedule_slots').selectAll().$castTo<OutcomeRow>();
 
   // Which mosques have which months uploaded, kept in memory: the scheduler asks on every planning pass.
@@ -73,6 +54,16 @@ export async function createScheduleStore(db: Db, store: Store, mosques: Pick<Mo
     byMonth.set(key, entry);
   }
   for (const { mosqueId, month, rows } of byMonth.values()) setMonth(mosqueId, month, rows);
+  // Two writes of one month may finish their awaits in another order than they committed: each takes a number
+  // while it holds the mosque's row (the last write of its transaction), and memory takes only a newer one's rows.
+  let written = 0;
+  const applied = new Map<string, number>();
+  const setMonthIfNewer = (mosqueId: string, month: number, order: number, rows: Array<TimetableDay & { day: number }>) => {
+    const key = `${mosqueId}|${month}`;
+    if ((applied.get(key) ?? 0) > order) return;
+    applied.set(key, order);
+    setMonth(mosqueId, month, rows);
+  };
 
   return {
     timetableDay(mosqueId: string, month: number, day: number): TimetableDay | null {
@@ -83,21 +74,28 @@ export async function createScheduleStore(db: Db, store: Store, mosques: Pick<Mo
     timetableMosques: (): string[] => [...uploaded].filter(([, months]) => months.size > 0).map(([id]) => id),
 
     /** Replaces a month in one transaction; the schedule's "since" moves so no past event fires for it. */
-    replaceMonth(mosqueId: string, month: number, rows: Array<TimetableDay & { day: number; shuruk: string | null }>, nowMs: number): void {
-      db.transaction(() => {
-        deleteMonth.run(mosqueId, month);
-        for (const r of rows) insertDay.run(mosqueId, month, r.day, r.fajr, r.shuruk, r.dhuhr, r.asr, r.maghrib, r.isha);
-        mosques.scheduleChangedSync(mosqueId, seconds(nowMs));
-      })();
-      setMonth(mosqueId, month, rows);
+    async replaceMonth(mosqueId: string, month: number, rows: Array<TimetableDay & { day: number; shuruk: string | null }>, nowMs: number): Promise<void> {
+      const order = await store.transaction().execute(async (trx) => {
+        await trx.deleteFrom('schedule_timetables').where('mosque_id', '=', mosqueId).where('month', '=', month).execute();
+        if (rows.length > 0) {
+          await trx.insertInto('schedule_timetables').values(rows.map((r) => ({
+            mosque_id: mosqueId, month, day: r.day, fajr: r.fajr, shuruk: r.shuruk, dhuhr: r.dhuhr, asr: r.asr, maghrib: r.maghrib, isha: r.isha,
+          }))).execute();
+        }
+        await mosques.scheduleChanged(trx, mosqueId, seconds(nowMs));
+        return ++written;
+      });
+      setMonthIfNewer(mosqueId, month, order, rows);
     },
-    deleteMonth(mosqueId: string, month: number, nowMs: number): boolean {
-      const removed = db.transaction(() => {
-        const n = deleteMonth.run(mosqueId, month).changes;
-        if (n > 0) mosques.scheduleChangedSync(mosqueId, seconds(nowMs));
-        return n > 0;
-      })();
-      setMonth(mosqueId, month, []);
+    async deleteMonth(mosqueId: string, month: number, nowMs: number): Promise<boolean> {
+      const { removed, order } = await store.transaction().execute(async (trx) => {
+        const r = await trx.deleteFrom('schedule_timetables').where('mosque_id', '=', mosqueId).where('month', '=', month).executeTakeFirst();
+        const removed = r.numDeletedRows > 0n;
+        if (removed) await mosques.scheduleChanged(trx, mosqueId, seconds(nowMs));
+        return { removed, order: removed ? ++written : 0 };
+      });
+      // Nothing removed: memory holds nothing of that month either (it follows this process's commits).
+      if (removed) setMonthIfNewer(mosqueId, month, order, []);
       return removed;
     },
     forgetMosque: (mosqueId: string) => void uploaded.delete(mosqueId),

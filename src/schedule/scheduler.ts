@@ -2,6 +2,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { AdminStore } from '../mosques/admins.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import type { Logger } from '../platform/log.ts';
+import type { Queries } from '../platform/store/store.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Notifier } from '../platform/notify.ts';
 import type { UserStore } from '../people/users.ts';
@@ -30,11 +31,13 @@ export interface SchedulerDeps {
   logger: Logger;
   leadMs: number;
   graceMs: number;
-  mosques: MosqueStore;
+  mosques: Pick<MosqueStore, 'findById' | 'listCalculated'>;
   store: ScheduleStore;
-  admins: AdminStore;
-  users: UserStore;
-  activity: ActivityLog;
+  admins: Pick<AdminStore, 'listForMosque'>;
+  users: Pick<UserStore, 'findById'>;
+  activity: Pick<ActivityLog, 'record'>;
+  /** The store port a missed azaan's activity entry is written through (the schedule's own rows go through `store`). */
+  queries: Queries;
   notifier: Notifier;
   readiness: ReadinessCheck;
   /** Web Push to these users (the broadcasts outbox, wired in service.ts). */
@@ -119,9 +122,9 @@ export function createScheduler(deps: SchedulerDeps) {
   async function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null = null): Promise<void> {
     if (!(await store.claimAlert(slot, kind, clock()))) return;
     const text = alertText(row, slot, kind, r, reason);
-    const admins = deps.admins.listForMosqueSync(row.id).filter((a) => a.can_trigger === 1);
+    const admins = (await deps.admins.listForMosque(row.id)).filter((a) => a.can_trigger === 1);
     for (const admin of admins) {
-      const user = deps.users.sync.findById(admin.user_id);
+      const user = await deps.users.findById(admin.user_id);
       const phoneOnly = admin.email.endsWith('@phone.invalid');
       if (phoneOnly && !user?.phone) continue;
       deps.notifier.send({ channel: phoneOnly ? 'sms' : 'email', to: phoneOnly ? user!.phone! : admin.email, purpose: kind, text });
@@ -159,7 +162,7 @@ export function createScheduler(deps: SchedulerDeps) {
     const reason = r.reason ?? (source ? source.problem() : 'not_started');
     await store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
     const fallback = source ? await source.startFallback(row.id, slot.prayer) : null;
-    deps.activity.recordSync({
+    await deps.activity.record(deps.queries, {
       mosqueId: row.id, actorUserId: null, kind: 'schedule.azaan_missed', subjectId: slotKey(slot),
       data: { date: slot.date, prayer: slot.prayer, azaan_local: slot.azaanLocal, reason, ...(fallback && { fallback_broadcast_id: fallback }) },
     });
@@ -167,11 +170,11 @@ export function createScheduler(deps: SchedulerDeps) {
   }
 
   /** Every mosque with prayer times: calculated ones, and those with an uploaded timetable, by id. */
-  function scheduledMosques(): MosqueRow[] {
-    const rows = deps.mosques.listCalculatedSync();
+  async function scheduledMosques(): Promise<MosqueRow[]> {
+    const rows = await deps.mosques.listCalculated();
     const seen = new Set(rows.map((r) => r.id));
     for (const id of deps.store.timetableMosques()) {
-      const row = seen.has(id) ? null : deps.mosques.findByIdSync(id);
+      const row = seen.has(id) ? null : await deps.mosques.findById(id);
       if (row) rows.push(row);
     }
     return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -183,7 +186,7 @@ export function createScheduler(deps: SchedulerDeps) {
     const floor = now - CATCH_UP_MS;
     let next: number | null = null;
     for (const [key, at] of handled) if (at < floor) handled.delete(key);
-    for (const row of scheduledMosques()) {
+    for (const row of await scheduledMosques()) {
       const since = (row.schedule_since ?? 0) * 1000;
       for (const slot of nearSlots(row, now)) {
         for (const [kind, at] of eventsOf(row, slot)) {
@@ -291,10 +294,10 @@ export function createScheduler(deps: SchedulerDeps) {
      */
     async broadcastStarted(b: BroadcastSignal): Promise<Slot | null> {
       if (b.kind !== 'azaan' && b.kind !== 'jummah') return null;
-      const row = deps.mosques.findByIdSync(b.mosqueId);
-      if (!row) return null;
       const now = clock();
       try {
+        const row = await deps.mosques.findById(b.mosqueId);
+        if (!row) return null;
         const slot = await slotServedBy(row, b, now);
         if (slot) await store.record(slot, { status: 'live', broadcastId: b.id }, now);
         return slot;

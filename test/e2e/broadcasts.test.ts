@@ -262,8 +262,8 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
   const store = sqliteStore(db);
   const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
-  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembersSync: () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ db, store, clock, activity: createActivityLog(db, store, clock) });
+  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
+  const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(db, store, clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));

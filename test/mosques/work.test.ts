@@ -35,10 +35,10 @@ async function setup(t: TestContext) {
   const activity = createActivityLog(db, store, clock);
   const mosques = createMosqueStore(db, store, clock);
   const memberships = createMemberships({
-    db, store, clock, activity, users: users.sync, changes,
+    db, store, clock, activity, users, changes,
   });
   memberships.listen((change) => void told.push({ ...change, inTransaction: db.inTransaction }));
-  const user = users.sync.create({ email: 'amina@example.com', emailHash: 'hash-amina', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+  const user = await users.create({ email: 'amina@example.com', emailHash: 'hash-amina', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
   const mosque = (name: string) => mosques.create(undefined, { name, timezone: 'UTC', autoApproveMembers: true, streamUrl: null });
   return { db, store, activity, memberships, user, mosque, published, told };
 }

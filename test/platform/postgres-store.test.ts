@@ -1,8 +1,13 @@
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
-import { migrate, openDatabase, readMigrations } from '../../src/platform/db.ts';
+import { migrate, openDatabase, readMigrations, type Db } from '../../src/platform/db.ts';
 import { postgresStore } from '../../src/platform/store/postgres.ts';
+import { sqliteStore, type Store } from '../../src/platform/store/store.ts';
+import { createActivityLog } from '../../src/mosques/activity.ts';
+import { createMosqueStore } from '../../src/mosques/mosques.ts';
+import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
+import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { forPostgres, migratePostgres, readPostgresMigrations } from '../../src/platform/store/postgres-migrations.ts';
 import { createRevokedTokens } from '../../src/people/revoked-tokens.ts';
 import { postgresInstalled, startPostgres, type PostgresCluster } from './postgres.ts';
@@ -117,4 +122,108 @@ test('accounts are numbered in the order they were created (claim_seq), as SQLit
   } finally {
     await store.destroy();
   }
+});
+
+/**
+ * The repositories' `...Sync` facets (kept for the device plane) prepare their statements on a better-sqlite3
+ * connection when built; the writes below never use them, so on PostgreSQL they get an empty SQLite database.
+ */
+function sqliteFacet(): { db: Db; done: () => void } {
+  const db = openDatabase(':memory:');
+  migrate(db);
+  return { db, done: () => db.close() };
+}
+
+/** SQLite's store and a fresh PostgreSQL one, both migrated, each with the connection its sync facets take. */
+async function bothEngines(t: TestContext): Promise<Array<{ engine: string; store: Store; db: Db }>> {
+  const lite = sqliteFacet();
+  const liteStore = sqliteStore(lite.db);
+  const facet = sqliteFacet();
+  const pgStore = await open();
+  await migratePostgres(pgStore);
+  t.after(async () => {
+    await liteStore.destroy();
+    await pgStore.destroy();
+    lite.done();
+    facet.done();
+  });
+  return [{ engine: 'sqlite', store: liteStore, db: lite.db }, { engine: 'postgres', store: pgStore, db: facet.db }];
+}
+
+const CLOCK = () => 1_900_000_000_000;
+
+async function addMosque(store: Store, id: string): Promise<void> {
+  await store.insertInto('mosques').values({ id, name: 'Noor', join_code: `CODE${id}`, created_at: 1, updated_at: 1 }).execute();
+}
+
+test('a broadcast\'s start and stop, each with its activity entry, answer the same on PostgreSQL as on SQLite', { skip }, async (t) => {
+  const answers = [];
+  for (const { store, db } of await bothEngines(t)) {
+    await addMosque(store, 'm1');
+    const activity = createActivityLog(db, store, CLOCK);
+    const broadcasts = createBroadcasts({ store, clock: CLOCK, activity });
+    const heard: string[] = [];
+    broadcasts.listen({ started: (b) => void heard.push(`started ${b.kind} ${b.status}`), stopped: (b) => void heard.push(`stopped ${b.kind} ${b.status}`) });
+    const started = await broadcasts.start('m1', { kind: 'azaan', prayer: 'fajr', title: null }, null);
+    assert.ok(started.ok);
+    const second = await broadcasts.start('m1', { kind: 'waaz', prayer: null, title: 'Talk' }, null);
+    const stopped = await broadcasts.stop(started.value, null);
+    // The caller's copy still says live: the stop changes nothing more and tells no one.
+    const again = await broadcasts.stop(started.value, null);
+    const entries = await activity.list('m1', 10, null);
+    const { id, ...row } = stopped;
+    answers.push({
+      row, sameId: id === started.value.id && again.id === id, againStatus: again.status, second: second.ok ? 'started' : second.failure, heard,
+      entries: entries.map((e) => ({ kind: e.kind, subject: e.subject_id === id, data: e.data })),
+      live: await broadcasts.findLive('m1'),
+    });
+  }
+  const [lite, pg] = answers;
+  assert.deepEqual(pg, lite);
+  assert.equal(pg!.second, 'conflict');
+  assert.deepEqual(pg!.heard, ['started azaan live', 'stopped azaan stopped']);
+  assert.deepEqual(pg!.entries.map((e) => e.kind), ['broadcast.stopped', 'broadcast.started']);
+  assert.deepEqual(pg!.entries[1]!.data, { kind: 'azaan', prayer: 'fajr' });
+  assert.equal(pg!.row.stopped_at, CLOCK() / 1000);
+  assert.equal(pg!.live, null);
+});
+
+test('two starts at once on PostgreSQL: one broadcast starts, the other answers conflict', { skip }, async (t) => {
+  const { store, db } = (await bothEngines(t))[1]!;
+  await addMosque(store, 'm1');
+  const broadcasts = createBroadcasts({ store, clock: CLOCK, activity: createActivityLog(db, store, CLOCK) });
+  const results = await Promise.all([0, 1, 2].map(() => broadcasts.start('m1', { kind: 'announcement', prayer: null, title: null }, null)));
+  assert.deepEqual(results.map((r) => (r.ok ? 'started' : r.failure)).sort(), ['conflict', 'conflict', 'started']);
+  const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM activity WHERE kind = 'broadcast.started'`.execute(store);
+  assert.equal(Number(rows[0]!.n), 1);
+});
+
+test('a timetable month\'s replace and delete, with the mosque\'s schedule_since, answer the same on PostgreSQL as on SQLite', { skip }, async (t) => {
+  const answers = [];
+  const day = (d: number) => ({ day: d, fajr: '05:0' + (d % 10), shuruk: null, dhuhr: '12:30', asr: '15:45', maghrib: '18:20', isha: '19:50' });
+  for (const { store, db } of await bothEngines(t)) {
+    await addMosque(store, 'm1');
+    const mosques = createMosqueStore(db, store, CLOCK);
+    const schedule = await createScheduleStore(store, mosques);
+    await schedule.replaceMonth('m1', 3, [day(1), day(2), day(3)], 1_000_000);
+    await schedule.replaceMonth('m1', 3, [day(1), day(2)], 2_000_000);
+    await schedule.replaceMonth('m1', 4, [day(1)], 2_500_000);
+    const afterReplace = { since: (await mosques.findById('m1'))!.schedule_since, day2: schedule.timetableDay('m1', 3, 2), day3: schedule.timetableDay('m1', 3, 3) };
+    const removed = [await schedule.deleteMonth('m1', 4, 3_000_000), await schedule.deleteMonth('m1', 4, 4_000_000)];
+    const stored = await store.selectFrom('schedule_timetables').selectAll().orderBy('month').orderBy('day').execute();
+    // A store built again reads what was committed.
+    const reread = await createScheduleStore(store, mosques);
+    answers.push({
+      afterReplace, removed, since: (await mosques.findById('m1'))!.schedule_since, stored,
+      reread: { day1: reread.timetableDay('m1', 3, 1), april: reread.timetableDay('m1', 4, 1), mosques: reread.timetableMosques() },
+    });
+  }
+  const [lite, pg] = answers;
+  assert.deepEqual(pg, lite);
+  assert.deepEqual(pg!.afterReplace, { since: 2_500, day2: { fajr: '05:02', dhuhr: '12:30', asr: '15:45', maghrib: '18:20', isha: '19:50' }, day3: null });
+  assert.deepEqual(pg!.removed, [true, false]);
+  assert.equal(pg!.since, 3_000, 'a delete that removed nothing leaves schedule_since');
+  assert.deepEqual(pg!.stored.map((r) => `${r.month}/${r.day}`), ['3/1', '3/2']);
+  assert.deepEqual(pg!.reread.mosques, ['m1']);
+  assert.equal(pg!.reread.april, null);
 });

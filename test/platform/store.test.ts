@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
+import { pino } from 'pino';
 import { migrate, openDatabase } from '../../src/platform/db.ts';
 import { sqliteStore } from '../../src/platform/store/store.ts';
 import { TABLES_FILE, generatedTables } from '../../scripts/tables.ts';
@@ -109,6 +110,26 @@ test('a prepared query runs again with new values in place of its markers, on it
     await later.run(store, { at: 3000, name: 'b' });
     assert.equal(db.prepare("SELECT applied_at FROM data_steps WHERE name = 'b'").pluck().get(), 2000);
     assert.throws(() => prepared<{ name: string; unused: number }>(store, ['name', 'unused'], (v) => store.deleteFrom('data_steps').where('name', '=', v.name)), /does not use unused/);
+  } finally {
+    done();
+  }
+});
+
+test('the write probe of a degraded database waits while a store transaction holds the connection, and leaves its writes whole', async () => {
+  const { createFaults } = await import('../../src/platform/faults.ts');
+  const { db, store, done } = fileStore();
+  try {
+    let now = 0;
+    const faults = createFaults({ db, clock: () => now, logger: pino({ level: 'silent' }) });
+    faults.report('a write', Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }));
+    await store.transaction().execute(async (trx) => {
+      await trx.insertInto('data_steps').values({ name: 'first', applied_at: 1 }).execute();
+      now += 5000;
+      assert.equal(faults.storageState(), 'full', 'no probe inside the transaction: the last state stands');
+      await trx.insertInto('data_steps').values({ name: 'second', applied_at: 2 }).execute();
+    });
+    assert.deepEqual(db.prepare('SELECT name FROM data_steps ORDER BY name').all(), [{ name: 'first' }, { name: 'second' }]);
+    assert.equal(faults.storageState(), 'ok', 'once the connection is free the probe runs and finds the file takes writes');
   } finally {
     done();
   }

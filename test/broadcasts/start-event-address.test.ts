@@ -1,0 +1,83 @@
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { systemClock } from '../../src/platform/clock.ts';
+import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
+import { createActivityLog } from '../../src/mosques/activity.ts';
+import { createMosqueStore } from '../../src/mosques/mosques.ts';
+import { createDeviceStore } from '../../src/devices/devices.ts';
+import { createCommands } from '../../src/devices/commands.ts';
+import { createTimeline } from '../../src/devices/timeline.ts';
+import type { DeviceLink } from '../../src/devices/device-link.ts';
+import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
+import { createFanout } from '../../src/broadcasts/broadcast-fanout.ts';
+import { createPushOutbox } from '../../src/broadcasts/push-outbox.ts';
+import { createPushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
+
+const STREAM = 'https://stream.example.org/noor';
+
+/**
+ * Without an audio server a start event names the mosque's own stream_url, which the fan-out reads from the
+ * store before it publishes. The fan-out runs here on real stores and a SQLite file, with the broker port
+ * recording what it is handed, in the order it is handed.
+ */
+async function fanoutWorld(t: TestContext) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-fanout-'));
+  const db = openDatabase(path.join(dir, 'fanout.db'));
+  migrate(db);
+  const store = sqliteStore(db);
+  t.after(async () => {
+    await store.destroy();
+    db.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const clock = systemClock;
+  const logger = pino({ level: 'silent' });
+  const mosques = createMosqueStore(db, store, clock);
+  const mosque = await mosques.create(undefined, { name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
+  const devices = createDeviceStore(db, clock);
+  const tx = devices.create({ kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null }).row;
+  const sent: Array<{ topic: string; payload: Record<string, unknown> }> = [];
+  const link: DeviceLink = {
+    publish: async (topic, payload) => void sent.push({ topic, payload: payload as Record<string, unknown> }),
+    disconnect: () => undefined,
+    forgetSession: () => undefined,
+    isConnected: () => true,
+  };
+  const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
+  const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
+  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
+  const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(db, store, clock) });
+  const events = () => sent.filter((s) => s.topic === `mosques/${mosque.id}/broadcast`).map((s) => s.payload);
+  const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.payload['name']);
+  return { mosque, fanout, broadcasts, events, cmds };
+}
+
+const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
+
+test('a start resolves once its event, naming the mosque\'s stream_url read from the store, is with the broker', async (t) => {
+  const w = await fanoutWorld(t);
+  w.broadcasts.listen({ started: (b) => w.fanout.publishStart(b), stopped: () => undefined });
+  const started = await w.broadcasts.start(w.mosque.id, { kind: 'azaan', prayer: 'isha', title: null }, null);
+  assert.ok(started.ok);
+  assert.deepEqual(w.events().map((e) => [e['action'], e['stream_url']]), [['start', STREAM]]);
+});
+
+test('a stop in the same turn as a start still reading its address is published after it, and cancels its transmitter command', async (t) => {
+  const w = await fanoutWorld(t);
+  const started = await w.broadcasts.start(w.mosque.id, { kind: 'announcement', prayer: null, title: null }, null);
+  assert.ok(started.ok);
+  void w.fanout.publishStart(started.value);
+  w.fanout.afterStart(started.value);
+  w.fanout.onStop(started.value);
+  assert.deepEqual(w.events(), [], 'nothing is published before the address is read');
+  await afterWrites();
+  assert.deepEqual(w.events().map((e) => e['action']), ['start', 'stop']);
+  assert.equal(w.events()[0]!['stream_url'], STREAM);
+  assert.equal(w.events()[1]!['stream_url'], undefined);
+  assert.deepEqual(w.cmds(), ['broadcast_stop']);
+});
