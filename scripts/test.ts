@@ -25,6 +25,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TSX_MAIN_THREAD = path.join(ROOT, 'scripts/tsx-main-thread.mjs');
 
 /**
  * Files that run after the others, one per core. Each bounds a reaction by wall-clock time (a device cut within
@@ -162,7 +163,8 @@ async function main(): Promise<void> {
 
   // The biggest files first, so a long one does not start last and leave the other lanes idle at the end.
   const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
-  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', 'tsx', '--test', '--test-reporter=tap', file], counted: true });
+  // tsx for the main thread only: the service's worker threads are plain JavaScript (scripts/tsx-main-thread.mjs).
+  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', TSX_MAIN_THREAD, '--test', '--test-reporter=tap', file], counted: true });
   const together = files.filter((f) => !TIMED.has(f)).sort((a, b) => size(b) - size(a)).map(job);
   const timed = files.filter((f) => TIMED.has(f)).map(job);
   const cores = os.availableParallelism();

@@ -64,8 +64,11 @@ export function baseEnv(dir: string, extra: Record<string, string> = {}): Record
   };
 }
 
+/** tsx for the main thread only, so the service's worker threads start without it (scripts/tsx-main-thread.mjs). */
+export const TSX_MAIN_THREAD = path.join(ROOT, 'scripts/tsx-main-thread.mjs');
+
 /** Spawns `command args` in the repository root; killed (SIGKILL) when the test ends if still running. */
-export function startProcess(t: TestContext, env: Record<string, string>, command = process.execPath, args = ['--import', 'tsx', 'src/main.ts']): Run {
+export function startProcess(t: TestContext, env: Record<string, string>, command = process.execPath, args = ['--import', TSX_MAIN_THREAD, 'src/main.ts']): Run {
   const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
