@@ -7,12 +7,13 @@
  *   TEST_VERBOSE=1 npm test           print every file's TAP output, not only a failing file's
  *   TEST_FILE_TIMEOUT_S=900 npm test  kill and fail a file still running after this long (default 600)
  *
- * Each test file runs in its own `node --import tsx --test` process, as `node --test` itself would run it, so
- * files share nothing but the machine: every service listens on port 0, every file and database lives under
- * its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
+ * Each test file runs in a node process of its own (tsx in the main thread only: scripts/tsx-main-thread.mjs;
+ * node:test's TAP reporter), as `node --test` runs each file in a child process, so files share nothing but the
+ * machine: every service listens on port 0, every file and database lives under its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
  * (sockets, timers, a browser), so more files than cores run at once. The files named in TIMED run after the
  * others, no more at once than the machine has cores, so none waits for a CPU: their assertions bound a
- * wall-clock time tightly enough that a loaded machine could fail them.
+ * wall-clock time tightly enough that a loaded machine could fail them. Each list starts with its longest
+ * files, as the last whole run measured them (.tmp/test-times.json), so no long file starts last.
  *
  * The output: one line per passing file (its whole TAP with TEST_VERBOSE), the whole TAP of a failing one,
  * the slowest files, and last the totals in node --test's own form (`# tests`, `# pass`, `# fail`, ...),
@@ -150,6 +151,45 @@ function report(f: Finished, verbose: boolean): void {
   if (bad || verbose) process.stdout.write(f.output.endsWith('\n') ? f.output : `${f.output}\n`);
 }
 
+/**
+ * Where a whole run (`npm test` without arguments) leaves each file's seconds, for the next run's order. .tmp/ is
+ * not committed: a fresh clone has none and starts with LONG, then the biggest files.
+ */
+const TIMES_FILE = path.join(ROOT, '.tmp/test-times.json');
+
+/** The files that took longest in a whole run on a 2-core machine: first when no earlier run left its times. */
+const LONG = [
+  'test/e2e/docs.test.ts',
+  'test/e2e/process.test.ts',
+  'test/e2e/deploy.test.ts',
+  'test/bench/cli.test.ts',
+  'test/console/widths.test.ts',
+  'test/hostile/http/fuzz.test.ts',
+];
+
+/** Longest first: by the seconds the last whole run measured, else LONG, else the file's size. */
+function startOrder(files: string[]): string[] {
+  let times: Record<string, number> = {};
+  try {
+    times = JSON.parse(fs.readFileSync(TIMES_FILE, 'utf8')) as Record<string, number>;
+  } catch {
+    /* no earlier run here */
+  }
+  const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
+  const known = files.filter((f) => typeof times[f] === 'number').sort((a, b) => times[b]! - times[a]!);
+  if (known.length === files.length) return known;
+  // A file no run has measured yet (new, or all of them in a fresh clone) goes first: it may be long.
+  const unknown = files.filter((f) => typeof times[f] !== 'number');
+  const long = LONG.filter((f) => unknown.includes(f));
+  return [...long, ...unknown.filter((f) => !long.includes(f)).sort((a, b) => size(b) - size(a)), ...known];
+}
+
+function recordTimes(results: Finished[]): void {
+  const times = Object.fromEntries(results.filter((f) => f.job.counted).map((f) => [f.job.name, Math.round(f.seconds * 10) / 10]));
+  fs.mkdirSync(path.dirname(TIMES_FILE), { recursive: true });
+  fs.writeFileSync(TIMES_FILE, `${JSON.stringify(times, null, 2)}\n`);
+}
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const files = testFiles(args.length ? args : ['test']);
@@ -161,12 +201,13 @@ async function main(): Promise<void> {
   if (!Number.isInteger(width) || width < 1) throw new Error(`TEST_CONCURRENCY: a whole number of at least 1, not ${process.env.TEST_CONCURRENCY}`);
   const verbose = Boolean(process.env.TEST_VERBOSE);
 
-  // The biggest files first, so a long one does not start last and leave the other lanes idle at the end.
-  const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
+  // The longest files first, so a long one does not start last and leave the other lanes idle at the end.
+  const order = startOrder(files);
   // tsx for the main thread only: the service's worker threads are plain JavaScript (scripts/tsx-main-thread.mjs).
-  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', TSX_MAIN_THREAD, '--test', '--test-reporter=tap', file], counted: true });
-  const together = files.filter((f) => !TIMED.has(f)).sort((a, b) => size(b) - size(a)).map(job);
-  const timed = files.filter((f) => TIMED.has(f)).map(job);
+  // No --test: node would start a second process to run the one file in; the file's own run reports the same TAP.
+  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', TSX_MAIN_THREAD, '--test-reporter=tap', file], counted: true });
+  const together = order.filter((f) => !TIMED.has(f)).map(job);
+  const timed = order.filter((f) => TIMED.has(f)).map(job);
   const cores = os.availableParallelism();
   // The type check runs beside the tests (it is CPU while most tests wait); `npm test -- <files>` skips it.
   const typecheck: Job[] = args.length ? [] : [{ name: 'tsc --noEmit', command: process.execPath, args: [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit'], counted: false }];
@@ -182,6 +223,7 @@ async function main(): Promise<void> {
   // A file that died without its summary counts as one failure, so the totals can never read as all passed.
   totals.fail += bad.filter((f) => f.job.counted && f.totals === null).length;
 
+  if (!args.length) recordTimes(results);
   const slowest = results.filter((f) => f.job.counted).sort((a, b) => b.seconds - a.seconds).slice(0, 15);
   process.stdout.write('# slowest files:\n');
   for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
