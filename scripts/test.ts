@@ -76,6 +76,8 @@ interface Finished {
   signal: NodeJS.Signals | null;
   output: string;
   seconds: number;
+  /** User plus system CPU seconds of the file's process and all it started and waited for; null if unknown. */
+  cpu: number | null;
   totals: Totals | null;
 }
 
@@ -101,16 +103,32 @@ function totalsOf(output: string): Totals | null {
   return totals;
 }
 
+/** `times`'s second line (the children's user and system time, `1m2.345s 0m0.678s`) as seconds. */
+function cpuOf(times: string): number | null {
+  const line = times.trim().split('\n')[1];
+  const parts = line ? [...line.matchAll(/(\d+)m([\d.]+)s/g)] : [];
+  return parts.length === 2 ? parts.reduce((sum, m) => sum + Number(m[1]) * 60 + Number(m[2]), 0) : null;
+}
+
+/**
+ * The job runs under sh, whose `times` then reports the CPU the job and everything it waited for used (the
+ * service's worker threads, a browser, the processes a test started): on a shared machine CPU says what a file
+ * costs better than its wall time does. The report comes on a pipe of its own (fd 3), closed to the job itself.
+ */
+const MEASURED = ['-c', '"$@" 3>&-; status=$?; times >&3; exit $status', 'sh'];
+
 function runJob(job: Job): Promise<Finished> {
   const started = performance.now();
   return new Promise((resolve) => {
     // Each file is a top-level run of its own, also when this runner itself runs inside a test (test/runner.test.ts).
     const { NODE_TEST_CONTEXT: _inTest, ...env } = process.env;
     // A group of its own, so a file that never ends is killed with everything it started.
-    const child = spawn(job.command, job.args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn('/bin/sh', [...MEASURED, job.command, ...job.args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
     let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    let times = '';
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    (child.stdio[3] as NodeJS.ReadableStream).on('data', (c: Buffer) => (times += c.toString('utf8')));
     const timer = setTimeout(() => {
       output += `\n# scripts/test.ts: killed after ${FILE_TIMEOUT_S} s (TEST_FILE_TIMEOUT_S)\n`;
       try {
@@ -122,7 +140,7 @@ function runJob(job: Job): Promise<Finished> {
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const seconds = (performance.now() - started) / 1000;
-      resolve({ job, code, signal, output, seconds, totals: job.counted ? totalsOf(output) : null });
+      resolve({ job, code, signal, output, seconds, cpu: cpuOf(times), totals: job.counted ? totalsOf(output) : null });
     });
   });
 }
@@ -147,7 +165,7 @@ const failed = (f: Finished) => f.code !== 0 || (f.job.counted && (f.totals === 
 function report(f: Finished, verbose: boolean): void {
   const bad = failed(f);
   const what = f.totals ? `${f.totals.pass}/${f.totals.tests} passed` : f.job.counted ? 'no summary' : bad ? 'failed' : 'ok';
-  process.stdout.write(`# ${bad ? 'FAILED' : 'done'} ${f.job.name}: ${what} in ${f.seconds.toFixed(1)} s${f.code !== 0 ? ` (exit ${f.code ?? f.signal})` : ''}\n`);
+  process.stdout.write(`# ${bad ? 'FAILED' : 'done'} ${f.job.name}: ${what} in ${f.seconds.toFixed(1)} s${f.cpu !== null ? ` (cpu ${f.cpu.toFixed(1)} s)` : ''}${f.code !== 0 ? ` (exit ${f.code ?? f.signal})` : ''}\n`);
   if (bad || verbose) process.stdout.write(f.output.endsWith('\n') ? f.output : `${f.output}\n`);
 }
 
@@ -226,7 +244,9 @@ async function main(): Promise<void> {
   if (!args.length) recordTimes(results);
   const slowest = results.filter((f) => f.job.counted).sort((a, b) => b.seconds - a.seconds).slice(0, 15);
   process.stdout.write('# slowest files:\n');
-  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
+  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.cpu === null ? '' : `cpu ${f.cpu.toFixed(1).padStart(5)} s  `}${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
+  const cpu = results.reduce((sum, f) => sum + (f.cpu ?? 0), 0);
+  process.stdout.write(`# cpu: ${cpu.toFixed(0)} s of user and system time in all (the type check too) on ${os.availableParallelism()} cores, ${os.loadavg()[0]!.toFixed(1)} load at the end\n`);
   if (bad.length) process.stdout.write(`# failed: ${bad.map((f) => f.job.name).join(', ')}\n`);
   for (const k of TOTALS) process.stdout.write(`# ${k} ${totals[k]}\n`);
   process.stdout.write(`# duration_ms ${Math.round(performance.now() - started)}\n`);
