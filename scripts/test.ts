@@ -3,14 +3,15 @@
  *
  *   npm test                          the type check and all of test/
  *   npm test -- test/api test/e2e/cli.test.ts   only these files or folders (no type check)
- *   TEST_CONCURRENCY=6 npm test       how many files run at once (default 4)
+ *   TEST_CONCURRENCY=6 npm test       how many files run at once (default 4, and up to 8 while a CPU is idle)
  *   TEST_VERBOSE=1 npm test           print every file's TAP output, not only a failing file's
  *   TEST_FILE_TIMEOUT_S=900 npm test  kill and fail a file still running after this long (default 600)
  *
  * Each test file runs in a node process of its own (tsx in the main thread only: scripts/tsx-main-thread.mjs;
  * node:test's TAP reporter), as `node --test` runs each file in a child process, so files share nothing but the
  * machine: every service listens on port 0, every file and database lives under its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
- * (sockets, timers, a browser), so more files than cores run at once. The files named in TIMED run after the
+ * (sockets, timers, a browser), so more files than cores run at once, and more again while the machine has CPU to
+ * spare (pool). The files named in TIMED run after the
  * others, no more at once than the machine has cores, so none waits for a CPU: their assertions bound a
  * wall-clock time tightly enough that a loaded machine could fail them. Each list starts with its longest
  * files, as the last whole run measured them (.tmp/test-times.json), so no long file starts last.
@@ -44,7 +45,7 @@ const TIMED = new Set<string>([
   'test/broker/ingest.test.ts', // a connection ended within 1.5 s
   'test/broker/presence.test.ts', // a config change pushed within 1 s
   'test/e2e/broadcasts.test.ts', // a player PLAYING within 1 s of the start
-  'test/e2e/cli-support.test.ts', // sixteen CLI processes at once, each through tsx, must all exit within 30 s
+  'test/e2e/cli-support.test.ts', // sixteen CLI processes at once must all exit within 30 s
   'test/e2e/commands.test.ts', // device_offline within 1 s, a 300 ms timeout fired before 2.5 s
   'test/e2e/entitlement.test.ts', // ONLINE within 1 s of the approval, cut within 1 s of a deletion
   'test/hostile/mqtt/budgets.test.ts', // a neighbour's status within 1.5 s of a flood
@@ -145,18 +146,58 @@ function runJob(job: Job): Promise<Finished> {
   });
 }
 
-/** Runs the jobs `width` at a time, in the order given; `onDone` as each one ends. */
-async function pool(jobs: Job[], width: number, onDone: (f: Finished) => void): Promise<Finished[]> {
+/** The machine's CPU time so far, all cores together (os.cpus(): /proc/stat on Linux), in ms. */
+function cpuTimes(): { idle: number; total: number } {
+  let idle = 0;
+  let total = 0;
+  for (const { times } of os.cpus()) {
+    idle += times.idle;
+    total += times.user + times.nice + times.sys + times.idle + times.irq;
+  }
+  return { idle, total };
+}
+
+/** How often the pool looks at the machine, and the idle share over that time that lets one more file start. */
+const LOOK_MS = 2000;
+const IDLE_FOR_ONE_MORE = 0.4;
+
+/**
+ * Runs the jobs in the order given, `width` at a time, and up to `upTo` while the machine has CPU to spare:
+ * every LOOK_MS, one more starts if at least IDLE_FOR_ONE_MORE of the machine's CPU time in the last LOOK_MS
+ * was idle (many files spend most of their time waiting on timers, a browser, a child process). Another
+ * program's load counts too, so a shared machine gets fewer at once. `onDone` as each job ends.
+ */
+async function pool(jobs: Job[], width: number, onDone: (f: Finished) => void, upTo = width): Promise<Finished[]> {
   const queue = [...jobs];
   const done: Finished[] = [];
-  const lane = async () => {
-    for (let job = queue.shift(); job; job = queue.shift()) {
-      const f = await runJob(job);
+  let running = 0;
+  let wake: () => void = () => {};
+  const start = (job: Job) => {
+    running++;
+    void runJob(job).then((f) => {
+      running--;
       done.push(f);
       onDone(f);
-    }
+      wake();
+    });
   };
-  await Promise.all(Array.from({ length: Math.max(1, width) }, lane));
+  let last = cpuTimes();
+  let spare = false;
+  const look = setInterval(() => {
+    const now = cpuTimes();
+    spare = (now.idle - last.idle) / Math.max(1, now.total - last.total) >= IDLE_FOR_ONE_MORE;
+    last = now;
+    wake();
+  }, LOOK_MS);
+  while (queue.length > 0 || running > 0) {
+    if (queue.length > 0 && (running < width || (spare && running < upTo))) {
+      if (running >= width) spare = false; // one more per look, then look again
+      start(queue.shift()!);
+      continue;
+    }
+    await new Promise<void>((resolve) => (wake = resolve));
+  }
+  clearInterval(look);
   return done;
 }
 
@@ -217,6 +258,8 @@ async function main(): Promise<void> {
   if (files.length === 0) throw new Error(`no test file under ${args.join(' ') || 'test'}`);
   const width = Number(process.env.TEST_CONCURRENCY ?? 4);
   if (!Number.isInteger(width) || width < 1) throw new Error(`TEST_CONCURRENCY: a whole number of at least 1, not ${process.env.TEST_CONCURRENCY}`);
+  // TEST_CONCURRENCY fixes the number; by default more start while the machine has CPU to spare (pool).
+  const upTo = process.env.TEST_CONCURRENCY ? width : 2 * width;
   const verbose = Boolean(process.env.TEST_VERBOSE);
 
   // The longest files first, so a long one does not start last and leave the other lanes idle at the end.
@@ -231,8 +274,8 @@ async function main(): Promise<void> {
   const typecheck: Job[] = args.length ? [] : [{ name: 'tsc --noEmit', command: process.execPath, args: [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit'], counted: false }];
 
   const started = performance.now();
-  process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
-  const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose));
+  process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${upTo > width ? ` (up to ${upTo} while a CPU is idle)` : ''}${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
+  const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose), upTo);
   results.push(...(await pool(timed, cores, (f) => report(f, verbose))));
 
   const totals = Object.fromEntries(TOTALS.map((k) => [k, 0])) as Totals;
