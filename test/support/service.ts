@@ -60,23 +60,25 @@ export async function restartableService(t: TestContext, prefix: string, opts: {
   };
 }
 
+const worldDirs: string[] = [];
+// Registered when a test file loads this module, so it runs at the root, once the file's last test is done.
+after(() => {
+  for (const dir of worldDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 /**
  * A world (people, a mosque, ...) made once per file and copied for each test, for a file whose tests each
  * begin from the same world: the first call runs `build` against a service of its own, closes it and keeps its
  * files (the database and DATA_DIR); every call then starts a service on a fresh copy of them, so each test has
  * the world to itself, as a world built per test gave it, without paying for the sign-ups again. The tokens in
  * the world stay valid in each copy (same JWT_SECRET, the sessions are rows). What the building service sent
- * (`messages`) and logged stays with it. Call it at a file's top level: the kept files go when the file ends.
+ * (`messages`) and logged stays with it. The kept files go when the file's last test has ended.
  */
 export function copiedWorld<W>(build: (ts: TestService) => Promise<W>, opts: { env?: Record<string, string>; logLevel?: string } = {}) {
   let made: Promise<{ dir: string; world: W }> | null = null;
-  const dirs: string[] = [];
-  after(() => {
-    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
-  });
   const make = async (t: TestContext) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-'));
-    dirs.push(dir);
+    worldDirs.push(dir);
     const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } });
     const world = await build(ts);
     // Closed, so the files are whole (the WAL checkpointed) before they are copied.
