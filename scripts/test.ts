@@ -157,6 +157,9 @@ function cpuTimes(): { idle: number; total: number } {
   return { idle, total };
 }
 
+/** The most files the pools ran at once, for the closing lines. */
+let mostAtOnce = 0;
+
 /** How often the pool looks at the machine, and the idle share over that time that lets one more file start. */
 const LOOK_MS = 2000;
 const IDLE_FOR_ONE_MORE = 0.4;
@@ -174,6 +177,7 @@ async function pool(jobs: Job[], width: number, onDone: (f: Finished) => void, u
   let wake: () => void = () => {};
   const start = (job: Job) => {
     running++;
+    mostAtOnce = Math.max(mostAtOnce, running);
     void runJob(job).then((f) => {
       running--;
       done.push(f);
@@ -291,7 +295,7 @@ async function main(): Promise<void> {
   process.stdout.write('# slowest files:\n');
   for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.cpu === null ? '' : `cpu ${f.cpu.toFixed(1).padStart(5)} s  `}${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
   const cpu = results.reduce((sum, f) => sum + (f.cpu ?? 0), 0);
-  process.stdout.write(`# cpu: ${cpu.toFixed(0)} s of user and system time in all (the type check too) on ${os.availableParallelism()} cores, ${os.loadavg()[0]!.toFixed(1)} load at the end\n`);
+  process.stdout.write(`# cpu: ${cpu.toFixed(0)} s of user and system time in all (the type check too) on ${os.availableParallelism()} cores, at most ${mostAtOnce} running at once, ${os.loadavg()[0]!.toFixed(1)} load at the end\n`);
   if (bad.length) process.stdout.write(`# failed: ${bad.map((f) => f.job.name).join(', ')}\n`);
   for (const k of TOTALS) process.stdout.write(`# ${k} ${totals[k]}\n`);
   process.stdout.write(`# duration_ms ${Math.round(performance.now() - started)}\n`);
