@@ -3,16 +3,18 @@
  *
  *   npm test                          the type check and all of test/
  *   npm test -- test/api test/e2e/cli.test.ts   only these files or folders (no type check)
- *   TEST_CONCURRENCY=6 npm test       how many files run at once (default 4)
+ *   TEST_CONCURRENCY=6 npm test       how many files run at once (default 4, and up to 8 while a CPU is idle)
  *   TEST_VERBOSE=1 npm test           print every file's TAP output, not only a failing file's
  *   TEST_FILE_TIMEOUT_S=900 npm test  kill and fail a file still running after this long (default 600)
  *
- * Each test file runs in its own `node --import tsx --test` process, as `node --test` itself would run it, so
- * files share nothing but the machine: every service listens on port 0, every file and database lives under
- * its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
- * (sockets, timers, a browser), so more files than cores run at once. The files named in TIMED run after the
+ * Each test file runs in a node process of its own (tsx in the main thread only: scripts/tsx-main-thread.mjs;
+ * node:test's TAP reporter), as `node --test` runs each file in a child process, so files share nothing but the
+ * machine: every service listens on port 0, every file and database lives under its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
+ * (sockets, timers, a browser), so more files than cores run at once, and more again while the machine has CPU to
+ * spare (pool). The files named in TIMED run after the
  * others, no more at once than the machine has cores, so none waits for a CPU: their assertions bound a
- * wall-clock time tightly enough that a loaded machine could fail them.
+ * wall-clock time tightly enough that a loaded machine could fail them. Each list starts with its longest
+ * files, as the last whole run measured them (.tmp/test-times.json), so no long file starts last.
  *
  * The output: one line per passing file (its whole TAP with TEST_VERBOSE), the whole TAP of a failing one,
  * the slowest files, and last the totals in node --test's own form (`# tests`, `# pass`, `# fail`, ...),
@@ -25,6 +27,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TSX_MAIN_THREAD = path.join(ROOT, 'scripts/tsx-main-thread.mjs');
 
 /**
  * Files that run after the others, one per core. Each bounds a reaction by wall-clock time (a device cut within
@@ -42,7 +45,7 @@ const TIMED = new Set<string>([
   'test/broker/ingest.test.ts', // a connection ended within 1.5 s
   'test/broker/presence.test.ts', // a config change pushed within 1 s
   'test/e2e/broadcasts.test.ts', // a player PLAYING within 1 s of the start
-  'test/e2e/cli-support.test.ts', // sixteen CLI processes at once, each through tsx, must all exit within 30 s
+  'test/e2e/cli-support.test.ts', // sixteen CLI processes at once must all exit within 30 s
   'test/e2e/commands.test.ts', // device_offline within 1 s, a 300 ms timeout fired before 2.5 s
   'test/e2e/entitlement.test.ts', // ONLINE within 1 s of the approval, cut within 1 s of a deletion
   'test/hostile/mqtt/budgets.test.ts', // a neighbour's status within 1.5 s of a flood
@@ -74,6 +77,8 @@ interface Finished {
   signal: NodeJS.Signals | null;
   output: string;
   seconds: number;
+  /** User plus system CPU seconds of the file's process and all it started and waited for; null if unknown. */
+  cpu: number | null;
   totals: Totals | null;
 }
 
@@ -99,16 +104,32 @@ function totalsOf(output: string): Totals | null {
   return totals;
 }
 
+/** `times`'s second line (the children's user and system time, `1m2.345s 0m0.678s`) as seconds. */
+function cpuOf(times: string): number | null {
+  const line = times.trim().split('\n')[1];
+  const parts = line ? [...line.matchAll(/(\d+)m([\d.]+)s/g)] : [];
+  return parts.length === 2 ? parts.reduce((sum, m) => sum + Number(m[1]) * 60 + Number(m[2]), 0) : null;
+}
+
+/**
+ * The job runs under sh, whose `times` then reports the CPU the job and everything it waited for used (the
+ * service's worker threads, a browser, the processes a test started): on a shared machine CPU says what a file
+ * costs better than its wall time does. The report comes on a pipe of its own (fd 3), closed to the job itself.
+ */
+const MEASURED = ['-c', '"$@" 3>&-; status=$?; times >&3; exit $status', 'sh'];
+
 function runJob(job: Job): Promise<Finished> {
   const started = performance.now();
   return new Promise((resolve) => {
     // Each file is a top-level run of its own, also when this runner itself runs inside a test (test/runner.test.ts).
     const { NODE_TEST_CONTEXT: _inTest, ...env } = process.env;
     // A group of its own, so a file that never ends is killed with everything it started.
-    const child = spawn(job.command, job.args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn('/bin/sh', [...MEASURED, job.command, ...job.args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
     let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    let times = '';
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString('utf8')));
+    (child.stdio[3] as NodeJS.ReadableStream).on('data', (c: Buffer) => (times += c.toString('utf8')));
     const timer = setTimeout(() => {
       output += `\n# scripts/test.ts: killed after ${FILE_TIMEOUT_S} s (TEST_FILE_TIMEOUT_S)\n`;
       try {
@@ -120,23 +141,67 @@ function runJob(job: Job): Promise<Finished> {
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const seconds = (performance.now() - started) / 1000;
-      resolve({ job, code, signal, output, seconds, totals: job.counted ? totalsOf(output) : null });
+      resolve({ job, code, signal, output, seconds, cpu: cpuOf(times), totals: job.counted ? totalsOf(output) : null });
     });
   });
 }
 
-/** Runs the jobs `width` at a time, in the order given; `onDone` as each one ends. */
-async function pool(jobs: Job[], width: number, onDone: (f: Finished) => void): Promise<Finished[]> {
+/** The machine's CPU time so far, all cores together (os.cpus(): /proc/stat on Linux), in ms. */
+function cpuTimes(): { idle: number; total: number } {
+  let idle = 0;
+  let total = 0;
+  for (const { times } of os.cpus()) {
+    idle += times.idle;
+    total += times.user + times.nice + times.sys + times.idle + times.irq;
+  }
+  return { idle, total };
+}
+
+/** The most files the pools ran at once, for the closing lines. */
+let mostAtOnce = 0;
+
+/** How often the pool looks at the machine, and the idle share over that time that lets one more file start. */
+const LOOK_MS = 2000;
+const IDLE_FOR_ONE_MORE = 0.4;
+
+/**
+ * Runs the jobs in the order given, `width` at a time, and up to `upTo` while the machine has CPU to spare:
+ * every LOOK_MS, one more starts if at least IDLE_FOR_ONE_MORE of the machine's CPU time in the last LOOK_MS
+ * was idle (many files spend most of their time waiting on timers, a browser, a child process). Another
+ * program's load counts too, so a shared machine gets fewer at once. `onDone` as each job ends.
+ */
+async function pool(jobs: Job[], width: number, onDone: (f: Finished) => void, upTo = width): Promise<Finished[]> {
   const queue = [...jobs];
   const done: Finished[] = [];
-  const lane = async () => {
-    for (let job = queue.shift(); job; job = queue.shift()) {
-      const f = await runJob(job);
+  let running = 0;
+  let wake: () => void = () => {};
+  const start = (job: Job) => {
+    running++;
+    mostAtOnce = Math.max(mostAtOnce, running);
+    void runJob(job).then((f) => {
+      running--;
       done.push(f);
       onDone(f);
-    }
+      wake();
+    });
   };
-  await Promise.all(Array.from({ length: Math.max(1, width) }, lane));
+  let last = cpuTimes();
+  let spare = false;
+  const look = setInterval(() => {
+    const now = cpuTimes();
+    spare = (now.idle - last.idle) / Math.max(1, now.total - last.total) >= IDLE_FOR_ONE_MORE;
+    last = now;
+    wake();
+  }, LOOK_MS);
+  while (queue.length > 0 || running > 0) {
+    if (queue.length > 0 && (running < width || (spare && running < upTo))) {
+      if (running >= width) spare = false; // one more per look, then look again
+      start(queue.shift()!);
+      continue;
+    }
+    await new Promise<void>((resolve) => (wake = resolve));
+  }
+  clearInterval(look);
   return done;
 }
 
@@ -145,8 +210,47 @@ const failed = (f: Finished) => f.code !== 0 || (f.job.counted && (f.totals === 
 function report(f: Finished, verbose: boolean): void {
   const bad = failed(f);
   const what = f.totals ? `${f.totals.pass}/${f.totals.tests} passed` : f.job.counted ? 'no summary' : bad ? 'failed' : 'ok';
-  process.stdout.write(`# ${bad ? 'FAILED' : 'done'} ${f.job.name}: ${what} in ${f.seconds.toFixed(1)} s${f.code !== 0 ? ` (exit ${f.code ?? f.signal})` : ''}\n`);
+  process.stdout.write(`# ${bad ? 'FAILED' : 'done'} ${f.job.name}: ${what} in ${f.seconds.toFixed(1)} s${f.cpu !== null ? ` (cpu ${f.cpu.toFixed(1)} s)` : ''}${f.code !== 0 ? ` (exit ${f.code ?? f.signal})` : ''}\n`);
   if (bad || verbose) process.stdout.write(f.output.endsWith('\n') ? f.output : `${f.output}\n`);
+}
+
+/**
+ * Where a whole run (`npm test` without arguments) leaves each file's seconds, for the next run's order. .tmp/ is
+ * not committed: a fresh clone has none and starts with LONG, then the biggest files.
+ */
+const TIMES_FILE = path.join(ROOT, '.tmp/test-times.json');
+
+/** The files that took longest in a whole run on a 2-core machine: first when no earlier run left its times. */
+const LONG = [
+  'test/e2e/docs.test.ts',
+  'test/e2e/process.test.ts',
+  'test/e2e/deploy.test.ts',
+  'test/bench/cli.test.ts',
+  'test/console/widths.test.ts',
+  'test/hostile/http/fuzz.test.ts',
+];
+
+/** Longest first: by the seconds the last whole run measured, else LONG, else the file's size. */
+function startOrder(files: string[]): string[] {
+  let times: Record<string, number> = {};
+  try {
+    times = JSON.parse(fs.readFileSync(TIMES_FILE, 'utf8')) as Record<string, number>;
+  } catch {
+    /* no earlier run here */
+  }
+  const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
+  const known = files.filter((f) => typeof times[f] === 'number').sort((a, b) => times[b]! - times[a]!);
+  if (known.length === files.length) return known;
+  // A file no run has measured yet (new, or all of them in a fresh clone) goes first: it may be long.
+  const unknown = files.filter((f) => typeof times[f] !== 'number');
+  const long = LONG.filter((f) => unknown.includes(f));
+  return [...long, ...unknown.filter((f) => !long.includes(f)).sort((a, b) => size(b) - size(a)), ...known];
+}
+
+function recordTimes(results: Finished[]): void {
+  const times = Object.fromEntries(results.filter((f) => f.job.counted).map((f) => [f.job.name, Math.round(f.seconds * 10) / 10]));
+  fs.mkdirSync(path.dirname(TIMES_FILE), { recursive: true });
+  fs.writeFileSync(TIMES_FILE, `${JSON.stringify(times, null, 2)}\n`);
 }
 
 async function main(): Promise<void> {
@@ -158,20 +262,26 @@ async function main(): Promise<void> {
   if (files.length === 0) throw new Error(`no test file under ${args.join(' ') || 'test'}`);
   const width = Number(process.env.TEST_CONCURRENCY ?? 4);
   if (!Number.isInteger(width) || width < 1) throw new Error(`TEST_CONCURRENCY: a whole number of at least 1, not ${process.env.TEST_CONCURRENCY}`);
+  // TEST_CONCURRENCY fixes the number; by default more start while the machine has CPU to spare (pool).
+  const upTo = process.env.TEST_CONCURRENCY ? width : 2 * width;
   const verbose = Boolean(process.env.TEST_VERBOSE);
 
-  // The biggest files first, so a long one does not start last and leave the other lanes idle at the end.
-  const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
-  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', 'tsx', '--test', '--test-reporter=tap', file], counted: true });
-  const together = files.filter((f) => !TIMED.has(f)).sort((a, b) => size(b) - size(a)).map(job);
-  const timed = files.filter((f) => TIMED.has(f)).map(job);
+  // The longest files first, so a long one does not start last and leave the other lanes idle at the end.
+  const order = startOrder(files);
+  // tsx for the main thread only: the service's worker threads are plain JavaScript (scripts/tsx-main-thread.mjs).
+  // No --test: node would start a second process to run the one file in; the file's own run reports the same TAP.
+  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', TSX_MAIN_THREAD, '--test-reporter=tap', file], counted: true });
+  const together = order.filter((f) => !TIMED.has(f)).map(job);
+  const timed = order.filter((f) => TIMED.has(f)).map(job);
   const cores = os.availableParallelism();
   // The type check runs beside the tests (it is CPU while most tests wait); `npm test -- <files>` skips it.
-  const typecheck: Job[] = args.length ? [] : [{ name: 'tsc --noEmit', command: process.execPath, args: [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit'], counted: false }];
+  // Incremental: what it learnt is kept in .tmp/, so a run after a small change checks in a quarter of the CPU.
+  const tsc = [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit', '--incremental', '--tsBuildInfoFile', path.join(ROOT, '.tmp/tsc-noemit.tsbuildinfo')];
+  const typecheck: Job[] = args.length ? [] : [{ name: 'tsc --noEmit', command: process.execPath, args: tsc, counted: false }];
 
   const started = performance.now();
-  process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
-  const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose));
+  process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${upTo > width ? ` (up to ${upTo} while a CPU is idle)` : ''}${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
+  const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose), upTo);
   results.push(...(await pool(timed, cores, (f) => report(f, verbose))));
 
   const totals = Object.fromEntries(TOTALS.map((k) => [k, 0])) as Totals;
@@ -180,9 +290,12 @@ async function main(): Promise<void> {
   // A file that died without its summary counts as one failure, so the totals can never read as all passed.
   totals.fail += bad.filter((f) => f.job.counted && f.totals === null).length;
 
+  if (!args.length) recordTimes(results);
   const slowest = results.filter((f) => f.job.counted).sort((a, b) => b.seconds - a.seconds).slice(0, 15);
   process.stdout.write('# slowest files:\n');
-  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
+  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.cpu === null ? '' : `cpu ${f.cpu.toFixed(1).padStart(5)} s  `}${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
+  const cpu = results.reduce((sum, f) => sum + (f.cpu ?? 0), 0);
+  process.stdout.write(`# cpu: ${cpu.toFixed(0)} s of user and system time in all (the type check too) on ${os.availableParallelism()} cores, at most ${mostAtOnce} running at once, ${os.loadavg()[0]!.toFixed(1)} load at the end\n`);
   if (bad.length) process.stdout.write(`# failed: ${bad.map((f) => f.job.name).join(', ')}\n`);
   for (const k of TOTALS) process.stdout.write(`# ${k} ${totals[k]}\n`);
   process.stdout.write(`# duration_ms ${Math.round(performance.now() - started)}\n`);

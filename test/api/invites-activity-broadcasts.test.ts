@@ -1,6 +1,6 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { sha256, startTestService, type TestService } from '../support/service.ts';
+import { copiedWorld, sha256, startTestService, type TestService } from '../support/service.ts';
 import {
   API,
   createMosque,
@@ -20,12 +20,19 @@ import { TEST_PUSHES_PER_MINUTE } from '../../api/people/me.ts';
 
 /** POST /invites, the activity feed, and broadcast records with their delivery report. */
 
-async function world(t: Parameters<typeof startTestService>[0], extra: Record<string, unknown> = {}) {
-  const ts = await startTestService(t);
+async function build(ts: TestService, extra: Record<string, unknown>) {
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@example.com');
   const mosque = await createMosque(ts, root.token, owner, extra);
-  return { ts, root, owner, mosque };
+  return { root, owner, mosque };
+}
+
+// Made once for each kind of mosque and copied for every test (copiedWorld): each test still has it to itself,
+// and its messages start empty (the world's sign-ins sent no invite and no login code).
+const worlds = { manual: copiedWorld((ts) => build(ts, {})), auto: copiedWorld((ts) => build(ts, { auto_approve_members: true })) };
+
+function world(t: TestContext, extra: { auto_approve_members?: true } = {}) {
+  return (extra.auto_approve_members ? worlds.auto : worlds.manual)(t);
 }
 
 async function invites(ts: TestService) {

@@ -1,6 +1,6 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestService, type TestService } from '../support/service.ts';
+import { copiedWorld, type TestService } from '../support/service.ts';
 import {
   API,
   createMosque,
@@ -21,13 +21,19 @@ const TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announc
 const MEMBERSHIP_KEYS = ['created_at', 'id', 'mosque_id', 'notify_announcement', 'notify_azaan', 'notify_jummah', 'notify_waaz', 'status', 'updated_at', 'user_id'];
 
 /** A service with a superadmin, a mosque owned by `owner`, and one prospective member. */
-async function world(t: Parameters<typeof startTestService>[0], extra: Record<string, unknown> = {}) {
-  const ts = await startTestService(t);
+async function build(ts: TestService, extra: Record<string, unknown>) {
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@example.com');
   const mosque = await createMosque(ts, root.token, owner, extra);
   const amina = await member(ts, 'amina@example.com');
-  return { ts, root, owner, mosque, amina };
+  return { root, owner, mosque, amina };
+}
+
+// Made once for each kind of mosque and copied for every test (copiedWorld): each test still has it to itself.
+const worlds = { manual: copiedWorld((ts) => build(ts, {})), auto: copiedWorld((ts) => build(ts, { auto_approve_members: true })) };
+
+function world(t: TestContext, extra: { auto_approve_members?: true } = {}) {
+  return (extra.auto_approve_members ? worlds.auto : worlds.manual)(t);
 }
 
 /** The member's own membership of the mosque, read back; fails when there is none. */

@@ -1,6 +1,6 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestService, type TestService } from '../support/service.ts';
+import { copiedWorld, startTestService, type TestService } from '../support/service.ts';
 import { API, createMosque, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, ownMembership, setStatus, signInSuperadmin } from '../support/people.ts';
 import { connectDevice, nextMessage, registerPlayer } from '../support/devices.ts';
 import { assertError } from '../support/api.ts';
@@ -11,17 +11,29 @@ import { assertError } from '../support/api.ts';
 const MOSQUE_KEYS = ['auto_approve_members', 'auto_start', 'azaan', 'created_at', 'id', 'iqamah', 'join_code', 'jumuah', 'latitude', 'longitude', 'name', 'prayer_times', 'stream_url', 'timezone'];
 const JOIN_CODE = /^[ABCDEFGHJKMNPQRSTUVWXYZ23456789]{8}$/;
 
-async function world(t: Parameters<typeof startTestService>[0], extra: Record<string, unknown> = {}) {
+async function world(t: TestContext, extra: Record<string, unknown> = {}) {
   return withService(t, {}, extra);
 }
 
-/** The same world on a service started with these settings. */
-async function withService(t: Parameters<typeof startTestService>[0], env: Record<string, string>, extra: Record<string, unknown> = {}) {
-  const ts = await startTestService(t, { env });
+async function build(ts: TestService, extra: Record<string, unknown>) {
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@example.com');
   const mosque = await createMosque(ts, root.token, owner, extra);
-  return { ts, root, owner, mosque };
+  return { root, owner, mosque };
+}
+
+type World = Awaited<ReturnType<typeof build>> & { ts: TestService };
+const worlds = new Map<string, (t: TestContext) => Promise<World>>();
+
+/**
+ * The same world on a service started with these settings: made once for each set of settings and mosque
+ * fields, and copied for every test (copiedWorld), so each test still has it to itself.
+ */
+async function withService(t: TestContext, env: Record<string, string>, extra: Record<string, unknown> = {}): Promise<World> {
+  const key = JSON.stringify([env, extra]);
+  let made = worlds.get(key);
+  if (!made) worlds.set(key, (made = copiedWorld((ts) => build(ts, extra), { env })));
+  return made(t);
 }
 
 /** The mosque as the superadmin reads it. */

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { TestContext } from 'node:test';
+import { after, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { TestService } from '../support/service.ts';
@@ -12,13 +12,30 @@ export const SHOTS = path.resolve('.tmp/console-shots');
 /** Generous: the machine is shared and loaded; every wait is on a condition, never a fixed sleep. */
 export const WAIT_MS = 30_000;
 
+let shared: Promise<Browser> | null = null;
+// Registered when a test file loads this module, so it runs at the root, once the file's last test is done.
+after(async () => {
+  if (shared) await (await shared).close();
+});
+
+/**
+ * The file's browser: one chromium per test file, launched by the first test that asks (a launch costs about
+ * twice the CPU of a context). Tests stay apart as separate browsers kept them: each test's contexts (cookies,
+ * storage, permissions) are its own and are closed when it ends. The tests in a file run one at a time.
+ */
 export async function launchBrowser(t: TestContext): Promise<Browser> {
   const executable = chromiumPath();
   if (!fs.existsSync(executable)) {
     throw new Error(`console tests need a browser: ${executable} is missing (apt-get install chromium, or set CHROMIUM_PATH)`);
   }
-  const browser = await chromium.launch({ executablePath: executable, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
-  t.after(() => browser.close());
+  let browser = shared && (await shared.catch(() => null));
+  if (!browser?.isConnected()) {
+    shared = chromium.launch({ executablePath: executable, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+    browser = await shared;
+  }
+  const earlier = new Set(browser.contexts());
+  const own = browser;
+  t.after(() => Promise.all(own.contexts().filter((c) => !earlier.has(c)).map((c) => c.close())));
   return browser;
 }
 
@@ -52,7 +69,7 @@ export async function signIn(page: Page, email: string, password = PASSWORD): Pr
 }
 
 /**
- * A phone page in a browser of its own, sent to `path` and signed in as `admin` (the console asks a
+ * A phone page in a context of its own (in the file's browser), sent to `path` and signed in as `admin` (the console asks a
  * signed-out visitor to sign in, then shows the page asked for). The test builds its service, mosque and
  * devices first (test/support/devices.ts mosqueWithOwner), so the page reads what the test set up.
  * `clockAt` installs the page's clock at that time before it opens (a phone agrees with the service).

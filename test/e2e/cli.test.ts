@@ -22,10 +22,10 @@ function tempDb(t: TestContext): string {
   return path.join(dir, 'minaret.db');
 }
 
-/** Runs the CLI as `npm run cli --` would, with `stdin` as its standard input. */
+/** Runs the CLI as `npm run cli --` would (bin/minaret.mjs, the compiled CLI), with `stdin` as its standard input. */
 function cli(args: string[], stdin: string, databasePath: string, extraEnv: Record<string, string> = {}) {
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.tmpdir(), NODE_ENV: 'test', BCRYPT_COST: '4', DATABASE_PATH: databasePath, ...extraEnv };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'cli/index.ts', ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/minaret.mjs', ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));

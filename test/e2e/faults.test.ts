@@ -7,7 +7,7 @@ import { openDatabase } from '../../src/platform/db.ts';
 import { httpClient } from '../support/service.ts';
 import { baseEnv, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
 
-// docs/operator.md, "Faults", over the real process (src/main.ts): the fatal-error policy, and acknowledged data
+// docs/operator.md, "Faults", over the real process (src/main.ts, compiled as npm start runs it): the fatal-error policy, and acknowledged data
 // surviving kill -9.
 
 async function logged(run: Run, msg: string): Promise<void> {

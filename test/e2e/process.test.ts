@@ -4,9 +4,9 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { httpClient } from '../support/service.ts';
-import { ROOT, baseEnv, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
+import { FROM_SOURCES, ROOT, baseEnv, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
 
-// The real process (src/main.ts) as an operator runs it: settings from the environment, one stderr line
+// The real process (src/main.ts, compiled to dist/ as npm start runs it) as an operator runs it: settings from the environment, one stderr line
 // on a bad start, JSON logs on stdout, a graceful stop on SIGTERM and SIGINT.
 
 function listenOnLoopback(server: net.Server, port = 0): Promise<number> {
@@ -181,7 +181,8 @@ test('DATABASE_PATH=:memory: runs a throwaway service: it signs people up and wr
 });
 
 test('GET /healthz over the real process: 200 with db and broker ok', async (t) => {
-  const run = startProcess(t, baseEnv(tempDir(t)));
+  // From the sources through tsx (npm run dev), where every other test here runs the compiled service (npm start).
+  const run = startProcess(t, baseEnv(tempDir(t)), process.execPath, FROM_SOURCES);
   const { http_port } = await listening(run);
   const res = await fetch(`http://127.0.0.1:${http_port}/healthz`);
   assert.equal(res.status, 200);

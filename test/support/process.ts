@@ -30,10 +30,14 @@ let built = false;
 export function ensureBuilt(): void {
   if (built) return;
   const builtAt = fs.statSync(path.join(ROOT, 'dist/src/main.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  // Files only: a folder's own time changes whenever a file comes or goes in it, as the probes
+  // test/architecture.test.ts writes into src/ for a moment do, and counting it rebuilt dist/ (~20 s of CPU) in
+  // every later test file that starts the process. A file gone between the listing and its stat counts as nothing.
   const changedAt = (file: string): number => {
-    const stat = fs.statSync(file);
+    const stat = fs.statSync(file, { throwIfNoEntry: false });
+    if (!stat) return 0;
     if (!stat.isDirectory()) return stat.mtimeMs;
-    return Math.max(stat.mtimeMs, ...fs.readdirSync(file).map((entry) => changedAt(path.join(file, entry))));
+    return Math.max(0, ...fs.readdirSync(file).map((entry) => changedAt(path.join(file, entry))));
   };
   if (Math.max(...BUILD_INPUTS.map((input) => changedAt(path.join(ROOT, input)))) > builtAt) {
     execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], timeout: 180_000 });
@@ -64,8 +68,20 @@ export function baseEnv(dir: string, extra: Record<string, string> = {}): Record
   };
 }
 
-/** Spawns `command args` in the repository root; killed (SIGKILL) when the test ends if still running. */
-export function startProcess(t: TestContext, env: Record<string, string>, command = process.execPath, args = ['--import', 'tsx', 'src/main.ts']): Run {
+/** tsx for the main thread only, so the service's worker threads start without it (scripts/tsx-main-thread.mjs). */
+export const TSX_MAIN_THREAD = path.join(ROOT, 'scripts/tsx-main-thread.mjs');
+
+/** The service from its sources through tsx, as `npm run dev` runs it: ~1.2 s more CPU a start than compiled. */
+export const FROM_SOURCES = ['--import', TSX_MAIN_THREAD, 'src/main.ts'];
+
+/**
+ * Spawns `command args` in the repository root; killed (SIGKILL) when the test ends if still running. Without
+ * `command`, the service as `npm start` runs it in production: dist/src/main.js, built first if a source is newer.
+ */
+export function startProcess(t: TestContext, env: Record<string, string>, command?: string, args?: string[]): Run {
+  if (command === undefined) ensureBuilt();
+  command ??= process.execPath;
+  args ??= ['dist/src/main.js'];
   const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';

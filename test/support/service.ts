@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import type { TestContext } from 'node:test';
+import { after, type TestContext } from 'node:test';
 import { pino } from 'pino';
 import { createManualClock, systemClock, type Clock } from '../../src/platform/clock.ts';
 import { loadConfig, type Config } from '../../src/platform/config.ts';
@@ -57,6 +57,41 @@ export async function restartableService(t: TestContext, prefix: string, opts: {
       ts = await start();
       return ts;
     },
+  };
+}
+
+const worldDirs: string[] = [];
+// Registered when a test file loads this module, so it runs at the root, once the file's last test is done.
+after(() => {
+  for (const dir of worldDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * A world (people, a mosque, ...) made once per file and copied for each test, for a file whose tests each
+ * begin from the same world: the first call runs `build` against a service of its own, closes it and keeps its
+ * files (the database and DATA_DIR); every call then starts a service on a fresh copy of them, so each test has
+ * the world to itself, as a world built per test gave it, without paying for the sign-ups again. The tokens in
+ * the world stay valid in each copy (same JWT_SECRET, the sessions are rows). What the building service sent
+ * (`messages`) and logged stays with it. The kept files go when the file's last test has ended.
+ */
+export function copiedWorld<W>(build: (ts: TestService) => Promise<W>, opts: { env?: Record<string, string>; logLevel?: string } = {}) {
+  let made: Promise<{ dir: string; world: W }> | null = null;
+  const make = async (t: TestContext) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-'));
+    worldDirs.push(dir);
+    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } });
+    const world = await build(ts);
+    // Closed, so the files are whole (the WAL checkpointed) before they are copied.
+    await ts.service.close();
+    return { dir, world };
+  };
+  return async (t: TestContext): Promise<W & { ts: TestService }> => {
+    const { dir, world } = await (made ??= make(t));
+    const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-copy-'));
+    t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
+    fs.cpSync(dir, copy, { recursive: true });
+    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(copy, 'minaret.db'), DATA_DIR: copy } });
+    return { ...world, ts };
   };
 }
 
