@@ -189,7 +189,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
     const plane = createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      db, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
+      db, store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemovedSync,
       changes,

@@ -138,10 +138,10 @@ export function deviceRoutes(deps: Deps) {
     return c.json(unwrap(await plane.sendCommand(device, b.name, args, b.timeout_ms ?? DEFAULT_TIMEOUT_MS)));
   });
 
-  app.get('/devices/:id/events', (c) => {
+  app.get('/devices/:id/events', async (c) => {
     const device = open(c, 'view');
     const q = readQuery(c, EventsQuery);
-    return c.json(plane.events(device, q.limit, q.before ?? null));
+    return c.json(await plane.events(device, q.limit, q.before ?? null));
   });
 
   app.get('/devices/:id/logs', (c) => {

@@ -2,6 +2,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { storageFaultOf, type Faults } from '../platform/faults.ts';
 import type { DeviceLink } from './device-link.ts';
 import { createDeviceService } from './device-service.ts';
@@ -39,6 +40,8 @@ const START_PAGE = 256;
  */
 export function createDevicePlane(deps: {
   db: Db;
+  /** The store port (src/platform/store/): the repositories moved onto it so far read and write through it. */
+  store: Store;
   clock: Clock;
   config: Config;
   logger: Logger;
@@ -60,7 +63,7 @@ export function createDevicePlane(deps: {
   if (!deps.config.redisUrl) devices.releaseAllConnections();
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
   const commits = createGroupCommit(db, (err) => deps.faults.report('device group commit', err));
-  const timeline = createTimeline(db, clock, commits.flush);
+  const timeline = createTimeline(db, deps.store, clock, commits.flush);
   // Told of every written status transition (src/devices/stories/presence.ts listens).
   const statusListeners: Array<(change: StatusChange) => void> = [];
   const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {

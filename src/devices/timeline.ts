@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 
 export interface TimelineRow {
@@ -102,10 +104,11 @@ const AGE_CHUNK = 500;
  * `pendingFirst` commits notes still waiting in the device group commit, so that a note written directly
  * (outside a transaction) and a page read come after them, in the order things happened.
  */
-export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = () => undefined) {
+export function createTimeline(db: Db, store: Store, clock: Clock, pendingFirst: () => void = () => undefined) {
   // Each row points to its device's previous one, and the device row to the newest (migration 012): a row
   // is an append to the table's end, and the two statements write in the caller's transaction, or in one of
-  // their own.
+  // their own. Still better-sqlite3's synchronous statements: `record` is called inside the devices domain's
+  // synchronous transactions (registration, rotation, the group commit), which move to the store together.
   const insert = db.prepare(
     `INSERT INTO mosque_device_events (device_id, prev_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
      VALUES (?, (SELECT timeline_head FROM devices WHERE id = ?), ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -118,68 +121,57 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     moveHead.run(lastInsertRowid, e.deviceId);
   };
   const appendAlone = db.transaction(append);
-  // A chain walked back from `start`, newest first (`n` counts from 1), at most `limit` rows; `e.id < c.id`
-  // bounds every walk (ids only fall along a chain).
-  const chainFrom = (start: string, limit = '') => `WITH RECURSIVE chain(id, prev, n) AS (
+  /**
+   * A chain walked back from `start`, newest first (`n` counts from 1); `e.id < c.id` bounds every walk (ids
+   * only fall along a chain). `atMost` stops the walk after that many rows: a condition on `n` in the recursive
+   * term, as PostgreSQL refuses a LIMIT there (a LIMIT on the outer SELECT, without ORDER BY, also stops a walk
+   * early on both engines: the rows are produced as they are read).
+   */
+  const chainFrom = (start: number | null, atMost?: number) => sql`WITH RECURSIVE chain(id, prev, n) AS (
       SELECT id, prev_id, 1 FROM mosque_device_events WHERE id = ${start}
       UNION ALL
-      SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id ${limit})`;
-  const headOf = db.prepare<[string], number | null>('SELECT timeline_head FROM devices WHERE id = ?').pluck();
-  const rowOf = db.prepare<[number], { device_id: string; prev_id: number | null }>('SELECT device_id, prev_id FROM mosque_device_events WHERE id = ?');
-  const firstBelow = db.prepare<{ start: number | null; before: number }, number>(`${chainFrom('@start')} SELECT id FROM chain WHERE id < @before LIMIT 1`).pluck();
-  const page = db.prepare<{ start: number | null; limit: number; device: string }, TimelineRow>(
-    `${chainFrom('@start', 'LIMIT @limit')} SELECT e.* FROM chain JOIN mosque_device_events e ON e.id = chain.id
-     WHERE e.device_id = @device ORDER BY e.id DESC`,
-  );
-  // Two subqueries, each a seek to one end of the rowid tree: min() and max() in one SELECT scan the table
-  // (~160 ms at 1.4 million rows, all of it on the event loop).
-  const bounds = db.prepare<[], { lo: number | null; hi: number | null }>(
-    'SELECT (SELECT min(id) FROM mosque_device_events) AS lo, (SELECT max(id) FROM mosque_device_events) AS hi',
-  );
-  const firstFrom = db.prepare<[number], { id: number; at: number }>('SELECT id, at FROM mosque_device_events WHERE id >= ? ORDER BY id LIMIT 1');
-  const olderChunk = db.prepare(
-    'DELETE FROM mosque_device_events WHERE id IN (SELECT id FROM mosque_device_events WHERE id < ? ORDER BY id LIMIT ?)',
-  );
-  const allDevices = db.prepare<[], string>('SELECT id FROM devices').pluck();
+      SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id
+      ${atMost === undefined ? sql`` : sql`WHERE c.n < ${atMost}`})`;
+  const affected = (r: { numAffectedRows?: bigint }) => Number(r.numAffectedRows ?? 0n);
+
   // The per-device cap. A chain holds at most seq - floor + 1 rows (retention may have taken some of its
   // oldest since): only a device over the cap by that count is walked, and the walk sets the floor to the
   // oldest row it kept.
-  const capState = db.prepare<[string], { seq: number; floor: number; head: number | null }>(
-    'SELECT timeline_seq AS seq, timeline_floor AS floor, timeline_head AS head FROM devices WHERE id = ?',
-  );
-  const chainLength = db.prepare<[number], number>(`${chainFrom('?')} SELECT count(*) FROM chain`).pluck();
-  const beyondCap = db.prepare<{ head: number; cap: number }>(`DELETE FROM mosque_device_events WHERE id IN (${chainFrom('@head')} SELECT id FROM chain WHERE n > @cap)`);
-  const setFloor = db.prepare<[number, string]>('UPDATE devices SET timeline_floor = ? WHERE id = ?');
-  const mayBeOver = (device: string, cap: number) => {
-    const st = capState.get(device);
+  const mayBeOver = async (q: Queries, device: string, cap: number) => {
+    const st = await q.selectFrom('devices').select(['timeline_seq as seq', 'timeline_floor as floor', 'timeline_head as head'])
+      .where('id', '=', device).executeTakeFirst();
     return st !== undefined && st.seq - st.floor + 1 > cap ? st : null;
   };
-  // Immediate: the walk and the delete see the same chain, even with another process writing to the file.
-  const capWalk = db.transaction((device: string, cap: number): number => {
-    const st = mayBeOver(device, cap);
-    if (!st) return 0;
-    const length = st.head === null ? 0 : chainLength.get(st.head)!;
-    const removed = length > cap ? beyondCap.run({ head: st.head!, cap }).changes : 0;
-    setFloor.run(st.seq - Math.min(length, cap) + 1, device);
-    return removed;
-  });
   /** A device under its cap costs one read of its row; only one that may be over takes the write lock. */
-  const capOf = (device: string, cap: number): number => (mayBeOver(device, cap) ? capWalk.immediate(device, cap) : 0);
-  // A deleted device's rows (its head noted by the trigger of migration 012), AGE_CHUNK at a time.
-  const orphan = db.prepare<[], { rowid: number; head: number }>('SELECT rowid, head FROM device_timeline_orphans LIMIT 1');
-  const orphanChunk = db.prepare<[number], number>(`${chainFrom('?', `LIMIT ${AGE_CHUNK + 1}`)} SELECT id FROM chain`).pluck();
-  const dropIds = db.prepare<[string]>('DELETE FROM mosque_device_events WHERE id IN (SELECT value FROM json_each(?))');
-  const orphanMoved = db.prepare<[number, number]>('UPDATE device_timeline_orphans SET head = ? WHERE rowid = ?');
-  const orphanGone = db.prepare<[number]>('DELETE FROM device_timeline_orphans WHERE rowid = ?');
-  /** One chunk of one deleted device's rows; false when none is left. Run immediate, as the cap's walk. */
-  const orphanStep = db.transaction((): { more: boolean; gone: number } => {
-    const o = orphan.get();
+  const capOf = async (device: string, cap: number): Promise<number> => {
+    if (!(await mayBeOver(store, device, cap))) return 0;
+    // In a transaction (IMMEDIATE on SQLite): the walk and the delete see the same chain, even with another
+    // process writing to the file.
+    return store.transaction().execute(async (trx) => {
+      const st = await mayBeOver(trx, device, cap);
+      if (!st) return 0;
+      const length = st.head === null ? 0 : Number((await sql<{ n: number }>`${chainFrom(st.head)} SELECT count(*) AS n FROM chain`.execute(trx)).rows[0]!.n);
+      const removed = length > cap
+        ? affected(await sql`DELETE FROM mosque_device_events WHERE id IN (${chainFrom(st.head)} SELECT id FROM chain WHERE n > ${cap})`.execute(trx))
+        : 0;
+      await trx.updateTable('devices').set({ timeline_floor: st.seq - Math.min(length, cap) + 1 }).where('id', '=', device).execute();
+      return removed;
+    });
+  };
+  /**
+   * One chunk of one deleted device's rows (its head noted by the trigger of migration 012, keyed by that head:
+   * each row has its own, and PostgreSQL has no rowid), AGE_CHUNK at a time; false when none is left.
+   * In a transaction, as the cap's walk.
+   */
+  const orphanStep = (): Promise<{ more: boolean; gone: number }> => store.transaction().execute(async (trx) => {
+    const o = await trx.selectFrom('device_timeline_orphans').select('head').limit(1).executeTakeFirst();
     if (!o) return { more: false, gone: 0 };
-    const ids = orphanChunk.all(o.head);
-    const gone = dropIds.run(JSON.stringify(ids.slice(0, AGE_CHUNK))).changes;
+    const ids = (await sql<{ id: number }>`${chainFrom(o.head, AGE_CHUNK + 1)} SELECT id FROM chain`.execute(trx)).rows.map((r) => r.id);
+    const chunk = ids.slice(0, AGE_CHUNK);
+    const gone = chunk.length === 0 ? 0 : Number((await trx.deleteFrom('mosque_device_events').where('id', 'in', chunk).executeTakeFirst()).numDeletedRows);
     const rest = ids[AGE_CHUNK];
-    if (rest === undefined) orphanGone.run(o.rowid);
-    else orphanMoved.run(rest, o.rowid);
+    if (rest === undefined) await trx.deleteFrom('device_timeline_orphans').where('head', '=', o.head).execute();
+    else await trx.updateTable('device_timeline_orphans').set({ head: rest }).where('head', '=', o.head).execute();
     return { more: true, gone };
   });
   /** Devices with rows written since their cap was last checked; null until the first pass has checked all. */
@@ -187,17 +179,20 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
 
   /**
    * The first id whose row is not older than `cutoff`. Ids grow in insertion order and `at` is the clock at
-   * insertion, so the rows are in time order: a binary search over the ids (each probe one rowid seek) finds
+   * insertion, so the rows are in time order: a binary search over the ids (each probe one seek by key) finds
    * the cut without an index on `at`. A clock stepped back moves the cut by that step at most.
    */
-  function firstKept(cutoff: number): number {
-    const { lo: min, hi: max } = bounds.get()!;
+  async function firstKept(cutoff: number): Promise<number> {
+    // Two subqueries, each a seek to one end of the key's tree: min() and max() in one SELECT scan the table
+    // (~160 ms at 1.4 million rows on SQLite, all of it on the event loop).
+    const { lo: min, hi: max } = (await sql<{ lo: number | null; hi: number | null }>`SELECT
+      (SELECT min(id) FROM mosque_device_events) AS lo, (SELECT max(id) FROM mosque_device_events) AS hi`.execute(store)).rows[0]!;
     if (min === null || max === null) return 0;
     let lo = min;
     let hi = max + 1; // every id below lo is older than cutoff; hi is a possible answer
     while (lo < hi) {
       const mid = Math.floor((lo + hi) / 2);
-      const row = firstFrom.get(mid);
+      const row = await store.selectFrom('mosque_device_events').select(['id', 'at']).where('id', '>=', mid).orderBy('id').limit(1).executeTakeFirst();
       if (!row || row.id >= hi) hi = mid;
       else if (row.at < cutoff) lo = row.id + 1;
       else hi = row.id;
@@ -205,24 +200,20 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     return lo;
   }
 
-  /** Runs `step` until it says it is done, at most PRUNE_SLICE_MS at a time, yielding to the event loop between slices. */
-  function sliced(step: () => boolean, sliceMs: number, stopped: () => boolean): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const slice = () => {
-        try {
-          if (stopped()) return resolve(); // the service is closing: the next start's pass finishes the job
-          const end = performance.now() + sliceMs;
-          let more: boolean;
-          do more = step();
-          while (more && performance.now() < end);
-          if (more) setImmediate(slice);
-          else resolve();
-        } catch (err) {
-          reject(err);
-        }
-      };
-      slice();
-    });
+  /**
+   * Runs `step` until it says it is done, at most `sliceMs` at a time, yielding to the event loop between slices.
+   * A step's queries answer without leaving the turn on SQLite, so a slice is one turn, as it was.
+   */
+  async function sliced(step: () => Promise<boolean>, sliceMs: number, stopped: () => boolean): Promise<void> {
+    for (;;) {
+      if (stopped()) return; // the service is closing: the next start's pass finishes the job
+      const end = performance.now() + sliceMs;
+      let more: boolean;
+      do more = await step();
+      while (more && performance.now() < end);
+      if (!more) return;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
 
   return {
@@ -238,15 +229,20 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
      * Newest first; `before` is the id of the last entry of the previous page. A page walks its own rows from
      * that entry's predecessor; any other `before` (not this device's, or pruned) is found along the chain.
      */
-    list(deviceId: string, limit: number, before: number | null) {
+    async list(deviceId: string, limit: number, before: number | null) {
       pendingFirst();
-      const head = headOf.get(deviceId) ?? null;
+      const head = (await store.selectFrom('devices').select('timeline_head').where('id', '=', deviceId).executeTakeFirst())?.timeline_head ?? null;
       let start = head;
       if (before !== null) {
-        const from = rowOf.get(before);
-        start = from?.device_id === deviceId ? from.prev_id : (firstBelow.get({ start: head, before }) ?? null);
+        const from = await store.selectFrom('mosque_device_events').select(['device_id', 'prev_id']).where('id', '=', before).executeTakeFirst();
+        start = from?.device_id === deviceId
+          ? from.prev_id
+          : ((await sql<{ id: number }>`${chainFrom(head)} SELECT id FROM chain WHERE id < ${before} LIMIT 1`.execute(store)).rows[0]?.id ?? null);
       }
-      return start === null || limit < 1 ? [] : page.all({ start, limit, device: deviceId }).map(toTimelineEntry);
+      if (start === null || limit < 1) return [];
+      const page = await sql<TimelineRow>`${chainFrom(start, limit)} SELECT e.* FROM chain JOIN mosque_device_events e ON e.id = chain.id
+        WHERE e.device_id = ${deviceId} ORDER BY e.id DESC`.execute(store);
+      return page.rows.map(toTimelineEntry);
     },
     /**
      * Deletes events older than the retention, the events of deleted devices and, per device, all but the
@@ -258,26 +254,29 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
       const sliceMs = opts.sliceMs ?? PRUNE_SLICE_MS;
       const stopped = opts.stopped ?? (() => false);
       let removed = 0;
-      const cut = firstKept(toUnixSeconds(clock()) - retentionDays * 86_400);
-      await sliced(() => {
-        const gone = olderChunk.run(cut, AGE_CHUNK).changes;
+      const cut = await firstKept(toUnixSeconds(clock()) - retentionDays * 86_400);
+      await sliced(async () => {
+        const { numDeletedRows } = await store.deleteFrom('mosque_device_events')
+          .where('id', 'in', (eb) => eb.selectFrom('mosque_device_events').select('id').where('id', '<', cut).orderBy('id').limit(AGE_CHUNK))
+          .executeTakeFirst();
+        const gone = Number(numDeletedRows);
         removed += gone;
         return gone === AGE_CHUNK;
       }, sliceMs, stopped);
-      await sliced(() => {
-        const step = orphanStep.immediate();
+      await sliced(async () => {
+        const step = await orphanStep();
         removed += step.gone;
         return step.more;
       }, sliceMs, stopped);
-      const due = touched === null ? allDevices.all() : [...touched];
+      const due = touched === null ? (await store.selectFrom('devices').select('id').execute()).map((r) => r.id) : [...touched];
       const next = new Set<string>();
       touched = next;
       let i = 0;
       let done = false;
       try {
-        await sliced(() => {
+        await sliced(async () => {
           const id = due[i++];
-          if (id !== undefined) removed += capOf(id, cap);
+          if (id !== undefined) removed += await capOf(id, cap);
           done = i >= due.length;
           return !done;
         }, sliceMs, stopped);

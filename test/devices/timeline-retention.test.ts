@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createManualClock } from '../../src/platform/clock.ts';
 import { migrate, openDatabase } from '../../src/platform/db.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createTimeline } from '../../src/devices/timeline.ts';
 
 // DEVICE_EVENTS_RETENTION_DAYS and DEVICE_EVENTS_MAX_PER_DEVICE (docs/settings.md), on the real SQLite file.
@@ -23,7 +24,7 @@ function world(t: TestContext, devices: number) {
   const clock = createManualClock(Date.UTC(2026, 0, 1));
   const store = createDeviceStore(db, clock);
   const ids = Array.from({ length: devices }, (_, i) => store.create({ kind: 'transmitter', name: `tx ${i}`, mosqueId: null, ownerUserId: null }).row.id);
-  const timeline = createTimeline(db, clock);
+  const timeline = createTimeline(db, sqliteStore(db), clock);
   const count = db.prepare<[string], number>('SELECT count(*) FROM mosque_device_events WHERE device_id = ?').pluck();
   const oldest = db.prepare<[], number>('SELECT min(at) FROM mosque_device_events').pluck();
   return { db, clock, ids, timeline, count: (id: string) => count.get(id)!, oldestAt: () => oldest.get()! };
@@ -54,12 +55,12 @@ test('each device keeps only its newest events past the cap, the others untouche
   assert.equal(await w.timeline.prune(30, 10), 15);
   assert.equal(w.count(a), 10);
   assert.equal(w.count(b), 5);
-  assert.deepEqual(w.timeline.list(a, 1, null).map((e) => e.reason), ['a24']);
-  assert.deepEqual(w.timeline.list(a, 100, null).at(-1)?.reason, 'a15');
+  assert.deepEqual((await w.timeline.list(a, 1, null)).map((e) => e.reason), ['a24']);
+  assert.deepEqual((await w.timeline.list(a, 100, null)).at(-1)?.reason, 'a15');
 
   // Rows written by another process sharing the file (another timeline on it) are not seen until that device
   // is written to here: the cap pass after the first looks only at devices written to since.
-  const other = createTimeline(w.db, w.clock);
+  const other = createTimeline(w.db, sqliteStore(w.db), w.clock);
   for (let i = 0; i < 20; i++) other.record({ deviceId: c, mosqueId: null, kind: 'status', reason: `other ${i}` });
   w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b5' });
   assert.equal(await w.timeline.prune(100_000, 10), 0, 'device b is within its cap; device c was not written through the timeline');

@@ -259,8 +259,8 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
     forgetSession: () => undefined,
     isConnected: () => true,
   };
-  const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
   const store = sqliteStore(db);
+  const commands = createCommands({ link: () => link, timeline: createTimeline(db, store, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
   const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
   const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(db, store, clock) });
