@@ -10,6 +10,7 @@ import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
 import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { forPostgres, migratePostgres, readPostgresMigrations } from '../../src/platform/store/postgres-migrations.ts';
 import { createRevokedTokens } from '../../src/people/revoked-tokens.ts';
+import { createTimeline } from '../../src/devices/timeline.ts';
 import { postgresInstalled, startPostgres, type PostgresCluster } from './postgres.ts';
 
 const skip = postgresInstalled() ? false : 'PostgreSQL 15 or newer is not installed (.ci/run installs it)';
@@ -226,4 +227,49 @@ test('a timetable month\'s replace and delete, with the mosque\'s schedule_since
   assert.deepEqual(pg!.stored.map((r) => `${r.month}/${r.day}`), ['3/1', '3/2']);
   assert.deepEqual(pg!.reread.mosques, ['m1']);
   assert.equal(pg!.reread.april, null);
+});
+
+test("the device timeline's chain walks run on PostgreSQL: pages, the per-device cap, retention and a deleted device's rows", { skip }, async () => {
+  const store = await open();
+  // The timeline's appends are still better-sqlite3's statements (src/devices/timeline.ts): rows are written here
+  // as they write them, and the SQLite file only lets the timeline be built.
+  const lite = openDatabase(':memory:');
+  migrate(lite);
+  try {
+    await migratePostgres(store);
+    const day = 86_400;
+    let now = 1_900_000_000;
+    for (const id of ['d1', 'd2']) {
+      await sql`INSERT INTO devices (id, kind, secret_hash, created_at, updated_at) VALUES (${id}, 'transmitter', 'h', 1, 1)`.execute(store);
+    }
+    const append = async (device: string, reason: string) => {
+      const { rows } = await sql<{ id: number }>`INSERT INTO mosque_device_events (device_id, prev_id, mosque_id, at, kind, reason, detail)
+        VALUES (${device}, (SELECT timeline_head FROM devices WHERE id = ${device}), NULL, ${now}, 'status', ${reason}, '{}') RETURNING id`.execute(store);
+      await sql`UPDATE devices SET timeline_head = ${rows[0]!.id}, timeline_seq = timeline_seq + 1 WHERE id = ${device}`.execute(store);
+    };
+    for (let i = 0; i < 6; i++) {
+      await append('d1', `a${i}`);
+      if (i % 2 === 0) await append('d2', `b${i}`);
+      now += day;
+    }
+    const timeline = createTimeline(lite, store, () => now * 1000);
+    const reasons = (page: Array<{ reason: string | null }>) => page.map((e) => e.reason);
+    const first = await timeline.list('d1', 4, null);
+    assert.deepEqual(reasons(first), ['a5', 'a4', 'a3', 'a2']);
+    assert.deepEqual(reasons(await timeline.list('d1', 4, Number(first.at(-1)!.id))), ['a1', 'a0']);
+    const bRow = Number((await timeline.list('d2', 1, null))[0]!.id);
+    assert.deepEqual(reasons(await timeline.list('d1', 2, bRow)), ['a4', 'a3'], "another device's row as the cursor: found along the chain");
+    // Retention of 4 days takes days 0 and 1 (a0, b0, a1); a cap of 2 then takes a2 and a3.
+    assert.equal(await timeline.prune(4, 2), 5);
+    assert.deepEqual(reasons(await timeline.list('d1', 10, null)), ['a5', 'a4']);
+    assert.deepEqual(reasons(await timeline.list('d2', 10, null)), ['b4', 'b2']);
+    // A deleted device's rows go in the next pass (the trigger of migration 012 notes its head).
+    await sql`DELETE FROM devices WHERE id = 'd2'`.execute(store);
+    assert.equal(await timeline.prune(100, 10), 2);
+    const left = await sql<{ n: number }>`SELECT (SELECT count(*) FROM mosque_device_events WHERE device_id = 'd2') + (SELECT count(*) FROM device_timeline_orphans) AS n`.execute(store);
+    assert.equal(left.rows[0]!.n, 0);
+  } finally {
+    lite.close();
+    await store.destroy();
+  }
 });
