@@ -187,7 +187,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
-    const plane = createDevicePlane({
+    const plane = await createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
       db, store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
@@ -269,7 +269,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     }
     // Each in-memory cache follows the change feed itself (src/platform/changes.ts), from here on: the leases
     // the start pass renewed are this process's own writes, current already.
-    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane), mosqueStory.followChanges]) {
+    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane, (what, err) => void faults.report(what, err)), mosqueStory.followChanges]) {
       if (follower) changes.subscribe(follower);
     }
     if (config.redisUrl) {
@@ -383,7 +383,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: Awaited<ReturnType<typeof createDevicePlane>>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { people, plane } = d;

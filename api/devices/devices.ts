@@ -144,10 +144,10 @@ export function deviceRoutes(deps: Deps) {
     return c.json(await plane.events(device, q.limit, q.before ?? null));
   });
 
-  app.get('/devices/:id/logs', (c) => {
+  app.get('/devices/:id/logs', async (c) => {
     const device = open(c, 'view');
     const q = readQuery(c, LogsQuery);
-    return c.json(plane.logs(device, q.limit));
+    return c.json(await plane.logs(device, q.limit));
   });
 
   return app;

@@ -38,7 +38,7 @@ const START_PAGE = 256;
  * (src/devices/plane/verbs.ts) and one narrow port per room that asks it something (`ports`); its stores stay
  * inside, so every rule about a device is kept here whichever door a request comes through.
  */
-export function createDevicePlane(deps: {
+export async function createDevicePlane(deps: {
   db: Db;
   /** The store port (src/platform/store/): the repositories moved onto it so far read and write through it. */
   store: Store;
@@ -66,11 +66,11 @@ export function createDevicePlane(deps: {
   const timeline = createTimeline(db, deps.store, clock, commits.flush);
   // Told of every written status transition (src/devices/stories/presence.ts listens).
   const statusListeners: Array<(change: StatusChange) => void> = [];
-  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {
+  const telemetry = createTelemetry({ db, store: deps.store, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {
     for (const l of statusListeners) l(c);
   } });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
-  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
+  const entitlement = await createEntitlement({ db, store: deps.store, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
   let link: DeviceLink | null = null;
   const service = createDeviceService({
     db, devices, timeline, telemetry, logger, activity: deps.activity,
@@ -225,7 +225,7 @@ export function createDevicePlane(deps: {
       pass = buildAll();
     } catch (err) {
       if (!storageFaultOf(err)) throw err;
-      entitlement.reloadAll(); // the leases of the rolled-back writes leave memory too
+      await entitlement.reloadAll(); // the leases of the rolled-back writes leave memory too
       deps.faults.report('device configs at start', err);
       return { devices: 0, renewed: 0 };
     }
@@ -339,21 +339,21 @@ export function createDevicePlane(deps: {
      * Another process changed this device (the change feed said so): its registry entry and lease are read
      * again, without announcing anything (that process did), and a connection here is cut if it no longer holds.
      */
-    deviceChangedElsewhere(id: string): void {
+    async deviceChangedElsewhere(id: string): Promise<void> {
       const before = devices.info(id);
       devices.reload(id);
-      entitlement.reloadOne(id);
+      await entitlement.reloadOne(id);
       if (before) cutOffIfRevoked(id, before);
     },
 
     /** Everything again from the database (the feed was away, or the safety-net poll), with the same cut-offs. */
-    reloadAll(): void {
+    async reloadAll(): Promise<void> {
       const before = devices.snapshot();
       devices.reloadAll();
-      entitlement.reloadAll();
+      await entitlement.reloadAll();
       for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
     },
   };
 }
 
-export type DevicePlane = ReturnType<typeof createDevicePlane>;
+export type DevicePlane = Awaited<ReturnType<typeof createDevicePlane>>;

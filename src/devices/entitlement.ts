@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db.ts';
+import type { Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Binding } from './device-config.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
@@ -35,7 +36,10 @@ export interface Lease {
 }
 
 interface Deps {
+  /** Where a lease is written: still better-sqlite3's statement, as `binding` runs inside the domain's synchronous transactions. */
   db: Db;
+  /** Where the leases are read back from (at start, and when another process changed one). */
+  store: Store;
   clock: Clock;
   devices: DeviceStore;
   mosques: MosqueStore;
@@ -58,18 +62,29 @@ interface Deps {
  * every config of an entitled player and dropped the moment entitlement ends, so `holdsLease` (asked on
  * every delivery to a player) turns false at once, before the new config even reaches the device.
  */
-export function createEntitlement(deps: Deps) {
-  const leases = new Map<string, Lease>();
+export async function createEntitlement(deps: Deps) {
+  let leases = new Map<string, Lease>();
+  /**
+   * For each reload whose rows are being read, the players whose lease this process issued or dropped meanwhile:
+   * memory is newer than those rows for them (the store may answer after other work ran), so it keeps its word.
+   */
+  const reloading = new Set<Set<string>>();
+  const watchWrites = async <T>(read: () => Promise<T>): Promise<{ rows: T; changed: Set<string> }> => {
+    const changed = new Set<string>();
+    reloading.add(changed);
+    try {
+      return { rows: await read(), changed };
+    } finally {
+      reloading.delete(changed);
+    }
+  };
   const leaseUpdate = deps.db.prepare('UPDATE devices SET lease_expires_at = ?, lease_token = ? WHERE id = ?');
   const changes = deps.changes ?? noChanges;
   const saveLease = (expiresAt: number | null, token: string | null, id: string) => {
     leaseUpdate.run(expiresAt, token, id);
+    for (const changed of reloading) changed.add(id);
     changes.publish({ kind: 'device', id });
   };
-  const leaseOf = deps.db.prepare<[string], { mosque_id: string | null; lease_expires_at: number | null; lease_token: string | null }>('SELECT mosque_id, lease_expires_at, lease_token FROM devices WHERE id = ?');
-  const leased = deps.db.prepare<[], { id: string; mosque_id: string; lease_expires_at: number; lease_token: string | null }>(
-    "SELECT id, mosque_id, lease_expires_at, lease_token FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
-  );
   const nowSeconds = () => toUnixSeconds(deps.clock());
   const streamUrl = deps.streamUrl ?? ((mosque: MosqueRow) => mosque.stream_url);
   const ttlSeconds = deps.ttlHours * 3600;
@@ -80,19 +95,32 @@ export function createEntitlement(deps: Deps) {
     return decide(row, status, status === null && deps.membershipRemoved(row.mosque_id, row.owner_user_id));
   };
 
-  /** Leases from the database that still stand (at start, and with several processes, periodically). */
-  const reloadAll = () => {
-    leases.clear();
-    for (const row of leased.all()) {
+  /**
+   * Leases from the database that still stand (at start, and with several processes, periodically): built aside
+   * and swapped in whole, so the broker's per-packet check never sees the map half filled.
+   */
+  const reloadAll = async () => {
+    const { rows, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['id', 'mosque_id', 'lease_expires_at', 'lease_token'])
+      .where('kind', '=', 'stream_player').where('lease_expires_at', 'is not', null).where('mosque_id', 'is not', null).execute());
+    const next = new Map<string, Lease>();
+    for (const row of rows) {
+      // The device row again through the registry, as before (one read per leased player; it moves with devices.ts).
       const device = deps.devices.findById(row.id);
-      if (device && decisionFor(device).entitled && row.lease_expires_at > nowSeconds()) leases.set(row.id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at, token: row.lease_token });
+      if (device && decisionFor(device).entitled && row.lease_expires_at! > nowSeconds()) next.set(row.id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
     }
+    for (const id of changed) {
+      const mine = leases.get(id);
+      if (mine) next.set(id, mine);
+      else next.delete(id);
+    }
+    leases = next;
   };
-  reloadAll();
+  await reloadAll();
 
   /** One player's lease as the database has it now (another process issued or dropped it). */
-  const reloadOne = (id: string) => {
-    const row = leaseOf.get(id);
+  const reloadOne = async (id: string) => {
+    const { rows: row, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['mosque_id', 'lease_expires_at', 'lease_token']).where('id', '=', id).executeTakeFirst());
+    if (changed.has(id)) return; // this process wrote it meanwhile: memory is the newer word
     const device = row?.mosque_id && row.lease_expires_at !== null ? deps.devices.findById(id) : null;
     if (row && device && row.lease_expires_at! > nowSeconds() && decisionFor(device).entitled) leases.set(id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
     else leases.delete(id);
@@ -166,4 +194,4 @@ export function createEntitlement(deps: Deps) {
   };
 }
 
-export type Entitlement = ReturnType<typeof createEntitlement>;
+export type Entitlement = Awaited<ReturnType<typeof createEntitlement>>;

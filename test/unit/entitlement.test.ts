@@ -91,7 +91,7 @@ test('an expired lease fails verification', async (t) => {
   await assert.rejects(verifyWith(signer.jwks(), token, iat + 86_400), { code: 'ERR_JWT_EXPIRED' });
 });
 
-test('the lease key is kept in the data folder: a second load signs with the same key and kid', (t) => {
+test('the lease key is kept in the data folder: a second load signs with the same key and kid', async (t) => {
   const dir = tempDir(t);
   const first = createLeaseSigner(loadOrCreateLeaseKey(dir));
   const second = createLeaseSigner(loadOrCreateLeaseKey(dir));
@@ -116,9 +116,9 @@ async function setup(t: TestContext, ttlHours = 1) {
   db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'a@example.com', 'h1', 'member', 0, 0)").run();
   const m1 = await mosques.create(undefined, { name: 'One', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/one' });
   const m2 = await mosques.create(undefined, { name: 'Two', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/two' });
-  const make = () => createEntitlement({ db, clock, devices, mosques, membershipStatus: (m, u) => memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer, ttlHours });
+  const make = () => createEntitlement({ db, store: sqliteStore(db), clock, devices, mosques, membershipStatus: (m, u) => memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer, ttlHours });
   const { row: player } = devices.create({ kind: 'stream_player', name: 'p', mosqueId: m1.id, ownerUserId: 'u1' });
-  return { db, clock, devices, memberships, signer, m1, m2, player, make, entitlement: make() };
+  return { db, clock, devices, memberships, signer, m1, m2, player, make, entitlement: await make() };
 }
 
 test('binding: an entitled player gets the stream and a lease; the broker then lets it hear only its mosque', async (t) => {
@@ -179,17 +179,17 @@ test('leases: held until expiry, due for renewal past half life, and reloaded af
   assert.deepEqual(s.entitlement.dueForRenewal(), [s.player.id], 'half of a one-hour lease is spent');
 
   // A restart keeps a lease that is still valid for an entitled player.
-  const restarted = s.make();
+  const restarted = (await s.make());
   assert.equal(restarted.holdsLease(s.player.id, s.m1.id), true);
   assert.equal(restarted.lease(s.player.id)?.expiresAt, s.entitlement.lease(s.player.id)?.expiresAt);
 
   s.clock.advance(30 * 60_000);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false, 'expired at exp');
   // ...but not an expired one, nor one whose owner lost the membership meanwhile.
-  assert.equal(s.make().lease(s.player.id), null);
+  assert.equal((await s.make()).lease(s.player.id), null);
   s.clock.advance(-31 * 60_000);
   s.memberships.set(`${s.m1.id}/u1`, 'rejected');
-  assert.equal(s.make().lease(s.player.id), null);
+  assert.equal((await s.make()).lease(s.player.id), null);
 });
 
 test('a renewed lease is a new token with a later exp', async (t) => {
@@ -226,10 +226,10 @@ test('binding reuses the held lease until half its life is spent, and never one 
   const first = s.entitlement.binding(s.player).lease!;
   s.clock.advance(29 * 60_000);
   assert.deepEqual(s.entitlement.binding(s.player).lease, first, 'not yet half spent: the same token');
-  assert.deepEqual(s.make().binding(s.player).lease, first, 'kept in the row across a restart');
+  assert.deepEqual((await s.make()).binding(s.player).lease, first, 'kept in the row across a restart');
 
   const otherKey = createLeaseSigner(loadOrCreateLeaseKey(tempDir(t)));
-  const rekeyed = createEntitlement({ db: s.db, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
+  const rekeyed = await createEntitlement({ db: s.db, store: sqliteStore(s.db), clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
   const resigned = rekeyed.binding(s.player).lease!;
   assert.notEqual(resigned.token, first.token);
   assert.equal(otherKey.isOwn(resigned.token), true);

@@ -1,4 +1,5 @@
 import type { Db } from '../../platform/db.ts';
+import type { Store } from '../../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
@@ -8,7 +9,7 @@ import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog } from './live.ts';
 export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
 
 /** What telemetry writes to SQLite: a status transition, the batched heartbeats and logs; and the logs read back. */
-export function createTelemetryRows(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
+export function createTelemetryRows(deps: { db: Db; store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
   const { db, devices, timeline, live } = deps;
   // Positional parameters: run once per status, and binding by name cost ~1 µs more per run here.
   const writeStatus = db.prepare(
@@ -28,9 +29,10 @@ export function createTelemetryRows(deps: { db: Db; clock: Clock; devices: Devic
   const trimLogs = db.prepare(
     `DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
   );
-  const readLogs = db.prepare<[string, number], { at: number; ts: number | null; level: string; msg: string }>(
-    'SELECT at, ts, level, msg FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT ?',
-  );
+  // The writes above are still better-sqlite3's statements: they run inside the synchronous transactions of the
+  // group commit and of the heartbeat flush, which move to the store together. The read is on the store already.
+  const readLogs = (id: string, limit: number) =>
+    deps.store.selectFrom('device_logs').select(['at', 'ts', 'level', 'msg']).where('device_id', '=', id).orderBy('id', 'desc').limit(limit).execute();
   const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
   const nowMs = () => deps.clock();
 

@@ -1,4 +1,5 @@
 import type { Db } from '../../platform/db.ts';
+import type { Store } from '../../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
 import type { Faults } from '../../platform/faults.ts';
@@ -24,7 +25,7 @@ export type { BudgetedChannel, DeviceCounters, LoggingState, StatusChange } from
  * are written in the turn's group commit (group-commit.ts), other transitions at once after it; heartbeats
  * and logs live in memory and are flushed in batches, one transaction each.
  */
-export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void; commits?: GroupCommit }) {
+export function createTelemetry(deps: { db: Db; store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void; commits?: GroupCommit }) {
   const { db, devices, timeline } = deps;
 
   const live = new Map<string, Live>();
@@ -37,7 +38,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   const touched = new Set<string>();
   const flushRetry = { backoffMs: 0, at: 0 };
   const commits = deps.commits ?? createGroupCommit(db, (err) => deps.faults.report('status group commit', err));
-  const { writeBatch, writeTransition, writeTransitionNow, readLogs } = createTelemetryRows({ db, clock: deps.clock, devices, timeline, live });
+  const { writeBatch, writeTransition, writeTransitionNow, readLogs } = createTelemetryRows({ db, store: deps.store, clock: deps.clock, devices, timeline, live });
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
@@ -321,7 +322,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     },
 
     recentLogs(id: string, limit: number) {
-      return readLogs.all(id, limit);
+      return readLogs(id, limit);
     },
 
     forget(id: string): void {
