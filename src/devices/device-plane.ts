@@ -108,10 +108,11 @@ export async function createDevicePlane(deps: {
     for (const id of entitlement.dueForRenewal()) if (telemetry.isConnected(id)) service.refreshConfig(id, 'lease_renewal');
   };
 
-  const every = (ms: number, what: string, fn: () => void) => {
+  const every = (ms: number, what: string, fn: () => unknown) => {
     const timer = setInterval(() => {
       try {
-        fn();
+        const done = fn();
+        if (done instanceof Promise) done.catch((err: unknown) => deps.faults.report(what, err));
       } catch (err) {
         deps.faults.report(what, err); // a timer never throws out: that would end the process
       }
@@ -298,12 +299,12 @@ export async function createDevicePlane(deps: {
       prune();
       timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
     },
-    stop(): void {
+    async stop(): Promise<void> {
       started = false;
       commands.close();
       for (const t of timers) clearInterval(t);
       timers = [];
-      telemetry.flush(true);
+      await telemetry.flush(true);
     },
 
     /** A mosque is going away: its transmitters go with it; its players become unbound (config pushed). */

@@ -74,7 +74,7 @@ export function createDescriber(deps: {
 
     /** The device's recent log lines, with whether it is logging and a note saying why the list is what it is. */
     async logs(row: DeviceRow, limit: number) {
-      telemetry.flush(); // the lines gathered since the last batched write are part of the answer
+      await telemetry.flush(); // the lines gathered since the last batched write are part of the answer
       const lines = (await telemetry.recentLogs(row.id, limit)).map((l) => ({ at: new Date(l.at * 1000).toISOString(), ts: l.ts, level: l.level, msg: l.msg }));
       const logging = telemetry.logging(row.id);
       const until = logging.until === null ? null : new Date(logging.until * 1000).toISOString();

@@ -1,5 +1,7 @@
 import type { Db } from '../../platform/db.ts';
 import type { Store } from '../../platform/store/store.ts';
+import { prepared } from '../../platform/store/prepared.ts';
+import type { HeartbeatReport } from '../device-config.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
@@ -18,17 +20,29 @@ export function createTelemetryRows(deps: { db: Db; store: Store; clock: Clock; 
        rssi = COALESCE(?, rssi), temp_c = COALESCE(?, temp_c), uptime_s = COALESCE(?, uptime_s),
        reported_config_version = COALESCE(?, reported_config_version) WHERE id = ?`,
   );
-  // Positional too: run for every device that sent a heartbeat, at each flush.
-  const writeHeartbeat = db.prepare(
-    `UPDATE devices SET last_seen_at = ?, rssi = COALESCE(?, rssi), ip = COALESCE(?, ip), uptime_s = COALESCE(?, uptime_s),
-       free_heap = COALESCE(?, free_heap), volume = COALESCE(?, volume),
-       reported_config_version = COALESCE(?, reported_config_version) WHERE id = ?`,
+  // The batched flush's statements, each built and compiled once (prepared): run for every device that sent a
+  // heartbeat, at each flush. A field the heartbeat did not carry keeps the row's value (COALESCE).
+  const { store } = deps;
+  const writeHeartbeat = prepared<{ seen: number | null; rssi: number | null; ip: string | null; uptime: number | null; heap: number | null; volume: number | null; cfg: number | null; id: string }>(
+    store, ['seen', 'rssi', 'ip', 'uptime', 'heap', 'volume', 'cfg', 'id'],
+    (v) => store.updateTable('devices').set((eb) => ({
+      last_seen_at: v.seen,
+      rssi: eb.fn.coalesce(eb.val(v.rssi), 'rssi'),
+      ip: eb.fn.coalesce(eb.val(v.ip), 'ip'),
+      uptime_s: eb.fn.coalesce(eb.val(v.uptime), 'uptime_s'),
+      free_heap: eb.fn.coalesce(eb.val(v.heap), 'free_heap'),
+      volume: eb.fn.coalesce(eb.val(v.volume), 'volume'),
+      reported_config_version: eb.fn.coalesce(eb.val(v.cfg), 'reported_config_version'),
+    })).where('id', '=', v.id),
   );
-  const touchOnly = db.prepare('UPDATE devices SET last_seen_at = ? WHERE id = ?');
-  const insertLog = db.prepare('INSERT INTO device_logs (device_id, at, ts, level, msg) VALUES (?, ?, ?, ?, ?)');
-  const trimLogs = db.prepare(
-    `DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+  const touchOnly = prepared<{ seen: number | null; id: string }>(store, ['seen', 'id'], (v) => store.updateTable('devices').set({ last_seen_at: v.seen }).where('id', '=', v.id));
+  const insertLog = prepared<{ device: string; at: number; ts: number | null; level: string; msg: string }>(
+    store, ['device', 'at', 'ts', 'level', 'msg'],
+    (v) => store.insertInto('device_logs').values({ device_id: v.device, at: v.at, ts: v.ts, level: v.level, msg: v.msg }),
   );
+  // Every line older than the newest LOGS_KEPT_PER_DEVICE of the device (none when it has no more than those).
+  const trimLogs = prepared<{ device: string }>(store, ['device'], (v) => store.deleteFrom('device_logs').where('device_id', '=', v.device)
+    .where('id', '<=', (eb) => eb.selectFrom('device_logs').select('id').where('device_id', '=', v.device).orderBy('id', 'desc').limit(1).offset(LOGS_KEPT_PER_DEVICE)));
   // The writes above are still better-sqlite3's statements: they run inside the synchronous transactions of the
   // group commit and of the heartbeat flush, which move to the store together. The read is on the store already.
   const readLogs = (id: string, limit: number) =>
@@ -36,25 +50,26 @@ export function createTelemetryRows(deps: { db: Db; store: Store; clock: Clock; 
   const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
   const nowMs = () => deps.clock();
 
-  /** One transaction for the whole batch; a device deleted since is skipped. */
-  function writeBatch(ids: string[], logs: PendingLog[]): void {
-    db.transaction(() => {
-      for (const id of ids) {
-        const s = live.get(id);
-        if (!s || !devices.info(id)) continue;
-        const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
-        const hb = s.pendingHeartbeat;
-        if (hb) writeHeartbeat.run(seen, hb.rssi ?? null, hb.ip ?? null, hb.uptime_s ?? null, hb.free_heap ?? null, hb.volume ?? null, hb.config_version ?? null, id);
-        else touchOnly.run(seen, id);
+  /**
+   * One transaction for the whole batch, on the store: each device's last-seen time and the heartbeat fields
+   * taken from memory when the flush began; a device deleted since is skipped.
+   */
+  async function writeBatch(seen: Array<{ id: string; lastSeenMs: number | null; heartbeat: HeartbeatReport | null }>, logs: PendingLog[]): Promise<void> {
+    await store.transaction().execute(async (trx) => {
+      for (const { id, lastSeenMs, heartbeat: hb } of seen) {
+        if (!devices.info(id)) continue;
+        const at = lastSeenMs === null ? null : toUnixSeconds(lastSeenMs);
+        if (hb) await writeHeartbeat.run(trx, { seen: at, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime: hb.uptime_s ?? null, heap: hb.free_heap ?? null, volume: hb.volume ?? null, cfg: hb.config_version ?? null, id });
+        else await touchOnly.run(trx, { seen: at, id });
       }
       const logged = new Set<string>();
       for (const l of logs) {
         if (!devices.info(l.deviceId)) continue;
-        insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
+        await insertLog.run(trx, { device: l.deviceId, at: l.at, ts: l.report.ts, level: l.report.level, msg: l.report.msg });
         logged.add(l.deviceId);
       }
-      for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
-    })();
+      for (const id of logged) await trimLogs.run(trx, { device: id });
+    });
   }
 
 

@@ -83,6 +83,44 @@ export function createTelemetry(deps: { db: Db; store: Store; clock: Clock; devi
     applied(s, id, from, report.status, report.reason ?? null);
   }
 
+  let flushing: Promise<boolean> | null = null;
+  /** One flush (see `flush` below): what waits in memory, taken out and written in one transaction. */
+  async function flushOnce(force: boolean): Promise<boolean> {
+    commits.flush(); // a status of this turn is older than the heartbeats gathered: its row first
+    if (touched.size === 0 && pendingLogs.length === 0) return true;
+    if (!force && nowMs() < flushRetry.at) return false;
+    // Taken out of memory before the write, as the store may answer after other packets were read: what
+    // arrives meanwhile waits for the next flush instead of being forgotten with this one.
+    const seen = [...touched].map((id) => {
+      const s = live.get(id);
+      const taken = { id, lastSeenMs: s?.lastSeenMs ?? null, heartbeat: s?.pendingHeartbeat ?? null };
+      if (s) s.pendingHeartbeat = null;
+      return taken;
+    });
+    touched.clear();
+    const logs = pendingLogs.splice(0);
+    try {
+      await writeBatch(seen, logs);
+    } catch (err) {
+      // Kept for the next flush: merged under what arrived since (newer fields win), logs back in front.
+      for (const { id, heartbeat } of seen) {
+        touched.add(id);
+        const s = live.get(id);
+        if (s && heartbeat) s.pendingHeartbeat = s.pendingHeartbeat ? overlay(heartbeat, s.pendingHeartbeat) : heartbeat;
+      }
+      pendingLogs.unshift(...logs);
+      // Still at most MAX_PENDING_LOGS waiting, as log() keeps it: the oldest go, counted.
+      for (const dropped of pendingLogs.splice(0, Math.max(0, pendingLogs.length - MAX_PENDING_LOGS))) stateOf(dropped.deviceId).counters.logs_dropped++;
+      flushRetry.backoffMs = Math.min(FLUSH_BACKOFF_MS.max, flushRetry.backoffMs * 2 || FLUSH_BACKOFF_MS.first);
+      flushRetry.at = nowMs() + flushRetry.backoffMs;
+      deps.faults.report('telemetry flush', err, { devices: seen.length, logs: logs.length, retry_in_ms: flushRetry.backoffMs });
+      return false;
+    }
+    flushRetry.backoffMs = 0;
+    flushRetry.at = 0;
+    return true;
+  }
+
   /** Whether the device's logs are accepted now, and until when (docs/firmware.md, "3.3 Log": config or a self-expiring command). */
   function loggingOf(id: string, now: number): LoggingState {
     const info = devices.info(id);
@@ -296,29 +334,16 @@ export function createTelemetry(deps: { db: Db; store: Store; clock: Clock; devi
      * device, logs are capped at MAX_PENDING_LOGS) and backs off. False when nothing was written; `force`
      * (the last flush at shutdown) ignores the back-off.
      */
-    flush(force = false): boolean {
-      commits.flush(); // a status of this turn is older than the heartbeats gathered: its row first
-      if (touched.size === 0 && pendingLogs.length === 0) return true;
-      if (!force && nowMs() < flushRetry.at) return false;
-      const ids = [...touched];
-      const logs = pendingLogs.slice();
+    async flush(force = false): Promise<boolean> {
+      // One at a time (the timer's, a GET of the logs, the last at shutdown): a later one waits for the one under way.
+      while (flushing) await flushing.catch(() => undefined);
+      const done = flushOnce(force);
+      flushing = done;
       try {
-        writeBatch(ids, logs);
-      } catch (err) {
-        flushRetry.backoffMs = Math.min(FLUSH_BACKOFF_MS.max, flushRetry.backoffMs * 2 || FLUSH_BACKOFF_MS.first);
-        flushRetry.at = nowMs() + flushRetry.backoffMs;
-        deps.faults.report('telemetry flush', err, { devices: ids.length, logs: logs.length, retry_in_ms: flushRetry.backoffMs });
-        return false;
+        return await done;
+      } finally {
+        if (flushing === done) flushing = null;
       }
-      flushRetry.backoffMs = 0;
-      flushRetry.at = 0;
-      for (const id of ids) {
-        touched.delete(id);
-        const s = live.get(id);
-        if (s) s.pendingHeartbeat = null;
-      }
-      pendingLogs.splice(0, logs.length);
-      return true;
     },
 
     recentLogs(id: string, limit: number) {
