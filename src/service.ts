@@ -189,7 +189,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
     const plane = await createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      db, store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
+      store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
       membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
       membershipRemoved: people.memberships.wasRemovedSync,
       changes,
@@ -207,7 +207,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // address, which is known only once the HTTP server listens (set there, read at a broadcast's start).
     let origin = '';
     const fanout = createFanout({
-      db, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
+      store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? origin, mosqueId),
     });
@@ -248,7 +248,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     plane.attach(broker.link);
     plane.onStatusChange(presence.statusChanged);
     people.memberships.listen(membershipStory(plane));
-    people.proof.listen(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
+    people.proof.listen(createAddressClaims({ store, grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     broadcasts.gateOnSource(follow.waitsForSource);
     broadcasts.listen(createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock }));
     if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, listened: mosqueEvents.listens, clock, onError: (what, err) => void faults.report(what, err) });

@@ -16,8 +16,11 @@ export interface HookDeps {
   faults: Faults;
   telemetry: TelemetryIngest;
   device: (id: string) => DeviceInfo | null;
-  /** As `device`, falling back to the store: for the rare stored will of a device another process registered. */
-  loadDevice?: (id: string) => DeviceInfo | null;
+  /**
+   * As `device`, falling back to the store: for a device memory does not know (another process registered it
+   * and the change feed has not told this one yet), at its CONNECT or its stored will.
+   */
+  loadDevice?: (id: string) => Promise<DeviceInfo | null>;
   verifySecret: (id: string, password: string) => boolean;
   /** A device authenticated: make sure its retained config is there before it subscribes. */
   onAuthenticated: (id: string) => void;

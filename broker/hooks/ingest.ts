@@ -96,14 +96,21 @@ export function createIngest(deps: HookDeps) {
    * claim is its own will's broker id, so that one does not count).
    */
   function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null, answer: PublishAnswer): void {
-    const info = (deps.loadDevice ?? deps.device)(deviceId);
     const topic = parseDeviceTopic(packet.topic);
-    if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return answer({ kind: 'will_ignored', deviceId });
-    if (deps.telemetry.isConnected(info.id) || deps.telemetry.connectedElsewhere(info.id, brokerId)) {
-      deps.logger.debug({ device_id: info.id, will_broker: brokerId }, 'stored will ignored: the device is connected');
-      return answer({ kind: 'will_ignored', deviceId: info.id });
-    }
-    ingest(info, 'status', packet, answer);
+    const decide = async () => {
+      // Who holds the connection is the row's word (each process claims it there): read from the store.
+      const info = deps.device(deviceId) ?? (deps.loadDevice ? await deps.loadDevice(deviceId) : null);
+      if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return answer({ kind: 'will_ignored', deviceId });
+      if (deps.telemetry.isConnected(info.id) || (await deps.telemetry.connectedElsewhere(info.id, brokerId))) {
+        deps.logger.debug({ device_id: info.id, will_broker: brokerId }, 'stored will ignored: the device is connected');
+        return answer({ kind: 'will_ignored', deviceId: info.id });
+      }
+      ingest(info, 'status', packet, answer);
+    };
+    decide().catch((err: unknown) => {
+      deps.faults.report('stored will', err, { device_id: deviceId });
+      answer({ kind: 'will_ignored', deviceId });
+    });
   }
 
   return { ingest, clientless, storedWill };

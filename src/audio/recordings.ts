@@ -213,9 +213,9 @@ interface AdmissionDeps {
   clock: Clock;
   /** Verifies a lease's EdDSA signature with the lease key (src/devices/leases.ts), null when it does not. */
   verifyLease: LeaseSigner['verify'];
-  findDevice: (id: string) => DeviceRow | null;
+  findDevice: (id: string) => Pick<DeviceRow, 'kind' | 'mosque_id' | 'owner_user_id' | 'enabled'> | null;
   /** The entitlement decision as it stands now (src/devices/entitlement.ts decisionFor). */
-  decisionFor: (row: DeviceRow) => Decision;
+  decisionFor: (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>) => Decision;
 }
 
 /**

@@ -1,5 +1,4 @@
-import type { Db } from '../platform/db.ts';
-import type { Store } from '../platform/store/store.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Binding } from './device-config.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
@@ -36,9 +35,7 @@ export interface Lease {
 }
 
 interface Deps {
-  /** Where a lease is written: still better-sqlite3's statement, as `binding` runs inside the domain's synchronous transactions. */
-  db: Db;
-  /** Where the leases are read back from (at start, and when another process changed one). */
+  /** Where the leases are read back from (at start, and when another process changed one); a lease is written in its caller's transaction. */
   store: Store;
   clock: Clock;
   devices: DeviceStore;
@@ -78,18 +75,18 @@ export async function createEntitlement(deps: Deps) {
       reloading.delete(changed);
     }
   };
-  const leaseUpdate = deps.db.prepare('UPDATE devices SET lease_expires_at = ?, lease_token = ? WHERE id = ?');
   const changes = deps.changes ?? noChanges;
-  const saveLease = (expiresAt: number | null, token: string | null, id: string) => {
-    leaseUpdate.run(expiresAt, token, id);
+  /** Memory first (the broker's check answers from it at once), then the row, in the caller's transaction. */
+  const saveLease = async (q: Queries, expiresAt: number | null, token: string | null, id: string) => {
     for (const changed of reloading) changed.add(id);
+    await q.updateTable('devices').set({ lease_expires_at: expiresAt, lease_token: token }).where('id', '=', id).execute();
     changes.publish({ kind: 'device', id });
   };
   const nowSeconds = () => toUnixSeconds(deps.clock());
   const streamUrl = deps.streamUrl ?? ((mosque: MosqueRow) => mosque.stream_url);
   const ttlSeconds = deps.ttlHours * 3600;
 
-  const decisionFor = (row: DeviceRow): Decision => {
+  const decisionFor = (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>): Decision => {
     if (!row.mosque_id || !row.owner_user_id) return decide(row, null);
     const status = deps.membershipStatus(row.mosque_id, row.owner_user_id);
     return decide(row, status, status === null && deps.membershipRemoved(row.mosque_id, row.owner_user_id));
@@ -100,13 +97,12 @@ export async function createEntitlement(deps: Deps) {
    * and swapped in whole, so the broker's per-packet check never sees the map half filled.
    */
   const reloadAll = async () => {
-    const { rows, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['id', 'mosque_id', 'lease_expires_at', 'lease_token'])
+    // One read: the columns entitlement decides on come with the lease (no second read per leased player).
+    const { rows, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['id', 'mosque_id', 'owner_user_id', 'enabled', 'lease_expires_at', 'lease_token'])
       .where('kind', '=', 'stream_player').where('lease_expires_at', 'is not', null).where('mosque_id', 'is not', null).execute());
     const next = new Map<string, Lease>();
     for (const row of rows) {
-      // The device row again through the registry, as before (one read per leased player; it moves with devices.ts).
-      const device = deps.devices.findById(row.id);
-      if (device && decisionFor(device).entitled && row.lease_expires_at! > nowSeconds()) next.set(row.id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
+      if (decisionFor(row).entitled && row.lease_expires_at! > nowSeconds()) next.set(row.id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
     }
     for (const id of changed) {
       const mine = leases.get(id);
@@ -119,15 +115,16 @@ export async function createEntitlement(deps: Deps) {
 
   /** One player's lease as the database has it now (another process issued or dropped it). */
   const reloadOne = async (id: string) => {
-    const { rows: row, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['mosque_id', 'lease_expires_at', 'lease_token']).where('id', '=', id).executeTakeFirst());
+    const { rows: row, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['kind', 'mosque_id', 'owner_user_id', 'enabled', 'lease_expires_at', 'lease_token']).where('id', '=', id).executeTakeFirst());
     if (changed.has(id)) return; // this process wrote it meanwhile: memory is the newer word
-    const device = row?.mosque_id && row.lease_expires_at !== null ? deps.devices.findById(id) : null;
-    if (row && device && row.lease_expires_at! > nowSeconds() && decisionFor(device).entitled) leases.set(id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
-    else leases.delete(id);
+    if (row && row.kind === 'stream_player' && row.mosque_id !== null && row.lease_expires_at !== null && row.lease_expires_at > nowSeconds() && decisionFor(row).entitled) {
+      leases.set(id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at, token: row.lease_token });
+    } else leases.delete(id);
   };
 
-  function revoke(id: string): void {
-    if (leases.delete(id)) saveLease(null, null, id);
+  /** Drops the lease from memory at once; the row's follows in `q` (the caller's transaction, or the store). */
+  async function revoke(q: Queries, id: string): Promise<void> {
+    if (leases.delete(id)) await saveLease(q, null, null, id);
   }
 
   /** Not yet half spent (the renewal rule), not longer than the TTL now set, and signed with the key in use. */
@@ -150,14 +147,14 @@ export async function createEntitlement(deps: Deps) {
     /**
      * What a device's config says beyond its own settings. An entitled player gets the lease it holds while
      * that is not due for renewal (no signature and no lease write per reconnect or config change),
-     * else a freshly signed one; an unentitled one loses its lease here.
+     * else a freshly signed one; an unentitled one loses its lease here. Its reads and lease write go through `q`.
      */
-    binding(row: DeviceRow): Binding {
-      const mosque = row.mosque_id ? deps.mosques.findByIdSync(row.mosque_id) : null;
+    async binding(q: Queries, row: DeviceRow): Promise<Binding> {
+      const mosque = row.mosque_id ? await deps.mosques.findById(row.mosque_id, q) : null;
       if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, null) : null, lease: null, unbound_reason: null };
       const decision = decisionFor(row);
       if (!decision.entitled) {
-        revoke(row.id);
+        await revoke(q, row.id);
         return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
       }
       const issuedAt = nowSeconds();
@@ -166,7 +163,7 @@ export async function createEntitlement(deps: Deps) {
       const expiresAt = issuedAt + ttlSeconds;
       const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
       leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt, token });
-      saveLease(expiresAt, token, row.id);
+      await saveLease(q, expiresAt, token, row.id);
       return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, token) : null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
     },
 
@@ -190,6 +187,7 @@ export async function createEntitlement(deps: Deps) {
       return lease !== undefined && lease.expiresAt <= nowSeconds() + ttlSeconds / 2;
     },
 
+    /** The lease goes (a deleted device, a rotated password): memory at once, the row in `q`. */
     forget: revoke,
   };
 }

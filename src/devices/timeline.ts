@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import type { Db } from '../platform/db.ts';
-import type { Queries, Store } from '../platform/store/store.ts';
+import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 
 export interface TimelineRow {
@@ -47,24 +47,24 @@ export interface TimelineEvent {
 
 /**
  * A scalar subquery: the device's newest status at or before `until`, its chain (migration 012) walked back
- * from `head` only as far as that status. For statements over many devices (the broadcast report), so the
- * chain's layout stays written here.
+ * from the device row's head only as far as that status. For statements over many devices (the broadcast
+ * report), so the chain's layout stays written here.
  */
-const statusAsOfSql = (head: string, until: string) => `(
+const statusAsOf = (until: number) => sql`(
   WITH RECURSIVE chain(id, prev, hit) AS (
-    SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until} FROM mosque_device_events e WHERE e.id = ${head}
+    SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until} FROM mosque_device_events e WHERE e.id = d.timeline_head
     UNION ALL
     SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until}
     FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE NOT c.hit)
   SELECT e.to_status FROM chain c JOIN mosque_device_events e ON e.id = c.id WHERE c.hit LIMIT 1)`;
 
 /**
- * Whether the device whose newest row is `head` reported PLAYING at any time in [from, until] (Unix seconds): its
- * chain walked back from the head only as far as `from`, so a broadcast's window costs the rows written since.
+ * Whether the device reported PLAYING at any time in [from, until] (Unix seconds): its chain walked back from
+ * the head only as far as `from`, so a broadcast's window costs the rows written since.
  */
-const playedBetweenSql = (head: string, from: string, until: string) => `(
+const playedBetween = (from: number, until: number) => sql`(
   WITH RECURSIVE chain(id, prev, at) AS (
-    SELECT e.id, e.prev_id, e.at FROM mosque_device_events e WHERE e.id = ${head}
+    SELECT e.id, e.prev_id, e.at FROM mosque_device_events e WHERE e.id = d.timeline_head
     UNION ALL
     SELECT e.id, e.prev_id, e.at FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE c.at >= ${from})
   SELECT EXISTS (SELECT 1 FROM chain c JOIN mosque_device_events e ON e.id = c.id
@@ -75,19 +75,17 @@ const playedBetweenSql = (head: string, from: string, until: string) => `(
  * each device's status as of a time and whether it reported PLAYING within the broadcast's window, in one
  * statement over the mosque's devices. `now` is the same while the window reaches the present: a device row's
  * status is its newest committed status, written in the same transaction as its timeline row, so no chain needs
- * walking (1.3 ms against 3.8 ms per 1,000 devices, warm).
+ * walking (1.3 ms against 3.8 ms per 1,000 devices, warm). `played` is 1 or 0 (PostgreSQL's EXISTS is a boolean).
  */
-export function createDeliveryStatuses(db: Db) {
-  const asOf = db.prepare<{ until: number; mosque: string; from: number; played_until: number }, { status: string | null; played: number }>(
-    `SELECT ${statusAsOfSql('d.timeline_head', '@until')} AS status, ${playedBetweenSql('d.timeline_head', '@from', '@played_until')} AS played
-     FROM devices d WHERE d.mosque_id = @mosque`,
-  );
-  const now = db.prepare<{ mosque: string; from: number; played_until: number }, { status: string; played: number }>(
-    `SELECT d.status, ${playedBetweenSql('d.timeline_head', '@from', '@played_until')} AS played FROM devices d WHERE d.mosque_id = @mosque`,
-  );
+export function createDeliveryStatuses(store: Store) {
+  const played = (rows: Array<{ status: string | null; played: unknown }>) => rows.map((r) => ({ status: r.status, played: Number(r.played) }));
   return {
-    asOf: (q: { until: number; mosque: string; from: number; played_until: number }) => asOf.all(q),
-    now: (q: { mosque: string; from: number; played_until: number }) => now.all(q),
+    asOf: async (q: { until: number; mosque: string; from: number; played_until: number }) =>
+      played((await sql<{ status: string | null; played: unknown }>`SELECT ${statusAsOf(q.until)} AS status, ${playedBetween(q.from, q.played_until)} AS played
+        FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
+    now: async (q: { mosque: string; from: number; played_until: number }) =>
+      played((await sql<{ status: string | null; played: unknown }>`SELECT d.status, ${playedBetween(q.from, q.played_until)} AS played
+        FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
   };
 }
 
@@ -104,23 +102,30 @@ const AGE_CHUNK = 500;
  * `pendingFirst` commits notes still waiting in the device group commit, so that a note written directly
  * (outside a transaction) and a page read come after them, in the order things happened.
  */
-export function createTimeline(db: Db, store: Store, clock: Clock, pendingFirst: () => void = () => undefined) {
+export function createTimeline(store: Store, clock: Clock, pendingFirst: () => Promise<void> = async () => undefined) {
   // Each row points to its device's previous one, and the device row to the newest (migration 012): a row
-  // is an append to the table's end, and the two statements write in the caller's transaction, or in one of
-  // their own. Still better-sqlite3's synchronous statements: `record` is called inside the devices domain's
-  // synchronous transactions (registration, rotation, the group commit), which move to the store together.
-  const insert = db.prepare(
-    `INSERT INTO mosque_device_events (device_id, prev_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
-     VALUES (?, (SELECT timeline_head FROM devices WHERE id = ?), ?, ?, ?, ?, ?, ?, ?, ?)`,
+  // is an append to the table's end, and the two statements write in the caller's transaction. Prepared: a
+  // status transition appends one (src/platform/store/prepared.ts).
+  type Appended = { device: string; mosque: string | null; at: number; kind: string; from: string | null; to: string | null; reason: string | null; actor: string | null; detail: string };
+  const insert = prepared<Appended, { id: number }>(
+    store, ['device', 'mosque', 'at', 'kind', 'from', 'to', 'reason', 'actor', 'detail'],
+    (v) => store.insertInto('mosque_device_events').values((eb) => ({
+      device_id: v.device,
+      prev_id: eb.selectFrom('devices').select('timeline_head').where('id', '=', v.device),
+      mosque_id: v.mosque, at: v.at, kind: v.kind, from_status: v.from, to_status: v.to, reason: v.reason, actor_user_id: v.actor, detail: v.detail,
+    })).returning('id'),
   );
-  const moveHead = db.prepare('UPDATE devices SET timeline_head = ?, timeline_seq = timeline_seq + 1 WHERE id = ?');
-  const append = (e: TimelineEvent): void => {
-    const { lastInsertRowid } = insert.run(
-      e.deviceId, e.deviceId, e.mosqueId, e.at ?? toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}),
-    );
-    moveHead.run(lastInsertRowid, e.deviceId);
+  const moveHead = prepared<{ head: number; device: string }>(
+    store, ['head', 'device'],
+    (v) => store.updateTable('devices').set((eb) => ({ timeline_head: v.head, timeline_seq: eb('timeline_seq', '+', 1) })).where('id', '=', v.device),
+  );
+  const append = async (trx: StoreTransaction, e: TimelineEvent): Promise<void> => {
+    const { rows } = await insert.run(trx, {
+      device: e.deviceId, mosque: e.mosqueId, at: e.at ?? toUnixSeconds(clock()), kind: e.kind, from: e.from ?? null, to: e.to ?? null,
+      reason: e.reason ?? null, actor: e.actorUserId ?? null, detail: JSON.stringify(e.detail ?? {}),
+    });
+    await moveHead.run(trx, { head: rows[0]!.id, device: e.deviceId });
   };
-  const appendAlone = db.transaction(append);
   /**
    * A chain walked back from `start`, newest first (`n` counts from 1); `e.id < c.id` bounds every walk (ids
    * only fall along a chain). `atMost` stops the walk after that many rows: a condition on `n` in the recursive
@@ -217,12 +222,18 @@ export function createTimeline(db: Db, store: Store, clock: Clock, pendingFirst:
   }
 
   return {
-    record(e: TimelineEvent): void {
-      if (db.inTransaction) append(e);
-      else {
-        pendingFirst();
-        appendAlone(e);
-      }
+    /** Appends inside the caller's transaction (the row and the device's head move together). */
+    async record(trx: StoreTransaction, e: TimelineEvent): Promise<void> {
+      await append(trx, e);
+      touched?.add(e.deviceId);
+    },
+    /**
+     * A note of its own (a command sent or answered, a flood noted): after the notes and statuses still waiting
+     * in the device group commit, in a transaction of its own. Never called inside a store transaction.
+     */
+    async note(e: TimelineEvent): Promise<void> {
+      await pendingFirst();
+      await store.transaction().execute((trx) => append(trx, e));
       touched?.add(e.deviceId);
     },
     /**
@@ -230,7 +241,7 @@ export function createTimeline(db: Db, store: Store, clock: Clock, pendingFirst:
      * that entry's predecessor; any other `before` (not this device's, or pruned) is found along the chain.
      */
     async list(deviceId: string, limit: number, before: number | null) {
-      pendingFirst();
+      await pendingFirst();
       const head = (await store.selectFrom('devices').select('timeline_head').where('id', '=', deviceId).executeTakeFirst())?.timeline_head ?? null;
       let start = head;
       if (before !== null) {

@@ -231,10 +231,6 @@ test('a timetable month\'s replace and delete, with the mosque\'s schedule_since
 
 test("the device timeline's chain walks run on PostgreSQL: pages, the per-device cap, retention and a deleted device's rows", { skip }, async () => {
   const store = await open();
-  // The timeline's appends are still better-sqlite3's statements (src/devices/timeline.ts): rows are written here
-  // as they write them, and the SQLite file only lets the timeline be built.
-  const lite = openDatabase(':memory:');
-  migrate(lite);
   try {
     await migratePostgres(store);
     const day = 86_400;
@@ -242,17 +238,13 @@ test("the device timeline's chain walks run on PostgreSQL: pages, the per-device
     for (const id of ['d1', 'd2']) {
       await sql`INSERT INTO devices (id, kind, secret_hash, created_at, updated_at) VALUES (${id}, 'transmitter', 'h', 1, 1)`.execute(store);
     }
-    const append = async (device: string, reason: string) => {
-      const { rows } = await sql<{ id: number }>`INSERT INTO mosque_device_events (device_id, prev_id, mosque_id, at, kind, reason, detail)
-        VALUES (${device}, (SELECT timeline_head FROM devices WHERE id = ${device}), NULL, ${now}, 'status', ${reason}, '{}') RETURNING id`.execute(store);
-      await sql`UPDATE devices SET timeline_head = ${rows[0]!.id}, timeline_seq = timeline_seq + 1 WHERE id = ${device}`.execute(store);
-    };
+    const timeline = createTimeline(store, () => now * 1000);
+    const append = (device: string, reason: string) => timeline.note({ deviceId: device, mosqueId: null, kind: 'status', reason });
     for (let i = 0; i < 6; i++) {
       await append('d1', `a${i}`);
       if (i % 2 === 0) await append('d2', `b${i}`);
       now += day;
     }
-    const timeline = createTimeline(lite, store, () => now * 1000);
     const reasons = (page: Array<{ reason: string | null }>) => page.map((e) => e.reason);
     const first = await timeline.list('d1', 4, null);
     assert.deepEqual(reasons(first), ['a5', 'a4', 'a3', 'a2']);
@@ -269,7 +261,6 @@ test("the device timeline's chain walks run on PostgreSQL: pages, the per-device
     const left = await sql<{ n: number }>`SELECT (SELECT count(*) FROM mosque_device_events WHERE device_id = 'd2') + (SELECT count(*) FROM device_timeline_orphans) AS n`.execute(store);
     assert.equal(left.rows[0]!.n, 0);
   } finally {
-    lite.close();
     await store.destroy();
   }
 });

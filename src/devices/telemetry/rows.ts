@@ -1,5 +1,4 @@
-import type { Db } from '../../platform/db.ts';
-import type { Store } from '../../platform/store/store.ts';
+import type { Store, StoreTransaction } from '../../platform/store/store.ts';
 import { prepared } from '../../platform/store/prepared.ts';
 import type { HeartbeatReport } from '../device-config.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
@@ -10,19 +9,26 @@ import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog } from './live.ts';
 
 export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
 
-/** What telemetry writes to SQLite: a status transition, the batched heartbeats and logs; and the logs read back. */
-export function createTelemetryRows(deps: { db: Db; store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
-  const { db, devices, timeline, live } = deps;
-  // Positional parameters: run once per status, and binding by name cost ~1 µs more per run here.
-  const writeStatus = db.prepare(
-    `UPDATE devices SET status = ?, status_reason = ?, status_detail = ?, status_at = ?, last_seen_at = COALESCE(?, last_seen_at),
-       fw = COALESCE(?, fw), mac = COALESCE(?, mac), ssid = COALESCE(?, ssid), ip = COALESCE(?, ip),
-       rssi = COALESCE(?, rssi), temp_c = COALESCE(?, temp_c), uptime_s = COALESCE(?, uptime_s),
-       reported_config_version = COALESCE(?, reported_config_version) WHERE id = ?`,
+/** What telemetry writes to the store: a status transition, the batched heartbeats and logs; and the logs read back. */
+export function createTelemetryRows(deps: { store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
+  const { store, devices, timeline } = deps;
+  // Run once per status: built and compiled once (prepared). A field the report did not carry keeps the row's value.
+  type StatusValues = {
+    status: string; reason: string | null; detail: string; at: number; seen: number | null; fw: string | null; mac: string | null; ssid: string | null;
+    ip: string | null; rssi: number | null; temp: number | null; uptime: number | null; cfg: number | null; id: string;
+  };
+  const writeStatus = prepared<StatusValues>(
+    store, ['status', 'reason', 'detail', 'at', 'seen', 'fw', 'mac', 'ssid', 'ip', 'rssi', 'temp', 'uptime', 'cfg', 'id'],
+    (v) => store.updateTable('devices').set((eb) => ({
+      status: v.status, status_reason: v.reason, status_detail: v.detail, status_at: v.at,
+      last_seen_at: eb.fn.coalesce(eb.val(v.seen), 'last_seen_at'),
+      fw: eb.fn.coalesce(eb.val(v.fw), 'fw'), mac: eb.fn.coalesce(eb.val(v.mac), 'mac'), ssid: eb.fn.coalesce(eb.val(v.ssid), 'ssid'),
+      ip: eb.fn.coalesce(eb.val(v.ip), 'ip'), rssi: eb.fn.coalesce(eb.val(v.rssi), 'rssi'), temp_c: eb.fn.coalesce(eb.val(v.temp), 'temp_c'),
+      uptime_s: eb.fn.coalesce(eb.val(v.uptime), 'uptime_s'), reported_config_version: eb.fn.coalesce(eb.val(v.cfg), 'reported_config_version'),
+    })).where('id', '=', v.id),
   );
   // The batched flush's statements, each built and compiled once (prepared): run for every device that sent a
   // heartbeat, at each flush. A field the heartbeat did not carry keeps the row's value (COALESCE).
-  const { store } = deps;
   const writeHeartbeat = prepared<{ seen: number | null; rssi: number | null; ip: string | null; uptime: number | null; heap: number | null; volume: number | null; cfg: number | null; id: string }>(
     store, ['seen', 'rssi', 'ip', 'uptime', 'heap', 'volume', 'cfg', 'id'],
     (v) => store.updateTable('devices').set((eb) => ({
@@ -43,8 +49,6 @@ export function createTelemetryRows(deps: { db: Db; store: Store; clock: Clock; 
   // Every line older than the newest LOGS_KEPT_PER_DEVICE of the device (none when it has no more than those).
   const trimLogs = prepared<{ device: string }>(store, ['device'], (v) => store.deleteFrom('device_logs').where('device_id', '=', v.device)
     .where('id', '<=', (eb) => eb.selectFrom('device_logs').select('id').where('device_id', '=', v.device).orderBy('id', 'desc').limit(1).offset(LOGS_KEPT_PER_DEVICE)));
-  // The writes above are still better-sqlite3's statements: they run inside the synchronous transactions of the
-  // group commit and of the heartbeat flush, which move to the store together. The read is on the store already.
   const readLogs = (id: string, limit: number) =>
     deps.store.selectFrom('device_logs').select(['at', 'ts', 'level', 'msg']).where('device_id', '=', id).orderBy('id', 'desc').limit(limit).execute();
   const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
@@ -75,22 +79,20 @@ export function createTelemetryRows(deps: { db: Db; store: Store; clock: Clock; 
 
 
   /** The row's UPDATE and, for a transition, its timeline entry (inside the caller's transaction). */
-  function writeTransition(id: string, from: string, report: Transition, source: string): void {
+  async function writeTransition(trx: StoreTransaction, id: string, from: string, report: Transition, source: string): Promise<void> {
     const reason = report.reason ?? null;
     const now = toUnixSeconds(nowMs());
-    writeStatus.run(
-      report.status, reason, JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), now,
+    await writeStatus.run(trx, {
+      status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), at: now,
       // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
-      source === 'backend' ? null : now,
-      report.fw ?? null, report.mac ?? null, report.ssid ?? null, report.ip ?? null, report.rssi ?? null,
-      report.temp_c ?? null, report.uptime_s ?? null, report.config_version ?? null, id,
-    );
+      seen: source === 'backend' ? null : now,
+      fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
+      temp: report.temp_c ?? null, uptime: report.uptime_s ?? null, cfg: report.config_version ?? null, id,
+    });
     if (from !== report.status) {
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
+      await timeline.record(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
     }
   }
 
-  const writeTransitionNow = db.transaction(writeTransition);
-
-  return { writeBatch, writeTransition, writeTransitionNow, readLogs };
+  return { writeBatch, writeTransition, readLogs };
 }
