@@ -121,12 +121,10 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
         },
       });
       setTimeout(() => pending.get(id)?.settle(null), ttlSeconds * 1000).unref();
-      // Published once its note is written, so the timeline has it before the ack's; a note the store refused
-      // does not hold the command back (the caller has gone on: nothing waits for it).
-      deps.timeline.note({ deviceId, mosqueId, kind: 'command_sent', detail: { command_id: id, name, args } })
-        .catch(failed('command note not written'))
-        .then(() => publish(deviceId, id, name, args, ttlSeconds))
-        .catch(failed('command publish failed'));
+      // Published at once, as the caller goes on; the note is asked for first, and notes are written in the
+      // order asked (each after the group commit's pending writes), so it lands before its ack's.
+      deps.timeline.note({ deviceId, mosqueId, kind: 'command_sent', detail: { command_id: id, name, args } }).catch(failed('command note not written'));
+      publish(deviceId, id, name, args, ttlSeconds).catch(failed('command publish failed'));
     },
 
     /** An ack from the broker: only the device the command went to, with the same id and name, settles it. */
