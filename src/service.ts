@@ -190,8 +190,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const plane = await createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
       store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
-      membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
-      membershipRemoved: people.memberships.wasRemovedSync,
+      membershipStatus: async (mosqueId, userId, q) => (await people.memberships.findFor(mosqueId, userId, q))?.status ?? null,
+      membershipRemoved: (mosqueId, userId, q) => people.memberships.wasRemoved(mosqueId, userId, q),
       changes,
     });
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });

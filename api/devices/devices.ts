@@ -103,7 +103,7 @@ export function deviceRoutes(deps: Deps) {
     return c.json(plane.leaseKeys());
   });
 
-  app.get('/devices/:id', async (c) => c.json(plane.describe(await open(c, 'view'))));
+  app.get('/devices/:id', async (c) => c.json(await plane.describe(await open(c, 'view'))));
 
   app.get('/devices/:id/why', async (c) => {
     const { audio } = deps;

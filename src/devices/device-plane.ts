@@ -2,7 +2,7 @@ import type { ActivityLog } from '../mosques/activity.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import { sql } from 'kysely';
-import type { Store, StoreTransaction } from '../platform/store/store.ts';
+import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { storageFaultOf, type Faults } from '../platform/faults.ts';
 import type { DeviceLink } from './device-link.ts';
 import { createDeviceService } from './device-service.ts';
@@ -49,8 +49,9 @@ export async function createDevicePlane(deps: {
   activity: ActivityLog;
   /** Who is an admin or a manager of a mosque: they see and change its devices (src/devices/plane/access.ts). */
   admins: Pick<AdminStore, 'find' | 'listForUser'>;
-  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
-  membershipRemoved: (mosqueId: string, userId: string) => boolean;
+  /** The owner's membership, read through `q` (src/devices/entitlement.ts). */
+  membershipStatus: (mosqueId: string, userId: string, q: Queries) => Promise<MembershipStatus | null>;
+  membershipRemoved: (mosqueId: string, userId: string, q: Queries) => Promise<boolean>;
   /** Where registry and lease writes are announced (src/platform/changes.ts). */
   changes?: ChangePublisher;
   /** The stream address configs carry (src/devices/entitlement.ts); default the mosque's own stream_url. */
@@ -93,15 +94,15 @@ export async function createDevicePlane(deps: {
     mosqueOf: (id) => devices.info(id)?.mosqueId ?? null,
     effects: createCommandEffects({ store, devices, timeline, clock, unbind: (row, actorId) => service.update(row, { mosqueId: null }, actorId) }),
   });
-  const access = createDeviceAccess({ findById: (id) => devices.findById(id), mosques: deps.mosques, admins: deps.admins, membershipStatus: deps.membershipStatus });
+  const access = createDeviceAccess({ findById: (id) => devices.findById(id), mosques: deps.mosques, admins: deps.admins, membershipStatus: (m, u) => deps.membershipStatus(m, u, store) });
   const verbs = createDeviceVerbs({
     devices, service, commands, timeline, access, admins: deps.admins, jwks: signer.jwks,
-    describer: createDescriber({ telemetry, entitlement, membershipStatus: deps.membershipStatus, clock }),
+    describer: createDescriber({ telemetry, entitlement, membershipStatus: deps.membershipStatus, store, clock }),
   });
 
   /** Pushes a new config to every player whose entitlement no longer matches the lease it holds. */
   const reconcile = async (rows: DeviceRow[], reason: string) => {
-    for (const row of rows) if (row.kind === 'stream_player' && entitlement.isStale(row)) await service.refreshConfig(row.id, reason);
+    for (const row of rows) if (row.kind === 'stream_player' && (await entitlement.isStale(row))) await service.refreshConfig(row.id, reason);
   };
   const renewLeases = async () => {
     for (const id of entitlement.dueForRenewal()) if (telemetry.isConnected(id)) await service.refreshConfig(id, 'lease_renewal');
@@ -157,7 +158,7 @@ export async function createDevicePlane(deps: {
   const configureArrival = async (trx: StoreTransaction, id: string): Promise<{ id: string; payload: Buffer | Record<string, unknown> } | null> => {
     const row = await devices.findById(id, trx);
     if (!row) return null;
-    if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) return service.buildConfig(trx, row, 'reconnected');
+    if (row.kind === 'stream_player' && (entitlement.isDue(id) || (await entitlement.isStale(row, trx)))) return service.buildConfig(trx, row, 'reconnected');
     return service.ensureConfigPublished(trx, id, row);
   };
   /**
@@ -224,7 +225,7 @@ export async function createDevicePlane(deps: {
     let renewed = 0;
     for (let rows = await devices.listPage(trx, '', START_PAGE); rows.length > 0; rows = await devices.listPage(trx, rows.at(-1)!.id, START_PAGE)) {
       for (const row of rows) {
-        const fresh = row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(row.id));
+        const fresh = row.kind === 'stream_player' && (entitlement.isDue(row.id) || (await entitlement.isStale(row, trx)));
         if (fresh) renewed++;
         built.push(await service.buildConfig(trx, row, fresh ? 'service_start' : null));
       }

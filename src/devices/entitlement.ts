@@ -40,9 +40,10 @@ interface Deps {
   clock: Clock;
   devices: DeviceStore;
   mosques: MosqueStore;
-  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  /** Read through `q` (the caller's transaction when there is one: on SQLite a query outside it would wait for it). */
+  membershipStatus: (mosqueId: string, userId: string, q: Queries) => Promise<MembershipStatus | null> | MembershipStatus | null;
   /** Whether the user's membership of the mosque was removed (and not re-created since). */
-  membershipRemoved: (mosqueId: string, userId: string) => boolean;
+  membershipRemoved: (mosqueId: string, userId: string, q: Queries) => Promise<boolean> | boolean;
   signer: LeaseSigner;
   ttlHours: number;
   /** A lease issued or dropped is announced (kind `device`): other processes' broker checks read their own map. */
@@ -86,10 +87,10 @@ export async function createEntitlement(deps: Deps) {
   const streamUrl = deps.streamUrl ?? ((mosque: MosqueRow) => mosque.stream_url);
   const ttlSeconds = deps.ttlHours * 3600;
 
-  const decisionFor = (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>): Decision => {
+  const decisionFor = async (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>, q: Queries = deps.store): Promise<Decision> => {
     if (!row.mosque_id || !row.owner_user_id) return decide(row, null);
-    const status = deps.membershipStatus(row.mosque_id, row.owner_user_id);
-    return decide(row, status, status === null && deps.membershipRemoved(row.mosque_id, row.owner_user_id));
+    const status = await deps.membershipStatus(row.mosque_id, row.owner_user_id, q);
+    return decide(row, status, status === null && (await deps.membershipRemoved(row.mosque_id, row.owner_user_id, q)));
   };
 
   /**
@@ -102,7 +103,7 @@ export async function createEntitlement(deps: Deps) {
       .where('kind', '=', 'stream_player').where('lease_expires_at', 'is not', null).where('mosque_id', 'is not', null).execute());
     const next = new Map<string, Lease>();
     for (const row of rows) {
-      if (decisionFor(row).entitled && row.lease_expires_at! > nowSeconds()) next.set(row.id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
+      if (row.lease_expires_at! > nowSeconds() && (await decisionFor(row)).entitled) next.set(row.id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
     }
     for (const id of changed) {
       const mine = leases.get(id);
@@ -117,7 +118,7 @@ export async function createEntitlement(deps: Deps) {
   const reloadOne = async (id: string) => {
     const { rows: row, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['kind', 'mosque_id', 'owner_user_id', 'enabled', 'lease_expires_at', 'lease_token']).where('id', '=', id).executeTakeFirst());
     if (changed.has(id)) return; // this process wrote it meanwhile: memory is the newer word
-    if (row && row.kind === 'stream_player' && row.mosque_id !== null && row.lease_expires_at !== null && row.lease_expires_at > nowSeconds() && decisionFor(row).entitled) {
+    if (row && row.kind === 'stream_player' && row.mosque_id !== null && row.lease_expires_at !== null && row.lease_expires_at > nowSeconds() && (await decisionFor(row)).entitled) {
       leases.set(id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at, token: row.lease_token });
     } else leases.delete(id);
   };
@@ -152,7 +153,7 @@ export async function createEntitlement(deps: Deps) {
     async binding(q: Queries, row: DeviceRow): Promise<Binding> {
       const mosque = row.mosque_id ? await deps.mosques.findById(row.mosque_id, q) : null;
       if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, null) : null, lease: null, unbound_reason: null };
-      const decision = decisionFor(row);
+      const decision = await decisionFor(row, q);
       if (!decision.entitled) {
         await revoke(q, row.id);
         return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
@@ -168,8 +169,8 @@ export async function createEntitlement(deps: Deps) {
     },
 
     /** Whether the player's entitlement differs from the lease it holds (so its config must change now). */
-    isStale(row: DeviceRow): boolean {
-      const decision = decisionFor(row);
+    async isStale(row: DeviceRow, q: Queries = deps.store): Promise<boolean> {
+      const decision = await decisionFor(row, q);
       const lease = leases.get(row.id);
       if (!decision.entitled) return lease !== undefined;
       return lease === undefined || lease.mosqueId !== decision.mosqueId;

@@ -35,7 +35,7 @@ export function createDeviceAccess(deps: {
   findById: (id: string) => Promise<DeviceRow | null>;
   mosques: Pick<MosqueStore, 'findById'>;
   admins: Pick<AdminStore, 'find'>;
-  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  membershipStatus: (mosqueId: string, userId: string) => Promise<MembershipStatus | null>;
 }) {
   async function standingFor(actor: Actor, row: DeviceRow): Promise<DeviceStanding> {
     const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? await deps.admins.find(row.mosque_id, actor.id) : null);
@@ -53,7 +53,7 @@ export function createDeviceAccess(deps: {
     if (!(await deps.mosques.findById(mosqueId))) return fail('not_found', NO_MOSQUE);
     if (actor.isSuperadmin) return ok(undefined);
     const admin = await deps.admins.find(mosqueId, actor.id);
-    const status = deps.membershipStatus(mosqueId, actor.id);
+    const status = await deps.membershipStatus(mosqueId, actor.id);
     if (admin?.can_manage === 1 || status === 'pending' || status === 'approved') return ok(undefined);
     if (admin || status) return fail('forbidden', 'Only a member or a manager of the mosque may bind a player to it.');
     return fail('not_found', NO_MOSQUE);

@@ -40,7 +40,7 @@ export function createDeviceVerbs(deps: {
 
   return {
     open: access.open,
-    describe: (device: OpenDevice): DeviceBody => describe(device.row),
+    describe: (device: OpenDevice): Promise<DeviceBody> => describe(device.row),
 
     /** The devices one mosque's list holds, or (no mosque named) every device the person may see. */
     async list(actor: Actor, mosqueId?: string): Promise<DeviceBody[]> {
@@ -53,17 +53,22 @@ export function createDeviceVerbs(deps: {
       }
       const unique = new Map<string, (typeof rows)[number]>();
       for (const row of rows) if (await access.visible(actor, row)) unique.set(row.id, row);
-      return [...unique.values()].map(describe);
+      const bodies: DeviceBody[] = [];
+      for (const row of unique.values()) bodies.push(await describe(row));
+      return bodies;
     },
 
     /** A member's players in one mosque, as its admins see them beside the membership (the caller checked it is one). */
-    playersOf: async (userId: string, mosqueId: string): Promise<DeviceBody[]> =>
-      (await deps.devices.listForOwner(userId)).filter((d) => d.kind === 'stream_player' && d.mosque_id === mosqueId).map(describe),
+    async playersOf(userId: string, mosqueId: string): Promise<DeviceBody[]> {
+      const bodies: DeviceBody[] = [];
+      for (const row of await deps.devices.listForOwner(userId)) if (row.kind === 'stream_player' && row.mosque_id === mosqueId) bodies.push(await describe(row));
+      return bodies;
+    },
 
     /** A mosque's transmitter (the edge's mosque gate let only its managers through). */
     async registerTransmitter(mosqueId: string, name: string | null, actorId: string): Promise<Credentials> {
       const { row, password } = await service.register('transmitter', name, mosqueId, null, actorId);
-      return { device: describe(row), password };
+      return { device: await describe(row), password };
     },
 
     /** A stream player the person owns, bound to a mosque that takes them or to none. */
@@ -73,7 +78,7 @@ export function createDeviceVerbs(deps: {
         if (!bindable.ok) return bindable;
       }
       const registered = await service.registerPlayer(name, mosqueId, actor);
-      return registered.ok ? ok({ device: describe(registered.value.row), password: registered.value.password }) : registered;
+      return registered.ok ? ok({ device: await describe(registered.value.row), password: registered.value.password }) : registered;
     },
 
     /** Name, settings and binding in one change (a move is a change of `mosqueId`), each with its rule first. */
@@ -85,7 +90,7 @@ export function createDeviceVerbs(deps: {
         const movable = await access.mayMove(device, change.mosqueId);
         if (!movable.ok) return movable;
       }
-      return ok(describe(await service.update(row, change, device.actor.id)));
+      return ok(await describe(await service.update(row, change, device.actor.id)));
     },
 
     remove: (device: OpenDevice): Promise<void> => service.delete(device.row, device.actor.id),
@@ -93,7 +98,7 @@ export function createDeviceVerbs(deps: {
     /** A new password; the old one, its lease and its live connection end now. */
     async rotate(device: OpenDevice): Promise<Credentials> {
       const password = await service.rotateCredentials(device.row, device.actor.id);
-      return { device: describe(device.row), password };
+      return { device: await describe(device.row), password };
     },
 
     /** Whether this device takes the command: asked before the command's arguments are read. */
