@@ -236,7 +236,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
-      mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findByIdSync(mosqueId)?.stream_url ?? null)),
+      mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await people.mosques.findById(mosqueId))?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),

@@ -28,7 +28,7 @@ export interface HookDeps {
   /** Whether a stream player may hear its mosque's broadcasts right now (docs/firmware.md#5-the-lease-and-checking-it-offline). */
   entitled?: (device: DeviceIdentity, mosqueId: string) => boolean;
   /** The mosque's own stream_url: the only one a transmitter's broadcast event may carry (docs/firmware.md#43-broadcast-events-mosquesmosque_idbroadcast-qos-1-retained). */
-  mosqueStreamUrl?: (mosqueId: string) => string | null;
+  mosqueStreamUrl?: (mosqueId: string) => Promise<string | null> | string | null;
   clock: Clock;
   /** Publish budgets per device (DEVICE_*_RATE, DEVICE_*_BURST) and the flood window (DEVICE_FLOOD_WINDOW_S). */
   budgets: Record<'status' | 'heartbeat' | 'ack', Rate>;

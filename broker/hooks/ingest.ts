@@ -47,8 +47,16 @@ export function createIngest(deps: HookDeps) {
         answer(err ? { kind: 'not_written', deviceId: info.id } : null);
       });
     }
-    if (channel === 'broadcast') forwardBroadcast(info, packet, parsed.value as BroadcastEvent);
-    else if (!record(info, channel, packet, parsed.value, payload.length)) return answer({ kind: 'log_throttled', deviceId: info.id });
+    if (channel === 'broadcast') {
+      // Answered once the mosque's stream is read (the store may answer after other packets): aedes forwards
+      // the packet as rewritten by then. A failed read refuses it as not written.
+      forwardBroadcast(info, packet, parsed.value as BroadcastEvent).then(() => answer(null), (err: unknown) => {
+        deps.telemetry.writeFailed(info.id, 'broadcast', err);
+        answer({ kind: 'not_written', deviceId: info.id });
+      });
+      return;
+    }
+    if (!record(info, channel, packet, parsed.value, payload.length)) return answer({ kind: 'log_throttled', deviceId: info.id });
     answer(null);
   }
 
@@ -70,9 +78,9 @@ export function createIngest(deps: HookDeps) {
    * elsewhere. Re-serialized from the checked value: players see only the fields of docs/firmware.md#43-broadcast-events-mosquesmosque_idbroadcast-qos-1-retained.
    * aedes forwards the packet as the hook left it ("Handler: authorizePublish" in aedes's docs/Aedes.md).
    */
-  function forwardBroadcast(info: DeviceInfo, packet: PublishPacket, event: BroadcastEvent): void {
+  async function forwardBroadcast(info: DeviceInfo, packet: PublishPacket, event: BroadcastEvent): Promise<void> {
     packet.retain = false;
-    const own = info.mosqueId ? (deps.mosqueStreamUrl?.(info.mosqueId) ?? null) : null;
+    const own = info.mosqueId ? ((await deps.mosqueStreamUrl?.(info.mosqueId)) ?? null) : null;
     const { stream_url: claimed, ...rest } = event;
     if (claimed !== undefined && claimed !== own) deps.telemetry.rejected(info.id, 'broadcast', 'foreign_stream_url');
     packet.payload = Buffer.from(JSON.stringify(claimed !== undefined && own ? { ...rest, stream_url: own } : rest));
