@@ -11,6 +11,11 @@ import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { forPostgres, migratePostgres, readPostgresMigrations } from '../../src/platform/store/postgres-migrations.ts';
 import { createRevokedTokens } from '../../src/people/revoked-tokens.ts';
 import { createTimeline } from '../../src/devices/timeline.ts';
+import { pino } from 'pino';
+import { createDeviceStore } from '../../src/devices/devices.ts';
+import { createGroupCommit } from '../../src/devices/group-commit.ts';
+import { createTelemetry } from '../../src/devices/telemetry/telemetry.ts';
+import type { Faults } from '../../src/platform/faults.ts';
 import { postgresInstalled, startPostgres, type PostgresCluster } from './postgres.ts';
 
 const skip = postgresInstalled() ? false : 'PostgreSQL 15 or newer is not installed (.ci/run installs it)';
@@ -260,6 +265,64 @@ test("the device timeline's chain walks run on PostgreSQL: pages, the per-device
     assert.equal(await timeline.prune(100, 10), 2);
     const left = await sql<{ n: number }>`SELECT (SELECT count(*) FROM mosque_device_events WHERE device_id = 'd2') + (SELECT count(*) FROM device_timeline_orphans) AS n`.execute(store);
     assert.equal(left.rows[0]!.n, 0);
+  } finally {
+    await store.destroy();
+  }
+});
+
+test("the devices registry's writes, the group commit's status write and the heartbeat flush answer the same on PostgreSQL", { skip }, async () => {
+  const store = await open();
+  try {
+    await migratePostgres(store);
+    let now = 1_900_000_000_000;
+    const clock = () => now;
+    await sql`INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'a@example.com', 'h', 'member', 1, 1)`.execute(store);
+    const devices = await createDeviceStore(store, clock);
+    const { row, password } = await devices.create(store, { kind: 'transmitter', name: 'tx', mosqueId: null, ownerUserId: null });
+    assert.equal(devices.verifySecret(row.id, password), true);
+    assert.equal(row.created_at, now / 1000);
+    const renamed = await devices.update(store, row.id, { name: 'minbar' });
+    assert.equal(renamed.name, 'minbar');
+    assert.equal(renamed.config_version, row.config_version, 'a name alone keeps the version');
+    const set = await devices.update(store, row.id, { settings: { heartbeat_secs: 60 } });
+    assert.equal(set.config_version, row.config_version + 1);
+    assert.equal((await devices.bumpConfigVersion(store, row.id)).config_version, row.config_version + 2);
+    const second = await devices.rotateSecret(store, row.id);
+    assert.equal(devices.verifySecret(row.id, password), false);
+    assert.equal(devices.verifySecret(row.id, second), true);
+    await devices.setLogLevel(store, row.id, 'debug', 123);
+    assert.equal(devices.info(row.id)?.logUntil, 123);
+    await devices.claimConnection(store, row.id, 'b1');
+    assert.equal(await devices.connectionOwner(row.id), 'b1');
+    await devices.releaseConnection(store, row.id, 'b2');
+    assert.equal(await devices.connectionOwner(row.id), 'b1', 'only the process\'s own claim');
+    await devices.releaseConnection(store, row.id, 'b1');
+    assert.equal(await devices.connectionOwner(row.id), null);
+    await devices.create(store, { kind: 'stream_player', name: 'p', mosqueId: null, ownerUserId: 'u1' });
+    assert.equal(await devices.countPlayersOf(store, 'u1'), 1);
+    assert.equal((await createDeviceStore(store, clock)).info(row.id)?.id, row.id, 'a new registry loads it');
+
+    // A status through the group commit: its row and its timeline entry in one transaction, settled after COMMIT.
+    const faults = { report: (what: string, err: unknown) => assert.fail(`${what}: ${String(err)}`) } as unknown as Faults;
+    const commits = createGroupCommit(store, (err) => assert.fail(String(err)));
+    const timeline = createTimeline(store, clock, commits.flush);
+    const telemetry = await createTelemetry({ store, clock, devices, timeline, logger: pino({ level: 'silent' }), faults, commits });
+    const settled = await new Promise<unknown>((resolve) => telemetry.status(row.id, { v: '1.0', status: 'ONLINE', rssi: -60, fw: '1.2.3', ts: 1 }, resolve));
+    assert.equal(settled, null);
+    const written = (await devices.findById(row.id))!;
+    assert.deepEqual([written.status, written.rssi, written.fw, written.last_seen_at], ['ONLINE', -60, '1.2.3', now / 1000]);
+    assert.deepEqual((await timeline.list(row.id, 1, null)).map((e) => [e.kind, e.from, e.to]), [['status', 'UNKNOWN', 'ONLINE']]);
+
+    // The heartbeat flush: one UPDATE ... FROM (VALUES ...) per chunk; a field not sent keeps the row's value.
+    now += 5000;
+    telemetry.heartbeat(row.id, { v: '1.0', status: 'ONLINE', uptime_s: 99, free_heap: 1234, ts: 2 });
+    assert.equal(await telemetry.flush(), true);
+    const beat = (await devices.findById(row.id))!;
+    assert.deepEqual([beat.uptime_s, beat.free_heap, beat.rssi, beat.last_seen_at], [99, 1234, -60, now / 1000]);
+
+    await devices.delete(store, row.id);
+    assert.equal(await devices.findById(row.id), null);
+    assert.equal(devices.info(row.id), null);
   } finally {
     await store.destroy();
   }

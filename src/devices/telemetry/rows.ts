@@ -1,5 +1,6 @@
 import type { Store, StoreTransaction } from '../../platform/store/store.ts';
-import { prepared } from '../../platform/store/prepared.ts';
+import { sql } from 'kysely';
+import { prepared, type Prepared } from '../../platform/store/prepared.ts';
 import type { HeartbeatReport } from '../device-config.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
@@ -27,21 +28,46 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
       uptime_s: eb.fn.coalesce(eb.val(v.uptime), 'uptime_s'), reported_config_version: eb.fn.coalesce(eb.val(v.cfg), 'reported_config_version'),
     })).where('id', '=', v.id),
   );
-  // The batched flush's statements, each built and compiled once (prepared): run for every device that sent a
-  // heartbeat, at each flush. A field the heartbeat did not carry keeps the row's value (COALESCE).
-  const writeHeartbeat = prepared<{ seen: number | null; rssi: number | null; ip: string | null; uptime: number | null; heap: number | null; volume: number | null; cfg: number | null; id: string }>(
-    store, ['seen', 'rssi', 'ip', 'uptime', 'heap', 'volume', 'cfg', 'id'],
-    (v) => store.updateTable('devices').set((eb) => ({
-      last_seen_at: v.seen,
-      rssi: eb.fn.coalesce(eb.val(v.rssi), 'rssi'),
-      ip: eb.fn.coalesce(eb.val(v.ip), 'ip'),
-      uptime_s: eb.fn.coalesce(eb.val(v.uptime), 'uptime_s'),
-      free_heap: eb.fn.coalesce(eb.val(v.heap), 'free_heap'),
-      volume: eb.fn.coalesce(eb.val(v.volume), 'volume'),
-      reported_config_version: eb.fn.coalesce(eb.val(v.cfg), 'reported_config_version'),
-    })).where('id', '=', v.id),
-  );
-  const touchOnly = prepared<{ seen: number | null; id: string }>(store, ['seen', 'id'], (v) => store.updateTable('devices').set({ last_seen_at: v.seen }).where('id', '=', v.id));
+  // The batched flush: one UPDATE ... FROM (VALUES ...) per chunk of devices (SQLite 3.33 and PostgreSQL both
+  // have UPDATE ... FROM; a VALUES list's columns are column1, column2, ... on both), built and compiled once per
+  // chunk size (prepared), so a flush of 1,000 devices is a handful of statements instead of 1,000. A field the
+  // heartbeat did not carry keeps the row's value (COALESCE); a device that sent no heartbeat has only its
+  // last-seen time. The casts give PostgreSQL the columns' types for parameters that may all be NULL.
+  const FIELDS = ['id', 'seen', 'rssi', 'ip', 'uptime', 'heap', 'volume', 'cfg'] as const;
+  type SeenRow = Record<(typeof FIELDS)[number], string | number | null>;
+  const byChunk = new Map<number, Prepared<Record<string, unknown>, unknown>>();
+  const updateSeen = (n: number) => {
+    let p = byChunk.get(n);
+    if (p) return p;
+    const names = Array.from({ length: n }, (_, i) => FIELDS.map((f) => `${f}${i}`)).flat();
+    p = prepared<Record<string, unknown>>(store, names, (v) => {
+      const rows = Array.from({ length: n }, (_, i) => sql`(${v[`id${i}`]}, CAST(${v[`seen${i}`]} AS BIGINT), CAST(${v[`rssi${i}`]} AS BIGINT), CAST(${v[`ip${i}`]} AS TEXT),
+        CAST(${v[`uptime${i}`]} AS BIGINT), CAST(${v[`heap${i}`]} AS BIGINT), CAST(${v[`volume${i}`]} AS BIGINT), CAST(${v[`cfg${i}`]} AS BIGINT))`);
+      const text = sql`UPDATE devices SET last_seen_at = v.column2, rssi = COALESCE(v.column3, devices.rssi), ip = COALESCE(v.column4, devices.ip),
+        uptime_s = COALESCE(v.column5, devices.uptime_s), free_heap = COALESCE(v.column6, devices.free_heap), volume = COALESCE(v.column7, devices.volume),
+        reported_config_version = COALESCE(v.column8, devices.reported_config_version)
+        FROM (VALUES ${sql.join(rows)}) AS v WHERE devices.id = v.column1`;
+      return { compile: () => text.compile(store) };
+    });
+    byChunk.set(n, p);
+    return p;
+  };
+  /** Chunk sizes: a few statement texts in all, whatever the number of devices a flush holds. */
+  const CHUNKS = [256, 64, 16, 4, 1];
+  async function writeSeen(trx: StoreTransaction, rows: SeenRow[]): Promise<void> {
+    let at = 0;
+    for (const size of CHUNKS) {
+      while (rows.length - at >= size) {
+        const values: Record<string, unknown> = {};
+        for (let i = 0; i < size; i++) {
+          const r = rows[at + i]!;
+          for (const f of FIELDS) values[`${f}${i}`] = r[f];
+        }
+        await updateSeen(size).run(trx, values);
+        at += size;
+      }
+    }
+  }
   const insertLog = prepared<{ device: string; at: number; ts: number | null; level: string; msg: string }>(
     store, ['device', 'at', 'ts', 'level', 'msg'],
     (v) => store.insertInto('device_logs').values({ device_id: v.device, at: v.at, ts: v.ts, level: v.level, msg: v.msg }),
@@ -56,16 +82,17 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
 
   /**
    * One transaction for the whole batch, on the store: each device's last-seen time and the heartbeat fields
-   * taken from memory when the flush began; a device deleted since is skipped.
+   * taken from memory when the flush began (a few UPDATE ... FROM statements); a device deleted since is skipped.
    */
   async function writeBatch(seen: Array<{ id: string; lastSeenMs: number | null; heartbeat: HeartbeatReport | null }>, logs: PendingLog[]): Promise<void> {
     await store.transaction().execute(async (trx) => {
+      const rows: SeenRow[] = [];
       for (const { id, lastSeenMs, heartbeat: hb } of seen) {
         if (!devices.info(id)) continue;
         const at = lastSeenMs === null ? null : toUnixSeconds(lastSeenMs);
-        if (hb) await writeHeartbeat.run(trx, { seen: at, rssi: hb.rssi ?? null, ip: hb.ip ?? null, uptime: hb.uptime_s ?? null, heap: hb.free_heap ?? null, volume: hb.volume ?? null, cfg: hb.config_version ?? null, id });
-        else await touchOnly.run(trx, { seen: at, id });
+        rows.push({ id, seen: at, rssi: hb?.rssi ?? null, ip: hb?.ip ?? null, uptime: hb?.uptime_s ?? null, heap: hb?.free_heap ?? null, volume: hb?.volume ?? null, cfg: hb?.config_version ?? null });
       }
+      await writeSeen(trx, rows);
       const logged = new Set<string>();
       for (const l of logs) {
         if (!devices.info(l.deviceId)) continue;
