@@ -119,12 +119,16 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
     store, ['head', 'device'],
     (v) => store.updateTable('devices').set((eb) => ({ timeline_head: v.head, timeline_seq: eb('timeline_seq', '+', 1) })).where('id', '=', v.device),
   );
-  const append = async (trx: StoreTransaction, e: TimelineEvent): Promise<void> => {
+  /** The row alone: its id, which the caller's write of the device row makes the head (see `appended`). */
+  const insertRow = async (trx: StoreTransaction, e: TimelineEvent): Promise<number> => {
     const { rows } = await insert.run(trx, {
       device: e.deviceId, mosque: e.mosqueId, at: e.at ?? toUnixSeconds(clock()), kind: e.kind, from: e.from ?? null, to: e.to ?? null,
       reason: e.reason ?? null, actor: e.actorUserId ?? null, detail: JSON.stringify(e.detail ?? {}),
     });
-    await moveHead.run(trx, { head: rows[0]!.id, device: e.deviceId });
+    return rows[0]!.id;
+  };
+  const append = async (trx: StoreTransaction, e: TimelineEvent): Promise<void> => {
+    await moveHead.run(trx, { head: await insertRow(trx, e), device: e.deviceId });
   };
   /**
    * A chain walked back from `start`, newest first (`n` counts from 1); `e.id < c.id` bounds every walk (ids
@@ -226,6 +230,15 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
     async record(trx: StoreTransaction, e: TimelineEvent): Promise<void> {
       await append(trx, e);
       touched?.add(e.deviceId);
+    },
+    /**
+     * The row only, inside the caller's transaction, which then sets the device row's `timeline_head` to the id
+     * returned and adds 1 to its `timeline_seq` in its own UPDATE of that row (a status: one statement less).
+     */
+    async appended(trx: StoreTransaction, e: TimelineEvent): Promise<number> {
+      const id = await insertRow(trx, e);
+      touched?.add(e.deviceId);
+      return id;
     },
     /**
      * A note of its own (a command sent or answered, a flood noted): after the notes and statuses still waiting

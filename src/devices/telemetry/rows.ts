@@ -18,16 +18,18 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
     status: string; reason: string | null; detail: string; at: number; seen: number | null; fw: string | null; mac: string | null; ssid: string | null;
     ip: string | null; rssi: number | null; temp: number | null; uptime: number | null; cfg: number | null; id: string;
   };
-  const writeStatus = prepared<StatusValues>(
-    store, ['status', 'reason', 'detail', 'at', 'seen', 'fw', 'mac', 'ssid', 'ip', 'rssi', 'temp', 'uptime', 'cfg', 'id'],
-    (v) => store.updateTable('devices').set((eb) => ({
-      status: v.status, status_reason: v.reason, status_detail: v.detail, status_at: v.at,
-      last_seen_at: eb.fn.coalesce(eb.val(v.seen), 'last_seen_at'),
-      fw: eb.fn.coalesce(eb.val(v.fw), 'fw'), mac: eb.fn.coalesce(eb.val(v.mac), 'mac'), ssid: eb.fn.coalesce(eb.val(v.ssid), 'ssid'),
-      ip: eb.fn.coalesce(eb.val(v.ip), 'ip'), rssi: eb.fn.coalesce(eb.val(v.rssi), 'rssi'), temp_c: eb.fn.coalesce(eb.val(v.temp), 'temp_c'),
-      uptime_s: eb.fn.coalesce(eb.val(v.uptime), 'uptime_s'), reported_config_version: eb.fn.coalesce(eb.val(v.cfg), 'reported_config_version'),
-    })).where('id', '=', v.id),
-  );
+  const STATUS_NAMES = ['status', 'reason', 'detail', 'at', 'seen', 'fw', 'mac', 'ssid', 'ip', 'rssi', 'temp', 'uptime', 'cfg', 'id'] as const;
+  const statusColumns = (v: StatusValues) => store.updateTable('devices').set((eb) => ({
+    status: v.status, status_reason: v.reason, status_detail: v.detail, status_at: v.at,
+    last_seen_at: eb.fn.coalesce(eb.val(v.seen), 'last_seen_at'),
+    fw: eb.fn.coalesce(eb.val(v.fw), 'fw'), mac: eb.fn.coalesce(eb.val(v.mac), 'mac'), ssid: eb.fn.coalesce(eb.val(v.ssid), 'ssid'),
+    ip: eb.fn.coalesce(eb.val(v.ip), 'ip'), rssi: eb.fn.coalesce(eb.val(v.rssi), 'rssi'), temp_c: eb.fn.coalesce(eb.val(v.temp), 'temp_c'),
+    uptime_s: eb.fn.coalesce(eb.val(v.uptime), 'uptime_s'), reported_config_version: eb.fn.coalesce(eb.val(v.cfg), 'reported_config_version'),
+  }));
+  const writeStatus = prepared<StatusValues>(store, STATUS_NAMES, (v) => statusColumns(v).where('id', '=', v.id));
+  // A transition: its timeline row is inserted first, and the same UPDATE makes it the device's head.
+  const writeTransitionRow = prepared<StatusValues & { head: number }>(store, [...STATUS_NAMES, 'head'], (v) => statusColumns(v)
+    .set((eb) => ({ timeline_head: v.head, timeline_seq: eb('timeline_seq', '+', 1) })).where('id', '=', v.id));
   // The batched flush: one UPDATE ... FROM (VALUES ...) per chunk of devices (SQLite 3.33 and PostgreSQL both
   // have UPDATE ... FROM; a VALUES list's columns are column1, column2, ... on both), built and compiled once per
   // chunk size (prepared), so a flush of 1,000 devices is a handful of statements instead of 1,000. A field the
@@ -109,16 +111,16 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
   async function writeTransition(trx: StoreTransaction, id: string, from: string, report: Transition, source: string): Promise<void> {
     const reason = report.reason ?? null;
     const now = toUnixSeconds(nowMs());
-    await writeStatus.run(trx, {
+    const values: StatusValues = {
       status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), at: now,
       // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
       seen: source === 'backend' ? null : now,
       fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
       temp: report.temp_c ?? null, uptime: report.uptime_s ?? null, cfg: report.config_version ?? null, id,
-    });
-    if (from !== report.status) {
-      await timeline.record(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
-    }
+    };
+    if (from === report.status) return void (await writeStatus.run(trx, values));
+    const head = await timeline.appended(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
+    await writeTransitionRow.run(trx, { ...values, head });
   }
 
   return { writeBatch, writeTransition, readLogs };
