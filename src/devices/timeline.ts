@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
-import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
+import { answersInsertId, type Queries, type Store, type StoreTransaction } from '../platform/store/store.ts';
+import type { Compilable } from 'kysely';
 import { prepared } from '../platform/store/prepared.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 
@@ -107,13 +108,18 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
   // is an append to the table's end, and the two statements write in the caller's transaction. Prepared: a
   // status transition appends one (src/platform/store/prepared.ts).
   type Appended = { device: string; mosque: string | null; at: number; kind: string; from: string | null; to: string | null; reason: string | null; actor: string | null; detail: string };
+  // SQLite answers the new id without RETURNING (cheaper per status); PostgreSQL with it.
+  const bareInsertId = answersInsertId(store);
   const insert = prepared<Appended, { id: number }>(
     store, ['device', 'mosque', 'at', 'kind', 'from', 'to', 'reason', 'actor', 'detail'],
-    (v) => store.insertInto('mosque_device_events').values((eb) => ({
-      device_id: v.device,
-      prev_id: eb.selectFrom('devices').select('timeline_head').where('id', '=', v.device),
-      mosque_id: v.mosque, at: v.at, kind: v.kind, from_status: v.from, to_status: v.to, reason: v.reason, actor_user_id: v.actor, detail: v.detail,
-    })).returning('id'),
+    (v) => {
+      const q = store.insertInto('mosque_device_events').values((eb) => ({
+        device_id: v.device,
+        prev_id: eb.selectFrom('devices').select('timeline_head').where('id', '=', v.device),
+        mosque_id: v.mosque, at: v.at, kind: v.kind, from_status: v.from, to_status: v.to, reason: v.reason, actor_user_id: v.actor, detail: v.detail,
+      }));
+      return (bareInsertId ? q : q.returning('id')) as Compilable<{ id: number }>;
+    },
   );
   const moveHead = prepared<{ head: number; device: string }>(
     store, ['head', 'device'],
@@ -121,11 +127,11 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
   );
   /** The row alone: its id, which the caller's write of the device row makes the head (see `appended`). */
   const insertRow = async (trx: StoreTransaction, e: TimelineEvent): Promise<number> => {
-    const { rows } = await insert.run(trx, {
+    const result = await insert.run(trx, {
       device: e.deviceId, mosque: e.mosqueId, at: e.at ?? toUnixSeconds(clock()), kind: e.kind, from: e.from ?? null, to: e.to ?? null,
       reason: e.reason ?? null, actor: e.actorUserId ?? null, detail: JSON.stringify(e.detail ?? {}),
     });
-    return rows[0]!.id;
+    return bareInsertId ? Number(result.insertId) : result.rows[0]!.id;
   };
   const append = async (trx: StoreTransaction, e: TimelineEvent): Promise<void> => {
     await moveHead.run(trx, { head: await insertRow(trx, e), device: e.deviceId });
