@@ -129,14 +129,14 @@ test('binding: an entitled player gets the stream and a lease; the broker then l
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false);
 
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
-  assert.equal(s.entitlement.isStale(s.player), true, 'entitled without a lease: the config must change');
+  assert.equal((await s.entitlement.isStale(s.player)), true, 'entitled without a lease: the config must change');
   const b = await s.entitlement.binding(s.store, s.player);
   assert.equal(b.stream_url, 'https://radio.example/one');
   assert.equal(b.unbound_reason, null);
   assert.equal(b.lease!.expires_at, now + 3600);
   const { payload } = await verifyWith(s.signer.jwks(), b.lease!.token, now);
   assert.deepEqual(payload, { sub: s.player.id, mosque_id: s.m1.id, iat: now, exp: now + 3600 });
-  assert.equal(s.entitlement.isStale(s.player), false);
+  assert.equal((await s.entitlement.isStale(s.player)), false);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), true);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m2.id), false, 'a lease is for one mosque');
   assert.equal(s.entitlement.holdsLease('dother', s.m1.id), false);
@@ -149,16 +149,16 @@ test('binding: losing entitlement drops the lease at once (ban, rebinding, remov
 
   s.memberships.set(`${s.m1.id}/u1`, 'banned');
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), true, 'until the config is rebuilt');
-  assert.equal(s.entitlement.isStale(s.player), true);
+  assert.equal((await s.entitlement.isStale(s.player)), true);
   assert.deepEqual(await s.entitlement.binding(s.store, s.player), { mosque_id: s.m1.id, stream_url: null, lease: null, unbound_reason: 'membership_lapsed' });
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false);
   assert.equal(s.entitlement.lease(s.player.id), null);
-  assert.equal(s.entitlement.isStale(s.player), false);
+  assert.equal((await s.entitlement.isStale(s.player)), false);
 
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
   await s.entitlement.binding(s.store, s.player);
   const moved = await s.devices.update(s.store, s.player.id, { mosqueId: s.m2.id });
-  assert.equal(s.entitlement.isStale(moved), true, 'a lease for the old mosque is stale after rebinding');
+  assert.equal((await s.entitlement.isStale(moved)), true, 'a lease for the old mosque is stale after rebinding');
   assert.equal((await s.entitlement.binding(s.store, moved)).unbound_reason, 'awaiting_approval');
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false);
 
