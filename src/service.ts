@@ -187,11 +187,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
-    const plane = createDevicePlane({
+    const plane = await createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      db, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
-      membershipStatus: (mosqueId, userId) => people.memberships.findForSync(mosqueId, userId)?.status ?? null,
-      membershipRemoved: people.memberships.wasRemovedSync,
+      store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
+      membershipStatus: async (mosqueId, userId, q) => (await people.memberships.findFor(mosqueId, userId, q))?.status ?? null,
+      membershipRemoved: (mosqueId, userId, q) => people.memberships.wasRemoved(mosqueId, userId, q),
       changes,
     });
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
@@ -207,7 +207,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // address, which is known only once the HTTP server listens (set there, read at a broadcast's start).
     let origin = '';
     const fanout = createFanout({
-      db, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
+      store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? origin, mosqueId),
     });
@@ -236,7 +236,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
-      mosqueStreamUrl: (mosqueId) => (addresses ? addresses.mount(mosqueId) : (people.mosques.findByIdSync(mosqueId)?.stream_url ?? null)),
+      mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await people.mosques.findById(mosqueId))?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
@@ -248,7 +248,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     plane.attach(broker.link);
     plane.onStatusChange(presence.statusChanged);
     people.memberships.listen(membershipStory(plane));
-    people.proof.listen(createAddressClaims({ grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
+    people.proof.listen(createAddressClaims({ store, grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
     broadcasts.gateOnSource(follow.waitsForSource);
     broadcasts.listen(createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock }));
     if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, listened: mosqueEvents.listens, clock, onError: (what, err) => void faults.report(what, err) });
@@ -269,7 +269,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     }
     // Each in-memory cache follows the change feed itself (src/platform/changes.ts), from here on: the leases
     // the start pass renewed are this process's own writes, current already.
-    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane), mosqueStory.followChanges]) {
+    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane, (what, err) => void faults.report(what, err)), mosqueStory.followChanges]) {
       if (follower) changes.subscribe(follower);
     }
     if (config.redisUrl) {
@@ -383,7 +383,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: ReturnType<typeof createDevicePlane>; onError: (what: string, err: unknown) => void },
+  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: Awaited<ReturnType<typeof createDevicePlane>>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { people, plane } = d;

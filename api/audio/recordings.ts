@@ -80,7 +80,7 @@ export function recordingRoutes(deps: Deps) {
   // The lease is checked on every request, Range requests included: a player banned mid-file gets no more.
   app.get('/audio/recordings/:mosque_id', async (c) => {
     const mosqueId = c.req.param('mosque_id');
-    const admitted = deps.admitRecording(c.req.query('lease') || null, c.req.query('ticket') || null, mosqueId);
+    const admitted = await deps.admitRecording(c.req.query('lease') || null, c.req.query('ticket') || null, mosqueId);
     if (!admitted.ok) {
       throw new ApiError('forbidden', "A lease of a player entitled to this mosque's azaan is required (?lease=).", { details: [{ path: 'lease', message: admitted.reason }] });
     }

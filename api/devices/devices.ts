@@ -63,7 +63,7 @@ export function deviceRoutes(deps: Deps) {
   const { plane } = deps;
 
   /** The device named by :id, opened before the body is read: one the caller may not see is a 404 whatever they sent. */
-  const open = (c: AppContext, need: 'view' | 'write') => unwrap(plane.open(actorOf(c), c.req.param('id') ?? '', need));
+  const open = async (c: AppContext, need: 'view' | 'write') => unwrap(await plane.open(actorOf(c), c.req.param('id') ?? '', need));
   /** What firmware needs to connect and to reach the API (the lease JWKS): from PUBLIC_URL, else from the request. */
   const credentials = (c: AppContext, deviceId: string, password: string) => {
     const url = new URL(deps.publicUrl ?? c.req.url);
@@ -84,17 +84,17 @@ export function deviceRoutes(deps: Deps) {
 
   app.post('/mosques/:id/devices', mosqueGate(deps, 'manager'), async (c) => {
     const b = await readJson(c, TransmitterCreate);
-    return c.json(issued(c, plane.registerTransmitter(c.var.mosque.id, b.name ?? null, c.var.user.id)), 201);
+    return c.json(issued(c, await plane.registerTransmitter(c.var.mosque.id, b.name ?? null, c.var.user.id)), 201);
   });
 
   app.post('/devices', async (c) => {
     const b = await readJson(c, PlayerCreate);
-    return c.json(issued(c, unwrap(plane.registerPlayer(actorOf(c), b.name ?? null, b.mosque_id ?? null))), 201);
+    return c.json(issued(c, unwrap(await plane.registerPlayer(actorOf(c), b.name ?? null, b.mosque_id ?? null))), 201);
   });
 
-  app.get('/devices', (c) => {
+  app.get('/devices', async (c) => {
     const q = readQuery(c, DeviceListQuery);
-    return c.json(plane.list(actorOf(c), q.mosque_id));
+    return c.json(await plane.list(actorOf(c), q.mosque_id));
   });
 
   // Public: firmware checks leases offline against these keys. Registered before /devices/:id.
@@ -103,51 +103,51 @@ export function deviceRoutes(deps: Deps) {
     return c.json(plane.leaseKeys());
   });
 
-  app.get('/devices/:id', (c) => c.json(plane.describe(open(c, 'view'))));
+  app.get('/devices/:id', async (c) => c.json(await plane.describe(await open(c, 'view'))));
 
   app.get('/devices/:id/why', async (c) => {
     const { audio } = deps;
     // docs/api.md, "Broadcasts and the audio server": a player ready but silent during a broadcast may be waiting for the source.
-    return c.json(await plane.why(open(c, 'view'), audio ? (mosqueId) => audio.isOnAir(mosqueId) : null));
+    return c.json(await plane.why(await open(c, 'view'), audio ? (mosqueId) => audio.isOnAir(mosqueId) : null));
   });
 
   app.patch('/devices/:id', async (c) => {
-    const device = open(c, 'write');
+    const device = await open(c, 'write');
     const b = await readJson(c, DeviceUpdate);
-    return c.json(unwrap(plane.update(device, {
+    return c.json(unwrap(await plane.update(device, {
       ...(b.name !== undefined && { name: b.name }),
       ...(b.mosque_id !== undefined && { mosqueId: b.mosque_id }),
       ...(b.config !== undefined && { settings: b.config }),
     })));
   });
 
-  app.delete('/devices/:id', (c) => {
-    plane.remove(open(c, 'write'));
+  app.delete('/devices/:id', async (c) => {
+    await plane.remove(await open(c, 'write'));
     return c.body(null, 204);
   });
 
-  app.post('/devices/:id/credentials', (c) => c.json(issued(c, plane.rotate(open(c, 'write')))));
+  app.post('/devices/:id/credentials', async (c) => c.json(issued(c, await plane.rotate(await open(c, 'write')))));
 
   // Remote diagnostics (docs/firmware.md, "4.2 Commands"): answerable while UNBOUND; the owner, a manager of its
   // mosque, or a superadmin (test/api/authorization-matrix.test.ts holds who).
   app.post('/devices/:id/commands', async (c) => {
-    const device = open(c, 'write');
+    const device = await open(c, 'write');
     const b = await readJson(c, CommandRequest);
     unwrap(plane.commandFits(device, b.name)); // before its arguments: "not a transmitter command" says more
     const args = b.name === 'set_log_level' ? parseOrThrow(v.object({ args: SetLogLevelArgs }), { args: b.args ?? {} }).args : (b.args ?? {});
     return c.json(unwrap(await plane.sendCommand(device, b.name, args, b.timeout_ms ?? DEFAULT_TIMEOUT_MS)));
   });
 
-  app.get('/devices/:id/events', (c) => {
-    const device = open(c, 'view');
+  app.get('/devices/:id/events', async (c) => {
+    const device = await open(c, 'view');
     const q = readQuery(c, EventsQuery);
-    return c.json(plane.events(device, q.limit, q.before ?? null));
+    return c.json(await plane.events(device, q.limit, q.before ?? null));
   });
 
-  app.get('/devices/:id/logs', (c) => {
-    const device = open(c, 'view');
+  app.get('/devices/:id/logs', async (c) => {
+    const device = await open(c, 'view');
     const q = readQuery(c, LogsQuery);
-    return c.json(plane.logs(device, q.limit));
+    return c.json(await plane.logs(device, q.limit));
   });
 
   return app;

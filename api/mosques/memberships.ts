@@ -79,7 +79,7 @@ export function membershipRoutes(deps: Deps) {
       ...memberBody(member),
       admin: admin && { is_owner: admin.is_owner === 1, can_trigger: admin.can_trigger === 1, can_manage: admin.can_manage === 1 },
       history: await deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
-      players: deps.plane.playersOf(membership.user_id, membership.mosque_id),
+      players: await deps.plane.playersOf(membership.user_id, membership.mosque_id),
     });
   });
 

@@ -1,7 +1,7 @@
 import { parseDeviceTopic } from '../topics.ts';
 import type { HookDeps, Hooks } from './deps.ts';
 import { createDeviceHooks, type DeviceHooks } from './hooks.ts';
-import { applyPublishRefusal, connackError, forwardedAfter, subscriptionAfter, type PublishRefusal } from './refusals.ts';
+import { applyPublishRefusal, connackError, forwardedAfter, subscriptionAfter, type ConnectRefusal, type PublishRefusal } from './refusals.ts';
 
 /** The broker's hooks as aedes takes them: the rules of broker/hooks/hooks.ts behind the one adapter below. */
 export function createHooks(deps: HookDeps): Hooks {
@@ -30,14 +30,22 @@ export function adapt(hooks: DeviceHooks, deps: HookDeps): Hooks {
     },
     authenticate(client, username, password, done) {
       let answered = false;
-      try {
-        const refusal = hooks.authenticate(client, username, password);
+      const answer = (refusal: ConnectRefusal | null) => {
         answered = true;
         if (refusal) return done(connackError(refusal), false);
         done(null, true);
-      } catch (err) {
+      };
+      const failed = (err: unknown) => {
         deps.faults.report('mqtt authenticate hook', err, { client_id: client.id });
         if (!answered) done(connackError({ kind: 'server_busy' }), false);
+      };
+      try {
+        const refusal = hooks.authenticate(client, username, password);
+        // A promise only for a device memory did not know: read from the store first.
+        if (refusal instanceof Promise) refusal.then(answer).catch(failed);
+        else answer(refusal);
+      } catch (err) {
+        failed(err);
       }
     },
     // MQTT 3.1.1 has no negative acknowledgement: a publish that could not be written is answered

@@ -16,8 +16,11 @@ export interface HookDeps {
   faults: Faults;
   telemetry: TelemetryIngest;
   device: (id: string) => DeviceInfo | null;
-  /** As `device`, falling back to the store: for the rare stored will of a device another process registered. */
-  loadDevice?: (id: string) => DeviceInfo | null;
+  /**
+   * As `device`, falling back to the store: for a device memory does not know (another process registered it
+   * and the change feed has not told this one yet), at its CONNECT or its stored will.
+   */
+  loadDevice?: (id: string) => Promise<DeviceInfo | null>;
   verifySecret: (id: string, password: string) => boolean;
   /** A device authenticated: make sure its retained config is there before it subscribes. */
   onAuthenticated: (id: string) => void;
@@ -25,7 +28,7 @@ export interface HookDeps {
   /** Whether a stream player may hear its mosque's broadcasts right now (docs/firmware.md#5-the-lease-and-checking-it-offline). */
   entitled?: (device: DeviceIdentity, mosqueId: string) => boolean;
   /** The mosque's own stream_url: the only one a transmitter's broadcast event may carry (docs/firmware.md#43-broadcast-events-mosquesmosque_idbroadcast-qos-1-retained). */
-  mosqueStreamUrl?: (mosqueId: string) => string | null;
+  mosqueStreamUrl?: (mosqueId: string) => Promise<string | null> | string | null;
   clock: Clock;
   /** Publish budgets per device (DEVICE_*_RATE, DEVICE_*_BURST) and the flood window (DEVICE_FLOOD_WINDOW_S). */
   budgets: Record<'status' | 'heartbeat' | 'ack', Rate>;

@@ -24,7 +24,8 @@ const FORWARD_DENIED: ForwardRefusal = { kind: 'forward_denied' };
  */
 export interface DeviceHooks {
   preConnect(client: Client, packet: ConnectPacket): void;
-  authenticate(client: Client, username: string | undefined, password: Buffer | undefined): ConnectRefusal | null;
+  /** Answered from memory; only a device memory does not know is read from the store first (a promise then). */
+  authenticate(client: Client, username: string | undefined, password: Buffer | undefined): ConnectRefusal | null | Promise<ConnectRefusal | null>;
   authorizePublish(client: Client | null, packet: PublishPacket, answer: PublishAnswer): void;
   authorizeSubscribe(client: Client, sub: Subscription): SubscribeRefusal | null;
   /** Synchronous, on every delivery: a subscription made while allowed stops delivering once it is not. */
@@ -73,6 +74,25 @@ export function createDeviceHooks(deps: HookDeps): DeviceHooks {
     return { kind: 'flapping' };
   }
 
+  /** The rest of a CONNECT's check, for a device memory knows (or that was just read from the store). */
+  function admit(client: Client, id: string, password: Buffer): ConnectRefusal | null {
+    if (!deps.verifySecret(id, password.toString('utf8'))) return { kind: 'bad_credentials' };
+    const will = wills.get(client) ?? null;
+    if (will !== null && will !== `devices/${id}/status`) return { kind: 'will_denied', topic: will };
+    const banned = flapRefusal(id);
+    if (banned) return banned;
+    // The new connection becomes the device's current one now, before aedes closes a taken-over one:
+    // that old connection's will and disconnect must not mark the device OFFLINE.
+    deps.telemetry.connected(id, client, deps.claimsConnections ? (client as unknown as { broker: { id: string } }).broker.id : undefined);
+    // A config push that could not be written (disk full) must not keep the device out: it has its retained one.
+    try {
+      deps.onAuthenticated(id);
+    } catch (err) {
+      deps.telemetry.writeFailed(id, 'connect', err);
+    }
+    return null;
+  }
+
   return {
     /** Notes the will topic of the CONNECT so authenticate can refuse a will aimed anywhere but the own status topic. */
     preConnect(client, packet) {
@@ -85,21 +105,8 @@ export function createDeviceHooks(deps: HookDeps): DeviceHooks {
       const id = client.id;
       if (!username || !password) return { kind: 'credentials_missing' };
       if (username !== id) return { kind: 'client_id_mismatch' };
-      if (!deps.verifySecret(id, password.toString('utf8'))) return { kind: 'bad_credentials' };
-      const will = wills.get(client) ?? null;
-      if (will !== null && will !== `devices/${id}/status`) return { kind: 'will_denied', topic: will };
-      const banned = flapRefusal(id);
-      if (banned) return banned;
-      // The new connection becomes the device's current one now, before aedes closes a taken-over one:
-      // that old connection's will and disconnect must not mark the device OFFLINE.
-      deps.telemetry.connected(id, client, deps.claimsConnections ? (client as unknown as { broker: { id: string } }).broker.id : undefined);
-      // A config push that could not be written (disk full) must not keep the device out: it has its retained one.
-      try {
-        deps.onAuthenticated(id);
-      } catch (err) {
-        deps.telemetry.writeFailed(id, 'connect', err);
-      }
-      return null;
+      if (!deps.device(id) && deps.loadDevice) return deps.loadDevice(id).then(() => admit(client, id, password));
+      return admit(client, id, password);
     },
 
     authorizePublish(client, packet, answer) {

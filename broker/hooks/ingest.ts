@@ -47,8 +47,16 @@ export function createIngest(deps: HookDeps) {
         answer(err ? { kind: 'not_written', deviceId: info.id } : null);
       });
     }
-    if (channel === 'broadcast') forwardBroadcast(info, packet, parsed.value as BroadcastEvent);
-    else if (!record(info, channel, packet, parsed.value, payload.length)) return answer({ kind: 'log_throttled', deviceId: info.id });
+    if (channel === 'broadcast') {
+      // Answered once the mosque's stream is read (the store may answer after other packets): aedes forwards
+      // the packet as rewritten by then. A failed read refuses it as not written.
+      forwardBroadcast(info, packet, parsed.value as BroadcastEvent).then(() => answer(null), (err: unknown) => {
+        deps.telemetry.writeFailed(info.id, 'broadcast', err);
+        answer({ kind: 'not_written', deviceId: info.id });
+      });
+      return;
+    }
+    if (!record(info, channel, packet, parsed.value, payload.length)) return answer({ kind: 'log_throttled', deviceId: info.id });
     answer(null);
   }
 
@@ -70,9 +78,9 @@ export function createIngest(deps: HookDeps) {
    * elsewhere. Re-serialized from the checked value: players see only the fields of docs/firmware.md#43-broadcast-events-mosquesmosque_idbroadcast-qos-1-retained.
    * aedes forwards the packet as the hook left it ("Handler: authorizePublish" in aedes's docs/Aedes.md).
    */
-  function forwardBroadcast(info: DeviceInfo, packet: PublishPacket, event: BroadcastEvent): void {
+  async function forwardBroadcast(info: DeviceInfo, packet: PublishPacket, event: BroadcastEvent): Promise<void> {
     packet.retain = false;
-    const own = info.mosqueId ? (deps.mosqueStreamUrl?.(info.mosqueId) ?? null) : null;
+    const own = info.mosqueId ? ((await deps.mosqueStreamUrl?.(info.mosqueId)) ?? null) : null;
     const { stream_url: claimed, ...rest } = event;
     if (claimed !== undefined && claimed !== own) deps.telemetry.rejected(info.id, 'broadcast', 'foreign_stream_url');
     packet.payload = Buffer.from(JSON.stringify(claimed !== undefined && own ? { ...rest, stream_url: own } : rest));
@@ -96,14 +104,21 @@ export function createIngest(deps: HookDeps) {
    * claim is its own will's broker id, so that one does not count).
    */
   function storedWill(packet: PublishPacket, deviceId: string, brokerId: string | null, answer: PublishAnswer): void {
-    const info = (deps.loadDevice ?? deps.device)(deviceId);
     const topic = parseDeviceTopic(packet.topic);
-    if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return answer({ kind: 'will_ignored', deviceId });
-    if (deps.telemetry.isConnected(info.id) || deps.telemetry.connectedElsewhere(info.id, brokerId)) {
-      deps.logger.debug({ device_id: info.id, will_broker: brokerId }, 'stored will ignored: the device is connected');
-      return answer({ kind: 'will_ignored', deviceId: info.id });
-    }
-    ingest(info, 'status', packet, answer);
+    const decide = async () => {
+      // Who holds the connection is the row's word (each process claims it there): read from the store.
+      const info = deps.device(deviceId) ?? (deps.loadDevice ? await deps.loadDevice(deviceId) : null);
+      if (!info || topic?.deviceId !== deviceId || topic.channel !== 'status') return answer({ kind: 'will_ignored', deviceId });
+      if (deps.telemetry.isConnected(info.id) || (await deps.telemetry.connectedElsewhere(info.id, brokerId))) {
+        deps.logger.debug({ device_id: info.id, will_broker: brokerId }, 'stored will ignored: the device is connected');
+        return answer({ kind: 'will_ignored', deviceId: info.id });
+      }
+      ingest(info, 'status', packet, answer);
+    };
+    decide().catch((err: unknown) => {
+      deps.faults.report('stored will', err, { device_id: deviceId });
+      answer({ kind: 'will_ignored', deviceId });
+    });
   }
 
   return { ingest, clientless, storedWill };

@@ -207,15 +207,15 @@ export type RecordingAdmission = { ok: true } | { ok: false; reason: RecordingRe
  * the console), as the `?lease=` and `?ticket=` of the request carry them. The composition root may hand in
  * another (the audio server's own listener check), so both doors admit the same listeners.
  */
-export type AdmitRecording = (lease: string | null, ticket: string | null, mosqueId: string) => RecordingAdmission;
+export type AdmitRecording = (lease: string | null, ticket: string | null, mosqueId: string) => RecordingAdmission | Promise<RecordingAdmission>;
 
 interface AdmissionDeps {
   clock: Clock;
   /** Verifies a lease's EdDSA signature with the lease key (src/devices/leases.ts), null when it does not. */
   verifyLease: LeaseSigner['verify'];
-  findDevice: (id: string) => DeviceRow | null;
+  findDevice: (id: string) => Pick<DeviceRow, 'kind' | 'mosque_id' | 'owner_user_id' | 'enabled'> | null;
   /** The entitlement decision as it stands now (src/devices/entitlement.ts decisionFor). */
-  decisionFor: (row: DeviceRow) => Decision;
+  decisionFor: (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>) => Promise<Decision>;
 }
 
 /**
@@ -226,7 +226,7 @@ interface AdmissionDeps {
  */
 export function leaseAdmission(deps: AdmissionDeps): AdmitRecording {
   const refuse = (reason: RecordingRefusal): RecordingAdmission => ({ ok: false, reason });
-  return (lease, _ticket, mosqueId) => {
+  return async (lease, _ticket, mosqueId) => {
     if (!lease) return refuse('no_lease');
     const claims = deps.verifyLease(lease);
     if (!claims) return refuse('bad_lease');
@@ -234,7 +234,7 @@ export function leaseAdmission(deps: AdmissionDeps): AdmitRecording {
     if (claims.mosqueId !== mosqueId) return refuse('other_mosque');
     const device = deps.findDevice(claims.sub);
     if (!device || device.kind !== 'stream_player') return refuse('unknown_device');
-    const decision = deps.decisionFor(device);
+    const decision = await deps.decisionFor(device);
     if (!decision.entitled || decision.mosqueId !== mosqueId) return refuse('not_entitled');
     return { ok: true };
   };

@@ -1,9 +1,9 @@
-import type { Db } from '../platform/db.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { BroadcastRow, DeliveryReport } from './broadcasts.ts';
 import type { Commands } from '../devices/commands.ts';
 import { topics, type DeviceLink } from '../devices/device-link.ts';
 import type { DeviceStore } from '../devices/devices.ts';
+import type { Store } from '../platform/store/store.ts';
 import { createDeliveryStatuses } from '../devices/timeline.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueStore } from '../mosques/mosques.ts';
@@ -48,7 +48,8 @@ export function outcomeOf(status: string): keyof Omit<DeliveryReport, 'push'> {
  * that kind is on. Stop does the reverse. The delivery report is read from the device timeline.
  */
 export function createFanout(deps: {
-  db: Db;
+  /** The store port: the delivery report's read of the device timeline (src/devices/timeline.ts). */
+  store: Store;
   clock: Clock;
   logger: Logger;
   devices: Pick<DeviceStore, 'listTransmitters'>;
@@ -62,7 +63,7 @@ export function createFanout(deps: {
   /** The address of the mosque's recorded azaan (src/audio/recordings.ts), for a fallback broadcast. */
   fallbackUrl?: (mosqueId: string) => string | null;
 }) {
-  const statuses = createDeliveryStatuses(deps.db);
+  const statuses = createDeliveryStatuses(deps.store);
 
   // Starts whose transmitter commands and pushes still wait behind the fan-out writes (afterStart). The POST
   // answers before they run, so a stop can come first: its broadcast_stop must stay the transmitters' last word.
@@ -178,7 +179,7 @@ export function createFanout(deps: {
       const now = toUnixSeconds(deps.clock());
       const windowEnd = Math.max(b.started_at, Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, now));
       const played = { from: b.started_at, played_until: (b.stopped_at ?? now) + REPORT_TAIL_SECONDS, mosque: b.mosque_id };
-      const rows = windowEnd >= now ? statuses.now(played) : statuses.asOf({ ...played, until: windowEnd });
+      const rows = windowEnd >= now ? await statuses.now(played) : await statuses.asOf({ ...played, until: windowEnd });
       for (const row of rows) report[row.played === 1 ? 'playing' : outcomeOf(row.status ?? 'UNKNOWN')]++;
       return report;
     },

@@ -4,6 +4,8 @@ import type { AdminStore } from '../mosques/admins.ts';
 import type { Memberships } from '../mosques/memberships.ts';
 import type { AddressProven } from '../people/addresses/address-proof.ts';
 import type { DevicePlane } from './device-plane.ts';
+import type { Store } from '../platform/store/store.ts';
+import { transact } from '../mosques/work.ts';
 
 /** Why the feed says a membership, an admin row or a device went. */
 export const CLAIM_LOST = 'address_claim_lost';
@@ -15,6 +17,7 @@ export const CLAIM_LOST = 'address_claim_lost';
  * noted in the mosque's activity feed); then what waited on the address is given to the account that proved it.
  */
 export function createAddressClaims(deps: {
+  store: Store;
   grants: AddressGrants;
   memberships: Memberships;
   admins: AdminStore;
@@ -22,13 +25,14 @@ export function createAddressClaims(deps: {
   plane: Pick<DevicePlane, 'removeOwnedBy'>;
 }) {
   async function revokeGains(userId: string): Promise<void> {
-    for (const row of deps.plane.removeOwnedBy(userId)) {
-      if (row.mosque_id) deps.activity.recordSync({ mosqueId: row.mosque_id, actorUserId: null, kind: 'device.deleted', subjectId: row.id, data: { kind: row.kind, reason: CLAIM_LOST } });
-    }
+    // Each device's feed entry is written in its delete's transaction (the plane notes it with the reason).
+    await deps.plane.removeOwnedBy(userId, CLAIM_LOST);
     for (const membership of await deps.memberships.listForUser(userId)) await deps.memberships.remove(membership, null, CLAIM_LOST);
     for (const admin of await deps.admins.listForUser(userId)) {
-      await deps.admins.remove(undefined, admin.mosque_id, userId);
-      deps.activity.recordSync({ mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
+      await transact(deps.store, async (w) => {
+        await deps.admins.remove(w, admin.mosque_id, userId);
+        await deps.activity.record(w.q, { mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
+      });
     }
   }
 

@@ -39,7 +39,7 @@ export interface CommandOutcome {
  * What the backend records once a device acknowledged a command with ok: true (the log escalation's expiry, the
  * cleared binding). A failure ends the command with it (the device was deleted while the ack was on its way).
  */
-export type CommandEffects = (deviceId: string, name: string, args: Record<string, unknown>, actorUserId: string | null) => Result<void>;
+export type CommandEffects = (deviceId: string, name: string, args: Record<string, unknown>, actorUserId: string | null) => Promise<Result<void>>;
 
 /** How a wait ends: the ack, no ack in time (null), or the device was deleted meanwhile. */
 type Settled = Ack | null | 'deleted';
@@ -64,10 +64,10 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
    * whichever door brought it (today the broker's ack topic, through onAck): noted in the timeline, then its
    * effects. A late, duplicate or foreign ack settles nothing, so it has none.
    */
-  function acknowledged(c: { deviceId: string; mosqueId: string | null; id: string; name: string; args: Record<string, unknown>; actorUserId: string | null; rttMs: number | null }, ack: Ack): Result<void> {
+  async function acknowledged(c: { deviceId: string; mosqueId: string | null; id: string; name: string; args: Record<string, unknown>; actorUserId: string | null; rttMs: number | null }, ack: Ack): Promise<Result<void>> {
     const detail = { command_id: c.id, name: c.name, ok: ack.ok, ...(c.rttMs !== null && { rtt_ms: c.rttMs }) };
     const reason = ack.ok ? null : String(ack.error ?? 'failed');
-    deps.timeline.record({ deviceId: c.deviceId, mosqueId: c.mosqueId, kind: 'command_acked', actorUserId: c.actorUserId, reason, detail });
+    await deps.timeline.note({ deviceId: c.deviceId, mosqueId: c.mosqueId, kind: 'command_acked', actorUserId: c.actorUserId, reason, detail });
     return ack.ok && deps.effects ? deps.effects(c.deviceId, c.name, c.args, c.actorUserId) : ok(undefined);
   }
 
@@ -82,7 +82,7 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
       const mosqueId = deps.mosqueOf(deviceId);
       if (!deps.link().isConnected(deviceId)) return fail('device_offline');
       const id = crypto.randomUUID();
-      deps.timeline.record({ deviceId, mosqueId, kind: 'command_sent', actorUserId: opts.actorUserId, detail: { command_id: id, name, args } });
+      await deps.timeline.note({ deviceId, mosqueId, kind: 'command_sent', actorUserId: opts.actorUserId, detail: { command_id: id, name, args } });
       const started = performance.now();
       const acked = new Promise<Settled>((resolve) => {
         const timer = setTimeout(() => settle(null), opts.timeoutMs);
@@ -100,10 +100,10 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
       // (docs/decisions.md, "A command to a device deleted while it waits for the ack").
       if (ack === 'deleted') return fail('not_found', 'The device was deleted while the command waited for its acknowledgement.');
       if (!ack) {
-        deps.timeline.record({ deviceId, mosqueId, kind: 'command_timeout', actorUserId: opts.actorUserId, detail: { command_id: id, name, timeout_ms: opts.timeoutMs } });
+        await deps.timeline.note({ deviceId, mosqueId, kind: 'command_timeout', actorUserId: opts.actorUserId, detail: { command_id: id, name, timeout_ms: opts.timeoutMs } });
         return fail('device_timeout');
       }
-      const applied = acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: opts.actorUserId, rttMs: rtt }, ack);
+      const applied = await acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: opts.actorUserId, rttMs: rtt }, ack);
       if (!applied.ok) return applied;
       return ok({ command_id: id, name, ok: ack.ok, result: ack.ok ? ack.result ?? null : { error: ack.error ?? null }, rtt_ms: rtt });
     },
@@ -112,16 +112,19 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
     dispatch(deviceId: string, name: string, args: Record<string, unknown>, ttlSeconds = 60): void {
       const id = crypto.randomUUID();
       const mosqueId = deps.mosqueOf(deviceId);
-      deps.timeline.record({ deviceId, mosqueId, kind: 'command_sent', detail: { command_id: id, name, args } });
+      const failed = (what: string) => (err: Error) => deps.logger.warn({ device_id: deviceId, name, err: err.message }, what);
       pending.set(id, {
         deviceId, name, sentAt: performance.now(),
         settle: (ack) => {
           pending.delete(id);
-          if (ack && ack !== 'deleted') acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: null, rttMs: null }, ack);
+          if (ack && ack !== 'deleted') acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: null, rttMs: null }, ack).catch(failed('command ack not noted'));
         },
       });
       setTimeout(() => pending.get(id)?.settle(null), ttlSeconds * 1000).unref();
-      publish(deviceId, id, name, args, ttlSeconds).catch((err: Error) => deps.logger.warn({ device_id: deviceId, name, err: err.message }, 'command publish failed'));
+      // Published at once, as the caller goes on; the note is asked for first, and notes are written in the
+      // order asked (each after the group commit's pending writes), so it lands before its ack's.
+      deps.timeline.note({ deviceId, mosqueId, kind: 'command_sent', detail: { command_id: id, name, args } }).catch(failed('command note not written'));
+      publish(deviceId, id, name, args, ttlSeconds).catch(failed('command publish failed'));
     },
 
     /** An ack from the broker: only the device the command went to, with the same id and name, settles it. */

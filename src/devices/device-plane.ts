@@ -1,7 +1,8 @@
 import type { ActivityLog } from '../mosques/activity.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
-import type { Db } from '../platform/db.ts';
+import { sql } from 'kysely';
+import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { storageFaultOf, type Faults } from '../platform/faults.ts';
 import type { DeviceLink } from './device-link.ts';
 import { createDeviceService } from './device-service.ts';
@@ -37,8 +38,9 @@ const START_PAGE = 256;
  * (src/devices/plane/verbs.ts) and one narrow port per room that asks it something (`ports`); its stores stay
  * inside, so every rule about a device is kept here whichever door a request comes through.
  */
-export function createDevicePlane(deps: {
-  db: Db;
+export async function createDevicePlane(deps: {
+  /** The store port (src/platform/store/): every device table is read and written through it. */
+  store: Store;
   clock: Clock;
   config: Config;
   logger: Logger;
@@ -46,39 +48,40 @@ export function createDevicePlane(deps: {
   mosques: MosqueStore;
   activity: ActivityLog;
   /** Who is an admin or a manager of a mosque: they see and change its devices (src/devices/plane/access.ts). */
-  admins: Pick<AdminStore, 'findSync' | 'listForUserSync'>;
-  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
-  membershipRemoved: (mosqueId: string, userId: string) => boolean;
+  admins: Pick<AdminStore, 'find' | 'listForUser'>;
+  /** The owner's membership, read through `q` (src/devices/entitlement.ts). */
+  membershipStatus: (mosqueId: string, userId: string, q: Queries) => Promise<MembershipStatus | null>;
+  membershipRemoved: (mosqueId: string, userId: string, q: Queries) => Promise<boolean>;
   /** Where registry and lease writes are announced (src/platform/changes.ts). */
   changes?: ChangePublisher;
   /** The stream address configs carry (src/devices/entitlement.ts); default the mosque's own stream_url. */
   streamUrl?: (mosque: MosqueRow, lease: string | null) => string | null;
 }) {
-  const { db, clock, logger } = deps;
-  const devices = createDeviceStore(db, clock, deps.changes);
+  const { store, clock, logger } = deps;
+  const devices = await createDeviceStore(store, clock, deps.changes);
   // One process alone: no broker holds a connection left in a row by a process that stopped (claimsConnections).
-  if (!deps.config.redisUrl) devices.releaseAllConnections();
+  if (!deps.config.redisUrl) await devices.releaseAllConnections();
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
-  const commits = createGroupCommit(db, (err) => deps.faults.report('device group commit', err));
-  const timeline = createTimeline(db, clock, commits.flush);
+  const commits = createGroupCommit(store, (err) => deps.faults.report('device group commit', err));
+  const timeline = createTimeline(store, clock, commits.flush);
   // Told of every written status transition (src/devices/stories/presence.ts listens).
   const statusListeners: Array<(change: StatusChange) => void> = [];
-  const telemetry = createTelemetry({ db, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {
+  const telemetry = await createTelemetry({ store, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {
     for (const l of statusListeners) l(c);
   } });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
-  const entitlement = createEntitlement({ db, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
+  const entitlement = await createEntitlement({ store, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
   let link: DeviceLink | null = null;
   const service = createDeviceService({
-    db, devices, timeline, telemetry, logger, activity: deps.activity,
+    store, devices, timeline, telemetry, logger, activity: deps.activity,
     resolveBinding: entitlement.binding,
-    onDeleted: (id) => {
-      entitlement.forget(id);
+    onDeleted: async (q, id) => {
+      await entitlement.forget(q, id);
       commands.deviceDeleted(id);
     },
     // A lease signed while the old password was valid goes with it: whoever copied both must not keep listening
     // (the audio gate admits only the lease a player holds now). The player gets a new one when it reconnects.
-    onRotated: (id) => entitlement.forget(id),
+    onRotated: (trx, id) => entitlement.forget(trx, id),
     maxPlayersPerOwner: deps.config.maxPlayersPerUser,
     link: () => {
       if (!link) throw new Error('device link used before the broker was attached');
@@ -89,26 +92,27 @@ export function createDevicePlane(deps: {
   const commands = createCommands({
     link: () => service.link(), timeline, clock, logger,
     mosqueOf: (id) => devices.info(id)?.mosqueId ?? null,
-    effects: createCommandEffects({ devices, timeline, clock, unbind: (row, actorId) => service.update(row, { mosqueId: null }, actorId) }),
+    effects: createCommandEffects({ store, devices, timeline, clock, unbind: (row, actorId) => service.update(row, { mosqueId: null }, actorId) }),
   });
-  const access = createDeviceAccess({ findById: devices.findById, mosques: deps.mosques, admins: deps.admins, membershipStatus: deps.membershipStatus });
+  const access = createDeviceAccess({ findById: (id) => devices.findById(id), mosques: deps.mosques, admins: deps.admins, membershipStatus: (m, u) => deps.membershipStatus(m, u, store) });
   const verbs = createDeviceVerbs({
     devices, service, commands, timeline, access, admins: deps.admins, jwks: signer.jwks,
-    describer: createDescriber({ telemetry, entitlement, membershipStatus: deps.membershipStatus, clock }),
+    describer: createDescriber({ telemetry, entitlement, membershipStatus: deps.membershipStatus, store, clock }),
   });
 
   /** Pushes a new config to every player whose entitlement no longer matches the lease it holds. */
-  const reconcile = (rows: DeviceRow[], reason: string) => {
-    for (const row of rows) if (row.kind === 'stream_player' && entitlement.isStale(row)) service.refreshConfig(row.id, reason);
+  const reconcile = async (rows: DeviceRow[], reason: string) => {
+    for (const row of rows) if (row.kind === 'stream_player' && (await entitlement.isStale(row))) await service.refreshConfig(row.id, reason);
   };
-  const renewLeases = () => {
-    for (const id of entitlement.dueForRenewal()) if (telemetry.isConnected(id)) service.refreshConfig(id, 'lease_renewal');
+  const renewLeases = async () => {
+    for (const id of entitlement.dueForRenewal()) if (telemetry.isConnected(id)) await service.refreshConfig(id, 'lease_renewal');
   };
 
-  const every = (ms: number, what: string, fn: () => void) => {
+  const every = (ms: number, what: string, fn: () => unknown) => {
     const timer = setInterval(() => {
       try {
-        fn();
+        const done = fn();
+        if (done instanceof Promise) done.catch((err: unknown) => deps.faults.report(what, err));
       } catch (err) {
         deps.faults.report(what, err); // a timer never throws out: that would end the process
       }
@@ -121,7 +125,7 @@ export function createDevicePlane(deps: {
   let started = false;
   const prune = () => {
     pruning ??= timeline
-      .prune(deps.config.deviceEventsRetentionDays, deps.config.deviceEventsMaxPerDevice, { stopped: () => !started || !db.open })
+      .prune(deps.config.deviceEventsRetentionDays, deps.config.deviceEventsMaxPerDevice, { stopped: () => !started })
       .then(
         (removed) => {
           if (removed > 0) logger.info({ removed }, 'device timeline pruned');
@@ -147,40 +151,52 @@ export function createDevicePlane(deps: {
     link?.disconnect(id);
   };
 
-  /** A player whose lease is missing, stale or half spent gets a fresh config; any other its retained one. */
-  const configureArrival = (id: string) => {
-    const row = devices.findById(id);
-    if (!row) return;
-    if (row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(id))) service.refreshConfig(id, 'reconnected');
-    else service.ensureConfigPublished(id, row);
+  /**
+   * A player whose lease is missing, stale or half spent gets a fresh config; any other its retained one. Built
+   * (its lease and config_version written) in `trx`; what to publish once that committed, or null.
+   */
+  const configureArrival = async (trx: StoreTransaction, id: string): Promise<{ id: string; payload: Buffer | Record<string, unknown> } | null> => {
+    const row = await devices.findById(id, trx);
+    if (!row) return null;
+    if (row.kind === 'stream_player' && (entitlement.isDue(id) || (await entitlement.isStale(row, trx)))) return service.buildConfig(trx, row, 'reconnected');
+    return service.ensureConfigPublished(trx, id, row);
   };
   /**
    * A device that authenticated is configured after its CONNACK, in the turn's group commit:
-   * its lease write shares the commit of its connected note and of the turn's statuses. Still before it can
-   * subscribe: a SUBSCRIBE needs the CONNACK's round trip, so it is read in a later turn than this one.
+   * its lease write shares the commit of its connected note and of the turn's statuses, and its config is
+   * published once that committed. Still before it can subscribe: a SUBSCRIBE needs the CONNACK's round trip.
    */
-  // Built once: better-sqlite3 makes a new set of wrapper functions for every db.transaction() call.
-  const configureInSavepoint = db.transaction((id: string) => configureArrival(id));
-  const arrivalWrite = (id: string): GroupWrite => ({
-    write: () => {
-      // In a savepoint: only the disk refusing may fail the turn's batch (and its statuses' PUBACKs with it).
-      try {
-        configureInSavepoint(id);
-      } catch (err) {
-        if (storageFaultOf(err)) throw err;
-        telemetry.writeFailed(id, 'connect', err);
-      }
-    },
-    settle: (err) => {
-      if (!err) return;
-      // Rolled back (the disk refused this batch): on its own, so the others of the batch do not decide.
-      try {
-        configureArrival(id);
-      } catch (again) {
-        telemetry.writeFailed(id, 'connect', again); // it keeps the retained config it has
-      }
-    },
-  });
+  const arrivalWrite = (id: string): GroupWrite => {
+    let built: { id: string; payload: Buffer | Record<string, unknown> } | null = null;
+    return {
+      write: async (trx) => {
+        // In a savepoint (standard SQL, as PostgreSQL has it): only the disk refusing may fail the turn's batch
+        // (and its statuses' PUBACKs with it).
+        await sql`SAVEPOINT arrival`.execute(trx);
+        try {
+          built = await configureArrival(trx, id);
+          await sql`RELEASE SAVEPOINT arrival`.execute(trx);
+        } catch (err) {
+          built = null;
+          if (storageFaultOf(err)) throw err;
+          await sql`ROLLBACK TO SAVEPOINT arrival`.execute(trx);
+          await sql`RELEASE SAVEPOINT arrival`.execute(trx);
+          telemetry.writeFailed(id, 'connect', err);
+        }
+      },
+      settle: (err) => {
+        if (!err) {
+          if (built) void service.publishConfig(built.id, built.payload);
+          return;
+        }
+        // Rolled back (the disk refused this batch): on its own, so the others of the batch do not decide.
+        store.transaction().execute((trx) => configureArrival(trx, id)).then(
+          (again) => void (again && service.publishConfig(again.id, again.payload)),
+          (again: unknown) => telemetry.writeFailed(id, 'connect', again), // it keeps the retained config it has
+        );
+      },
+    };
+  };
   /**
    * Set once the start pass retained every device's config (memory mode). From then on the broker holds each
    * device's current config, as every change that alters one republishes it whether the device is connected or
@@ -204,14 +220,14 @@ export function createDevicePlane(deps: {
    */
   // A page of rows at a time, each config kept only as its bytes: objects that all survive the pass made V8
   // grow its young generation to the maximum, and idle RSS stayed ~30 MiB higher when that was not given back.
-  const buildAll = db.transaction(() => {
+  const buildAll = () => store.transaction().execute(async (trx) => {
     const built: Array<{ id: string; payload: Buffer }> = [];
     let renewed = 0;
-    for (let rows = devices.listPage('', START_PAGE); rows.length > 0; rows = devices.listPage(rows.at(-1)!.id, START_PAGE)) {
+    for (let rows = await devices.listPage(trx, '', START_PAGE); rows.length > 0; rows = await devices.listPage(trx, rows.at(-1)!.id, START_PAGE)) {
       for (const row of rows) {
-        const fresh = row.kind === 'stream_player' && (entitlement.isStale(row) || entitlement.isDue(row.id));
+        const fresh = row.kind === 'stream_player' && (entitlement.isDue(row.id) || (await entitlement.isStale(row, trx)));
         if (fresh) renewed++;
-        built.push(service.buildConfig(row, fresh ? 'service_start' : null));
+        built.push(await service.buildConfig(trx, row, fresh ? 'service_start' : null));
       }
     }
     return { built, renewed };
@@ -219,10 +235,11 @@ export function createDevicePlane(deps: {
   async function retainAllConfigs(): Promise<{ devices: number; renewed: number }> {
     let pass: { built: Array<{ id: string; payload: Buffer }>; renewed: number };
     try {
-      pass = buildAll();
+      pass = await buildAll();
     } catch (err) {
       if (!storageFaultOf(err)) throw err;
-      entitlement.reloadAll(); // the leases of the rolled-back writes leave memory too
+      await entitlement.reloadAll(); // the leases of the rolled-back writes leave memory too
+      await devices.reloadAll(); // and the config versions memory read back inside it
       deps.faults.report('device configs at start', err);
       return { devices: 0, renewed: 0 };
     }
@@ -240,10 +257,13 @@ export function createDevicePlane(deps: {
     /** The mosque a device belongs to now (memory), for events that name it. */
     mosqueOf: (id: string): string | null => devices.info(id)?.mosqueId ?? null,
 
-    /** Every device a person owns goes (the address their account rested on was proven by another): the rows removed. */
-    removeOwnedBy(userId: string): DeviceRow[] {
-      const rows = devices.listForOwner(userId);
-      for (const row of rows) service.delete(row, null);
+    /**
+     * Every device a person owns goes (the address their account rested on was proven by another), each noted in
+     * its mosque's feed with `reason` in its delete's transaction: the rows removed.
+     */
+    async removeOwnedBy(userId: string, reason: string): Promise<DeviceRow[]> {
+      const rows = await devices.listForOwner(userId);
+      for (const row of rows) await service.delete(row, null, reason);
       return rows;
     },
 
@@ -253,6 +273,7 @@ export function createDevicePlane(deps: {
       broker: {
         telemetry: telemetry as TelemetryIngest,
         device: devices.info,
+        /** For a device memory does not know (registered through another process): read from the row first. */
         loadDevice: devices.load,
         verifySecret: devices.verifySecret,
         /** A device authenticated: its config, when memory says it needs one, at the end of this turn with the turn's other writes. */
@@ -275,11 +296,13 @@ export function createDevicePlane(deps: {
         holdsLease: entitlement.holdsLease,
       },
       /** The audio gate (src/audio/audio.ts) and the recordings' lease admission (src/audio/recordings.ts). */
+      // From memory, which follows the change feed: the gate answers synchronously (a player registered through
+      // another process is known here once the feed told of it, before it can hold a config with a lease).
       audio: {
-        devices: { info: devices.load, verifySecret: devices.verifySecret, ownedBy: (userId: string) => devices.listForOwner(userId).map((r) => r.id) },
+        devices: { info: devices.info, verifySecret: devices.verifySecret, ownedBy: devices.idsOwnedBy },
         verifyLease: signer.verify,
         lease: entitlement.lease,
-        findDevice: devices.findById,
+        findDevice: devices.entitlementFacts,
         decisionFor: entitlement.decisionFor,
       },
     },
@@ -295,62 +318,70 @@ export function createDevicePlane(deps: {
       prune();
       timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
     },
-    stop(): void {
+    async stop(): Promise<void> {
       started = false;
       commands.close();
       for (const t of timers) clearInterval(t);
       timers = [];
-      telemetry.flush(true);
+      await telemetry.flush(true);
     },
 
     /** A mosque is going away: its transmitters go with it; its players become unbound (config pushed). */
-    beforeMosqueDelete(mosqueId: string): () => void {
-      const rows = devices.listForMosque(mosqueId);
-      for (const row of rows) if (row.kind === 'transmitter') service.delete(row, null);
+    async beforeMosqueDelete(mosqueId: string): Promise<() => Promise<void>> {
+      const rows = await devices.listForMosque(mosqueId);
+      for (const row of rows) if (row.kind === 'transmitter') await service.delete(row, null);
       const players = rows.filter((r) => r.kind === 'stream_player').map((r) => r.id);
-      return () => players.forEach((id) => service.refreshConfig(id, 'mosque_deleted'));
+      return async () => {
+        for (const id of players) await service.refreshConfig(id, 'mosque_deleted');
+      };
     },
 
     /** A user is going away: the database removes their devices; cut those off and forget them. */
-    beforeUserDelete(userId: string): () => void {
-      const owned = devices.listForOwner(userId).map((r) => r.id);
+    async beforeUserDelete(userId: string): Promise<() => Promise<void>> {
+      const owned = (await devices.listForOwner(userId)).map((r) => r.id);
       return () => service.forgetRemoved(owned);
     },
 
     /** A mosque's stream_url changed: its transmitters' and entitled players' configs carry it. */
-    mosqueUpdated(before: MosqueRow, after: MosqueRow): void {
+    async mosqueUpdated(before: MosqueRow, after: MosqueRow): Promise<void> {
       if (before.stream_url === after.stream_url) return;
-      for (const row of devices.listForMosque(after.id)) {
-        if (row.kind === 'transmitter' || entitlement.lease(row.id)) service.refreshConfig(row.id, 'stream_url_changed');
+      for (const row of await devices.listForMosque(after.id)) {
+        if (row.kind === 'transmitter' || entitlement.lease(row.id)) await service.refreshConfig(row.id, 'stream_url_changed');
       }
     },
 
-    /** Approval, ban, rejection, removal: the owner's players in that mosque get their new config at once. */
+    /**
+     * Approval, ban, rejection, removal: the owner's players in that mosque get their new config at once. The
+     * memberships' listeners are synchronous: the work runs on, and a failure is reported.
+     */
     membershipChanged(change: MembershipChange): void {
       const { user_id, mosque_id } = change.membership;
-      const players = devices.listForOwner(user_id).filter((r) => r.mosque_id === mosque_id);
-      reconcile(players, change.removed ? 'membership_removed' : `membership_${change.membership.status}`);
+      const run = async () => {
+        const players = (await devices.listForOwner(user_id)).filter((r) => r.mosque_id === mosque_id);
+        await reconcile(players, change.removed ? 'membership_removed' : `membership_${change.membership.status}`);
+      };
+      run().catch((err: unknown) => deps.faults.report('membership change', err));
     },
 
     /**
      * Another process changed this device (the change feed said so): its registry entry and lease are read
      * again, without announcing anything (that process did), and a connection here is cut if it no longer holds.
      */
-    deviceChangedElsewhere(id: string): void {
+    async deviceChangedElsewhere(id: string): Promise<void> {
       const before = devices.info(id);
-      devices.reload(id);
-      entitlement.reloadOne(id);
+      await devices.reload(id);
+      await entitlement.reloadOne(id);
       if (before) cutOffIfRevoked(id, before);
     },
 
     /** Everything again from the database (the feed was away, or the safety-net poll), with the same cut-offs. */
-    reloadAll(): void {
+    async reloadAll(): Promise<void> {
       const before = devices.snapshot();
-      devices.reloadAll();
-      entitlement.reloadAll();
+      await devices.reloadAll();
+      await entitlement.reloadAll();
       for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
     },
   };
 }
 
-export type DevicePlane = ReturnType<typeof createDevicePlane>;
+export type DevicePlane = Awaited<ReturnType<typeof createDevicePlane>>;

@@ -1,4 +1,4 @@
-import type { Db } from '../platform/db.ts';
+import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { configPayload, type Binding, type DeviceKind, type DeviceSettings } from './device-config.ts';
@@ -15,15 +15,18 @@ export interface Registered {
 
 const FIELD_NAMES = { name: 'name', mosqueId: 'mosque_id', settings: 'config' } as const;
 
-/** How the config of a device is completed beyond its own row: mosque, stream and lease (src/devices/entitlement.ts). */
-export type BindingResolver = (row: DeviceRow) => Binding;
+/**
+ * How the config of a device is completed beyond its own row: mosque, stream and lease (src/devices/entitlement.ts),
+ * read and written through `q` (a lease issued or dropped is written with it).
+ */
+export type BindingResolver = (q: Queries, row: DeviceRow) => Promise<Binding>;
 
 /**
  * Device registry operations with their side effects on the wire: every change of what a device should
  * know republishes its retained config at once; rotation and deletion close a live connection at once.
  */
 export function createDeviceService(deps: {
-  db: Db;
+  store: Store;
   devices: DeviceStore;
   timeline: Timeline;
   /** The mosque's activity feed (it carries device events beside membership, admin and broadcast ones). */
@@ -32,22 +35,24 @@ export function createDeviceService(deps: {
   link: () => DeviceLink;
   logger: Logger;
   resolveBinding: BindingResolver;
-  onDeleted?: (id: string) => void;
-  /** After a password rotation committed (the plane drops the lease signed under the old one). */
-  onRotated?: (id: string) => void;
+  /** Before the row goes, in the delete's transaction (the store itself for rows the database removed): the lease and waiting commands go with it. */
+  onDeleted?: (q: Queries, id: string) => Promise<void>;
+  /** Inside the rotation's transaction (the plane drops the lease signed under the old password). */
+  onRotated?: (trx: StoreTransaction, id: string) => Promise<void>;
   /** Stream players one person may own (MAX_PLAYERS_PER_USER). */
   maxPlayersPerOwner: number;
 }) {
   const { devices, timeline } = deps;
   const published = new Set<string>();
 
-  /** A person's change to a device of a mosque, in that mosque's feed (a device bound to none has no feed). */
-  function note(mosqueId: string | null, actorId: string | null, kind: string, deviceId: string, data: Record<string, unknown> = {}): void {
-    if (mosqueId !== null) deps.activity.recordSync({ mosqueId, actorUserId: actorId, kind, subjectId: deviceId, data });
+  const { store } = deps;
+  /** A person's change to a device of a mosque, in that mosque's feed (a device bound to none has no feed), in the change's transaction. */
+  async function note(trx: StoreTransaction, mosqueId: string | null, actorId: string | null, kind: string, deviceId: string, data: Record<string, unknown> = {}): Promise<void> {
+    if (mosqueId !== null) await deps.activity.record(trx, { mosqueId, actorUserId: actorId, kind, subjectId: deviceId, data });
   }
 
-  function configOf(row: DeviceRow): Record<string, unknown> {
-    return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, deps.resolveBinding(row));
+  async function configOf(q: Queries, row: DeviceRow): Promise<Record<string, unknown>> {
+    return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, await deps.resolveBinding(q, row));
   }
 
   /** Publishes a config as the device's retained one; a failure is logged, the device gets it on its next connect. */
@@ -59,14 +64,15 @@ export function createDeviceService(deps: {
     });
   }
 
-  function pushConfig(row: DeviceRow): Promise<void> {
-    return publishConfig(row.id, configOf(row));
+  /** The config built (its lease written) in the caller's transaction; published once that committed. */
+  async function configFor(q: Queries, row: DeviceRow): Promise<{ id: string; payload: Record<string, unknown> }> {
+    return { id: row.id, payload: await configOf(q, row) };
   }
 
   /** Something outside the row changed what the config says: a new config_version, noted in the timeline. */
-  function bumpFor(id: string, reason: string): DeviceRow {
-    const bumped = devices.bumpConfigVersion(id);
-    timeline.record({ deviceId: id, mosqueId: bumped.mosque_id, kind: 'config_changed', reason, detail: { config_version: bumped.config_version } });
+  async function bumpFor(trx: StoreTransaction, id: string, reason: string): Promise<DeviceRow> {
+    const bumped = await devices.bumpConfigVersion(trx, id);
+    await timeline.record(trx, { deviceId: id, mosqueId: bumped.mosque_id, kind: 'config_changed', reason, detail: { config_version: bumped.config_version } });
     return bumped;
   }
 
@@ -79,100 +85,109 @@ export function createDeviceService(deps: {
 
   return {
     link: () => deps.link(),
-    configOf,
-    pushConfig,
     publishConfig,
     /** Whether this process published the device's retained config (and the broker took it). */
     isPublished: (id: string) => published.has(id),
 
     /**
-     * The config a device is to hold now, built without publishing it (the start pass publishes only once
-     * its writes committed); `reason` set: a new config_version too, as refreshConfig gives.
+     * The config a device is to hold now, built in the caller's transaction without publishing it (the start
+     * pass and a CONNECT publish only once their writes committed); `reason` set: a new config_version too,
+     * as refreshConfig gives.
      */
-    buildConfig(row: DeviceRow, reason: string | null): { id: string; payload: Buffer } {
-      const current = reason === null ? row : bumpFor(row.id, reason);
+    async buildConfig(trx: StoreTransaction, row: DeviceRow, reason: string | null): Promise<{ id: string; payload: Buffer }> {
+      const current = reason === null ? row : await bumpFor(trx, row.id, reason);
       // Serialized at once: the bytes are what the broker retains, and no object per device outlives the pass.
-      return { id: row.id, payload: Buffer.from(JSON.stringify(configOf(current))) };
+      return { id: row.id, payload: Buffer.from(JSON.stringify(await configOf(trx, current))) };
     },
 
     /** Called when a device authenticates: after a restart the broker may have lost the retained config. */
-    ensureConfigPublished(id: string, known?: DeviceRow): void {
-      if (published.has(id)) return;
-      const row = known ?? devices.findById(id);
-      if (row) void pushConfig(row);
+    async ensureConfigPublished(q: Queries, id: string, known?: DeviceRow): Promise<{ id: string; payload: Record<string, unknown> } | null> {
+      if (published.has(id)) return null;
+      const row = known ?? (await devices.findById(id, q));
+      return row ? configFor(q, row) : null;
     },
 
-    register(kind: DeviceKind, name: string | null, mosqueId: string | null, ownerUserId: string | null, actorId: string): Registered {
-      const registered = deps.db.transaction(() => {
-        const r = devices.create({ kind, name, mosqueId, ownerUserId });
-        timeline.record({ deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: actorId, detail: { kind, name } });
-        note(mosqueId, actorId, 'device.registered', r.row.id, { kind, name });
-        return r;
-      })();
-      void pushConfig(registered.row);
+    async register(kind: DeviceKind, name: string | null, mosqueId: string | null, ownerUserId: string | null, actorId: string): Promise<Registered> {
+      const { registered, config } = await store.transaction().execute(async (trx) => {
+        const r = await devices.create(trx, { kind, name, mosqueId, ownerUserId });
+        await timeline.record(trx, { deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: actorId, detail: { kind, name } });
+        await note(trx, mosqueId, actorId, 'device.registered', r.row.id, { kind, name });
+        return { registered: r, config: await configFor(trx, r.row) };
+      });
+      void publishConfig(config.id, config.payload);
       return registered;
     },
 
     /**
      * A person registers a stream player they own, within MAX_PLAYERS_PER_USER (docs/decisions.md, "Stream players per person": an account must not
-     * mint devices without bound). A superadmin is the operator and is not counted against it.
+     * mint devices without bound). A superadmin is the operator and is not counted against it. The count and
+     * the insert share one transaction (IMMEDIATE on SQLite), so two registrations at once cannot both pass it.
      */
-    registerPlayer(name: string | null, mosqueId: string | null, owner: { id: string; isSuperadmin: boolean }): Result<Registered> {
-      const registered = deps.db.transaction((): Result<Registered> => {
-        if (!owner.isSuperadmin && devices.countPlayersOf(owner.id) >= deps.maxPlayersPerOwner) {
+    async registerPlayer(name: string | null, mosqueId: string | null, owner: { id: string; isSuperadmin: boolean }): Promise<Result<Registered>> {
+      const registered = await store.transaction().execute(async (trx): Promise<Result<{ r: Registered; config: { id: string; payload: Record<string, unknown> } }>> => {
+        if (!owner.isSuperadmin && (await devices.countPlayersOf(trx, owner.id)) >= deps.maxPlayersPerOwner) {
           return fail('conflict', `At most ${deps.maxPlayersPerOwner} stream players per user; delete one first.`);
         }
-        const r = devices.create({ kind: 'stream_player', name, mosqueId, ownerUserId: owner.id });
-        timeline.record({ deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: owner.id, detail: { kind: 'stream_player', name } });
-        note(mosqueId, owner.id, 'device.registered', r.row.id, { kind: 'stream_player', name });
-        return ok(r);
-      }).immediate();
-      if (registered.ok) void pushConfig(registered.value.row);
-      return registered;
+        const r = await devices.create(trx, { kind: 'stream_player', name, mosqueId, ownerUserId: owner.id });
+        await timeline.record(trx, { deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: owner.id, detail: { kind: 'stream_player', name } });
+        await note(trx, mosqueId, owner.id, 'device.registered', r.row.id, { kind: 'stream_player', name });
+        return ok({ r, config: await configFor(trx, r.row) });
+      });
+      if (!registered.ok) return registered;
+      void publishConfig(registered.value.config.id, registered.value.config.payload);
+      return ok(registered.value.r);
     },
 
     /** `actorId` null: the device's own doing (an acknowledged unbind_mosque sent by no person). */
-    update(row: DeviceRow, change: { name?: string | null; mosqueId?: string | null; settings?: DeviceSettings }, actorId: string | null): DeviceRow {
-      const updated = deps.db.transaction(() => {
-        const u = devices.update(row.id, change);
+    async update(row: DeviceRow, change: { name?: string | null; mosqueId?: string | null; settings?: DeviceSettings }, actorId: string | null): Promise<DeviceRow> {
+      const { updated, config } = await store.transaction().execute(async (trx) => {
+        const u = await devices.update(trx, row.id, change);
         if (u.config_version !== row.config_version) {
-          timeline.record({ deviceId: row.id, mosqueId: u.mosque_id, kind: 'config_changed', actorUserId: actorId, detail: { config_version: u.config_version, ...(change.mosqueId !== undefined && { mosque_id: change.mosqueId }) } });
+          await timeline.record(trx, { deviceId: row.id, mosqueId: u.mosque_id, kind: 'config_changed', actorUserId: actorId, detail: { config_version: u.config_version, ...(change.mosqueId !== undefined && { mosque_id: change.mosqueId }) } });
         }
         // Named as the API names them. Both mosques hear of a move: the one it left and the one it joined.
         const fields = (Object.keys(change) as Array<keyof typeof change>).map((k) => FIELD_NAMES[k]);
-        if (fields.length > 0) for (const mosqueId of new Set([row.mosque_id, u.mosque_id])) note(mosqueId, actorId, 'device.updated', row.id, { fields, mosque_id: u.mosque_id });
-        return u;
-      })();
-      if (updated.config_version !== row.config_version) void pushConfig(updated);
+        if (fields.length > 0) for (const mosqueId of new Set([row.mosque_id, u.mosque_id])) await note(trx, mosqueId, actorId, 'device.updated', row.id, { fields, mosque_id: u.mosque_id });
+        return { updated: u, config: u.config_version !== row.config_version ? await configFor(trx, u) : null };
+      });
+      if (config) void publishConfig(config.id, config.payload);
       return updated;
     },
 
     /** Something outside the row changed what the config says (mosque stream, entitlement). */
-    refreshConfig(id: string, reason: string): void {
-      if (!devices.findById(id)) return;
-      void pushConfig(bumpFor(id, reason));
+    async refreshConfig(id: string, reason: string): Promise<void> {
+      const config = await store.transaction().execute(async (trx) => {
+        if (!(await devices.findById(id, trx))) return null;
+        return configFor(trx, await bumpFor(trx, id, reason));
+      });
+      if (config) void publishConfig(config.id, config.payload);
     },
 
-    rotateCredentials(row: DeviceRow, actorId: string): string {
+    async rotateCredentials(row: DeviceRow, actorId: string): Promise<string> {
       // The rows first: the rotation also updates memory, which a rolled-back transaction would not undo.
-      const password = deps.db.transaction(() => {
-        timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
-        note(row.mosque_id, actorId, 'device.credentials_rotated', row.id);
-        return devices.rotateSecret(row.id);
-      })();
-      deps.onRotated?.(row.id);
+      const password = await store.transaction().execute(async (trx) => {
+        await timeline.record(trx, { deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
+        await note(trx, row.mosque_id, actorId, 'device.credentials_rotated', row.id);
+        const p = await devices.rotateSecret(trx, row.id);
+        await deps.onRotated?.(trx, row.id);
+        return p;
+      });
       deps.link().disconnect(row.id);
       deps.link().forgetSession(row.id);
       return password;
     },
 
-    /** `actorId` null: the mosque itself is going away, and its feed with it. */
-    delete(row: DeviceRow, actorId: string | null): void {
-      deps.onDeleted?.(row.id);
-      deps.db.transaction(() => {
-        if (actorId !== null) note(row.mosque_id, actorId, 'device.deleted', row.id, { kind: row.kind, name: row.name });
-        devices.delete(row.id); // last: it also forgets the device in memory
-      })();
+    /**
+     * `actorId` null: the mosque itself is going away, and its feed with it; or, with `reason`, nobody's doing
+     * (an address claim lost), noted with that reason.
+     */
+    async delete(row: DeviceRow, actorId: string | null, reason?: string): Promise<void> {
+      await store.transaction().execute(async (trx) => {
+        await deps.onDeleted?.(trx, row.id);
+        if (actorId !== null) await note(trx, row.mosque_id, actorId, 'device.deleted', row.id, { kind: row.kind, name: row.name });
+        else if (reason !== undefined) await note(trx, row.mosque_id, null, 'device.deleted', row.id, { kind: row.kind, reason });
+        await devices.delete(trx, row.id); // last: it also forgets the device in memory
+      });
       deps.telemetry.forget(row.id);
       published.delete(row.id);
       deps.link().disconnect(row.id);
@@ -181,9 +196,9 @@ export function createDeviceService(deps: {
     },
 
     /** Devices removed by the database itself (their owner was deleted): forget them and cut them off. */
-    forgetRemoved(ids: string[]): void {
+    async forgetRemoved(ids: string[]): Promise<void> {
       for (const id of ids) {
-        deps.onDeleted?.(id);
+        await deps.onDeleted?.(store, id);
         devices.forget(id);
         deps.telemetry.forget(id);
         published.delete(id);

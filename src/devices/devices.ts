@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { effectiveSettings, type DeviceKind, type DeviceSettings, type EffectiveSettings } from './device-config.ts';
 import { sha256Hex } from '../platform/identifiers.ts';
@@ -51,6 +51,8 @@ export interface DeviceInfo {
   settings: EffectiveSettings;
   /** Until when (Unix seconds) a stream player's logs are accepted (set_log_level); null: not escalated. */
   logUntil: number | null;
+  /** The row's status when memory last read it: where telemetry starts a device it has not seen yet. */
+  status: string;
 }
 
 export function toDeviceInfo(row: DeviceRow): DeviceInfo {
@@ -63,6 +65,7 @@ export function toDeviceInfo(row: DeviceRow): DeviceInfo {
     secretHash: Buffer.from(row.secret_hash, 'hex'),
     settings: effectiveSettings(row.kind, JSON.parse(row.config) as DeviceSettings),
     logUntil: row.log_level_until,
+    status: row.status,
   };
 }
 
@@ -134,122 +137,120 @@ export interface DeviceChange {
  * The device table and its in-memory mirror. Device passwords are 256 random bits, stored as SHA-256 and
  * compared in constant time: a reconnect storm of 10,000 devices must not cost minutes of bcrypt.
  * Every write the mirror depends on is announced on `changes` (kind `device`), so other processes reload
- * the entry (telemetry columns are not mirrored and not announced).
+ * the entry (telemetry columns are not mirrored and not announced). Writes take `Queries`: the caller's
+ * transaction (registration with its timeline row and activity entry) or the store.
  */
-export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher = noChanges) {
-  const byId = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE id = ?');
-  const insert = db.prepare(
-    `INSERT INTO devices (id, kind, name, mosque_id, owner_user_id, secret_hash, created_at, updated_at)
-     VALUES (@id, @kind, @name, @mosque_id, @owner_user_id, @secret_hash, @now, @now)`,
-  );
-  const updateRow = db.prepare(
-    `UPDATE devices SET name = @name, mosque_id = @mosque_id, config = @config, config_version = config_version + @bump,
-       updated_at = @now WHERE id = @id`,
-  );
-  const bump = db.prepare('UPDATE devices SET config_version = config_version + 1, updated_at = ? WHERE id = ?');
-  const setSecret = db.prepare('UPDATE devices SET secret_hash = ?, updated_at = ? WHERE id = ?');
-  const remove = db.prepare('DELETE FROM devices WHERE id = ?');
-  const setLogLevel = db.prepare('UPDATE devices SET log_level = ?, log_level_until = ?, updated_at = ? WHERE id = ?');
-  const ofMosque = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE mosque_id = ? ORDER BY created_at, id');
-  const transmittersOf = db.prepare<[string], DeviceRow>("SELECT * FROM devices WHERE mosque_id = ? AND kind = 'transmitter' ORDER BY created_at, id");
-  const ofOwner = db.prepare<[string], DeviceRow>('SELECT * FROM devices WHERE owner_user_id = ? ORDER BY created_at, id');
-  const all = db.prepare<[], DeviceRow>('SELECT * FROM devices ORDER BY created_at, id');
-  const after = db.prepare<[string, number], DeviceRow>('SELECT * FROM devices WHERE id > ? ORDER BY id LIMIT ?');
-  const playersOf = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM devices WHERE owner_user_id = ? AND kind = 'stream_player'");
-  const claim = db.prepare('UPDATE devices SET connected_broker = ? WHERE id = ?');
-  const release = db.prepare('UPDATE devices SET connected_broker = NULL WHERE id = ? AND connected_broker = ?');
-  const owner = db.prepare<[string], { connected_broker: string | null }>('SELECT connected_broker FROM devices WHERE id = ?');
-  const releaseAll = db.prepare('UPDATE devices SET connected_broker = NULL WHERE connected_broker IS NOT NULL');
+export async function createDeviceStore(store: Store, clock: Clock, changes: ChangePublisher = noChanges) {
+  const rows = (q: Queries) => q.selectFrom('devices').selectAll();
+  const byId = async (id: string, q: Queries = store) => ((await rows(q).where('id', '=', id).executeTakeFirst()) as DeviceRow | undefined) ?? null;
 
-  const registry = new Map<string, DeviceInfo>();
-  const reloadAll = () => {
-    registry.clear();
-    for (const row of all.iterate()) registry.set(row.id, toDeviceInfo(row));
+  let registry = new Map<string, DeviceInfo>();
+  /** Built aside and swapped in whole: a CONNECT never sees the registry half filled. */
+  const reloadAll = async () => {
+    const next = new Map<string, DeviceInfo>();
+    for (const row of (await rows(store).orderBy('created_at').orderBy('id').execute()) as DeviceRow[]) next.set(row.id, toDeviceInfo(row));
+    registry = next;
   };
-  reloadAll();
-  const refresh = (id: string) => {
-    const row = byId.get(id);
+  await reloadAll();
+  const refresh = async (id: string, q: Queries = store) => {
+    const row = await byId(id, q);
     if (row) registry.set(id, toDeviceInfo(row));
     else registry.delete(id);
-    return row ?? null;
+    return row;
   };
   const changed = (id: string) => changes.publish({ kind: 'device', id });
-  /** Re-reads the row into memory and announces it. */
-  const commit = (id: string) => {
-    const row = refresh(id);
+  /**
+   * Re-reads the row (through the caller's transaction) into memory and announces it. Memory moves before the
+   * commit, as it did when the write was synchronous: a rolled-back write leaves the entry to the next reload.
+   */
+  const commit = async (q: Queries, id: string) => {
+    const row = await refresh(id, q);
     changed(id);
     return row;
   };
   const now = () => toUnixSeconds(clock());
+  const inMemory = (keep: (d: DeviceInfo) => boolean) => [...registry.values()].filter(keep);
 
   return {
     info: (id: string) => registry.get(id) ?? null,
     /** Like info, read from the row when memory does not know the id (registered through another process). */
-    load: (id: string): DeviceInfo | null => registry.get(id) ?? (refresh(id) ? registry.get(id)! : null),
+    load: async (id: string): Promise<DeviceInfo | null> => registry.get(id) ?? ((await refresh(id)) ? registry.get(id) ?? null : null),
     /**
      * Re-reads the whole registry. Only for several processes sharing one database (REDIS_URL): a change
      * made by another process reaches this one's memory within one reload period.
      */
     reloadAll,
     /** Re-reads one device into memory without announcing it (another process changed it: the feed said so). */
-    reload: refresh,
+    reload: (id: string) => refresh(id),
     /** Which devices memory knows now, and as what (to compare before and after a full reload). */
     snapshot: () => new Map(registry),
-    findById: (id: string) => byId.get(id) ?? null,
-    listForMosque: (mosqueId: string) => ofMosque.all(mosqueId),
-    listForOwner: (userId: string) => ofOwner.all(userId),
-    countPlayersOf: (userId: string) => playersOf.get(userId)!.n,
-    /** A mosque's transmitters only (a broadcast must not load every player row to find them). */
-    listTransmitters: (mosqueId: string) => transmittersOf.all(mosqueId),
-    listAll: () => all.all(),
+    findById: (id: string, q: Queries = store) => byId(id, q),
+    listForMosque: async (mosqueId: string) => (await rows(store).where('mosque_id', '=', mosqueId).orderBy('created_at').orderBy('id').execute()) as DeviceRow[],
+    listForOwner: async (userId: string) => (await rows(store).where('owner_user_id', '=', userId).orderBy('created_at').orderBy('id').execute()) as DeviceRow[],
+    /** In the caller's transaction: the cap it checks must still hold when the insert commits. */
+    countPlayersOf: async (q: Queries, userId: string) =>
+      Number((await q.selectFrom('devices').select((eb) => eb.fn.countAll<number>().as('n')).where('owner_user_id', '=', userId).where('kind', '=', 'stream_player').executeTakeFirstOrThrow()).n),
+    /**
+     * A mosque's transmitters, from memory (a broadcast's fan-out asks at its start and stop, synchronously, and
+     * needs only their ids), in the order memory learned them (the rows' created_at, id at a full load).
+     */
+    listTransmitters: (mosqueId: string): Array<Pick<DeviceInfo, 'id'>> => inMemory((d) => d.mosqueId === mosqueId && d.kind === 'transmitter'),
+    /** What entitlement decides on, from memory (the recordings' lease admission answers synchronously). */
+    entitlementFacts: (id: string): Pick<DeviceRow, 'kind' | 'mosque_id' | 'owner_user_id' | 'enabled'> | null => {
+      const d = registry.get(id);
+      return d ? { kind: d.kind, mosque_id: d.mosqueId, owner_user_id: d.ownerUserId, enabled: d.enabled ? 1 : 0 } : null;
+    },
+    /** The ids of the devices a person owns, from memory (the audio gate's standing change asks synchronously). */
+    idsOwnedBy: (userId: string): string[] => inMemory((d) => d.ownerUserId === userId).map((d) => d.id),
+    listAll: async () => (await rows(store).orderBy('created_at').orderBy('id').execute()) as DeviceRow[],
     /** The next `limit` rows in id order after `afterId` ('' to begin): a pass over every device a page at a time. */
-    listPage: (afterId: string, limit: number) => after.all(afterId, limit),
+    listPage: async (q: Queries, afterId: string, limit: number) => (await rows(q).where('id', '>', afterId).orderBy('id').limit(limit).execute()) as DeviceRow[],
 
     /** The password is returned once, here; only its SHA-256 is kept. */
-    create(d: NewDevice): { row: DeviceRow; password: string } {
+    async create(q: Queries, d: NewDevice): Promise<{ row: DeviceRow; password: string }> {
       const id = newDeviceId();
       const password = randomToken(32);
-      insert.run({ id, kind: d.kind, name: d.name, mosque_id: d.mosqueId, owner_user_id: d.ownerUserId, secret_hash: sha256Hex(password), now: now() });
-      return { row: commit(id)!, password };
+      const at = now();
+      await q.insertInto('devices').values({ id, kind: d.kind, name: d.name, mosque_id: d.mosqueId, owner_user_id: d.ownerUserId, secret_hash: sha256Hex(password), created_at: at, updated_at: at }).execute();
+      return { row: (await commit(q, id))!, password };
     },
 
     /** A change of settings or binding raises config_version. */
-    update(id: string, change: DeviceChange): DeviceRow {
-      const row = byId.get(id)!;
+    async update(q: Queries, id: string, change: DeviceChange): Promise<DeviceRow> {
+      const row = (await byId(id, q))!;
       const settings = change.settings ? { ...(JSON.parse(row.config) as DeviceSettings), ...change.settings } : null;
       const rebinds = change.mosqueId !== undefined && change.mosqueId !== row.mosque_id;
-      updateRow.run({
-        id,
+      await q.updateTable('devices').set((eb) => ({
         name: change.name === undefined ? row.name : change.name,
         mosque_id: change.mosqueId === undefined ? row.mosque_id : change.mosqueId,
         config: settings ? JSON.stringify(settings) : row.config,
-        bump: settings || rebinds ? 1 : 0,
-        now: now(),
-      });
-      return commit(id)!;
+        config_version: eb('config_version', '+', settings || rebinds ? 1 : 0),
+        updated_at: now(),
+      })).where('id', '=', id).execute();
+      return (await commit(q, id))!;
     },
 
     /** Something the config carries changed outside the device row (entitlement, the mosque's stream). */
-    bumpConfigVersion(id: string): DeviceRow {
-      bump.run(now(), id);
-      return commit(id)!;
+    async bumpConfigVersion(q: Queries, id: string): Promise<DeviceRow> {
+      await q.updateTable('devices').set((eb) => ({ config_version: eb('config_version', '+', 1), updated_at: now() })).where('id', '=', id).execute();
+      return (await commit(q, id))!;
     },
 
     /** A temporary log escalation (set_log_level) that expires by itself at `until`. */
-    setLogLevel(id: string, level: string, until: number): void {
-      setLogLevel.run(level, until, now(), id);
-      commit(id);
+    async setLogLevel(q: Queries, id: string, level: string, until: number): Promise<void> {
+      await q.updateTable('devices').set({ log_level: level, log_level_until: until, updated_at: now() }).where('id', '=', id).execute();
+      await commit(q, id);
     },
 
-    rotateSecret(id: string): string {
+    async rotateSecret(q: Queries, id: string): Promise<string> {
       const password = randomToken(32);
-      setSecret.run(sha256Hex(password), now(), id);
-      commit(id);
+      await q.updateTable('devices').set({ secret_hash: sha256Hex(password), updated_at: now() }).where('id', '=', id).execute();
+      await commit(q, id);
       return password;
     },
 
-    delete(id: string): void {
-      remove.run(id);
+    async delete(q: Queries, id: string): Promise<void> {
+      await q.deleteFrom('devices').where('id', '=', id).execute();
       registry.delete(id);
       changed(id);
     },
@@ -264,19 +265,23 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
      * Which broker process (aedes id) holds the device's connection: the one view every process shares
      * with REDIS_URL, read only when a dead process's stored will comes up (migration 008).
      */
-    claimConnection: (id: string, brokerId: string) => void claim.run(brokerId, id),
+    claimConnection: async (q: Queries, id: string, brokerId: string) => void (await q.updateTable('devices').set({ connected_broker: brokerId }).where('id', '=', id).execute()),
     /** Only the process's own claim: another process may hold the device by now. */
-    releaseConnection: (id: string, brokerId: string) => void release.run(id, brokerId),
-    connectionOwner: (id: string) => owner.get(id)?.connected_broker ?? null,
+    releaseConnection: async (q: Queries, id: string, brokerId: string) =>
+      void (await q.updateTable('devices').set({ connected_broker: null }).where('id', '=', id).where('connected_broker', '=', brokerId).execute()),
+    connectionOwner: async (id: string, q: Queries = store) =>
+      (await q.selectFrom('devices').select('connected_broker').where('id', '=', id).executeTakeFirst())?.connected_broker ?? null,
     /**
      * A single process claims nothing (no write per CONNECT), so a claim left from a run with
      * REDIS_URL would name a process that no longer exists and hide a device's own will: it goes at start.
      */
-    releaseAllConnections: () => void releaseAll.run(),
+    releaseAllConnections: async () => void (await store.updateTable('devices').set({ connected_broker: null }).where('connected_broker', 'is not', null).execute()),
 
-    /** Constant-time check of a presented password against the stored SHA-256, from memory. */
+    /**
+     * Constant-time check of a presented password against the stored SHA-256, from memory only (a device
+     * memory does not know is loaded first by the broker's CONNECT, src/devices/device-plane.ts).
+     */
     verifySecret(id: string, password: string): boolean {
-      if (!registry.has(id)) refresh(id);
       const info = registry.get(id);
       // One-shot hash (node >= 20.12): the same SHA-256 without a Hash object per CONNECT.
       const presented = crypto.hash('sha256', password, 'buffer');
@@ -286,4 +291,4 @@ export function createDeviceStore(db: Db, clock: Clock, changes: ChangePublisher
   };
 }
 
-export type DeviceStore = ReturnType<typeof createDeviceStore>;
+export type DeviceStore = Awaited<ReturnType<typeof createDeviceStore>>;

@@ -1,4 +1,4 @@
-import type { Db } from '../platform/db.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Binding } from './device-config.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
@@ -35,13 +35,15 @@ export interface Lease {
 }
 
 interface Deps {
-  db: Db;
+  /** Where the leases are read back from (at start, and when another process changed one); a lease is written in its caller's transaction. */
+  store: Store;
   clock: Clock;
   devices: DeviceStore;
   mosques: MosqueStore;
-  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  /** Read through `q` (the caller's transaction when there is one: on SQLite a query outside it would wait for it). */
+  membershipStatus: (mosqueId: string, userId: string, q: Queries) => Promise<MembershipStatus | null> | MembershipStatus | null;
   /** Whether the user's membership of the mosque was removed (and not re-created since). */
-  membershipRemoved: (mosqueId: string, userId: string) => boolean;
+  membershipRemoved: (mosqueId: string, userId: string, q: Queries) => Promise<boolean> | boolean;
   signer: LeaseSigner;
   ttlHours: number;
   /** A lease issued or dropped is announced (kind `device`): other processes' broker checks read their own map. */
@@ -58,48 +60,72 @@ interface Deps {
  * every config of an entitled player and dropped the moment entitlement ends, so `holdsLease` (asked on
  * every delivery to a player) turns false at once, before the new config even reaches the device.
  */
-export function createEntitlement(deps: Deps) {
-  const leases = new Map<string, Lease>();
-  const leaseUpdate = deps.db.prepare('UPDATE devices SET lease_expires_at = ?, lease_token = ? WHERE id = ?');
+export async function createEntitlement(deps: Deps) {
+  let leases = new Map<string, Lease>();
+  /**
+   * For each reload whose rows are being read, the players whose lease this process issued or dropped meanwhile:
+   * memory is newer than those rows for them (the store may answer after other work ran), so it keeps its word.
+   */
+  const reloading = new Set<Set<string>>();
+  const watchWrites = async <T>(read: () => Promise<T>): Promise<{ rows: T; changed: Set<string> }> => {
+    const changed = new Set<string>();
+    reloading.add(changed);
+    try {
+      return { rows: await read(), changed };
+    } finally {
+      reloading.delete(changed);
+    }
+  };
   const changes = deps.changes ?? noChanges;
-  const saveLease = (expiresAt: number | null, token: string | null, id: string) => {
-    leaseUpdate.run(expiresAt, token, id);
+  /** Memory first (the broker's check answers from it at once), then the row, in the caller's transaction. */
+  const saveLease = async (q: Queries, expiresAt: number | null, token: string | null, id: string) => {
+    for (const changed of reloading) changed.add(id);
+    await q.updateTable('devices').set({ lease_expires_at: expiresAt, lease_token: token }).where('id', '=', id).execute();
     changes.publish({ kind: 'device', id });
   };
-  const leaseOf = deps.db.prepare<[string], { mosque_id: string | null; lease_expires_at: number | null; lease_token: string | null }>('SELECT mosque_id, lease_expires_at, lease_token FROM devices WHERE id = ?');
-  const leased = deps.db.prepare<[], { id: string; mosque_id: string; lease_expires_at: number; lease_token: string | null }>(
-    "SELECT id, mosque_id, lease_expires_at, lease_token FROM devices WHERE kind = 'stream_player' AND lease_expires_at IS NOT NULL AND mosque_id IS NOT NULL",
-  );
   const nowSeconds = () => toUnixSeconds(deps.clock());
   const streamUrl = deps.streamUrl ?? ((mosque: MosqueRow) => mosque.stream_url);
   const ttlSeconds = deps.ttlHours * 3600;
 
-  const decisionFor = (row: DeviceRow): Decision => {
+  const decisionFor = async (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>, q: Queries = deps.store): Promise<Decision> => {
     if (!row.mosque_id || !row.owner_user_id) return decide(row, null);
-    const status = deps.membershipStatus(row.mosque_id, row.owner_user_id);
-    return decide(row, status, status === null && deps.membershipRemoved(row.mosque_id, row.owner_user_id));
+    const status = await deps.membershipStatus(row.mosque_id, row.owner_user_id, q);
+    return decide(row, status, status === null && (await deps.membershipRemoved(row.mosque_id, row.owner_user_id, q)));
   };
 
-  /** Leases from the database that still stand (at start, and with several processes, periodically). */
-  const reloadAll = () => {
-    leases.clear();
-    for (const row of leased.all()) {
-      const device = deps.devices.findById(row.id);
-      if (device && decisionFor(device).entitled && row.lease_expires_at > nowSeconds()) leases.set(row.id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at, token: row.lease_token });
+  /**
+   * Leases from the database that still stand (at start, and with several processes, periodically): built aside
+   * and swapped in whole, so the broker's per-packet check never sees the map half filled.
+   */
+  const reloadAll = async () => {
+    // One read: the columns entitlement decides on come with the lease (no second read per leased player).
+    const { rows, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['id', 'mosque_id', 'owner_user_id', 'enabled', 'lease_expires_at', 'lease_token'])
+      .where('kind', '=', 'stream_player').where('lease_expires_at', 'is not', null).where('mosque_id', 'is not', null).execute());
+    const next = new Map<string, Lease>();
+    for (const row of rows) {
+      if (row.lease_expires_at! > nowSeconds() && (await decisionFor(row)).entitled) next.set(row.id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
     }
+    for (const id of changed) {
+      const mine = leases.get(id);
+      if (mine) next.set(id, mine);
+      else next.delete(id);
+    }
+    leases = next;
   };
-  reloadAll();
+  await reloadAll();
 
   /** One player's lease as the database has it now (another process issued or dropped it). */
-  const reloadOne = (id: string) => {
-    const row = leaseOf.get(id);
-    const device = row?.mosque_id && row.lease_expires_at !== null ? deps.devices.findById(id) : null;
-    if (row && device && row.lease_expires_at! > nowSeconds() && decisionFor(device).entitled) leases.set(id, { mosqueId: row.mosque_id!, expiresAt: row.lease_expires_at!, token: row.lease_token });
-    else leases.delete(id);
+  const reloadOne = async (id: string) => {
+    const { rows: row, changed } = await watchWrites(() => deps.store.selectFrom('devices').select(['kind', 'mosque_id', 'owner_user_id', 'enabled', 'lease_expires_at', 'lease_token']).where('id', '=', id).executeTakeFirst());
+    if (changed.has(id)) return; // this process wrote it meanwhile: memory is the newer word
+    if (row && row.kind === 'stream_player' && row.mosque_id !== null && row.lease_expires_at !== null && row.lease_expires_at > nowSeconds() && (await decisionFor(row)).entitled) {
+      leases.set(id, { mosqueId: row.mosque_id, expiresAt: row.lease_expires_at, token: row.lease_token });
+    } else leases.delete(id);
   };
 
-  function revoke(id: string): void {
-    if (leases.delete(id)) saveLease(null, null, id);
+  /** Drops the lease from memory at once; the row's follows in `q` (the caller's transaction, or the store). */
+  async function revoke(q: Queries, id: string): Promise<void> {
+    if (leases.delete(id)) await saveLease(q, null, null, id);
   }
 
   /** Not yet half spent (the renewal rule), not longer than the TTL now set, and signed with the key in use. */
@@ -122,14 +148,14 @@ export function createEntitlement(deps: Deps) {
     /**
      * What a device's config says beyond its own settings. An entitled player gets the lease it holds while
      * that is not due for renewal (no signature and no lease write per reconnect or config change),
-     * else a freshly signed one; an unentitled one loses its lease here.
+     * else a freshly signed one; an unentitled one loses its lease here. Its reads and lease write go through `q`.
      */
-    binding(row: DeviceRow): Binding {
-      const mosque = row.mosque_id ? deps.mosques.findByIdSync(row.mosque_id) : null;
+    async binding(q: Queries, row: DeviceRow): Promise<Binding> {
+      const mosque = row.mosque_id ? await deps.mosques.findById(row.mosque_id, q) : null;
       if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, null) : null, lease: null, unbound_reason: null };
-      const decision = decisionFor(row);
+      const decision = await decisionFor(row, q);
       if (!decision.entitled) {
-        revoke(row.id);
+        await revoke(q, row.id);
         return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
       }
       const issuedAt = nowSeconds();
@@ -138,13 +164,13 @@ export function createEntitlement(deps: Deps) {
       const expiresAt = issuedAt + ttlSeconds;
       const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
       leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt, token });
-      saveLease(expiresAt, token, row.id);
+      await saveLease(q, expiresAt, token, row.id);
       return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, token) : null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
     },
 
     /** Whether the player's entitlement differs from the lease it holds (so its config must change now). */
-    isStale(row: DeviceRow): boolean {
-      const decision = decisionFor(row);
+    async isStale(row: DeviceRow, q: Queries = deps.store): Promise<boolean> {
+      const decision = await decisionFor(row, q);
       const lease = leases.get(row.id);
       if (!decision.entitled) return lease !== undefined;
       return lease === undefined || lease.mosqueId !== decision.mosqueId;
@@ -162,8 +188,9 @@ export function createEntitlement(deps: Deps) {
       return lease !== undefined && lease.expiresAt <= nowSeconds() + ttlSeconds / 2;
     },
 
+    /** The lease goes (a deleted device, a rotated password): memory at once, the row in `q`. */
     forget: revoke,
   };
 }
 
-export type Entitlement = ReturnType<typeof createEntitlement>;
+export type Entitlement = Awaited<ReturnType<typeof createEntitlement>>;

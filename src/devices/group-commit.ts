@@ -1,7 +1,7 @@
-import type { Db } from '../platform/db.ts';
+import type { Store, StoreTransaction } from '../platform/store/store.ts';
 
 /**
- * Group commit: the device writes of one event-loop turn go into ONE SQLite transaction, and
+ * Group commit: the device writes of one event-loop turn go into ONE store transaction, and
  * each write's `settle` (a status's PUBACK, its callbacks) runs only after the commit that holds it, so an
  * acknowledgement still means "written". A status costs a commit's fixed price once per batch instead of
  * once per message.
@@ -21,33 +21,30 @@ export const MAX_BATCH = 256;
 export const LATER_MS = 50;
 
 export interface GroupWrite {
-  /** Runs inside the batch's transaction; throws to fail the whole batch (nothing of it is kept). */
-  write(): void;
+  /**
+   * Runs inside the batch's transaction, through `trx` only, after the writes added before it finished;
+   * throws (or rejects) to fail the whole batch (nothing of it is kept).
+   */
+  write(trx: StoreTransaction): Promise<void> | void;
   /** After the commit (err null) or the rollback (err set), in the order the writes were added. */
   settle(err: unknown): void;
 }
 
 /** `onFault`: where a throw from a batch committed at the end of a turn goes (no caller is there to catch it). */
-export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBatch = MAX_BATCH, laterMs = LATER_MS) {
+export function createGroupCommit(store: Store, onFault: (err: unknown) => void, maxBatch = MAX_BATCH, laterMs = LATER_MS) {
   let batch: GroupWrite[] = [];
   let scheduled = false;
   let later: NodeJS.Timeout | null = null;
-  // Built once: better-sqlite3 makes new wrapper functions for every db.transaction() call.
-  const writeAll = db.transaction((items: GroupWrite[]) => {
-    for (const item of items) item.write();
-  });
+  /** The batch under way (or the last one): the next one begins only once it settled, so batches commit in order. */
+  let tail: Promise<void> = Promise.resolve();
 
-  /** Commits what is pending now, then settles it; a settle that throws does not stop the others. */
-  function flush(): void {
-    scheduled = false;
-    if (later) clearTimeout(later);
-    later = null;
-    if (batch.length === 0) return;
-    const items = batch;
-    batch = [];
+  /** One batch: one transaction, each write awaited in the order added; then every settle, in that order. */
+  async function commit(items: GroupWrite[]): Promise<void> {
     let failure: unknown = null;
     try {
-      writeAll(items);
+      await store.transaction().execute(async (trx) => {
+        for (const item of items) await item.write(trx);
+      });
     } catch (err) {
       failure = err ?? new Error('group commit failed');
     }
@@ -62,18 +59,30 @@ export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBa
     if (thrown !== null) throw thrown; // a bug in a settle: the caller's fault handler reports it
   }
 
+  /**
+   * Commits what is pending now, then settles it; resolves once that batch (and every one before it) settled.
+   * Never awaited inside a store transaction: the batch waits for the connection that transaction holds.
+   */
+  function flush(): Promise<void> {
+    scheduled = false;
+    if (later) clearTimeout(later);
+    later = null;
+    if (batch.length === 0) return tail;
+    const items = batch;
+    batch = [];
+    const done = tail.then(() => commit(items));
+    tail = done.catch(() => undefined); // a settle's bug is the caller's to report; the next batch still runs
+    return done;
+  }
+
   const flushReporting = () => {
-    try {
-      flush();
-    } catch (err) {
-      onFault(err);
-    }
+    flush().catch(onFault);
   };
 
   return {
     add(item: GroupWrite): void {
       batch.push(item);
-      if (batch.length >= maxBatch) return flush();
+      if (batch.length >= maxBatch) return flushReporting();
       if (scheduled) return;
       scheduled = true;
       setImmediate(flushReporting);
@@ -84,14 +93,14 @@ export function createGroupCommit(db: Db, onFault: (err: unknown) => void, maxBa
      */
     addLater(item: GroupWrite): void {
       batch.push(item);
-      if (batch.length >= maxBatch) return flush();
+      if (batch.length >= maxBatch) return flushReporting();
       if (scheduled || later) return;
       later = setTimeout(flushReporting, laterMs);
       later.unref(); // the last flush at shutdown (device plane stop) commits what waits
     },
     /**
-     * Commits the open batch at once: every write outside the batch (a backend verdict, a disconnect)
-     * calls this first, so the rows land in the order things happened.
+     * Commits the open batch now: a write outside the batch (a timeline note of its own, a page read) awaits
+     * this first, so the rows land in the order things happened.
      */
     flush,
     pending: () => batch.length,

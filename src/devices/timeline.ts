@@ -1,4 +1,7 @@
-import type { Db } from '../platform/db.ts';
+import { sql } from 'kysely';
+import { answersInsertId, type Queries, type Store, type StoreTransaction } from '../platform/store/store.ts';
+import type { Compilable } from 'kysely';
+import { prepared } from '../platform/store/prepared.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 
 export interface TimelineRow {
@@ -45,24 +48,24 @@ export interface TimelineEvent {
 
 /**
  * A scalar subquery: the device's newest status at or before `until`, its chain (migration 012) walked back
- * from `head` only as far as that status. For statements over many devices (the broadcast report), so the
- * chain's layout stays written here.
+ * from the device row's head only as far as that status. For statements over many devices (the broadcast
+ * report), so the chain's layout stays written here.
  */
-const statusAsOfSql = (head: string, until: string) => `(
+const statusAsOf = (until: number) => sql`(
   WITH RECURSIVE chain(id, prev, hit) AS (
-    SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until} FROM mosque_device_events e WHERE e.id = ${head}
+    SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until} FROM mosque_device_events e WHERE e.id = d.timeline_head
     UNION ALL
     SELECT e.id, e.prev_id, e.kind = 'status' AND e.at <= ${until}
     FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE NOT c.hit)
   SELECT e.to_status FROM chain c JOIN mosque_device_events e ON e.id = c.id WHERE c.hit LIMIT 1)`;
 
 /**
- * Whether the device whose newest row is `head` reported PLAYING at any time in [from, until] (Unix seconds): its
- * chain walked back from the head only as far as `from`, so a broadcast's window costs the rows written since.
+ * Whether the device reported PLAYING at any time in [from, until] (Unix seconds): its chain walked back from
+ * the head only as far as `from`, so a broadcast's window costs the rows written since.
  */
-const playedBetweenSql = (head: string, from: string, until: string) => `(
+const playedBetween = (from: number, until: number) => sql`(
   WITH RECURSIVE chain(id, prev, at) AS (
-    SELECT e.id, e.prev_id, e.at FROM mosque_device_events e WHERE e.id = ${head}
+    SELECT e.id, e.prev_id, e.at FROM mosque_device_events e WHERE e.id = d.timeline_head
     UNION ALL
     SELECT e.id, e.prev_id, e.at FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE c.at >= ${from})
   SELECT EXISTS (SELECT 1 FROM chain c JOIN mosque_device_events e ON e.id = c.id
@@ -73,19 +76,17 @@ const playedBetweenSql = (head: string, from: string, until: string) => `(
  * each device's status as of a time and whether it reported PLAYING within the broadcast's window, in one
  * statement over the mosque's devices. `now` is the same while the window reaches the present: a device row's
  * status is its newest committed status, written in the same transaction as its timeline row, so no chain needs
- * walking (1.3 ms against 3.8 ms per 1,000 devices, warm).
+ * walking (1.3 ms against 3.8 ms per 1,000 devices, warm). `played` is 1 or 0 (PostgreSQL's EXISTS is a boolean).
  */
-export function createDeliveryStatuses(db: Db) {
-  const asOf = db.prepare<{ until: number; mosque: string; from: number; played_until: number }, { status: string | null; played: number }>(
-    `SELECT ${statusAsOfSql('d.timeline_head', '@until')} AS status, ${playedBetweenSql('d.timeline_head', '@from', '@played_until')} AS played
-     FROM devices d WHERE d.mosque_id = @mosque`,
-  );
-  const now = db.prepare<{ mosque: string; from: number; played_until: number }, { status: string; played: number }>(
-    `SELECT d.status, ${playedBetweenSql('d.timeline_head', '@from', '@played_until')} AS played FROM devices d WHERE d.mosque_id = @mosque`,
-  );
+export function createDeliveryStatuses(store: Store) {
+  const played = (rows: Array<{ status: string | null; played: unknown }>) => rows.map((r) => ({ status: r.status, played: Number(r.played) }));
   return {
-    asOf: (q: { until: number; mosque: string; from: number; played_until: number }) => asOf.all(q),
-    now: (q: { mosque: string; from: number; played_until: number }) => now.all(q),
+    asOf: async (q: { until: number; mosque: string; from: number; played_until: number }) =>
+      played((await sql<{ status: string | null; played: unknown }>`SELECT ${statusAsOf(q.until)} AS status, ${playedBetween(q.from, q.played_until)} AS played
+        FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
+    now: async (q: { mosque: string; from: number; played_until: number }) =>
+      played((await sql<{ status: string | null; played: unknown }>`SELECT d.status, ${playedBetween(q.from, q.played_until)} AS played
+        FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
   };
 }
 
@@ -102,84 +103,90 @@ const AGE_CHUNK = 500;
  * `pendingFirst` commits notes still waiting in the device group commit, so that a note written directly
  * (outside a transaction) and a page read come after them, in the order things happened.
  */
-export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = () => undefined) {
+export function createTimeline(store: Store, clock: Clock, pendingFirst: () => Promise<void> = async () => undefined) {
   // Each row points to its device's previous one, and the device row to the newest (migration 012): a row
-  // is an append to the table's end, and the two statements write in the caller's transaction, or in one of
-  // their own.
-  const insert = db.prepare(
-    `INSERT INTO mosque_device_events (device_id, prev_id, mosque_id, at, kind, from_status, to_status, reason, actor_user_id, detail)
-     VALUES (?, (SELECT timeline_head FROM devices WHERE id = ?), ?, ?, ?, ?, ?, ?, ?, ?)`,
+  // is an append to the table's end, and the two statements write in the caller's transaction. Prepared: a
+  // status transition appends one (src/platform/store/prepared.ts).
+  type Appended = { device: string; mosque: string | null; at: number; kind: string; from: string | null; to: string | null; reason: string | null; actor: string | null; detail: string };
+  // SQLite answers the new id without RETURNING (cheaper per status); PostgreSQL with it.
+  const bareInsertId = answersInsertId(store);
+  const insert = prepared<Appended, { id: number }>(
+    store, ['device', 'mosque', 'at', 'kind', 'from', 'to', 'reason', 'actor', 'detail'],
+    (v) => {
+      const q = store.insertInto('mosque_device_events').values((eb) => ({
+        device_id: v.device,
+        prev_id: eb.selectFrom('devices').select('timeline_head').where('id', '=', v.device),
+        mosque_id: v.mosque, at: v.at, kind: v.kind, from_status: v.from, to_status: v.to, reason: v.reason, actor_user_id: v.actor, detail: v.detail,
+      }));
+      return (bareInsertId ? q : q.returning('id')) as Compilable<{ id: number }>;
+    },
   );
-  const moveHead = db.prepare('UPDATE devices SET timeline_head = ?, timeline_seq = timeline_seq + 1 WHERE id = ?');
-  const append = (e: TimelineEvent): void => {
-    const { lastInsertRowid } = insert.run(
-      e.deviceId, e.deviceId, e.mosqueId, e.at ?? toUnixSeconds(clock()), e.kind, e.from ?? null, e.to ?? null, e.reason ?? null, e.actorUserId ?? null, JSON.stringify(e.detail ?? {}),
-    );
-    moveHead.run(lastInsertRowid, e.deviceId);
+  const moveHead = prepared<{ head: number; device: string }>(
+    store, ['head', 'device'],
+    (v) => store.updateTable('devices').set((eb) => ({ timeline_head: v.head, timeline_seq: eb('timeline_seq', '+', 1) })).where('id', '=', v.device),
+  );
+  /** The row alone: its id, which the caller's write of the device row makes the head (see `appended`). */
+  const insertRow = async (trx: StoreTransaction, e: TimelineEvent): Promise<number> => {
+    const result = await insert.run(trx, {
+      device: e.deviceId, mosque: e.mosqueId, at: e.at ?? toUnixSeconds(clock()), kind: e.kind, from: e.from ?? null, to: e.to ?? null,
+      reason: e.reason ?? null, actor: e.actorUserId ?? null, detail: JSON.stringify(e.detail ?? {}),
+    });
+    return bareInsertId ? Number(result.insertId) : result.rows[0]!.id;
   };
-  const appendAlone = db.transaction(append);
-  // A chain walked back from `start`, newest first (`n` counts from 1), at most `limit` rows; `e.id < c.id`
-  // bounds every walk (ids only fall along a chain).
-  const chainFrom = (start: string, limit = '') => `WITH RECURSIVE chain(id, prev, n) AS (
+  const append = async (trx: StoreTransaction, e: TimelineEvent): Promise<void> => {
+    await moveHead.run(trx, { head: await insertRow(trx, e), device: e.deviceId });
+  };
+  /**
+   * A chain walked back from `start`, newest first (`n` counts from 1); `e.id < c.id` bounds every walk (ids
+   * only fall along a chain). `atMost` stops the walk after that many rows: a condition on `n` in the recursive
+   * term, as PostgreSQL refuses a LIMIT there (a LIMIT on the outer SELECT, without ORDER BY, also stops a walk
+   * early on both engines: the rows are produced as they are read).
+   */
+  const chainFrom = (start: number | null, atMost?: number) => sql`WITH RECURSIVE chain(id, prev, n) AS (
       SELECT id, prev_id, 1 FROM mosque_device_events WHERE id = ${start}
       UNION ALL
-      SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id ${limit})`;
-  const headOf = db.prepare<[string], number | null>('SELECT timeline_head FROM devices WHERE id = ?').pluck();
-  const rowOf = db.prepare<[number], { device_id: string; prev_id: number | null }>('SELECT device_id, prev_id FROM mosque_device_events WHERE id = ?');
-  const firstBelow = db.prepare<{ start: number | null; before: number }, number>(`${chainFrom('@start')} SELECT id FROM chain WHERE id < @before LIMIT 1`).pluck();
-  const page = db.prepare<{ start: number | null; limit: number; device: string }, TimelineRow>(
-    `${chainFrom('@start', 'LIMIT @limit')} SELECT e.* FROM chain JOIN mosque_device_events e ON e.id = chain.id
-     WHERE e.device_id = @device ORDER BY e.id DESC`,
-  );
-  // Two subqueries, each a seek to one end of the rowid tree: min() and max() in one SELECT scan the table
-  // (~160 ms at 1.4 million rows, all of it on the event loop).
-  const bounds = db.prepare<[], { lo: number | null; hi: number | null }>(
-    'SELECT (SELECT min(id) FROM mosque_device_events) AS lo, (SELECT max(id) FROM mosque_device_events) AS hi',
-  );
-  const firstFrom = db.prepare<[number], { id: number; at: number }>('SELECT id, at FROM mosque_device_events WHERE id >= ? ORDER BY id LIMIT 1');
-  const olderChunk = db.prepare(
-    'DELETE FROM mosque_device_events WHERE id IN (SELECT id FROM mosque_device_events WHERE id < ? ORDER BY id LIMIT ?)',
-  );
-  const allDevices = db.prepare<[], string>('SELECT id FROM devices').pluck();
+      SELECT e.id, e.prev_id, c.n + 1 FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id
+      ${atMost === undefined ? sql`` : sql`WHERE c.n < ${atMost}`})`;
+  const affected = (r: { numAffectedRows?: bigint }) => Number(r.numAffectedRows ?? 0n);
+
   // The per-device cap. A chain holds at most seq - floor + 1 rows (retention may have taken some of its
   // oldest since): only a device over the cap by that count is walked, and the walk sets the floor to the
   // oldest row it kept.
-  const capState = db.prepare<[string], { seq: number; floor: number; head: number | null }>(
-    'SELECT timeline_seq AS seq, timeline_floor AS floor, timeline_head AS head FROM devices WHERE id = ?',
-  );
-  const chainLength = db.prepare<[number], number>(`${chainFrom('?')} SELECT count(*) FROM chain`).pluck();
-  const beyondCap = db.prepare<{ head: number; cap: number }>(`DELETE FROM mosque_device_events WHERE id IN (${chainFrom('@head')} SELECT id FROM chain WHERE n > @cap)`);
-  const setFloor = db.prepare<[number, string]>('UPDATE devices SET timeline_floor = ? WHERE id = ?');
-  const mayBeOver = (device: string, cap: number) => {
-    const st = capState.get(device);
+  const mayBeOver = async (q: Queries, device: string, cap: number) => {
+    const st = await q.selectFrom('devices').select(['timeline_seq as seq', 'timeline_floor as floor', 'timeline_head as head'])
+      .where('id', '=', device).executeTakeFirst();
     return st !== undefined && st.seq - st.floor + 1 > cap ? st : null;
   };
-  // Immediate: the walk and the delete see the same chain, even with another process writing to the file.
-  const capWalk = db.transaction((device: string, cap: number): number => {
-    const st = mayBeOver(device, cap);
-    if (!st) return 0;
-    const length = st.head === null ? 0 : chainLength.get(st.head)!;
-    const removed = length > cap ? beyondCap.run({ head: st.head!, cap }).changes : 0;
-    setFloor.run(st.seq - Math.min(length, cap) + 1, device);
-    return removed;
-  });
   /** A device under its cap costs one read of its row; only one that may be over takes the write lock. */
-  const capOf = (device: string, cap: number): number => (mayBeOver(device, cap) ? capWalk.immediate(device, cap) : 0);
-  // A deleted device's rows (its head noted by the trigger of migration 012), AGE_CHUNK at a time.
-  const orphan = db.prepare<[], { rowid: number; head: number }>('SELECT rowid, head FROM device_timeline_orphans LIMIT 1');
-  const orphanChunk = db.prepare<[number], number>(`${chainFrom('?', `LIMIT ${AGE_CHUNK + 1}`)} SELECT id FROM chain`).pluck();
-  const dropIds = db.prepare<[string]>('DELETE FROM mosque_device_events WHERE id IN (SELECT value FROM json_each(?))');
-  const orphanMoved = db.prepare<[number, number]>('UPDATE device_timeline_orphans SET head = ? WHERE rowid = ?');
-  const orphanGone = db.prepare<[number]>('DELETE FROM device_timeline_orphans WHERE rowid = ?');
-  /** One chunk of one deleted device's rows; false when none is left. Run immediate, as the cap's walk. */
-  const orphanStep = db.transaction((): { more: boolean; gone: number } => {
-    const o = orphan.get();
+  const capOf = async (device: string, cap: number): Promise<number> => {
+    if (!(await mayBeOver(store, device, cap))) return 0;
+    // In a transaction (IMMEDIATE on SQLite): the walk and the delete see the same chain, even with another
+    // process writing to the file.
+    return store.transaction().execute(async (trx) => {
+      const st = await mayBeOver(trx, device, cap);
+      if (!st) return 0;
+      const length = st.head === null ? 0 : Number((await sql<{ n: number }>`${chainFrom(st.head)} SELECT count(*) AS n FROM chain`.execute(trx)).rows[0]!.n);
+      const removed = length > cap
+        ? affected(await sql`DELETE FROM mosque_device_events WHERE id IN (${chainFrom(st.head)} SELECT id FROM chain WHERE n > ${cap})`.execute(trx))
+        : 0;
+      await trx.updateTable('devices').set({ timeline_floor: st.seq - Math.min(length, cap) + 1 }).where('id', '=', device).execute();
+      return removed;
+    });
+  };
+  /**
+   * One chunk of one deleted device's rows (its head noted by the trigger of migration 012, keyed by that head:
+   * each row has its own, and PostgreSQL has no rowid), AGE_CHUNK at a time; false when none is left.
+   * In a transaction, as the cap's walk.
+   */
+  const orphanStep = (): Promise<{ more: boolean; gone: number }> => store.transaction().execute(async (trx) => {
+    const o = await trx.selectFrom('device_timeline_orphans').select('head').limit(1).executeTakeFirst();
     if (!o) return { more: false, gone: 0 };
-    const ids = orphanChunk.all(o.head);
-    const gone = dropIds.run(JSON.stringify(ids.slice(0, AGE_CHUNK))).changes;
+    const ids = (await sql<{ id: number }>`${chainFrom(o.head, AGE_CHUNK + 1)} SELECT id FROM chain`.execute(trx)).rows.map((r) => r.id);
+    const chunk = ids.slice(0, AGE_CHUNK);
+    const gone = chunk.length === 0 ? 0 : Number((await trx.deleteFrom('mosque_device_events').where('id', 'in', chunk).executeTakeFirst()).numDeletedRows);
     const rest = ids[AGE_CHUNK];
-    if (rest === undefined) orphanGone.run(o.rowid);
-    else orphanMoved.run(rest, o.rowid);
+    if (rest === undefined) await trx.deleteFrom('device_timeline_orphans').where('head', '=', o.head).execute();
+    else await trx.updateTable('device_timeline_orphans').set({ head: rest }).where('head', '=', o.head).execute();
     return { more: true, gone };
   });
   /** Devices with rows written since their cap was last checked; null until the first pass has checked all. */
@@ -187,17 +194,20 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
 
   /**
    * The first id whose row is not older than `cutoff`. Ids grow in insertion order and `at` is the clock at
-   * insertion, so the rows are in time order: a binary search over the ids (each probe one rowid seek) finds
+   * insertion, so the rows are in time order: a binary search over the ids (each probe one seek by key) finds
    * the cut without an index on `at`. A clock stepped back moves the cut by that step at most.
    */
-  function firstKept(cutoff: number): number {
-    const { lo: min, hi: max } = bounds.get()!;
+  async function firstKept(cutoff: number): Promise<number> {
+    // Two subqueries, each a seek to one end of the key's tree: min() and max() in one SELECT scan the table
+    // (~160 ms at 1.4 million rows on SQLite, all of it on the event loop).
+    const { lo: min, hi: max } = (await sql<{ lo: number | null; hi: number | null }>`SELECT
+      (SELECT min(id) FROM mosque_device_events) AS lo, (SELECT max(id) FROM mosque_device_events) AS hi`.execute(store)).rows[0]!;
     if (min === null || max === null) return 0;
     let lo = min;
     let hi = max + 1; // every id below lo is older than cutoff; hi is a possible answer
     while (lo < hi) {
       const mid = Math.floor((lo + hi) / 2);
-      const row = firstFrom.get(mid);
+      const row = await store.selectFrom('mosque_device_events').select(['id', 'at']).where('id', '>=', mid).orderBy('id').limit(1).executeTakeFirst();
       if (!row || row.id >= hi) hi = mid;
       else if (row.at < cutoff) lo = row.id + 1;
       else hi = row.id;
@@ -205,48 +215,64 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
     return lo;
   }
 
-  /** Runs `step` until it says it is done, at most PRUNE_SLICE_MS at a time, yielding to the event loop between slices. */
-  function sliced(step: () => boolean, sliceMs: number, stopped: () => boolean): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const slice = () => {
-        try {
-          if (stopped()) return resolve(); // the service is closing: the next start's pass finishes the job
-          const end = performance.now() + sliceMs;
-          let more: boolean;
-          do more = step();
-          while (more && performance.now() < end);
-          if (more) setImmediate(slice);
-          else resolve();
-        } catch (err) {
-          reject(err);
-        }
-      };
-      slice();
-    });
+  /**
+   * Runs `step` until it says it is done, at most `sliceMs` at a time, yielding to the event loop between slices.
+   * A step's queries answer without leaving the turn on SQLite, so a slice is one turn, as it was.
+   */
+  async function sliced(step: () => Promise<boolean>, sliceMs: number, stopped: () => boolean): Promise<void> {
+    for (;;) {
+      if (stopped()) return; // the service is closing: the next start's pass finishes the job
+      const end = performance.now() + sliceMs;
+      let more: boolean;
+      do more = await step();
+      while (more && performance.now() < end);
+      if (!more) return;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
 
   return {
-    record(e: TimelineEvent): void {
-      if (db.inTransaction) append(e);
-      else {
-        pendingFirst();
-        appendAlone(e);
-      }
+    /** Appends inside the caller's transaction (the row and the device's head move together). */
+    async record(trx: StoreTransaction, e: TimelineEvent): Promise<void> {
+      await append(trx, e);
+      touched?.add(e.deviceId);
+    },
+    /**
+     * The row only, inside the caller's transaction, which then sets the device row's `timeline_head` to the id
+     * returned and adds 1 to its `timeline_seq` in its own UPDATE of that row (a status: one statement less).
+     */
+    async appended(trx: StoreTransaction, e: TimelineEvent): Promise<number> {
+      const id = await insertRow(trx, e);
+      touched?.add(e.deviceId);
+      return id;
+    },
+    /**
+     * A note of its own (a command sent or answered, a flood noted): after the notes and statuses still waiting
+     * in the device group commit, in a transaction of its own. Never called inside a store transaction.
+     */
+    async note(e: TimelineEvent): Promise<void> {
+      await pendingFirst();
+      await store.transaction().execute((trx) => append(trx, e));
       touched?.add(e.deviceId);
     },
     /**
      * Newest first; `before` is the id of the last entry of the previous page. A page walks its own rows from
      * that entry's predecessor; any other `before` (not this device's, or pruned) is found along the chain.
      */
-    list(deviceId: string, limit: number, before: number | null) {
-      pendingFirst();
-      const head = headOf.get(deviceId) ?? null;
+    async list(deviceId: string, limit: number, before: number | null) {
+      await pendingFirst();
+      const head = (await store.selectFrom('devices').select('timeline_head').where('id', '=', deviceId).executeTakeFirst())?.timeline_head ?? null;
       let start = head;
       if (before !== null) {
-        const from = rowOf.get(before);
-        start = from?.device_id === deviceId ? from.prev_id : (firstBelow.get({ start: head, before }) ?? null);
+        const from = await store.selectFrom('mosque_device_events').select(['device_id', 'prev_id']).where('id', '=', before).executeTakeFirst();
+        start = from?.device_id === deviceId
+          ? from.prev_id
+          : ((await sql<{ id: number }>`${chainFrom(head)} SELECT id FROM chain WHERE id < ${before} LIMIT 1`.execute(store)).rows[0]?.id ?? null);
       }
-      return start === null || limit < 1 ? [] : page.all({ start, limit, device: deviceId }).map(toTimelineEntry);
+      if (start === null || limit < 1) return [];
+      const page = await sql<TimelineRow>`${chainFrom(start, limit)} SELECT e.* FROM chain JOIN mosque_device_events e ON e.id = chain.id
+        WHERE e.device_id = ${deviceId} ORDER BY e.id DESC`.execute(store);
+      return page.rows.map(toTimelineEntry);
     },
     /**
      * Deletes events older than the retention, the events of deleted devices and, per device, all but the
@@ -258,26 +284,29 @@ export function createTimeline(db: Db, clock: Clock, pendingFirst: () => void = 
       const sliceMs = opts.sliceMs ?? PRUNE_SLICE_MS;
       const stopped = opts.stopped ?? (() => false);
       let removed = 0;
-      const cut = firstKept(toUnixSeconds(clock()) - retentionDays * 86_400);
-      await sliced(() => {
-        const gone = olderChunk.run(cut, AGE_CHUNK).changes;
+      const cut = await firstKept(toUnixSeconds(clock()) - retentionDays * 86_400);
+      await sliced(async () => {
+        const { numDeletedRows } = await store.deleteFrom('mosque_device_events')
+          .where('id', 'in', (eb) => eb.selectFrom('mosque_device_events').select('id').where('id', '<', cut).orderBy('id').limit(AGE_CHUNK))
+          .executeTakeFirst();
+        const gone = Number(numDeletedRows);
         removed += gone;
         return gone === AGE_CHUNK;
       }, sliceMs, stopped);
-      await sliced(() => {
-        const step = orphanStep.immediate();
+      await sliced(async () => {
+        const step = await orphanStep();
         removed += step.gone;
         return step.more;
       }, sliceMs, stopped);
-      const due = touched === null ? allDevices.all() : [...touched];
+      const due = touched === null ? (await store.selectFrom('devices').select('id').execute()).map((r) => r.id) : [...touched];
       const next = new Set<string>();
       touched = next;
       let i = 0;
       let done = false;
       try {
-        await sliced(() => {
+        await sliced(async () => {
           const id = due[i++];
-          if (id !== undefined) removed += capOf(id, cap);
+          if (id !== undefined) removed += await capOf(id, cap);
           done = i >= due.length;
           return !done;
         }, sliceMs, stopped);

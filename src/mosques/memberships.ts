@@ -140,7 +140,7 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
     /** Adds a listener told after every committed status change (see MembershipListener). */
     listen: (listener: MembershipListener) => void listeners.push(listener),
     /** Whether an admin removed this user's membership of the mosque and it was not re-created since (one key lookup). */
-    wasRemoved: async (mosqueId: string, userId: string) => (await removedEntry(store, mosqueId, userId)) !== undefined,
+    wasRemoved: async (mosqueId: string, userId: string, q: Queries = store) => (await removedEntry(q, mosqueId, userId)) !== undefined,
     wasRemovedSync: (mosqueId: string, userId: string) => removedEntrySync.get(mosqueId, userId) !== undefined,
     findById: async (id: string) => (await byId(store, id)) ?? null,
     /** The users of the mosque's approved members who have `toggle` on: whom a broadcast's push reaches. */
@@ -150,7 +150,7 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
       return rows.map((r) => r.user_id);
     },
     notifiedMembersSync: (mosqueId: string, toggle: NotifyToggle): string[] => notifiedSync.get(toggle)!.all(mosqueId).map((r) => r.user_id),
-    findFor: async (mosqueId: string, userId: string) => (await byPair(store, mosqueId, userId)) ?? null,
+    findFor: async (mosqueId: string, userId: string, q: Queries = store) => (await byPair(q, mosqueId, userId)) ?? null,
     findForSync: (mosqueId: string, userId: string) => byPairSync.get(mosqueId, userId) ?? null,
     /** The membership with its member's email and phone, for the mosque's admins (docs/api.md, "Memberships"). */
     findWithMember: async (id: string) => {

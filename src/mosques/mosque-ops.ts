@@ -28,9 +28,9 @@ export type Grantee = { userId: string } | { email: string };
 export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog; memberships: Memberships;
   grants: AddressGrants;
   /** Called just before a mosque is deleted; the function it returns runs just after. */
-  beforeDelete?: (mosqueId: string) => (() => void) | void;
+  beforeDelete?: (mosqueId: string) => Promise<(() => Promise<void>) | void> | (() => void) | void;
   /** Told after a mosque's fields change (its devices' configs carry its stream). */
-  onUpdated?: (before: MosqueRow, after: MosqueRow) => void;
+  onUpdated?: (before: MosqueRow, after: MosqueRow) => Promise<void> | void;
 }) {
   const { store, mosques, admins, activity } = deps;
   const tx = <T>(fn: (w: Work) => Promise<T>): Promise<T> => transact(store, fn);
@@ -82,7 +82,7 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
         await activity.record(w.q, { mosqueId: mosque.id, actorUserId: actor.id, kind: 'mosque.updated', subjectId: mosque.id, data: { fields: Object.keys(fields) } });
         return row;
       });
-      deps.onUpdated?.(mosque, updated);
+      await deps.onUpdated?.(mosque, updated);
       return updated;
     },
 
@@ -95,9 +95,9 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
     },
 
     async delete(mosque: MosqueRow): Promise<void> {
-      const after = deps.beforeDelete?.(mosque.id);
+      const after = await deps.beforeDelete?.(mosque.id);
       await mosques.delete(mosque.id);
-      after?.();
+      await after?.();
     },
 
     /** An admin named by an address nobody has proven waits on it (`waiting`), with the flags asked. */

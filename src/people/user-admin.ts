@@ -19,7 +19,7 @@ export interface MosqueOwnership {
 }
 
 /** Called just before a user is deleted; the function it returns runs just after (their devices stop working). */
-export type BeforeUserDelete = (userId: string, actorId: string | null) => (() => void) | void;
+export type BeforeUserDelete = (userId: string, actorId: string | null) => Promise<(() => Promise<void>) | void> | (() => void) | void;
 
 /** Superadmin user administration (users list/create/update/delete; docs/walkthrough.md, "3. The mosque and its members"). */
 export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnership; hasher: PasswordHasher; beforeDelete?: BeforeUserDelete }) {
@@ -79,9 +79,9 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
       if ((await deps.admins.ownedBy(id)).length > 0) {
         return fail('conflict', 'This user owns a mosque; make another admin the owner first.');
       }
-      const after = deps.beforeDelete?.(id, actorId);
+      const after = await deps.beforeDelete?.(id, actorId);
       await users.delete(id);
-      after?.();
+      await after?.();
       return ok(undefined);
     },
   };

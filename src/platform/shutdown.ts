@@ -8,7 +8,8 @@ export interface Closer {
 /**
  * The graceful stop: runs `closers` in order, each until it settles or the deadline passes; one that throws
  * or hangs is logged and the next one runs all the same. `finals` (the last telemetry flush, db.close) run
- * after them whatever happened, even past the deadline: they are synchronous, so they cannot hang it.
+ * after them whatever happened, even past the deadline, each awaited before the next (the last telemetry flush
+ * goes through the store port, whose SQLite dialect answers without leaving the turn, so it cannot hang it).
  * The deadline is wall time on purpose: an injected test clock that never moves must not hold a stop forever.
  */
 export async function closeInOrder(closers: Closer[], finals: Closer[], opts: { deadlineMs: number; logger: Logger }): Promise<{ failed: string[]; late: string[] }> {
@@ -33,7 +34,7 @@ export async function closeInOrder(closers: Closer[], finals: Closer[], opts: { 
   }
   for (const closer of finals) {
     try {
-      closer.close();
+      await closer.close();
     } catch (err) {
       failed.push(closer.name);
       opts.logger.error({ closer: closer.name, err: errorFields(err) }, 'shutdown: a final step failed');

@@ -20,12 +20,12 @@ export function createMosqueStory(deps: {
   scheduler: Pick<Scheduler, 'mosqueChanged'>;
 }) {
   return {
-    beforeDelete(mosqueId: string): () => void {
+    async beforeDelete(mosqueId: string): Promise<() => Promise<void>> {
       deps.scheduleStore.forgetMosque(mosqueId);
       return deps.plane.beforeMosqueDelete(mosqueId);
     },
-    updated(before: MosqueRow, after: MosqueRow): void {
-      deps.plane.mosqueUpdated(before, after);
+    async updated(before: MosqueRow, after: MosqueRow): Promise<void> {
+      await deps.plane.mosqueUpdated(before, after);
       deps.scheduler.mosqueChanged(after.id);
     },
     followChanges: {

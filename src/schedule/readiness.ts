@@ -31,8 +31,8 @@ export interface Readiness {
  * ready and missed checks only (twice per slot), so it may read the device rows; presence comes from memory.
  */
 export function createReadiness(devices: ReadinessDevices) {
-  return (mosqueId: string): Readiness => {
-    const rows = devices.listForMosque(mosqueId);
+  return async (mosqueId: string): Promise<Readiness> => {
+    const rows = await devices.listForMosque(mosqueId);
     const transmitters = rows.filter((r) => r.kind === 'transmitter').map((r): TransmitterState => {
       const connected = devices.isConnected(r.id);
       const status = devices.currentStatus(r.id) ?? r.status;

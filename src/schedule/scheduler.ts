@@ -137,7 +137,7 @@ export function createScheduler(deps: SchedulerDeps) {
     const served = outcome !== null && (outcome.status === 'live' || outcome.status === 'done' || outcome.broadcast_id !== null);
     if (kind === 'ready') {
       if (outcome !== null || now > slot.azaanAt + graceMs) return;
-      const r = deps.readiness(row.id);
+      const r = await deps.readiness(row.id);
       await store.record(slot, { status: r.ready ? 'ready' : 'not_ready', reason: r.reason, readiness: summary(r) }, now);
       if (!r.ready) await alertAdmins(row, slot, 'azaan_not_ready', r);
       return;
@@ -158,7 +158,7 @@ export function createScheduler(deps: SchedulerDeps) {
     const source = deps.source;
     const sounded = source ? await source.sounded(row.id, slot.azaanAt - leadMs, now) : served;
     if (sounded || outcome?.status === 'missed') return;
-    const r = deps.readiness(row.id);
+    const r = await deps.readiness(row.id);
     const reason = r.reason ?? (source ? source.problem() : 'not_started');
     await store.record(slot, { status: 'missed', reason, readiness: summary(r) }, now);
     const fallback = source ? await source.startFallback(row.id, slot.prayer) : null;

@@ -39,8 +39,8 @@ async function fanoutWorld(t: TestContext) {
   const logger = pino({ level: 'silent' });
   const mosques = createMosqueStore(db, store, clock);
   const mosque = await mosques.create(undefined, { name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
-  const devices = createDeviceStore(db, clock);
-  const tx = devices.create({ kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null }).row;
+  const devices = await createDeviceStore(store, clock);
+  const tx = (await devices.create(store, { kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null })).row;
   const sent: Array<{ topic: string; payload: Record<string, unknown> }> = [];
   const link: DeviceLink = {
     publish: async (topic, payload) => void sent.push({ topic, payload: payload as Record<string, unknown> }),
@@ -48,9 +48,9 @@ async function fanoutWorld(t: TestContext) {
     forgetSession: () => undefined,
     isConnected: () => true,
   };
-  const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
+  const commands = createCommands({ link: () => link, timeline: createTimeline(store, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
-  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
+  const fanout = createFanout({ store, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
   const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(db, store, clock) });
   const events = () => sent.filter((s) => s.topic === `mosques/${mosque.id}/broadcast`).map((s) => s.payload);
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.payload['name']);

@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
+import { sql } from 'kysely';
+import { sqliteStore, type StoreTransaction } from '../../src/platform/store/store.ts';
 import { createGroupCommit } from '../../src/devices/group-commit.ts';
 import { API } from '../support/people.ts';
 import { databaseSize, fillUntilRefused } from '../support/database.ts';
@@ -102,31 +104,31 @@ test('two statuses of one device in one batch leave the later one as its state, 
 
 });
 
-test('a batch whose commit fails keeps none of its writes and settles every one of them with the error', (t) => {
+test('a batch whose commit fails keeps none of its writes and settles every one of them with the error', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-gc-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const db = openDatabase(path.join(dir, 'x.db'));
   t.after(() => db.close());
   db.exec('CREATE TABLE w (n INTEGER NOT NULL)');
-  const insert = db.prepare('INSERT INTO w (n) VALUES (?)');
-  const commits = createGroupCommit(db, (err) => assert.fail(String(err)));
+  const insert = (trx: StoreTransaction, n: number) => sql`INSERT INTO w (n) VALUES (${n})`.execute(trx);
+  const commits = createGroupCommit(sqliteStore(db), (err) => assert.fail(String(err)));
   const settled: Array<[number, boolean]> = [];
   for (let n = 1; n <= 5; n++) {
     commits.add({
-      write: () => {
+      write: async (trx) => {
         if (n === 4) throw new Error('SQLITE_FULL: database or disk is full');
-        insert.run(n);
+        await insert(trx, n);
       },
       settle: (err) => settled.push([n, err !== null]),
     });
   }
-  commits.flush();
+  await commits.flush();
   assert.deepEqual(settled, [[1, true], [2, true], [3, true], [4, true], [5, true]]);
   assert.equal((db.prepare('SELECT count(*) AS c FROM w').get() as { c: number }).c, 0, 'nothing of the failed batch was kept');
 
   // The next batch is a fresh one: it commits.
-  commits.add({ write: () => void insert.run(6), settle: (err) => settled.push([6, err !== null]) });
-  commits.flush();
+  commits.add({ write: async (trx) => void (await insert(trx, 6)), settle: (err) => settled.push([6, err !== null]) });
+  await commits.flush();
   assert.deepEqual(settled.at(-1), [6, false]);
   assert.equal((db.prepare('SELECT count(*) AS c FROM w').get() as { c: number }).c, 1);
 });

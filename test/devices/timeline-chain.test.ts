@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createManualClock } from '../../src/platform/clock.ts';
 import { migrate, openDatabase, readMigrations, type Db } from '../../src/platform/db.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createTimeline } from '../../src/devices/timeline.ts';
 
 // Migration 012: each timeline row points to its device's previous one and the device row to its newest, so
@@ -17,26 +18,28 @@ function file(t: TestContext): string {
   return path.join(dir, 'minaret.db');
 }
 
-function world(t: TestContext, devices: number) {
+async function world(t: TestContext, devices: number) {
   const db = openDatabase(file(t));
   t.after(() => db.close());
   migrate(db);
   const clock = createManualClock(Date.UTC(2026, 0, 1));
-  const store = createDeviceStore(db, clock);
-  const ids = Array.from({ length: devices }, (_, i) => store.create({ kind: 'transmitter', name: `tx ${i}`, mosqueId: null, ownerUserId: null }).row.id);
-  return { db, clock, store, ids, timeline: createTimeline(db, clock) };
+  const kysely = sqliteStore(db);
+  const store = await createDeviceStore(kysely, clock);
+  const ids: string[] = [];
+  for (let i = 0; i < devices; i++) ids.push((await store.create(kysely, { kind: 'transmitter', name: `tx ${i}`, mosqueId: null, ownerUserId: null })).row.id);
+  return { db, kysely, clock, store, ids, timeline: createTimeline(kysely, clock) };
 }
 
 const reasons = (entries: Array<{ reason: string | null }>) => entries.map((e) => e.reason);
 
-test('the timeline has no per-device index: a row is an append that moves its device head', (t) => {
-  const w = world(t, 2);
+test('the timeline has no per-device index: a row is an append that moves its device head', async (t) => {
+  const w = await world(t, 2);
   const indexes = w.db.prepare<[], string>("SELECT name FROM pragma_index_list('mosque_device_events')").pluck().all();
   assert.deepEqual(indexes, []);
   const [a, b] = w.ids as [string, string];
-  w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status', reason: 'a0' });
-  w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b0' });
-  w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status', reason: 'a1' });
+  await w.timeline.note({ deviceId: a, mosqueId: null, kind: 'status', reason: 'a0' });
+  await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b0' });
+  await w.timeline.note({ deviceId: a, mosqueId: null, kind: 'status', reason: 'a1' });
   const rows = w.db.prepare<[], { id: number; device_id: string; prev_id: number | null }>('SELECT id, device_id, prev_id FROM mosque_device_events ORDER BY id').all();
   assert.deepEqual(rows.map((r) => r.prev_id), [null, null, rows[0]!.id]);
   const head = w.db.prepare<[string], number>('SELECT timeline_head FROM devices WHERE id = ?').pluck();
@@ -44,82 +47,82 @@ test('the timeline has no per-device index: a row is an append that moves its de
   assert.equal(head.get(b), rows[1]!.id);
 });
 
-test('pages walk one device back through rows interleaved with others, from any cursor', (t) => {
-  const w = world(t, 3);
+test('pages walk one device back through rows interleaved with others, from any cursor', async (t) => {
+  const w = await world(t, 3);
   const [a, b, c] = w.ids as [string, string, string];
   for (let i = 0; i < 12; i++) {
-    w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${i}` });
-    if (i % 3 === 0) w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${i}` });
+    await w.timeline.note({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${i}` });
+    if (i % 3 === 0) await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${i}` });
   }
-  const first = w.timeline.list(a, 5, null);
+  const first = await w.timeline.list(a, 5, null);
   assert.deepEqual(reasons(first), ['a11', 'a10', 'a9', 'a8', 'a7']);
-  const second = w.timeline.list(a, 5, Number(first.at(-1)!.id));
+  const second = await w.timeline.list(a, 5, Number(first.at(-1)!.id));
   assert.deepEqual(reasons(second), ['a6', 'a5', 'a4', 'a3', 'a2']);
-  assert.deepEqual(reasons(w.timeline.list(a, 5, Number(second.at(-1)!.id))), ['a1', 'a0']);
-  assert.deepEqual(reasons(w.timeline.list(b, 10, null)), ['b9', 'b6', 'b3', 'b0']);
+  assert.deepEqual(reasons((await w.timeline.list(a, 5, Number(second.at(-1)!.id)))), ['a1', 'a0']);
+  assert.deepEqual(reasons((await w.timeline.list(b, 10, null))), ['b9', 'b6', 'b3', 'b0']);
   // A cursor that is another device's row (b9, written just after a9): this device's rows older than it.
-  const bRow = Number(w.timeline.list(b, 1, null)[0]!.id);
-  assert.deepEqual(reasons(w.timeline.list(a, 3, bRow)), ['a9', 'a8', 'a7']);
+  const bRow = Number((await w.timeline.list(b, 1, null))[0]!.id);
+  assert.deepEqual(reasons((await w.timeline.list(a, 3, bRow))), ['a9', 'a8', 'a7']);
   // No rows, or a limit of nothing.
-  assert.deepEqual(w.timeline.list(c, 10, null), []);
-  assert.deepEqual(w.timeline.list(a, 0, null), []);
+  assert.deepEqual((await w.timeline.list(c, 10, null)), []);
+  assert.deepEqual((await w.timeline.list(a, 0, null)), []);
 });
 
 test('a chain cut by retention ends there; the cap keeps the newest per device', async (t) => {
-  const w = world(t, 2);
+  const w = await world(t, 2);
   const [a, b] = w.ids as [string, string];
   for (let day = 0; day < 5; day++) {
-    w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${day}` });
-    w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${day}` });
+    await w.timeline.note({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${day}` });
+    await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${day}` });
     w.clock.advance(86_400_000);
   }
   assert.equal(await w.timeline.prune(3, 1000), 4); // days 0 and 1 of both
-  assert.deepEqual(reasons(w.timeline.list(a, 10, null)), ['a4', 'a3', 'a2']);
-  for (let i = 0; i < 6; i++) w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: `b+${i}` });
+  assert.deepEqual(reasons((await w.timeline.list(a, 10, null))), ['a4', 'a3', 'a2']);
+  for (let i = 0; i < 6; i++) await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: `b+${i}` });
   assert.equal(await w.timeline.prune(3, 4), 5); // b had 9: 4 kept; a (3) untouched
-  assert.deepEqual(reasons(w.timeline.list(b, 10, null)), ['b+5', 'b+4', 'b+3', 'b+2']);
-  assert.deepEqual(reasons(w.timeline.list(a, 10, null)), ['a4', 'a3', 'a2']);
+  assert.deepEqual(reasons((await w.timeline.list(b, 10, null))), ['b+5', 'b+4', 'b+3', 'b+2']);
+  assert.deepEqual(reasons((await w.timeline.list(a, 10, null))), ['a4', 'a3', 'a2']);
 });
 
 test('the cap walks a chain only when its counts say it may be over, and learns what retention took', async (t) => {
-  const w = world(t, 1);
+  const w = await world(t, 1);
   const [a] = w.ids as [string];
   const counts = w.db.prepare<[string], { seq: number; floor: number }>('SELECT timeline_seq AS seq, timeline_floor AS floor FROM devices WHERE id = ?');
-  const add = (n: number) => {
+  const add = async (n: number) => {
     for (let i = 0; i < n; i++) {
-      w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status' });
+      await w.timeline.note({ deviceId: a, mosqueId: null, kind: 'status' });
       w.clock.advance(86_400_000);
     }
   };
-  add(15);
+  await add(15);
   assert.equal(await w.timeline.prune(100, 10), 5);
   assert.deepEqual(counts.get(a), { seq: 15, floor: 6 });
-  add(1);
+  await add(1);
   assert.equal(await w.timeline.prune(100, 10), 1);
   assert.deepEqual(counts.get(a), { seq: 16, floor: 7 });
   // Retention keeps the last 3 days' rows (3 of 10); the counts still say 10, so the chain is not walked.
   assert.equal(await w.timeline.prune(3, 10), 7);
   assert.deepEqual(counts.get(a), { seq: 16, floor: 7 });
   // One more row: the counts say 11, the walk finds 4 and records that.
-  add(1);
+  await add(1);
   assert.equal(await w.timeline.prune(100, 10), 0);
   assert.deepEqual(counts.get(a), { seq: 17, floor: 14 });
-  add(5);
+  await add(5);
   assert.equal(await w.timeline.prune(100, 10), 0);
   assert.deepEqual(counts.get(a), { seq: 22, floor: 14 }, '9 rows: not walked');
-  assert.equal(w.timeline.list(a, 100, null).length, 9);
+  assert.equal((await w.timeline.list(a, 100, null)).length, 9);
 });
 
 test("a deleted device's rows go in the next upkeep pass, also when its owner's deletion took it, and no one else's", async (t) => {
-  const w = world(t, 2);
+  const w = await world(t, 2);
   const [a, b] = w.ids as [string, string];
   w.db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'u1@example.org', 'h1', 'member', 0, 0)").run();
-  const owned = w.store.create({ kind: 'stream_player', name: 'p', mosqueId: null, ownerUserId: 'u1' }).row.id;
+  const owned = (await w.store.create(w.kysely, { kind: 'stream_player', name: 'p', mosqueId: null, ownerUserId: 'u1' })).row.id;
   // Long enough that one device's rows take several chunks of the pass.
-  w.db.transaction(() => {
-    for (let i = 0; i < 1200; i++) for (const id of [a, b, owned]) w.timeline.record({ deviceId: id, mosqueId: null, kind: 'status', reason: `${i}` });
-  })();
-  w.store.delete(a);
+  await w.kysely.transaction().execute(async (trx) => {
+    for (let i = 0; i < 1200; i++) for (const id of [a, b, owned]) await w.timeline.record(trx, { deviceId: id, mosqueId: null, kind: 'status', reason: `${i}` });
+  });
+  await w.store.delete(w.kysely, a);
   w.db.prepare("DELETE FROM users WHERE id = 'u1'").run(); // ON DELETE CASCADE removes the player's row
   assert.equal(w.db.prepare<[string], number>('SELECT count(*) FROM devices WHERE id = ?').pluck().get(owned), 0);
   const rowsOf = w.db.prepare<[string], number>('SELECT count(*) FROM mosque_device_events WHERE device_id = ?').pluck();
@@ -129,7 +132,7 @@ test("a deleted device's rows go in the next upkeep pass, also when its owner's 
   assert.equal(rowsOf.get(owned), 0);
   assert.equal(rowsOf.get(b), 1200);
   assert.equal(w.db.prepare<[], number>('SELECT count(*) FROM device_timeline_orphans').pluck().get(), 0);
-  assert.equal(w.timeline.list(b, 1, null)[0]?.reason, '1199');
+  assert.equal((await w.timeline.list(b, 1, null))[0]?.reason, '1199');
 });
 
 /** A database as version 11 left it (a per-device index, no chains), with these devices registered. */
@@ -143,19 +146,19 @@ function olderDatabase(t: TestContext, devices: string[]) {
   return { db, all };
 }
 
-test('migration 012 links the rows an older database holds and keeps its id sequence', (t) => {
+test('migration 012 links the rows an older database holds and keeps its id sequence', async (t) => {
   const { db, all } = olderDatabase(t, ['d1', 'd2']);
   const old = db.prepare("INSERT INTO mosque_device_events (device_id, at, kind, reason, detail) VALUES (?, 0, 'status', ?, '{}')");
   for (const [d, r] of [['d1', 'x0'], ['d2', 'y0'], ['d1', 'x1'], ['d1', 'x2'], ['d2', 'y1'], ['d2', 'gone']] as const) old.run(d, r);
   db.prepare("DELETE FROM mosque_device_events WHERE reason = 'gone'").run(); // the newest id: not to be handed out again
   migrate(db, all);
   const clock = createManualClock(0);
-  const timeline = createTimeline(db, clock);
-  assert.deepEqual(reasons(timeline.list('d1', 10, null)), ['x2', 'x1', 'x0']);
-  assert.deepEqual(reasons(timeline.list('d2', 10, null)), ['y1', 'y0']);
-  timeline.record({ deviceId: 'd2', mosqueId: null, kind: 'status', reason: 'y2' });
-  assert.equal(timeline.list('d2', 1, null)[0]!.id, '7');
-  assert.deepEqual(reasons(timeline.list('d2', 10, null)), ['y2', 'y1', 'y0']);
+  const timeline = createTimeline(sqliteStore(db), clock);
+  assert.deepEqual(reasons((await timeline.list('d1', 10, null))), ['x2', 'x1', 'x0']);
+  assert.deepEqual(reasons((await timeline.list('d2', 10, null))), ['y1', 'y0']);
+  await timeline.note({ deviceId: 'd2', mosqueId: null, kind: 'status', reason: 'y2' });
+  assert.equal((await timeline.list('d2', 1, null))[0]!.id, '7');
+  assert.deepEqual(reasons((await timeline.list('d2', 10, null))), ['y2', 'y1', 'y0']);
 });
 
 test('migration 012 without room for its copy of the timeline fails and changes nothing', (t) => {

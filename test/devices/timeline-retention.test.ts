@@ -6,13 +6,14 @@ import path from 'node:path';
 import { createManualClock } from '../../src/platform/clock.ts';
 import { migrate, openDatabase } from '../../src/platform/db.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
+import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createTimeline } from '../../src/devices/timeline.ts';
 
 // DEVICE_EVENTS_RETENTION_DAYS and DEVICE_EVENTS_MAX_PER_DEVICE (docs/settings.md), on the real SQLite file.
 
 const DAY_MS = 86_400_000;
 
-function world(t: TestContext, devices: number) {
+async function world(t: TestContext, devices: number) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-timeline-'));
   const db = openDatabase(path.join(dir, 'minaret.db'));
   t.after(() => {
@@ -21,18 +22,20 @@ function world(t: TestContext, devices: number) {
   });
   migrate(db);
   const clock = createManualClock(Date.UTC(2026, 0, 1));
-  const store = createDeviceStore(db, clock);
-  const ids = Array.from({ length: devices }, (_, i) => store.create({ kind: 'transmitter', name: `tx ${i}`, mosqueId: null, ownerUserId: null }).row.id);
-  const timeline = createTimeline(db, clock);
+  const kysely = sqliteStore(db);
+  const store = await createDeviceStore(kysely, clock);
+  const ids: string[] = [];
+  for (let i = 0; i < devices; i++) ids.push((await store.create(kysely, { kind: 'transmitter', name: `tx ${i}`, mosqueId: null, ownerUserId: null })).row.id);
+  const timeline = createTimeline(kysely, clock);
   const count = db.prepare<[string], number>('SELECT count(*) FROM mosque_device_events WHERE device_id = ?').pluck();
   const oldest = db.prepare<[], number>('SELECT min(at) FROM mosque_device_events').pluck();
-  return { db, clock, ids, timeline, count: (id: string) => count.get(id)!, oldestAt: () => oldest.get()! };
+  return { db, kysely, clock, ids, timeline, count: (id: string) => count.get(id)!, oldestAt: () => oldest.get()! };
 }
 
 test('events older than the retention are deleted and newer ones kept, found without an index on at', async (t) => {
-  const w = world(t, 2);
+  const w = await world(t, 2);
   for (let day = 0; day < 40; day++) {
-    for (const id of w.ids) w.timeline.record({ deviceId: id, mosqueId: null, kind: 'status', from: 'ONLINE', to: 'PLAYING', reason: `day ${day}` });
+    for (const id of w.ids) await w.timeline.note({ deviceId: id, mosqueId: null, kind: 'status', from: 'ONLINE', to: 'PLAYING', reason: `day ${day}` });
     w.clock.advance(DAY_MS);
   }
   // Now is day 40: with 30 days kept, days 0-9 go (day 10 is exactly 30 days old and stays).
@@ -47,32 +50,32 @@ test('events older than the retention are deleted and newer ones kept, found wit
 });
 
 test('each device keeps only its newest events past the cap, the others untouched, and a later pass checks only devices written to', async (t) => {
-  const w = world(t, 3);
+  const w = await world(t, 3);
   const [a, b, c] = w.ids as [string, string, string];
-  for (let i = 0; i < 25; i++) w.timeline.record({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${i}` });
-  for (let i = 0; i < 5; i++) w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${i}` });
+  for (let i = 0; i < 25; i++) await w.timeline.note({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${i}` });
+  for (let i = 0; i < 5; i++) await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${i}` });
   assert.equal(await w.timeline.prune(30, 10), 15);
   assert.equal(w.count(a), 10);
   assert.equal(w.count(b), 5);
-  assert.deepEqual(w.timeline.list(a, 1, null).map((e) => e.reason), ['a24']);
-  assert.deepEqual(w.timeline.list(a, 100, null).at(-1)?.reason, 'a15');
+  assert.deepEqual((await w.timeline.list(a, 1, null)).map((e) => e.reason), ['a24']);
+  assert.deepEqual((await w.timeline.list(a, 100, null)).at(-1)?.reason, 'a15');
 
   // Rows written by another process sharing the file (another timeline on it) are not seen until that device
   // is written to here: the cap pass after the first looks only at devices written to since.
-  const other = createTimeline(w.db, w.clock);
-  for (let i = 0; i < 20; i++) other.record({ deviceId: c, mosqueId: null, kind: 'status', reason: `other ${i}` });
-  w.timeline.record({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b5' });
+  const other = createTimeline(sqliteStore(w.db), w.clock);
+  for (let i = 0; i < 20; i++) await other.note({ deviceId: c, mosqueId: null, kind: 'status', reason: `other ${i}` });
+  await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b5' });
   assert.equal(await w.timeline.prune(100_000, 10), 0, 'device b is within its cap; device c was not written through the timeline');
-  w.timeline.record({ deviceId: c, mosqueId: null, kind: 'status', reason: 'c' });
+  await w.timeline.note({ deviceId: c, mosqueId: null, kind: 'status', reason: 'c' });
   assert.equal(await w.timeline.prune(100_000, 10), 11);
   assert.equal(w.count(c), 10);
 });
 
 test('a long pass yields to the event loop between slices and stops when asked', async (t) => {
-  const w = world(t, 200);
-  w.db.transaction(() => {
-    for (const id of w.ids) for (let i = 0; i < 30; i++) w.timeline.record({ deviceId: id, mosqueId: null, kind: 'status' });
-  })();
+  const w = await world(t, 200);
+  await w.kysely.transaction().execute(async (trx) => {
+    for (const id of w.ids) for (let i = 0; i < 30; i++) await w.timeline.record(trx, { deviceId: id, mosqueId: null, kind: 'status' });
+  });
   // Another task that runs once per event-loop turn (as each slice does): it gets a turn between the slices.
   let turns = 0;
   let passing = true;
@@ -87,7 +90,7 @@ test('a long pass yields to the event loop between slices and stops when asked',
   assert.equal(removed, 200 * 10);
   assert.ok(turns >= 150, `the other task ran ${turns} times during the pass`);
 
-  for (const id of w.ids) w.timeline.record({ deviceId: id, mosqueId: null, kind: 'status' });
+  for (const id of w.ids) await w.timeline.note({ deviceId: id, mosqueId: null, kind: 'status' });
   let steps = 0;
   const partial = await w.timeline.prune(30, 20, { sliceMs: 0, stopped: () => ++steps > 50 });
   assert.ok(partial > 0 && partial < 200, `a pass stopped part-way removed ${partial} of 200`);

@@ -250,8 +250,8 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   const logger = pino({ level: 'silent' });
   const mosques = createMosqueStore(db, sqliteStore(db), clock);
   const mosque = await mosques.create(undefined, { name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
-  const devices = createDeviceStore(db, clock);
-  const tx = devices.create({ kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null }).row;
+  const devices = await createDeviceStore(sqliteStore(db), clock);
+  const tx = (await devices.create(sqliteStore(db), { kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null })).row;
   const sent: Array<{ topic: string; name: unknown; action: unknown }> = [];
   const link: DeviceLink = {
     publish: async (topic, payload) => void sent.push({ topic, name: (payload as Record<string, unknown>)['name'], action: (payload as Record<string, unknown>)['action'] }),
@@ -259,10 +259,10 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
     forgetSession: () => undefined,
     isConnected: () => true,
   };
-  const commands = createCommands({ link: () => link, timeline: createTimeline(db, clock), clock, logger, mosqueOf: () => mosque.id });
   const store = sqliteStore(db);
+  const commands = createCommands({ link: () => link, timeline: createTimeline(store, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
-  const fanout = createFanout({ db, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
+  const fanout = createFanout({ store, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
   const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(db, store, clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);

@@ -10,6 +10,12 @@ import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
 import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { forPostgres, migratePostgres, readPostgresMigrations } from '../../src/platform/store/postgres-migrations.ts';
 import { createRevokedTokens } from '../../src/people/revoked-tokens.ts';
+import { createTimeline } from '../../src/devices/timeline.ts';
+import { pino } from 'pino';
+import { createDeviceStore } from '../../src/devices/devices.ts';
+import { createGroupCommit } from '../../src/devices/group-commit.ts';
+import { createTelemetry } from '../../src/devices/telemetry/telemetry.ts';
+import type { Faults } from '../../src/platform/faults.ts';
 import { postgresInstalled, startPostgres, type PostgresCluster } from './postgres.ts';
 
 const skip = postgresInstalled() ? false : 'PostgreSQL 15 or newer is not installed (.ci/run installs it)';
@@ -226,4 +232,98 @@ test('a timetable month\'s replace and delete, with the mosque\'s schedule_since
   assert.deepEqual(pg!.stored.map((r) => `${r.month}/${r.day}`), ['3/1', '3/2']);
   assert.deepEqual(pg!.reread.mosques, ['m1']);
   assert.equal(pg!.reread.april, null);
+});
+
+test("the device timeline's chain walks run on PostgreSQL: pages, the per-device cap, retention and a deleted device's rows", { skip }, async () => {
+  const store = await open();
+  try {
+    await migratePostgres(store);
+    const day = 86_400;
+    let now = 1_900_000_000;
+    for (const id of ['d1', 'd2']) {
+      await sql`INSERT INTO devices (id, kind, secret_hash, created_at, updated_at) VALUES (${id}, 'transmitter', 'h', 1, 1)`.execute(store);
+    }
+    const timeline = createTimeline(store, () => now * 1000);
+    const append = (device: string, reason: string) => timeline.note({ deviceId: device, mosqueId: null, kind: 'status', reason });
+    for (let i = 0; i < 6; i++) {
+      await append('d1', `a${i}`);
+      if (i % 2 === 0) await append('d2', `b${i}`);
+      now += day;
+    }
+    const reasons = (page: Array<{ reason: string | null }>) => page.map((e) => e.reason);
+    const first = await timeline.list('d1', 4, null);
+    assert.deepEqual(reasons(first), ['a5', 'a4', 'a3', 'a2']);
+    assert.deepEqual(reasons(await timeline.list('d1', 4, Number(first.at(-1)!.id))), ['a1', 'a0']);
+    const bRow = Number((await timeline.list('d2', 1, null))[0]!.id);
+    assert.deepEqual(reasons(await timeline.list('d1', 2, bRow)), ['a4', 'a3'], "another device's row as the cursor: found along the chain");
+    // Retention of 4 days takes days 0 and 1 (a0, b0, a1); a cap of 2 then takes a2 and a3.
+    assert.equal(await timeline.prune(4, 2), 5);
+    assert.deepEqual(reasons(await timeline.list('d1', 10, null)), ['a5', 'a4']);
+    assert.deepEqual(reasons(await timeline.list('d2', 10, null)), ['b4', 'b2']);
+    // A deleted device's rows go in the next pass (the trigger of migration 012 notes its head).
+    await sql`DELETE FROM devices WHERE id = 'd2'`.execute(store);
+    assert.equal(await timeline.prune(100, 10), 2);
+    const left = await sql<{ n: number }>`SELECT (SELECT count(*) FROM mosque_device_events WHERE device_id = 'd2') + (SELECT count(*) FROM device_timeline_orphans) AS n`.execute(store);
+    assert.equal(left.rows[0]!.n, 0);
+  } finally {
+    await store.destroy();
+  }
+});
+
+test("the devices registry's writes, the group commit's status write and the heartbeat flush answer the same on PostgreSQL", { skip }, async () => {
+  const store = await open();
+  try {
+    await migratePostgres(store);
+    let now = 1_900_000_000_000;
+    const clock = () => now;
+    await sql`INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'a@example.com', 'h', 'member', 1, 1)`.execute(store);
+    const devices = await createDeviceStore(store, clock);
+    const { row, password } = await devices.create(store, { kind: 'transmitter', name: 'tx', mosqueId: null, ownerUserId: null });
+    assert.equal(devices.verifySecret(row.id, password), true);
+    assert.equal(row.created_at, now / 1000);
+    const renamed = await devices.update(store, row.id, { name: 'minbar' });
+    assert.equal(renamed.name, 'minbar');
+    assert.equal(renamed.config_version, row.config_version, 'a name alone keeps the version');
+    const set = await devices.update(store, row.id, { settings: { heartbeat_secs: 60 } });
+    assert.equal(set.config_version, row.config_version + 1);
+    assert.equal((await devices.bumpConfigVersion(store, row.id)).config_version, row.config_version + 2);
+    const second = await devices.rotateSecret(store, row.id);
+    assert.equal(devices.verifySecret(row.id, password), false);
+    assert.equal(devices.verifySecret(row.id, second), true);
+    await devices.setLogLevel(store, row.id, 'debug', 123);
+    assert.equal(devices.info(row.id)?.logUntil, 123);
+    await devices.claimConnection(store, row.id, 'b1');
+    assert.equal(await devices.connectionOwner(row.id), 'b1');
+    await devices.releaseConnection(store, row.id, 'b2');
+    assert.equal(await devices.connectionOwner(row.id), 'b1', 'only the process\'s own claim');
+    await devices.releaseConnection(store, row.id, 'b1');
+    assert.equal(await devices.connectionOwner(row.id), null);
+    await devices.create(store, { kind: 'stream_player', name: 'p', mosqueId: null, ownerUserId: 'u1' });
+    assert.equal(await devices.countPlayersOf(store, 'u1'), 1);
+    assert.equal((await createDeviceStore(store, clock)).info(row.id)?.id, row.id, 'a new registry loads it');
+
+    // A status through the group commit: its row and its timeline entry in one transaction, settled after COMMIT.
+    const faults = { report: (what: string, err: unknown) => assert.fail(`${what}: ${String(err)}`) } as unknown as Faults;
+    const commits = createGroupCommit(store, (err) => assert.fail(String(err)));
+    const timeline = createTimeline(store, clock, commits.flush);
+    const telemetry = await createTelemetry({ store, clock, devices, timeline, logger: pino({ level: 'silent' }), faults, commits });
+    const settled = await new Promise<unknown>((resolve) => telemetry.status(row.id, { v: '1.0', status: 'ONLINE', rssi: -60, fw: '1.2.3', ts: 1 }, resolve));
+    assert.equal(settled, null);
+    const written = (await devices.findById(row.id))!;
+    assert.deepEqual([written.status, written.rssi, written.fw, written.last_seen_at], ['ONLINE', -60, '1.2.3', now / 1000]);
+    assert.deepEqual((await timeline.list(row.id, 1, null)).map((e) => [e.kind, e.from, e.to]), [['status', 'UNKNOWN', 'ONLINE']]);
+
+    // The heartbeat flush: one UPDATE ... FROM (VALUES ...) per chunk; a field not sent keeps the row's value.
+    now += 5000;
+    telemetry.heartbeat(row.id, { v: '1.0', status: 'ONLINE', uptime_s: 99, free_heap: 1234, ts: 2 });
+    assert.equal(await telemetry.flush(), true);
+    const beat = (await devices.findById(row.id))!;
+    assert.deepEqual([beat.uptime_s, beat.free_heap, beat.rssi, beat.last_seen_at], [99, 1234, -60, now / 1000]);
+
+    await devices.delete(store, row.id);
+    assert.equal(await devices.findById(row.id), null);
+    assert.equal(devices.info(row.id), null);
+  } finally {
+    await store.destroy();
+  }
 });

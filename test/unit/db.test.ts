@@ -234,15 +234,16 @@ test('the stores announce each committed write that a cache mirrors, and reads a
   const heard: string[] = [];
   const changes = { publish: (c: Change) => void heard.push(`${c.kind}:${c.id}`) };
   const users = await createUserStore(sqliteStore(db), db, systemClock, changes);
-  const devices = createDeviceStore(db, systemClock, changes);
+  const devices = await createDeviceStore(sqliteStore(db), systemClock, changes);
   const user = await users.create({ email: 'a@example.com', emailHash: 'h1', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
   await users.revokeTokens(user.id);
   await users.setPassword(user.id, 'bcrypt');
   await users.update(user.id, { role: 'superadmin' });
-  const { row } = devices.create({ kind: 'transmitter', name: null, mosqueId: null, ownerUserId: user.id });
-  devices.rotateSecret(row.id);
-  devices.update(row.id, { name: 'minbar' });
-  devices.delete(row.id);
+  const kysely = sqliteStore(db);
+  const { row } = await devices.create(kysely, { kind: 'transmitter', name: null, mosqueId: null, ownerUserId: user.id });
+  await devices.rotateSecret(kysely, row.id);
+  await devices.update(kysely, row.id, { name: 'minbar' });
+  await devices.delete(kysely, row.id);
   await users.delete(user.id);
   assert.deepEqual(heard, [
     ...Array(4).fill(`user:${user.id}`),
@@ -253,7 +254,7 @@ test('the stores announce each committed write that a cache mirrors, and reads a
   await users.findById(user.id);
   users.tokenVersion(user.id);
   devices.verifySecret(row.id, 'x');
-  devices.load(row.id);
+  await devices.load(row.id);
   assert.deepEqual(heard, []);
 });
 

@@ -91,7 +91,7 @@ test('an expired lease fails verification', async (t) => {
   await assert.rejects(verifyWith(signer.jwks(), token, iat + 86_400), { code: 'ERR_JWT_EXPIRED' });
 });
 
-test('the lease key is kept in the data folder: a second load signs with the same key and kid', (t) => {
+test('the lease key is kept in the data folder: a second load signs with the same key and kid', async (t) => {
   const dir = tempDir(t);
   const first = createLeaseSigner(loadOrCreateLeaseKey(dir));
   const second = createLeaseSigner(loadOrCreateLeaseKey(dir));
@@ -109,33 +109,34 @@ async function setup(t: TestContext, ttlHours = 1) {
   t.after(() => db.close());
   migrate(db);
   const clock = createManualClock();
-  const devices = createDeviceStore(db, clock);
+  const store = sqliteStore(db);
+  const devices = await createDeviceStore(store, clock);
   const mosques = createMosqueStore(db, sqliteStore(db), clock);
   const memberships = new Map<string, MembershipStatus>();
   const signer = createLeaseSigner(loadOrCreateLeaseKey(dir));
   db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'a@example.com', 'h1', 'member', 0, 0)").run();
   const m1 = await mosques.create(undefined, { name: 'One', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/one' });
   const m2 = await mosques.create(undefined, { name: 'Two', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/two' });
-  const make = () => createEntitlement({ db, clock, devices, mosques, membershipStatus: (m, u) => memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer, ttlHours });
-  const { row: player } = devices.create({ kind: 'stream_player', name: 'p', mosqueId: m1.id, ownerUserId: 'u1' });
-  return { db, clock, devices, memberships, signer, m1, m2, player, make, entitlement: make() };
+  const make = () => createEntitlement({ store, clock, devices, mosques, membershipStatus: (m, u) => memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer, ttlHours });
+  const { row: player } = await devices.create(store, { kind: 'stream_player', name: 'p', mosqueId: m1.id, ownerUserId: 'u1' });
+  return { db, store, clock, devices, memberships, signer, m1, m2, player, make, entitlement: await make() };
 }
 
 test('binding: an entitled player gets the stream and a lease; the broker then lets it hear only its mosque', async (t) => {
   const s = await setup(t);
   const now = toUnixSeconds(s.clock());
-  assert.deepEqual(s.entitlement.binding(s.player), { mosque_id: s.m1.id, stream_url: null, lease: null, unbound_reason: 'awaiting_approval' });
+  assert.deepEqual(await s.entitlement.binding(s.store, s.player), { mosque_id: s.m1.id, stream_url: null, lease: null, unbound_reason: 'awaiting_approval' });
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false);
 
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
-  assert.equal(s.entitlement.isStale(s.player), true, 'entitled without a lease: the config must change');
-  const b = s.entitlement.binding(s.player);
+  assert.equal((await s.entitlement.isStale(s.player)), true, 'entitled without a lease: the config must change');
+  const b = await s.entitlement.binding(s.store, s.player);
   assert.equal(b.stream_url, 'https://radio.example/one');
   assert.equal(b.unbound_reason, null);
   assert.equal(b.lease!.expires_at, now + 3600);
   const { payload } = await verifyWith(s.signer.jwks(), b.lease!.token, now);
   assert.deepEqual(payload, { sub: s.player.id, mosque_id: s.m1.id, iat: now, exp: now + 3600 });
-  assert.equal(s.entitlement.isStale(s.player), false);
+  assert.equal((await s.entitlement.isStale(s.player)), false);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), true);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m2.id), false, 'a lease is for one mosque');
   assert.equal(s.entitlement.holdsLease('dother', s.m1.id), false);
@@ -144,34 +145,34 @@ test('binding: an entitled player gets the stream and a lease; the broker then l
 test('binding: losing entitlement drops the lease at once (ban, rebinding, removal)', async (t) => {
   const s = await setup(t);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
-  s.entitlement.binding(s.player);
+  await s.entitlement.binding(s.store, s.player);
 
   s.memberships.set(`${s.m1.id}/u1`, 'banned');
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), true, 'until the config is rebuilt');
-  assert.equal(s.entitlement.isStale(s.player), true);
-  assert.deepEqual(s.entitlement.binding(s.player), { mosque_id: s.m1.id, stream_url: null, lease: null, unbound_reason: 'membership_lapsed' });
+  assert.equal((await s.entitlement.isStale(s.player)), true);
+  assert.deepEqual(await s.entitlement.binding(s.store, s.player), { mosque_id: s.m1.id, stream_url: null, lease: null, unbound_reason: 'membership_lapsed' });
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false);
   assert.equal(s.entitlement.lease(s.player.id), null);
-  assert.equal(s.entitlement.isStale(s.player), false);
+  assert.equal((await s.entitlement.isStale(s.player)), false);
 
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
-  s.entitlement.binding(s.player);
-  const moved = s.devices.update(s.player.id, { mosqueId: s.m2.id });
-  assert.equal(s.entitlement.isStale(moved), true, 'a lease for the old mosque is stale after rebinding');
-  assert.equal(s.entitlement.binding(moved).unbound_reason, 'awaiting_approval');
+  await s.entitlement.binding(s.store, s.player);
+  const moved = await s.devices.update(s.store, s.player.id, { mosqueId: s.m2.id });
+  assert.equal((await s.entitlement.isStale(moved)), true, 'a lease for the old mosque is stale after rebinding');
+  assert.equal((await s.entitlement.binding(s.store, moved)).unbound_reason, 'awaiting_approval');
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false);
 
   s.memberships.set(`${s.m2.id}/u1`, 'approved');
-  assert.equal(s.entitlement.binding(moved).lease !== null, true);
+  assert.equal((await s.entitlement.binding(s.store, moved)).lease !== null, true);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m2.id), true);
-  s.entitlement.forget(s.player.id);
+  await s.entitlement.forget(s.store, s.player.id);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m2.id), false);
 });
 
 test('leases: held until expiry, due for renewal past half life, and reloaded after a restart', async (t) => {
   const s = await setup(t, 1);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
-  s.entitlement.binding(s.player);
+  await s.entitlement.binding(s.store, s.player);
   assert.deepEqual(s.entitlement.dueForRenewal(), []);
   s.clock.advance(29 * 60_000);
   assert.deepEqual(s.entitlement.dueForRenewal(), []);
@@ -179,25 +180,25 @@ test('leases: held until expiry, due for renewal past half life, and reloaded af
   assert.deepEqual(s.entitlement.dueForRenewal(), [s.player.id], 'half of a one-hour lease is spent');
 
   // A restart keeps a lease that is still valid for an entitled player.
-  const restarted = s.make();
+  const restarted = (await s.make());
   assert.equal(restarted.holdsLease(s.player.id, s.m1.id), true);
   assert.equal(restarted.lease(s.player.id)?.expiresAt, s.entitlement.lease(s.player.id)?.expiresAt);
 
   s.clock.advance(30 * 60_000);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), false, 'expired at exp');
   // ...but not an expired one, nor one whose owner lost the membership meanwhile.
-  assert.equal(s.make().lease(s.player.id), null);
+  assert.equal((await s.make()).lease(s.player.id), null);
   s.clock.advance(-31 * 60_000);
   s.memberships.set(`${s.m1.id}/u1`, 'rejected');
-  assert.equal(s.make().lease(s.player.id), null);
+  assert.equal((await s.make()).lease(s.player.id), null);
 });
 
 test('a renewed lease is a new token with a later exp', async (t) => {
   const s = await setup(t, 1);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
-  const first = s.entitlement.binding(s.player).lease!;
+  const first = (await s.entitlement.binding(s.store, s.player)).lease!;
   s.clock.advance(31 * 60_000);
-  const second = s.entitlement.binding(s.player).lease!;
+  const second = (await s.entitlement.binding(s.store, s.player)).lease!;
   assert.notEqual(second.token, first.token);
   assert.equal(second.expires_at, first.expires_at + 31 * 60);
   assert.equal(decodeJwt(second.token).exp, second.expires_at);
@@ -206,8 +207,8 @@ test('a renewed lease is a new token with a later exp', async (t) => {
 
 test('a transmitter holds no lease and is never entitled through one', async (t) => {
   const s = await setup(t);
-  const { row: tx } = s.devices.create({ kind: 'transmitter', name: 'tx', mosqueId: s.m1.id, ownerUserId: null });
-  assert.deepEqual(s.entitlement.binding(tx), { mosque_id: s.m1.id, stream_url: 'https://radio.example/one', lease: null, unbound_reason: null });
+  const { row: tx } = await s.devices.create(s.store, { kind: 'transmitter', name: 'tx', mosqueId: s.m1.id, ownerUserId: null });
+  assert.deepEqual(await s.entitlement.binding(s.store, tx), { mosque_id: s.m1.id, stream_url: 'https://radio.example/one', lease: null, unbound_reason: null });
   assert.equal(s.entitlement.holdsLease(tx.id, s.m1.id), false);
 });
 
@@ -223,14 +224,14 @@ test('a membership an admin removed has lapsed; one that never existed is awaite
 test('binding reuses the held lease until half its life is spent, and never one signed with a replaced key', async (t) => {
   const s = await setup(t, 1);
   s.memberships.set(`${s.m1.id}/u1`, 'approved');
-  const first = s.entitlement.binding(s.player).lease!;
+  const first = (await s.entitlement.binding(s.store, s.player)).lease!;
   s.clock.advance(29 * 60_000);
-  assert.deepEqual(s.entitlement.binding(s.player).lease, first, 'not yet half spent: the same token');
-  assert.deepEqual(s.make().binding(s.player).lease, first, 'kept in the row across a restart');
+  assert.deepEqual((await s.entitlement.binding(s.store, s.player)).lease, first, 'not yet half spent: the same token');
+  assert.deepEqual((await (await s.make()).binding(s.store, s.player)).lease, first, 'kept in the row across a restart');
 
   const otherKey = createLeaseSigner(loadOrCreateLeaseKey(tempDir(t)));
-  const rekeyed = createEntitlement({ db: s.db, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
-  const resigned = rekeyed.binding(s.player).lease!;
+  const rekeyed = await createEntitlement({ store: s.store, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
+  const resigned = (await rekeyed.binding(s.store, s.player)).lease!;
   assert.notEqual(resigned.token, first.token);
   assert.equal(otherKey.isOwn(resigned.token), true);
   assert.equal(otherKey.isOwn(first.token), false);

@@ -32,13 +32,13 @@ const NO_MOSQUE = 'No mosque has that mosque_id.';
  * manager changes it; a superadmin everything. Whoever may not see a device is told it does not exist.
  */
 export function createDeviceAccess(deps: {
-  findById: (id: string) => DeviceRow | null;
-  mosques: Pick<MosqueStore, 'findByIdSync'>;
-  admins: Pick<AdminStore, 'findSync'>;
-  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  findById: (id: string) => Promise<DeviceRow | null>;
+  mosques: Pick<MosqueStore, 'findById'>;
+  admins: Pick<AdminStore, 'find'>;
+  membershipStatus: (mosqueId: string, userId: string) => Promise<MembershipStatus | null>;
 }) {
-  function standingFor(actor: Actor, row: DeviceRow): DeviceStanding {
-    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? deps.admins.findSync(row.mosque_id, actor.id) : null);
+  async function standingFor(actor: Actor, row: DeviceRow): Promise<DeviceStanding> {
+    const standing = standingOf(actor, row.mosque_id && !actor.isSuperadmin ? await deps.admins.find(row.mosque_id, actor.id) : null);
     const owner = row.kind === 'stream_player' && row.owner_user_id === actor.id;
     // An unbound device has no mosque whose admins could see it: its owner and superadmins only.
     const inMosque = row.mosque_id !== null || actor.isSuperadmin;
@@ -49,11 +49,11 @@ export function createDeviceAccess(deps: {
    * docs/api.md, "Devices": a player joins a mosque's list only by someone with a place in it: a member
    * (pending or approved), a manager, or a superadmin. To anyone else the mosque does not exist.
    */
-  function mayBind(actor: Actor, mosqueId: string): Result<void> {
-    if (!deps.mosques.findByIdSync(mosqueId)) return fail('not_found', NO_MOSQUE);
+  async function mayBind(actor: Actor, mosqueId: string): Promise<Result<void>> {
+    if (!(await deps.mosques.findById(mosqueId))) return fail('not_found', NO_MOSQUE);
     if (actor.isSuperadmin) return ok(undefined);
-    const admin = deps.admins.findSync(mosqueId, actor.id);
-    const status = deps.membershipStatus(mosqueId, actor.id);
+    const admin = await deps.admins.find(mosqueId, actor.id);
+    const status = await deps.membershipStatus(mosqueId, actor.id);
     if (admin?.can_manage === 1 || status === 'pending' || status === 'approved') return ok(undefined);
     if (admin || status) return fail('forbidden', 'Only a member or a manager of the mosque may bind a player to it.');
     return fail('not_found', NO_MOSQUE);
@@ -61,16 +61,16 @@ export function createDeviceAccess(deps: {
 
   return {
     /** The device if the person may see it (not_found otherwise) and, for `write`, change it (forbidden). */
-    open(actor: Actor, deviceId: string, need: 'view' | 'write'): Result<OpenDevice> {
-      const row = deps.findById(deviceId);
+    async open(actor: Actor, deviceId: string, need: 'view' | 'write'): Promise<Result<OpenDevice>> {
+      const row = await deps.findById(deviceId);
       if (!row) return fail('not_found');
-      const standing = standingFor(actor, row);
+      const standing = await standingFor(actor, row);
       if (!standing.view) return fail('not_found');
       if (need === 'write' && !standing.write) return fail('forbidden');
       return ok({ row, standing, actor });
     },
 
-    visible: (actor: Actor, row: DeviceRow): boolean => standingFor(actor, row).view,
+    visible: async (actor: Actor, row: DeviceRow): Promise<boolean> => (await standingFor(actor, row)).view,
 
     mayBind,
 
@@ -78,7 +78,7 @@ export function createDeviceAccess(deps: {
      * Moving a device to another mosque (or to none): a player is its owner's to move, a transmitter a
      * superadmin's, and a transmitter always belongs to a mosque; the mosque it joins must take the person.
      */
-    mayMove(device: OpenDevice, mosqueId: string | null): Result<void> {
+    async mayMove(device: OpenDevice, mosqueId: string | null): Promise<Result<void>> {
       const { row, standing } = device;
       if (mosqueId === row.mosque_id) return ok(undefined);
       if (row.kind === 'stream_player' ? !standing.owner && !standing.superadmin : !standing.superadmin) return fail('forbidden', 'You may not move this device to another mosque.');

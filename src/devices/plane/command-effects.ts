@@ -1,4 +1,5 @@
 import type { Clock } from '../../platform/clock.ts';
+import type { Store } from '../../platform/store/store.ts';
 import { fail, ok, type Result } from '../../platform/failure.ts';
 import type { CommandEffects } from '../commands.ts';
 import type { DeviceRow, DeviceStore } from '../devices.ts';
@@ -10,21 +11,25 @@ import type { Timeline } from '../timeline.ts';
  * player cleared. Run by src/devices/commands.ts for every ack that settles a command, whoever waits for it.
  */
 export function createCommandEffects(deps: {
+  store: Store;
   devices: Pick<DeviceStore, 'findById' | 'setLogLevel'>;
   timeline: Pick<Timeline, 'record'>;
   clock: Clock;
-  unbind: (row: DeviceRow, actorUserId: string | null) => void;
+  unbind: (row: DeviceRow, actorUserId: string | null) => Promise<unknown>;
 }): CommandEffects {
-  return (deviceId, name, args, actorUserId): Result<void> => {
+  return async (deviceId, name, args, actorUserId): Promise<Result<void>> => {
     // Read now: the row the person loaded before the wait may be stale (rebound) or gone (deleted meanwhile).
-    const row = deps.devices.findById(deviceId);
+    const row = await deps.devices.findById(deviceId);
     if (!row) return fail('not_found', 'The device was deleted while the command waited for its acknowledgement.');
     if (name === 'set_log_level') {
       const until = Math.floor(deps.clock() / 1000) + Number(args.ttl_s);
-      deps.devices.setLogLevel(row.id, String(args.level), until);
-      deps.timeline.record({ deviceId: row.id, mosqueId: row.mosque_id, kind: 'log_level_set', actorUserId, detail: { level: args.level, until } });
+      // The level and its timeline note together: one transaction.
+      await deps.store.transaction().execute(async (trx) => {
+        await deps.devices.setLogLevel(trx, row.id, String(args.level), until);
+        await deps.timeline.record(trx, { deviceId: row.id, mosqueId: row.mosque_id, kind: 'log_level_set', actorUserId, detail: { level: args.level, until } });
+      });
     }
-    if (name === 'unbind_mosque' && row.mosque_id !== null) deps.unbind(row, actorUserId);
+    if (name === 'unbind_mosque' && row.mosque_id !== null) await deps.unbind(row, actorUserId);
     return ok(undefined);
   };
 }

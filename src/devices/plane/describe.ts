@@ -1,4 +1,5 @@
 import type { Clock } from '../../platform/clock.ts';
+import type { Queries, Store } from '../../platform/store/store.ts';
 import type { MembershipStatus } from '../../mosques/memberships.ts';
 import type { DeviceKind } from '../device-config.ts';
 import { toDevice, type DeviceRow } from '../devices.ts';
@@ -14,7 +15,8 @@ import { explain } from '../why.ts';
 export function createDescriber(deps: {
   telemetry: Pick<Telemetry, 'isConnected' | 'lastSeenMs' | 'lastHeartbeat' | 'counters' | 'currentStatus' | 'flush' | 'recentLogs' | 'logging'>;
   entitlement: Pick<Entitlement, 'decisionFor' | 'lease'>;
-  membershipStatus: (mosqueId: string, userId: string) => MembershipStatus | null;
+  membershipStatus: (mosqueId: string, userId: string, q: Queries) => Promise<MembershipStatus | null>;
+  store: Store;
   clock: Clock;
 }) {
   const { telemetry, entitlement } = deps;
@@ -24,9 +26,9 @@ export function createDescriber(deps: {
   };
 
   /** Players only: what the store decides and the lease the player holds (transmitters: null). */
-  const entitlementOf = (row: DeviceRow) => {
+  const entitlementOf = async (row: DeviceRow) => {
     if (row.kind !== 'stream_player') return null;
-    const decision = entitlement.decisionFor(row);
+    const decision = await entitlement.decisionFor(row);
     const lease = entitlement.lease(row.id);
     return {
       entitled: decision.entitled,
@@ -36,11 +38,14 @@ export function createDescriber(deps: {
     };
   };
 
-  const describe = (row: DeviceRow) => ({
-    ...toDevice(row, { lastSeenAt: lastSeenSeconds(row.id), connected: telemetry.isConnected(row.id), heartbeat: telemetry.lastHeartbeat(row.id) }),
-    counters: telemetry.counters(row.id),
-    entitlement: entitlementOf(row),
-  });
+  const describe = async (row: DeviceRow) => {
+    const entitlement = await entitlementOf(row); // memory below is read after it, as it is now
+    return {
+      ...toDevice(row, { lastSeenAt: lastSeenSeconds(row.id), connected: telemetry.isConnected(row.id), heartbeat: telemetry.lastHeartbeat(row.id) }),
+      counters: telemetry.counters(row.id),
+      entitlement,
+    };
+  };
 
   return {
     describe,
@@ -58,8 +63,8 @@ export function createDescriber(deps: {
         kind: row.kind,
         enabled: row.enabled === 1,
         mosqueId: row.mosque_id,
-        decision: row.kind === 'stream_player' ? entitlement.decisionFor(row) : null,
-        membershipStatus: row.kind === 'stream_player' && row.mosque_id && row.owner_user_id ? deps.membershipStatus(row.mosque_id, row.owner_user_id) : null,
+        decision: row.kind === 'stream_player' ? await entitlement.decisionFor(row) : null,
+        membershipStatus: row.kind === 'stream_player' && row.mosque_id && row.owner_user_id ? await deps.membershipStatus(row.mosque_id, row.owner_user_id, deps.store) : null,
         leaseExpiresAt: lease?.expiresAt ?? null,
         connected: telemetry.isConnected(row.id),
         lastSeenAt: lastSeenSeconds(row.id) ?? row.last_seen_at,
@@ -73,9 +78,9 @@ export function createDescriber(deps: {
     },
 
     /** The device's recent log lines, with whether it is logging and a note saying why the list is what it is. */
-    logs(row: DeviceRow, limit: number) {
-      telemetry.flush(); // the lines gathered since the last batched write are part of the answer
-      const lines = telemetry.recentLogs(row.id, limit).map((l) => ({ at: new Date(l.at * 1000).toISOString(), ts: l.ts, level: l.level, msg: l.msg }));
+    async logs(row: DeviceRow, limit: number) {
+      await telemetry.flush(); // the lines gathered since the last batched write are part of the answer
+      const lines = (await telemetry.recentLogs(row.id, limit)).map((l) => ({ at: new Date(l.at * 1000).toISOString(), ts: l.ts, level: l.level, msg: l.msg }));
       const logging = telemetry.logging(row.id);
       const until = logging.until === null ? null : new Date(logging.until * 1000).toISOString();
       return { device_id: row.id, logging: { ...logging, until }, note: logsNote(row.kind, logging.enabled, until, lines.length, telemetry.isConnected(row.id)), lines };
@@ -83,7 +88,7 @@ export function createDescriber(deps: {
   };
 }
 
-export type DeviceBody = ReturnType<ReturnType<typeof createDescriber>['describe']>;
+export type DeviceBody = Awaited<ReturnType<ReturnType<typeof createDescriber>['describe']>>;
 
 /**
  * Says in words why the list is what it is (docs/decisions.md, "`GET /devices/{id}/logs`": right after set_log_level the list is empty and a

@@ -32,7 +32,7 @@ export function createDeviceVerbs(deps: {
   timeline: Pick<Timeline, 'list'>;
   access: DeviceAccess;
   describer: ReturnType<typeof createDescriber>;
-  admins: Pick<AdminStore, 'listForUserSync'>;
+  admins: Pick<AdminStore, 'listForUser'>;
   jwks: () => { keys: Array<Record<string, unknown>> };
 }) {
   const { access, service, describer } = deps;
@@ -40,57 +40,65 @@ export function createDeviceVerbs(deps: {
 
   return {
     open: access.open,
-    describe: (device: OpenDevice): DeviceBody => describe(device.row),
+    describe: (device: OpenDevice): Promise<DeviceBody> => describe(device.row),
 
     /** The devices one mosque's list holds, or (no mosque named) every device the person may see. */
-    list(actor: Actor, mosqueId?: string): DeviceBody[] {
-      const rows = mosqueId
-        ? deps.devices.listForMosque(mosqueId)
-        : actor.isSuperadmin
-          ? deps.devices.listAll()
-          : [...deps.devices.listForOwner(actor.id), ...deps.admins.listForUserSync(actor.id).flatMap((a) => deps.devices.listForMosque(a.mosque_id))];
-      const unique = new Map(rows.filter((row) => access.visible(actor, row)).map((r) => [r.id, r]));
-      return [...unique.values()].map(describe);
+    async list(actor: Actor, mosqueId?: string): Promise<DeviceBody[]> {
+      let rows;
+      if (mosqueId) rows = await deps.devices.listForMosque(mosqueId);
+      else if (actor.isSuperadmin) rows = await deps.devices.listAll();
+      else {
+        rows = await deps.devices.listForOwner(actor.id);
+        for (const a of await deps.admins.listForUser(actor.id)) rows.push(...(await deps.devices.listForMosque(a.mosque_id)));
+      }
+      const unique = new Map<string, (typeof rows)[number]>();
+      for (const row of rows) if (await access.visible(actor, row)) unique.set(row.id, row);
+      const bodies: DeviceBody[] = [];
+      for (const row of unique.values()) bodies.push(await describe(row));
+      return bodies;
     },
 
     /** A member's players in one mosque, as its admins see them beside the membership (the caller checked it is one). */
-    playersOf: (userId: string, mosqueId: string): DeviceBody[] =>
-      deps.devices.listForOwner(userId).filter((d) => d.kind === 'stream_player' && d.mosque_id === mosqueId).map(describe),
+    async playersOf(userId: string, mosqueId: string): Promise<DeviceBody[]> {
+      const bodies: DeviceBody[] = [];
+      for (const row of await deps.devices.listForOwner(userId)) if (row.kind === 'stream_player' && row.mosque_id === mosqueId) bodies.push(await describe(row));
+      return bodies;
+    },
 
     /** A mosque's transmitter (the edge's mosque gate let only its managers through). */
-    registerTransmitter(mosqueId: string, name: string | null, actorId: string): Credentials {
-      const { row, password } = service.register('transmitter', name, mosqueId, null, actorId);
-      return { device: describe(row), password };
+    async registerTransmitter(mosqueId: string, name: string | null, actorId: string): Promise<Credentials> {
+      const { row, password } = await service.register('transmitter', name, mosqueId, null, actorId);
+      return { device: await describe(row), password };
     },
 
     /** A stream player the person owns, bound to a mosque that takes them or to none. */
-    registerPlayer(actor: Actor, name: string | null, mosqueId: string | null): Result<Credentials> {
+    async registerPlayer(actor: Actor, name: string | null, mosqueId: string | null): Promise<Result<Credentials>> {
       if (mosqueId) {
-        const bindable = access.mayBind(actor, mosqueId);
+        const bindable = await access.mayBind(actor, mosqueId);
         if (!bindable.ok) return bindable;
       }
-      const registered = service.registerPlayer(name, mosqueId, actor);
-      return registered.ok ? ok({ device: describe(registered.value.row), password: registered.value.password }) : registered;
+      const registered = await service.registerPlayer(name, mosqueId, actor);
+      return registered.ok ? ok({ device: await describe(registered.value.row), password: registered.value.password }) : registered;
     },
 
     /** Name, settings and binding in one change (a move is a change of `mosqueId`), each with its rule first. */
-    update(device: OpenDevice, change: DeviceChange): Result<DeviceBody> {
+    async update(device: OpenDevice, change: DeviceChange): Promise<Result<DeviceBody>> {
       const { row } = device;
       const heartbeat = heartbeatFits(row.kind, change.settings?.heartbeat_secs);
       if (!heartbeat.ok) return heartbeat;
       if (change.mosqueId !== undefined) {
-        const movable = access.mayMove(device, change.mosqueId);
+        const movable = await access.mayMove(device, change.mosqueId);
         if (!movable.ok) return movable;
       }
-      return ok(describe(service.update(row, change, device.actor.id)));
+      return ok(await describe(await service.update(row, change, device.actor.id)));
     },
 
-    remove: (device: OpenDevice): void => service.delete(device.row, device.actor.id),
+    remove: (device: OpenDevice): Promise<void> => service.delete(device.row, device.actor.id),
 
     /** A new password; the old one, its lease and its live connection end now. */
-    rotate(device: OpenDevice): Credentials {
-      const password = service.rotateCredentials(device.row, device.actor.id);
-      return { device: describe(device.row), password };
+    async rotate(device: OpenDevice): Promise<Credentials> {
+      const password = await service.rotateCredentials(device.row, device.actor.id);
+      return { device: await describe(device.row), password };
     },
 
     /** Whether this device takes the command: asked before the command's arguments are read. */

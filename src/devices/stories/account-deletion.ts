@@ -10,7 +10,7 @@ import type { DevicePlane } from '../device-plane.ts';
  * 2. after: those devices are cut off and forgotten (their connections close, their caches let go).
  */
 export function accountDeletionStory(deps: { memberships: Pick<Memberships, 'noteUserDeletedSync'>; plane: Pick<DevicePlane, 'beforeUserDelete'> }): BeforeUserDelete {
-  return (userId, actorId) => {
+  return async (userId, actorId) => {
     deps.memberships.noteUserDeletedSync(userId, actorId);
     return deps.plane.beforeUserDelete(userId);
   };

@@ -44,8 +44,10 @@ export interface DeviceCounters {
 export interface Live {
   connection: object | null;
   status: string;
-  /** The last status waiting in the open group commit: what the next one transitions from. */
+  /** The last status waiting in the group commit (open or committing): what the next one transitions from. */
   pendingStatus: string | null;
+  /** Which write set pendingStatus: only its own settle clears it (a later batch may hold a newer one). */
+  pendingWrite: object | null;
   lastSeenMs: number | null;
   pendingHeartbeat: HeartbeatReport | null;
   lastHeartbeat: HeartbeatReport | null;
@@ -79,7 +81,7 @@ export function overlay(base: HeartbeatReport | null, report: HeartbeatReport | 
 }
 
 export const newLive = (status: string, lastSeenMs: number | null): Live => ({
-  connection: null, status, pendingStatus: null, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
+  connection: null, status, pendingStatus: null, pendingWrite: null, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
 });
 
 export const newCounters = (): DeviceCounters => ({

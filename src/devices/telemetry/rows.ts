@@ -1,4 +1,7 @@
-import type { Db } from '../../platform/db.ts';
+import type { Store, StoreTransaction } from '../../platform/store/store.ts';
+import { sql } from 'kysely';
+import { prepared, type Prepared } from '../../platform/store/prepared.ts';
+import type { HeartbeatReport } from '../device-config.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
@@ -7,73 +10,118 @@ import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog } from './live.ts';
 
 export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
 
-/** What telemetry writes to SQLite: a status transition, the batched heartbeats and logs; and the logs read back. */
-export function createTelemetryRows(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
-  const { db, devices, timeline, live } = deps;
-  // Positional parameters: run once per status, and binding by name cost ~1 µs more per run here.
-  const writeStatus = db.prepare(
-    `UPDATE devices SET status = ?, status_reason = ?, status_detail = ?, status_at = ?, last_seen_at = COALESCE(?, last_seen_at),
-       fw = COALESCE(?, fw), mac = COALESCE(?, mac), ssid = COALESCE(?, ssid), ip = COALESCE(?, ip),
-       rssi = COALESCE(?, rssi), temp_c = COALESCE(?, temp_c), uptime_s = COALESCE(?, uptime_s),
-       reported_config_version = COALESCE(?, reported_config_version) WHERE id = ?`,
+/** What telemetry writes to the store: a status transition, the batched heartbeats and logs; and the logs read back. */
+export function createTelemetryRows(deps: { store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
+  const { store, devices, timeline } = deps;
+  // Run once per status: built and compiled once (prepared). A field the report did not carry keeps the row's value.
+  type StatusValues = {
+    status: string; reason: string | null; detail: string; at: number; seen: number | null; fw: string | null; mac: string | null; ssid: string | null;
+    ip: string | null; rssi: number | null; temp: number | null; uptime: number | null; cfg: number | null; id: string;
+  };
+  const STATUS_NAMES = ['status', 'reason', 'detail', 'at', 'seen', 'fw', 'mac', 'ssid', 'ip', 'rssi', 'temp', 'uptime', 'cfg', 'id'] as const;
+  const statusColumns = (v: StatusValues) => store.updateTable('devices').set((eb) => ({
+    status: v.status, status_reason: v.reason, status_detail: v.detail, status_at: v.at,
+    last_seen_at: eb.fn.coalesce(eb.val(v.seen), 'last_seen_at'),
+    fw: eb.fn.coalesce(eb.val(v.fw), 'fw'), mac: eb.fn.coalesce(eb.val(v.mac), 'mac'), ssid: eb.fn.coalesce(eb.val(v.ssid), 'ssid'),
+    ip: eb.fn.coalesce(eb.val(v.ip), 'ip'), rssi: eb.fn.coalesce(eb.val(v.rssi), 'rssi'), temp_c: eb.fn.coalesce(eb.val(v.temp), 'temp_c'),
+    uptime_s: eb.fn.coalesce(eb.val(v.uptime), 'uptime_s'), reported_config_version: eb.fn.coalesce(eb.val(v.cfg), 'reported_config_version'),
+  }));
+  const writeStatus = prepared<StatusValues>(store, STATUS_NAMES, (v) => statusColumns(v).where('id', '=', v.id));
+  // A transition: its timeline row is inserted first, and the same UPDATE makes it the device's head.
+  const writeTransitionRow = prepared<StatusValues & { head: number }>(store, [...STATUS_NAMES, 'head'], (v) => statusColumns(v)
+    .set((eb) => ({ timeline_head: v.head, timeline_seq: eb('timeline_seq', '+', 1) })).where('id', '=', v.id));
+  // The batched flush: one UPDATE ... FROM (VALUES ...) per chunk of devices (SQLite 3.33 and PostgreSQL both
+  // have UPDATE ... FROM; a VALUES list's columns are column1, column2, ... on both), built and compiled once per
+  // chunk size (prepared), so a flush of 1,000 devices is a handful of statements instead of 1,000. A field the
+  // heartbeat did not carry keeps the row's value (COALESCE); a device that sent no heartbeat has only its
+  // last-seen time. The casts give PostgreSQL the columns' types for parameters that may all be NULL.
+  const FIELDS = ['id', 'seen', 'rssi', 'ip', 'uptime', 'heap', 'volume', 'cfg'] as const;
+  type SeenRow = Record<(typeof FIELDS)[number], string | number | null>;
+  const byChunk = new Map<number, Prepared<Record<string, unknown>, unknown>>();
+  const updateSeen = (n: number) => {
+    let p = byChunk.get(n);
+    if (p) return p;
+    const names = Array.from({ length: n }, (_, i) => FIELDS.map((f) => `${f}${i}`)).flat();
+    p = prepared<Record<string, unknown>>(store, names, (v) => {
+      const rows = Array.from({ length: n }, (_, i) => sql`(${v[`id${i}`]}, CAST(${v[`seen${i}`]} AS BIGINT), CAST(${v[`rssi${i}`]} AS BIGINT), CAST(${v[`ip${i}`]} AS TEXT),
+        CAST(${v[`uptime${i}`]} AS BIGINT), CAST(${v[`heap${i}`]} AS BIGINT), CAST(${v[`volume${i}`]} AS BIGINT), CAST(${v[`cfg${i}`]} AS BIGINT))`);
+      const text = sql`UPDATE devices SET last_seen_at = v.column2, rssi = COALESCE(v.column3, devices.rssi), ip = COALESCE(v.column4, devices.ip),
+        uptime_s = COALESCE(v.column5, devices.uptime_s), free_heap = COALESCE(v.column6, devices.free_heap), volume = COALESCE(v.column7, devices.volume),
+        reported_config_version = COALESCE(v.column8, devices.reported_config_version)
+        FROM (VALUES ${sql.join(rows)}) AS v WHERE devices.id = v.column1`;
+      return { compile: () => text.compile(store) };
+    });
+    byChunk.set(n, p);
+    return p;
+  };
+  /** Chunk sizes: a few statement texts in all, whatever the number of devices a flush holds. */
+  const CHUNKS = [256, 64, 16, 4, 1];
+  async function writeSeen(trx: StoreTransaction, rows: SeenRow[]): Promise<void> {
+    let at = 0;
+    for (const size of CHUNKS) {
+      while (rows.length - at >= size) {
+        const values: Record<string, unknown> = {};
+        for (let i = 0; i < size; i++) {
+          const r = rows[at + i]!;
+          for (const f of FIELDS) values[`${f}${i}`] = r[f];
+        }
+        await updateSeen(size).run(trx, values);
+        at += size;
+      }
+    }
+  }
+  const insertLog = prepared<{ device: string; at: number; ts: number | null; level: string; msg: string }>(
+    store, ['device', 'at', 'ts', 'level', 'msg'],
+    (v) => store.insertInto('device_logs').values({ device_id: v.device, at: v.at, ts: v.ts, level: v.level, msg: v.msg }),
   );
-  // Positional too: run for every device that sent a heartbeat, at each flush.
-  const writeHeartbeat = db.prepare(
-    `UPDATE devices SET last_seen_at = ?, rssi = COALESCE(?, rssi), ip = COALESCE(?, ip), uptime_s = COALESCE(?, uptime_s),
-       free_heap = COALESCE(?, free_heap), volume = COALESCE(?, volume),
-       reported_config_version = COALESCE(?, reported_config_version) WHERE id = ?`,
-  );
-  const touchOnly = db.prepare('UPDATE devices SET last_seen_at = ? WHERE id = ?');
-  const insertLog = db.prepare('INSERT INTO device_logs (device_id, at, ts, level, msg) VALUES (?, ?, ?, ?, ?)');
-  const trimLogs = db.prepare(
-    `DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
-  );
-  const readLogs = db.prepare<[string, number], { at: number; ts: number | null; level: string; msg: string }>(
-    'SELECT at, ts, level, msg FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT ?',
-  );
+  // Every line older than the newest LOGS_KEPT_PER_DEVICE of the device (none when it has no more than those).
+  const trimLogs = prepared<{ device: string }>(store, ['device'], (v) => store.deleteFrom('device_logs').where('device_id', '=', v.device)
+    .where('id', '<=', (eb) => eb.selectFrom('device_logs').select('id').where('device_id', '=', v.device).orderBy('id', 'desc').limit(1).offset(LOGS_KEPT_PER_DEVICE)));
+  const readLogs = (id: string, limit: number) =>
+    deps.store.selectFrom('device_logs').select(['at', 'ts', 'level', 'msg']).where('device_id', '=', id).orderBy('id', 'desc').limit(limit).execute();
   const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
   const nowMs = () => deps.clock();
 
-  /** One transaction for the whole batch; a device deleted since is skipped. */
-  function writeBatch(ids: string[], logs: PendingLog[]): void {
-    db.transaction(() => {
-      for (const id of ids) {
-        const s = live.get(id);
-        if (!s || !devices.info(id)) continue;
-        const seen = s.lastSeenMs === null ? null : toUnixSeconds(s.lastSeenMs);
-        const hb = s.pendingHeartbeat;
-        if (hb) writeHeartbeat.run(seen, hb.rssi ?? null, hb.ip ?? null, hb.uptime_s ?? null, hb.free_heap ?? null, hb.volume ?? null, hb.config_version ?? null, id);
-        else touchOnly.run(seen, id);
+  /**
+   * One transaction for the whole batch, on the store: each device's last-seen time and the heartbeat fields
+   * taken from memory when the flush began (a few UPDATE ... FROM statements); a device deleted since is skipped.
+   */
+  async function writeBatch(seen: Array<{ id: string; lastSeenMs: number | null; heartbeat: HeartbeatReport | null }>, logs: PendingLog[]): Promise<void> {
+    await store.transaction().execute(async (trx) => {
+      const rows: SeenRow[] = [];
+      for (const { id, lastSeenMs, heartbeat: hb } of seen) {
+        if (!devices.info(id)) continue;
+        const at = lastSeenMs === null ? null : toUnixSeconds(lastSeenMs);
+        rows.push({ id, seen: at, rssi: hb?.rssi ?? null, ip: hb?.ip ?? null, uptime: hb?.uptime_s ?? null, heap: hb?.free_heap ?? null, volume: hb?.volume ?? null, cfg: hb?.config_version ?? null });
       }
+      await writeSeen(trx, rows);
       const logged = new Set<string>();
       for (const l of logs) {
         if (!devices.info(l.deviceId)) continue;
-        insertLog.run(l.deviceId, l.at, l.report.ts, l.report.level, l.report.msg);
+        await insertLog.run(trx, { device: l.deviceId, at: l.at, ts: l.report.ts, level: l.report.level, msg: l.report.msg });
         logged.add(l.deviceId);
       }
-      for (const id of logged) trimLogs.run(id, id, LOGS_KEPT_PER_DEVICE);
-    })();
+      for (const id of logged) await trimLogs.run(trx, { device: id });
+    });
   }
 
 
 
   /** The row's UPDATE and, for a transition, its timeline entry (inside the caller's transaction). */
-  function writeTransition(id: string, from: string, report: Transition, source: string): void {
+  async function writeTransition(trx: StoreTransaction, id: string, from: string, report: Transition, source: string): Promise<void> {
     const reason = report.reason ?? null;
     const now = toUnixSeconds(nowMs());
-    writeStatus.run(
-      report.status, reason, JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), now,
+    const values: StatusValues = {
+      status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), at: now,
       // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
-      source === 'backend' ? null : now,
-      report.fw ?? null, report.mac ?? null, report.ssid ?? null, report.ip ?? null, report.rssi ?? null,
-      report.temp_c ?? null, report.uptime_s ?? null, report.config_version ?? null, id,
-    );
-    if (from !== report.status) {
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
-    }
+      seen: source === 'backend' ? null : now,
+      fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
+      temp: report.temp_c ?? null, uptime: report.uptime_s ?? null, cfg: report.config_version ?? null, id,
+    };
+    if (from === report.status) return void (await writeStatus.run(trx, values));
+    const head = await timeline.appended(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
+    await writeTransitionRow.run(trx, { ...values, head });
   }
 
-  const writeTransitionNow = db.transaction(writeTransition);
-
-  return { writeBatch, writeTransition, writeTransitionNow, readLogs };
+  return { writeBatch, writeTransition, readLogs };
 }

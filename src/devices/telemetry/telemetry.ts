@@ -1,4 +1,4 @@
-import type { Db } from '../../platform/db.ts';
+import type { Store, StoreTransaction } from '../../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
 import type { Faults } from '../../platform/faults.ts';
@@ -20,15 +20,16 @@ export type { BudgetedChannel, DeviceCounters, LoggingState, StatusChange } from
 
 /**
  * What devices tell the backend, and whether they are there. Presence is tracked per connection (on a
- * takeover, the old connection's disconnect arrives after the new one is up). Statuses and connected notes
- * are written in the turn's group commit (group-commit.ts), other transitions at once after it; heartbeats
- * and logs live in memory and are flushed in batches, one transaction each.
+ * takeover, the old connection's disconnect arrives after the new one is up). Every row write (statuses,
+ * the backend's own transitions, connected and disconnected notes, rejection notes) goes into the device group
+ * commit (group-commit.ts), so the rows land in the order things happened; heartbeats and logs live in memory
+ * and are flushed in batches, one transaction each.
  */
-export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void; commits?: GroupCommit }) {
-  const { db, devices, timeline } = deps;
+export async function createTelemetry(deps: { store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; logger: Logger; faults: Faults; onStatusChange?: (c: StatusChange) => void; commits?: GroupCommit }) {
+  const { devices, timeline } = deps;
 
   const live = new Map<string, Live>();
-  for (const row of devices.listAll()) {
+  for (const row of await devices.listAll()) {
     live.set(row.id, newLive(row.status, row.last_seen_at === null ? null : row.last_seen_at * 1000));
   }
   /** The broker process each connection claimed the device row for: its disconnect releases only that claim. */
@@ -36,13 +37,14 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   const pendingLogs: PendingLog[] = [];
   const touched = new Set<string>();
   const flushRetry = { backoffMs: 0, at: 0 };
-  const commits = deps.commits ?? createGroupCommit(db, (err) => deps.faults.report('status group commit', err));
-  const { writeBatch, writeTransition, writeTransitionNow, readLogs } = createTelemetryRows({ db, clock: deps.clock, devices, timeline, live });
+  const commits = deps.commits ?? createGroupCommit(deps.store, (err) => deps.faults.report('status group commit', err));
+  const { writeBatch, writeTransition, readLogs } = createTelemetryRows({ store: deps.store, clock: deps.clock, devices, timeline, live });
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
     if (!s) {
-      s = newLive(devices.findById(id)?.status ?? 'UNKNOWN', null);
+      // A device registered since the start: its row's status as the registry read it.
+      s = newLive(devices.info(id)?.status ?? 'UNKNOWN', null);
       live.set(id, s);
     }
     return s;
@@ -58,13 +60,19 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   }
 
 
-  /** A timeline note beside a fact held in memory (connected, rejected): losing the note must not lose the fact. */
-  function note(id: string, entry: Parameters<Timeline['record']>[0]): void {
-    try {
-      timeline.record(entry);
-    } catch (err) {
-      writeFailed(id, `${entry.kind} note`, err);
-    }
+  /**
+   * A timeline note beside a fact held in memory (connected, rejected, over budget): in the group commit, after
+   * the writes before it; losing the note must not lose the fact.
+   */
+  function note(id: string, entry: Parameters<Timeline['record']>[1]): void {
+    commits.add({
+      write: async (trx) => {
+        if (devices.info(id)) await timeline.record(trx, entry); // a device deleted meanwhile has no timeline
+      },
+      settle: (err) => {
+        if (err) writeFailed(id, `${entry.kind} note`, err);
+      },
+    });
   }
 
   /** Memory follows the committed row; listeners hear of a transition only once it is written. */
@@ -73,13 +81,80 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
     if (from !== to) deps.onStatusChange?.({ deviceId: id, from, to, reason });
   }
 
-  /** A transition written at once (backend verdicts, a heartbeat's differing status), after the open batch. */
-  function transition(id: string, report: Transition, source: string): void {
-    commits.flush();
+  /**
+   * A status to write in the group commit: it transitions from the last one written or waiting. `write` writes
+   * it (false: it was not written after all); `settled` runs after the commit or the rollback.
+   */
+  function pendingTransition(id: string, to: string, write: (trx: StoreTransaction, from: string) => Promise<boolean>, settled: (err: unknown, from: string, written: boolean) => void): void {
     const s = stateOf(id);
-    const from = s.status;
-    writeTransitionNow(id, from, report, source);
-    applied(s, id, from, report.status, report.reason ?? null);
+    const from = s.pendingStatus ?? s.status;
+    const mine = {};
+    s.pendingStatus = to;
+    s.pendingWrite = mine;
+    let written = false;
+    commits.add({
+      write: async (trx) => {
+        written = await write(trx, from);
+      },
+      settle: (err) => {
+        // A later write of this device may be waiting in the next batch: it keeps its own.
+        if (s.pendingWrite === mine) {
+          s.pendingStatus = null;
+          s.pendingWrite = null;
+        }
+        settled(err, from, written && !err);
+      },
+    });
+  }
+
+  /** A transition the backend decides (stale, a heartbeat's differing status): in the group commit, as a status. */
+  function transition(id: string, report: Transition, source: string): void {
+    pendingTransition(id, report.status, async (trx, from) => {
+      if (!devices.info(id)) return false;
+      await writeTransition(trx, id, from, { ...report, prev: report.prev ?? from }, source);
+      return true;
+    }, (err, from, written) => {
+      if (err) writeFailed(id, source === 'heartbeat' ? 'heartbeat' : 'stale sweep', err);
+      else if (written) applied(stateOf(id), id, from, report.status, report.reason ?? null);
+    });
+  }
+
+  let flushing: Promise<boolean> | null = null;
+  /** One flush (see `flush` below): what waits in memory, taken out and written in one transaction. */
+  async function flushOnce(force: boolean): Promise<boolean> {
+    await commits.flush(); // a status of this turn is older than the heartbeats gathered: its row first
+    if (touched.size === 0 && pendingLogs.length === 0) return true;
+    if (!force && nowMs() < flushRetry.at) return false;
+    // Taken out of memory before the write, as the store may answer after other packets were read: what
+    // arrives meanwhile waits for the next flush instead of being forgotten with this one.
+    const seen = [...touched].map((id) => {
+      const s = live.get(id);
+      const taken = { id, lastSeenMs: s?.lastSeenMs ?? null, heartbeat: s?.pendingHeartbeat ?? null };
+      if (s) s.pendingHeartbeat = null;
+      return taken;
+    });
+    touched.clear();
+    const logs = pendingLogs.splice(0);
+    try {
+      await writeBatch(seen, logs);
+    } catch (err) {
+      // Kept for the next flush: merged under what arrived since (newer fields win), logs back in front.
+      for (const { id, heartbeat } of seen) {
+        touched.add(id);
+        const s = live.get(id);
+        if (s && heartbeat) s.pendingHeartbeat = s.pendingHeartbeat ? overlay(heartbeat, s.pendingHeartbeat) : heartbeat;
+      }
+      pendingLogs.unshift(...logs);
+      // Still at most MAX_PENDING_LOGS waiting, as log() keeps it: the oldest go, counted.
+      for (const dropped of pendingLogs.splice(0, Math.max(0, pendingLogs.length - MAX_PENDING_LOGS))) stateOf(dropped.deviceId).counters.logs_dropped++;
+      flushRetry.backoffMs = Math.min(FLUSH_BACKOFF_MS.max, flushRetry.backoffMs * 2 || FLUSH_BACKOFF_MS.first);
+      flushRetry.at = nowMs() + flushRetry.backoffMs;
+      deps.faults.report('telemetry flush', err, { devices: seen.length, logs: logs.length, retry_in_ms: flushRetry.backoffMs });
+      return false;
+    }
+    flushRetry.backoffMs = 0;
+    flushRetry.at = 0;
+    return true;
   }
 
   /** Whether the device's logs are accepted now, and until when (docs/firmware.md, "3.3 Log": config or a self-expiring command). */
@@ -108,10 +183,10 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       // on a takeover: it commits in this turn.
       const at = toUnixSeconds(s.lastSeenMs);
       const note: GroupWrite = {
-        write: () => {
+        write: async (trx) => {
           if (!devices.info(id)) return;
-          timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'connected', at });
-          if (brokerId !== undefined) devices.claimConnection(id, brokerId);
+          await timeline.record(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'connected', at });
+          if (brokerId !== undefined) await devices.claimConnection(trx, id, brokerId);
         },
         settle: (err) => {
           if (err) writeFailed(id, 'connected note', err);
@@ -135,24 +210,28 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       s.connection = null;
       const brokerId = brokers.get(connection);
       if (!devices.info(id)) return true;
-      try {
-        commits.flush(); // its connected row (and statuses) first
-        const owner = brokerId === undefined ? null : devices.connectionOwner(id);
+      // In the group commit, after its connected row (and statuses): the note, the released claim and, unless
+      // another process took the device over, OFFLINE. A refused write leaves it to the stale sweep.
+      const goesOffline = (from: string) => from !== 'OFFLINE' && from !== 'UNKNOWN';
+      pendingTransition(id, goesOffline(s.pendingStatus ?? s.status) ? 'OFFLINE' : s.pendingStatus ?? s.status, async (trx, from) => {
+        if (!devices.info(id)) return false;
+        const owner = brokerId === undefined ? null : await devices.connectionOwner(id, trx);
         const takenOver = owner !== null && owner !== brokerId;
-        db.transaction(() => {
-          timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason: takenOver ? 'taken_over' : reason });
-          if (brokerId !== undefined) devices.releaseConnection(id, brokerId);
-        })();
-        if (!takenOver && s.status !== 'OFFLINE' && s.status !== 'UNKNOWN') transition(id, { status: 'OFFLINE', reason: 'disconnect', prev: s.status }, 'backend');
-      } catch (err) {
-        writeFailed(id, 'disconnected note', err); // the stale sweep marks it OFFLINE later
-      }
+        await timeline.record(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'disconnected', reason: takenOver ? 'taken_over' : reason });
+        if (brokerId !== undefined) await devices.releaseConnection(trx, id, brokerId);
+        if (takenOver || !goesOffline(from)) return false;
+        await writeTransition(trx, id, from, { status: 'OFFLINE', reason: 'disconnect', prev: from }, 'backend');
+        return true;
+      }, (err, from, written) => {
+        if (err) writeFailed(id, 'disconnected note', err); // the stale sweep marks it OFFLINE later
+        else if (written) applied(s, id, from, 'OFFLINE', 'disconnect');
+      });
       return true;
     },
 
     /** Whether a broker process other than `exceptBrokerId` holds the device's connection, as the row says. */
-    connectedElsewhere(id: string, exceptBrokerId: string | null): boolean {
-      const owner = devices.connectionOwner(id);
+    async connectedElsewhere(id: string, exceptBrokerId: string | null): Promise<boolean> {
+      const owner = await devices.connectionOwner(id);
       return owner !== null && owner !== exceptBrokerId;
     },
 
@@ -178,19 +257,15 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       // put an older rssi, ip, uptime back over what this status just wrote.
       if (s.pendingHeartbeat) s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
       if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
-      const from = s.pendingStatus ?? s.status;
-      s.pendingStatus = report.status;
-      commits.add({
-        write: () => {
-          // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
-          if (devices.info(id)) writeTransition(id, from, report, 'status');
-        },
-        settle: (err) => {
-          s.pendingStatus = null; // the whole batch settles together: nothing of this device is pending now
-          if (err) writeFailed(id, 'status', err);
-          else applied(s, id, from, report.status, report.reason ?? null);
-          settled(err);
-        },
+      pendingTransition(id, report.status, async (trx, from) => {
+        // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
+        if (!devices.info(id)) return false;
+        await writeTransition(trx, id, from, report, 'status');
+        return true;
+      }, (err, from) => {
+        if (err) writeFailed(id, 'status', err);
+        else applied(s, id, from, report.status, report.reason ?? null);
+        settled(err);
       });
     },
 
@@ -252,14 +327,14 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       const now = nowMs();
       if (now - s.lastNoteMs.budget < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
       s.lastNoteMs.budget = now;
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'over_budget', reason: channel, detail: { channel, counters: { ...s.counters } } });
+      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: 'over_budget', reason: channel, detail: { channel, counters: { ...s.counters } } });
     },
 
     /** A device banned from connecting (reconnect flapping, or a flood of publishes): noted once per ban. */
     banned(id: string, reason: 'flapping' | 'flood', detail: Record<string, unknown>): void {
       const s = stateOf(id);
       if (!devices.info(id)) return;
-      timeline.record({ deviceId: id, mosqueId: mosqueOf(id), kind: 'flapping', reason, detail: { ...detail, counters: { ...s.counters } } });
+      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: 'flapping', reason, detail: { ...detail, counters: { ...s.counters } } });
     },
 
     /** A CONNECT refused during a ban: counted only (the ban itself was noted once). */
@@ -267,26 +342,23 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
       stateOf(id).counters.connects_refused++;
     },
 
-    /** Marks OFFLINE (reason stale) every device silent for 3 of its heartbeat intervals. One sweep for all. */
+    /**
+     * Marks OFFLINE (reason stale) every device silent for 3 of its heartbeat intervals, in the group commit.
+     * One sweep for all; returns the devices it marked.
+     */
     sweep(): string[] {
       const now = nowMs();
       const stale: string[] = [];
       for (const [id, s] of live) {
-        if (s.status === 'OFFLINE' || s.status === 'UNKNOWN' || s.lastSeenMs === null) continue;
+        const current = s.pendingStatus ?? s.status;
+        if (current === 'OFFLINE' || current === 'UNKNOWN' || s.lastSeenMs === null) continue;
         const info = devices.info(id);
         if (!info) continue;
         if (now - s.lastSeenMs > STALE_AFTER_MISSED * info.settings.heartbeat_secs * 1000) stale.push(id);
       }
-      const marked: string[] = [];
-      for (const id of stale) {
-        try {
-          transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
-          marked.push(id);
-        } catch (err) {
-          writeFailed(id, 'stale sweep', err); // still stale in memory: the next sweep tries again
-        }
-      }
-      return marked;
+      // A refused write leaves the device stale in memory: the next sweep tries again.
+      for (const id of stale) transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
+      return stale;
     },
 
     /**
@@ -295,33 +367,20 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
      * device, logs are capped at MAX_PENDING_LOGS) and backs off. False when nothing was written; `force`
      * (the last flush at shutdown) ignores the back-off.
      */
-    flush(force = false): boolean {
-      commits.flush(); // a status of this turn is older than the heartbeats gathered: its row first
-      if (touched.size === 0 && pendingLogs.length === 0) return true;
-      if (!force && nowMs() < flushRetry.at) return false;
-      const ids = [...touched];
-      const logs = pendingLogs.slice();
+    async flush(force = false): Promise<boolean> {
+      // One at a time (the timer's, a GET of the logs, the last at shutdown): a later one waits for the one under way.
+      while (flushing) await flushing.catch(() => undefined);
+      const done = flushOnce(force);
+      flushing = done;
       try {
-        writeBatch(ids, logs);
-      } catch (err) {
-        flushRetry.backoffMs = Math.min(FLUSH_BACKOFF_MS.max, flushRetry.backoffMs * 2 || FLUSH_BACKOFF_MS.first);
-        flushRetry.at = nowMs() + flushRetry.backoffMs;
-        deps.faults.report('telemetry flush', err, { devices: ids.length, logs: logs.length, retry_in_ms: flushRetry.backoffMs });
-        return false;
+        return await done;
+      } finally {
+        if (flushing === done) flushing = null;
       }
-      flushRetry.backoffMs = 0;
-      flushRetry.at = 0;
-      for (const id of ids) {
-        touched.delete(id);
-        const s = live.get(id);
-        if (s) s.pendingHeartbeat = null;
-      }
-      pendingLogs.splice(0, logs.length);
-      return true;
     },
 
     recentLogs(id: string, limit: number) {
-      return readLogs.all(id, limit);
+      return readLogs(id, limit);
     },
 
     forget(id: string): void {
@@ -330,7 +389,7 @@ export function createTelemetry(deps: { db: Db; clock: Clock; devices: DeviceSto
   };
 }
 
-export type Telemetry = ReturnType<typeof createTelemetry>;
+export type Telemetry = Awaited<ReturnType<typeof createTelemetry>>;
 
 /** What the broker tells telemetry and asks it, per packet and per connection (broker/hooks/deps.ts). */
 export type TelemetryIngest = Pick<Telemetry,

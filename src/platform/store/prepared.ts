@@ -1,5 +1,5 @@
 import type { Compilable, CompiledQuery, QueryResult } from 'kysely';
-import type { Queries } from './store.ts';
+import { transactionConnectionOf, type Queries } from './store.ts';
 
 /**
  * A query built and compiled once, run many times with new values: for the hot paths (a status, a
@@ -26,6 +26,7 @@ export function prepared<V extends Record<string, unknown>, R = unknown>(
   const slots = compiled.parameters.map((p) => markers.get(p));
   const missing = names.filter((n) => !slots.includes(n));
   if (missing.length > 0) throw new Error(`prepared query does not use ${missing.join(', ')}: ${compiled.sql}`);
+  const heldConnection = transactionConnectionOf(q);
   return {
     sql: compiled.sql,
     run(on, values) {
@@ -33,7 +34,10 @@ export function prepared<V extends Record<string, unknown>, R = unknown>(
         const name = slots[i];
         return name === undefined ? p : values[name];
       });
-      return on.executeQuery<R>({ ...compiled, parameters });
+      // Through a transaction of a SQLite store: straight on the connection it holds (sqlite-dialect.ts says why
+      // that is the same connection and the same transaction).
+      const held = on.isTransaction ? heldConnection?.() : null;
+      return held ? held.executeQuery<R>({ ...compiled, parameters }) : on.executeQuery<R>({ ...compiled, parameters });
     },
   };
 }

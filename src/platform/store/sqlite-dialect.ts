@@ -80,6 +80,13 @@ class ConnectionMutex {
 class SqliteDriver implements Driver {
   readonly #connection: SqliteConnection;
   readonly #mutex = new ConnectionMutex();
+  /** Between BEGIN and COMMIT or ROLLBACK: the one transaction that holds the connection. */
+  inTransaction = false;
+
+  /** The connection while a transaction holds it (see `MinaretSqliteDialect.transactionConnection`). */
+  get transactionConnection(): DatabaseConnection | null {
+    return this.inTransaction ? this.#connection : null;
+  }
 
   constructor(db: Database.Database) {
     this.#connection = new SqliteConnection(db);
@@ -92,11 +99,14 @@ class SqliteDriver implements Driver {
   }
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
     await connection.executeQuery(CompiledQuery.raw('BEGIN IMMEDIATE'));
+    this.inTransaction = true;
   }
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    this.inTransaction = false;
     await connection.executeQuery(CompiledQuery.raw('COMMIT'));
   }
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    this.inTransaction = false;
     await connection.executeQuery(CompiledQuery.raw('ROLLBACK'));
   }
   async releaseConnection(): Promise<void> {
@@ -107,13 +117,25 @@ class SqliteDriver implements Driver {
 
 export class MinaretSqliteDialect implements Dialect {
   readonly #db: Database.Database;
+  #driver: SqliteDriver | null = null;
 
   constructor(db: Database.Database) {
     this.#db = db;
   }
 
   createDriver(): Driver {
-    return new SqliteDriver(this.#db);
+    this.#driver = new SqliteDriver(this.#db);
+    return this.#driver;
+  }
+
+  /**
+   * The connection while a transaction holds it, else null. On this one connection only one transaction can be
+   * open, so a query made through any transaction of this store while one is open is made by that transaction:
+   * prepared() (src/platform/store/prepared.ts) runs its compiled queries on the connection directly then, without
+   * Kysely's executor around each (~2 µs a query on a status's path, measured here).
+   */
+  transactionConnection(): DatabaseConnection | null {
+    return this.#driver?.transactionConnection ?? null;
   }
   createQueryCompiler() {
     return new SqliteQueryCompiler();
