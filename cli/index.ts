@@ -80,7 +80,7 @@ async function createSuperadmin(args: string[]): Promise<string> {
     migrate(db);
     // Before the duplicate check below, which looks the normalised identifiers up (docs/operator.md).
     warnAboutIdentifiers(normalizeStoredIdentifiersOnce(db, Math.floor(systemClock() / 1000)));
-    const users = await createUserStore(sqliteStore(db), db, systemClock);
+    const users = await createUserStore(sqliteStore(db), systemClock);
     if ((await users.findProvenHolder(identifierHash(email))) || (phone && (await users.findProvenHolder(identifierHash(phone))))) {
       throw new CliError(`a user with that email or phone already exists`);
     }

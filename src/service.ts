@@ -26,7 +26,7 @@ import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
-import { checkpointInBackground, migrate, openDatabase, type Db } from './platform/db.ts';
+import { checkpointInBackground, migrate, openDatabase, storageUse, type Db } from './platform/db.ts';
 import { sqliteStore, type Store } from './platform/store/store.ts';
 import { createFaults, storageFaultOf, type Faults } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
@@ -122,17 +122,17 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 }
 
 /** People, their credentials, their mosques and standing. */
-async function buildPeople(db: Db, store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher, faults: Faults) {
+async function buildPeople(store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher, faults: Faults) {
   const reportTo = (what: string, err: unknown) => void faults.report(what, err);
-  const users = await createUserStore(store, db, clock, changes, reportTo);
+  const users = await createUserStore(store, clock, changes, reportTo);
   const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
   const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
   const revoked = await createRevokedTokens(store, clock, changes, reportTo);
   const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
-  const activity = createActivityLog(db, store, clock);
-  const mosques = createMosqueStore(db, store, clock, changes);
-  const admins = createAdminStore(db, store, clock, users, changes);
-  const memberships = createMemberships({ db, store, clock, activity, users, changes });
+  const activity = createActivityLog(store, clock);
+  const mosques = createMosqueStore(store, clock, changes);
+  const admins = createAdminStore(store, clock, users, changes);
+  const memberships = createMemberships({ store, clock, activity, users, changes });
   const grants = createAddressGrants({ store, clock, activity, memberships, admins });
   const proof = createAddressProof({ users });
   const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
@@ -166,7 +166,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
     finals.push({ name: 'database', close: () => db.close() });
     const store = sqliteStore(db);
-    logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config, clock, logger), ...storageLimit(db, config) }, 'database ready');
+    logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config, clock, logger), ...(config.databaseMaxBytes !== undefined && storageUse(db)) }, 'database ready');
     const faults = createFaults({ db, clock, logger });
     // Stopped before db.close, so that is the last connection and folds the WAL away (see also the end of start).
     const checkpointer = checkpointInBackground(db, { onError: (err) => faults.report('database checkpoint', err) });
@@ -182,7 +182,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       redis?.disconnect();
     } });
 
-    const people = await buildPeople(db, store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults);
+    const people = await buildPeople(store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults);
     const recordings = createRecordings({ store, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
@@ -451,15 +451,6 @@ function migrateOrExplain(db: Db, config: Config, clock: Clock, logger: Logger):
     const setting = config.databaseMaxBytes === undefined ? 'DATABASE_PATH: the disk' : 'DATABASE_MAX_BYTES: the limit';
     throw new StartupError(`${setting} leaves no room to update the database schema; free space or raise the limit`);
   }
-}
-
-/** The cap and how much of it is in use, for the start-up line (SQLite never sets the cap below the file's size). */
-function storageLimit(db: Db, config: Config): Record<string, number> {
-  if (config.databaseMaxBytes === undefined) return {};
-  const pageSize = db.pragma('page_size', { simple: true }) as number;
-  const used = (db.pragma('page_count', { simple: true }) as number) - (db.pragma('freelist_count', { simple: true }) as number);
-  const max = db.pragma('max_page_count', { simple: true }) as number;
-  return { database_max_bytes: max * pageSize, database_used_bytes: used * pageSize };
 }
 
 function listen(server: net.Server, port: number, host: string, setting: string): Promise<number> {

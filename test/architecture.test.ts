@@ -283,6 +283,28 @@ test('the table-owner check catches a later domain reading an earlier one\'s tab
   ]);
 });
 
+/**
+ * Repositories speak through the store port (docs/architecture.md, "The store port"): better-sqlite3's own
+ * statements and transactions are the SQLite plumbing's alone (opening, migrating, checkpointing, the disk
+ * probe), and the start-up data step that rewrites stored identifiers in the migration's transaction.
+ */
+const RAW_SQLITE_ALLOWED = /^(src\/platform\/(db|faults)\.ts|src\/platform\/store\/.*|src\/people\/addresses\/identifier-migration\.ts|cli\/.*)$/;
+function rawSqliteUses(files: Array<{ file: string; text: string }>): string[] {
+  return files.filter((f) => !RAW_SQLITE_ALLOWED.test(f.file) && /\b(db|database)\.(prepare|exec|transaction|pragma)\(/.test(f.text)).map((f) => f.file);
+}
+
+test('outside the SQLite plumbing no file opens a statement or a transaction of its own: every query goes through the store', () => {
+  const files = ['src', 'api', 'broker'].flatMap((dir) => sourceFiles(dir))
+    .map((file) => ({ file: file.split(path.sep).join('/'), text: fs.readFileSync(path.join(ROOT, file), 'utf8') }));
+  assert.ok(files.length > 100, `read ${files.length} source files`);
+  assert.deepEqual(rawSqliteUses(files), []);
+  assert.deepEqual(rawSqliteUses([
+    { file: 'src/devices/devices.ts', text: "const byId = db.prepare('SELECT * FROM devices WHERE id = ?');" },
+    { file: 'src/platform/db.ts', text: "db.exec('BEGIN')" },
+    { file: 'api/x.ts', text: "store.selectFrom('devices')" },
+  ]), ['src/devices/devices.ts'], 'the check itself catches a raw statement');
+});
+
 // Comments, test names and docs cite what a reader of the repository can open: a docs/ section, SECURITY.md, an
 // RFC or the MQTT spec, or the test that holds a rule. Never a private document's section ("contract N"), the
 // private description ("seed"), or a private tracker ("issue N"). A random seed (FUZZ_SEED, a PRNG's seed) is

@@ -103,7 +103,7 @@ async function main() {
 
     // A superadmin (made in the store, as the operator's CLI does), a mosque, its transmitter, a member and the players.
     const db = openDatabase(loaded.config.databasePath);
-    await (await createUserStore(sqliteStore(db), db, clock)).create({ email: 'root@bench.test', emailHash: identifierHash('root@bench.test'), phone: null, phoneHash: null, passwordBcrypt: (await import('bcryptjs')).default.hashSync(sha('root password'), 4), role: 'superadmin', proven: { email: true } });
+    await (await createUserStore(sqliteStore(db), clock)).create({ email: 'root@bench.test', emailHash: identifierHash('root@bench.test'), phone: null, phoneHash: null, passwordBcrypt: (await import('bcryptjs')).default.hashSync(sha('root password'), 4), role: 'superadmin', proven: { email: true } });
     const step1 = await json(base, 'POST', '/auth/superadmin-2fa', { identifier_hash: sha('root@bench.test'), password_hash: sha('root password') });
     await service.notifier.idle();
     const otp = messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)!.code!;

@@ -157,7 +157,7 @@ async function seed(dir: string, n: number): Promise<void> {
   const db = openDatabase(loaded.config.databasePath);
   const { migrate } = await import('../../src/platform/db.ts');
   migrate(db);
-  await (await createUserStore(sqliteStore(db), db, systemClock)).create({
+  await (await createUserStore(sqliteStore(db), systemClock)).create({
     email: rootEmail, emailHash: identifierHash(rootEmail), phone: null, phoneHash: null, passwordBcrypt: bcrypt.hashSync(rootPassword, 4), role: 'superadmin',
   });
   db.close();

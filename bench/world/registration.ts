@@ -33,7 +33,7 @@ export async function createFirstSuperadminRow(dbPath: string): Promise<void> {
   const db = openDatabase(dbPath);
   try {
     migrate(db);
-    await (await createUserStore(sqliteStore(db), db, systemClock)).create({
+    await (await createUserStore(sqliteStore(db), systemClock)).create({
       email: ROOT_EMAIL, emailHash: identifierHash(ROOT_EMAIL), phone: null, phoneHash: null,
       // bcrypt cost 4: the row is the bench's, not a stored secret.
       passwordBcrypt: bcrypt.hashSync(sha256Hex(ROOT_PASSWORD), 4), role: 'superadmin',

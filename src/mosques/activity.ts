@@ -1,5 +1,4 @@
 import type { Selectable } from 'kysely';
-import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { ActivityTable } from '../../generated/tables.ts';
@@ -41,32 +40,19 @@ export interface NewActivity {
  */
 export interface ActivityLog {
   record(q: Queries, entry: NewActivity): Promise<void>;
-  /**
-   * The same row, written on better-sqlite3's synchronous connection: for the domains whose writes are still
-   * synchronous transactions (a promise would only run after their COMMIT). Goes when the last of them moves
-   * to the store (docs/architecture.md, "Writing a repository").
-   */
-  recordSync(entry: NewActivity): void;
   /** Newest first; `before` is the id of the last entry of the previous page. */
   list(mosqueId: string, limit: number, before: number | null): Promise<ActivityEntry[]>;
   /** One subject's entries (a membership's status changes), newest first, at most `limit`. */
   listForSubject(mosqueId: string, subjectId: string, limit: number): Promise<ActivityEntry[]>;
 }
 
-export function createActivityLog(db: Db, store: Store, clock: Clock): ActivityLog {
-  const insertSync = db.prepare(
-    'INSERT INTO activity (mosque_id, at, actor_user_id, kind, subject_id, data) VALUES (?, ?, ?, ?, ?, ?)',
-  );
+export function createActivityLog(store: Store, clock: Clock): ActivityLog {
   const rowOf = (e: NewActivity) => ({
     mosque_id: e.mosqueId, at: toUnixSeconds(clock()), actor_user_id: e.actorUserId, kind: e.kind, subject_id: e.subjectId, data: JSON.stringify(e.data ?? {}),
   });
   return {
     async record(q, e) {
       await q.insertInto('activity').values(rowOf(e)).execute();
-    },
-    recordSync(e) {
-      const r = rowOf(e);
-      insertSync.run(r.mosque_id, r.at, r.actor_user_id, r.kind, r.subject_id, r.data);
     },
     async list(mosqueId, limit, before) {
       const rows = await store.selectFrom('activity').selectAll().where('mosque_id', '=', mosqueId)

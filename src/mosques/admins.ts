@@ -1,11 +1,10 @@
 import type { Selectable } from 'kysely';
-import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { prepared } from '../platform/store/prepared.ts';
 import { within, type Work } from './work.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
-import type { SyncUserReads, UserStore } from '../people/users.ts';
+import type { UserStore } from '../people/users.ts';
 import type { MosqueAdminsTable } from '../../generated/tables.ts';
 
 /** A row of `mosque_admins` (generated/tables.ts). */
@@ -57,33 +56,23 @@ export function standingOf(actor: Actor, row: AdminRow | null): Standing {
 
 /**
  * The mosque_admins table. A writer joins its caller's `Work` when given one (its announcement waits for that
- * commit), else runs alone. The `...Sync` readers answer on better-sqlite3's synchronous connection for the
- * device plane's access rules and lists; they go when those move to the store (docs/architecture.md, "Writing a
- * repository"). listForMosqueSync and ownedBySync have no caller left.
+ * commit), else runs alone.
  */
 export interface AdminStore {
   find(mosqueId: string, userId: string, q?: Queries): Promise<AdminRow | null>;
-  findSync(mosqueId: string, userId: string): AdminRow | null;
   listForMosque(mosqueId: string, q?: Queries): Promise<Array<AdminRow & { email: string }>>;
-  listForMosqueSync(mosqueId: string): Array<AdminRow & { email: string }>;
   listForUser(userId: string): Promise<AdminRow[]>;
-  listForUserSync(userId: string): AdminRow[];
   insert(w: Work | undefined, mosqueId: string, userId: string, flags: AdminFlags): Promise<AdminRow>;
   setFlags(w: Work | undefined, mosqueId: string, userId: string, flags: AdminFlags): Promise<AdminRow>;
   remove(w: Work | undefined, mosqueId: string, userId: string): Promise<void>;
   /** Mosques where the user is the owner (a user who owns a mosque cannot simply be deleted). */
   ownedBy(userId: string): Promise<string[]>;
-  ownedBySync(userId: string): string[];
 }
 
 /** Every write is announced on `changes` (kind `standing`, the user's id) once it commits: /me shows a user's admin rows. */
 export function createAdminStore(
-  db: Db, store: Store, clock: Clock, users: Pick<UserStore, 'contactsOf'> & { sync: Pick<SyncUserReads, 'contactsOf'> }, changes: ChangePublisher = noChanges,
+  store: Store, clock: Clock, users: Pick<UserStore, 'contactsOf'>, changes: ChangePublisher = noChanges,
 ): AdminStore {
-  const oneSync = db.prepare<[string, string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? AND user_id = ?');
-  const ofMosqueSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE mosque_id = ? ORDER BY is_owner DESC, created_at');
-  const ofUserSync = db.prepare<[string], AdminRow>('SELECT * FROM mosque_admins WHERE user_id = ? ORDER BY created_at');
-  const ownedSync = db.prepare<[string], { mosque_id: string }>('SELECT mosque_id FROM mosque_admins WHERE user_id = ? AND is_owner = 1');
   const bit = (b: boolean) => (b ? 1 : 0);
   const now = () => toUnixSeconds(clock());
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
@@ -101,18 +90,12 @@ export function createAdminStore(
 
   return {
     find: async (mosqueId, userId, q = store) => (await one(q, mosqueId, userId)) ?? null,
-    findSync: (mosqueId, userId) => oneSync.get(mosqueId, userId) ?? null,
     async listForMosque(mosqueId, q = store) {
       const rows = await q.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', mosqueId)
         .orderBy('is_owner', 'desc').orderBy('created_at').execute();
       return withEmails(rows, await users.contactsOf(rows.map((r) => r.user_id), q));
     },
-    listForMosqueSync(mosqueId) {
-      const rows = ofMosqueSync.all(mosqueId);
-      return withEmails(rows, users.sync.contactsOf(rows.map((r) => r.user_id)));
-    },
     listForUser: (userId) => store.selectFrom('mosque_admins').selectAll().where('user_id', '=', userId).orderBy('created_at').execute(),
-    listForUserSync: (userId) => ofUserSync.all(userId),
     insert: (w, mosqueId, userId, f) => within(store, w, async ({ q, afterCommit }) => {
       await q.insertInto('mosque_admins').values({
         mosque_id: mosqueId, user_id: userId, is_owner: bit(f.is_owner), can_trigger: bit(f.can_trigger), can_manage: bit(f.can_manage), created_at: now(), updated_at: now(),
@@ -134,6 +117,5 @@ export function createAdminStore(
       const rows = await store.selectFrom('mosque_admins').select('mosque_id').where('user_id', '=', userId).where('is_owner', '=', 1).execute();
       return rows.map((r) => r.mosque_id);
     },
-    ownedBySync: (userId) => ownedSync.all(userId).map((r) => r.mosque_id),
   };
 }

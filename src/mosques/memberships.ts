@@ -1,6 +1,5 @@
 import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { prepared } from '../platform/store/prepared.ts';
 import { transact, within, type Work } from './work.ts';
@@ -70,24 +69,15 @@ export type MembershipListener = (change: MembershipChange) => void;
 /**
  * Every write is announced on `changes` (kind `standing`, the member's user id) once it commits: /me lists
  * memberships. Writers join the caller's `Work` when given one (the listeners are told after that commit).
- * The `...Sync` methods answer on better-sqlite3's synchronous connection for the paths still synchronous (the
- * device plane's entitlement reads a status per check, a user's deletion writes its feed entries); they go when
- * those move to the store (docs/architecture.md, "Writing a repository"). notifiedMembersSync has no caller left.
  */
-export function createMemberships(deps: { db: Db; store: Store; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; changes?: ChangePublisher }) {
-  const { db, store, activity } = deps;
+export function createMemberships(deps: { store: Store; clock: Clock; activity: ActivityLog; users: Pick<UserStore, 'contactsOf'>; changes?: ChangePublisher }) {
+  const { store, activity } = deps;
   const listeners: MembershipListener[] = [];
   const tell = (change: MembershipChange) => {
     for (const l of listeners) l(change);
   };
   const changes = deps.changes ?? noChanges;
   const changed = (userId: string) => changes.publish({ kind: 'standing', id: userId });
-  const byPairSync = db.prepare<[string, string], MembershipRow>('SELECT * FROM memberships WHERE mosque_id = ? AND user_id = ?');
-  const ofUserSync = db.prepare<[string], MembershipRow>('SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, id');
-  const removedEntrySync = db.prepare<[string, string], { by_self: number }>('SELECT by_self FROM membership_removals WHERE mosque_id = ? AND user_id = ?');
-  // Who a broadcast of each kind notifies: the approved members with that toggle on (one statement per toggle).
-  const notifiedSync = new Map(NOTIFY_TOGGLES.map((toggle) => [toggle,
-    db.prepare<[string], { user_id: string }>(`SELECT user_id FROM memberships WHERE mosque_id = ? AND status = 'approved' AND ${toggle} = 1`)] as const));
 
   const byId = async (q: Queries, id: string) =>
     (await q.selectFrom('memberships').selectAll().where('id', '=', id).executeTakeFirst()) as MembershipRow | undefined;
@@ -141,7 +131,6 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
     listen: (listener: MembershipListener) => void listeners.push(listener),
     /** Whether an admin removed this user's membership of the mosque and it was not re-created since (one key lookup). */
     wasRemoved: async (mosqueId: string, userId: string, q: Queries = store) => (await removedEntry(q, mosqueId, userId)) !== undefined,
-    wasRemovedSync: (mosqueId: string, userId: string) => removedEntrySync.get(mosqueId, userId) !== undefined,
     findById: async (id: string) => (await byId(store, id)) ?? null,
     /** The users of the mosque's approved members who have `toggle` on: whom a broadcast's push reaches. */
     notifiedMembers: async (mosqueId: string, toggle: NotifyToggle): Promise<string[]> => {
@@ -149,9 +138,7 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
         .where('mosque_id', '=', mosqueId).where('status', '=', 'approved').where(toggle, '=', 1).execute();
       return rows.map((r) => r.user_id);
     },
-    notifiedMembersSync: (mosqueId: string, toggle: NotifyToggle): string[] => notifiedSync.get(toggle)!.all(mosqueId).map((r) => r.user_id),
     findFor: async (mosqueId: string, userId: string, q: Queries = store) => (await byPair(q, mosqueId, userId)) ?? null,
-    findForSync: (mosqueId: string, userId: string) => byPairSync.get(mosqueId, userId) ?? null,
     /** The membership with its member's email and phone, for the mosque's admins (docs/api.md, "Memberships"). */
     findWithMember: async (id: string) => {
       const row = await byId(store, id);
@@ -242,14 +229,15 @@ export function createMemberships(deps: { db: Db; store: Store; clock: Clock; ac
     },
 
     /**
-     * The user is being deleted (the database removes the rows): each mosque's feed says so. Synchronous: it
-     * runs inside the people's deletion, which is not on the store yet.
+     * The user is being deleted (the database removes the rows): each mosque's feed says so, in the deletion's
+     * transaction when it passes one; the listeners hear of it once that commits.
      */
-    noteUserDeletedSync(userId: string, actorId: string | null): void {
-      for (const m of ofUserSync.all(userId)) {
-        activity.recordSync({ mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
-        tell({ membership: m, previousStatus: m.status, removed: true });
+    async noteUserDeleted(userId: string, actorId: string | null, q: Queries = store): Promise<void> {
+      const removed = await ofUser(q, userId);
+      for (const m of removed) {
+        await activity.record(q, { mosqueId: m.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: m.id, data: { user_id: userId, reason: 'user_deleted' } });
       }
+      for (const m of removed) tell({ membership: m, previousStatus: m.status, removed: true });
     },
 
     /** Removes a membership (an admin's act); entitlement treats it as lapsed. */

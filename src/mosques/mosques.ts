@@ -1,6 +1,5 @@
 import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.ts';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { prepared } from '../platform/store/prepared.ts';
 import { within, type Work } from './work.ts';
@@ -122,24 +121,17 @@ export interface MosqueFields {
 }
 
 /**
- * The mosques table. Writers join the caller's `Work` when given one, else run alone. The `...Sync` methods
- * answer on better-sqlite3's synchronous connection for the paths still synchronous (a device's entitlement,
- * the device plane's access rules, a player's own stream address in the broker); they go when those move to the
- * store (docs/architecture.md, "Writing a repository"). listCalculatedSync and scheduleChangedSync have no caller left.
+ * The mosques table. Writers join the caller's `Work` when given one, else run alone.
  */
 export interface MosqueStore {
   findById(id: string, q?: Queries): Promise<MosqueRow | null>;
-  findByIdSync(id: string): MosqueRow | null;
   findByJoinCode(code: string): Promise<MosqueRow | null>;
   create(w: Work | undefined, fields: MosqueFields): Promise<MosqueRow>;
   update(w: Work | undefined, id: string, fields: Partial<MosqueFields>): Promise<MosqueRow>;
   /** Mosques whose times are calculated (a location and a method), by id; the schedule adds those with a timetable. */
   listCalculated(): Promise<MosqueRow[]>;
-  listCalculatedSync(): MosqueRow[];
   /** The mosque's schedule changed (a timetable uploaded or removed): no event before now fires for it. */
   scheduleChanged(q: Queries, id: string, nowSeconds: number): Promise<void>;
-  /** The same, inside the schedule's synchronous transaction. */
-  scheduleChangedSync(id: string, nowSeconds: number): void;
   rotateJoinCode(w: Work | undefined, id: string): Promise<MosqueRow>;
   delete(id: string): Promise<void>;
   listAll(): Promise<MosqueRow[]>;
@@ -148,12 +140,7 @@ export interface MosqueStore {
 }
 
 /** A deletion is announced on `changes` (kind `mosque`): its memberships and admin rows went with it. */
-export function createMosqueStore(db: Db, store: Store, clock: Clock, changes: ChangePublisher = noChanges): MosqueStore {
-  const byIdSync = db.prepare<[string], MosqueRow>('SELECT * FROM mosques WHERE id = ?');
-  const withCalculationSync = db.prepare<[], MosqueRow>(
-    'SELECT * FROM mosques WHERE latitude IS NOT NULL AND longitude IS NOT NULL AND prayer_times IS NOT NULL ORDER BY id',
-  );
-  const touchScheduleSync = db.prepare('UPDATE mosques SET schedule_since = ?, updated_at = ? WHERE id = ?');
+export function createMosqueStore(store: Store, clock: Clock, changes: ChangePublisher = noChanges): MosqueStore {
   const now = () => toUnixSeconds(clock());
   // Compiled once: every mosque route reads its mosque first (api/guards.ts checkStanding).
   const byIdQuery = prepared<{ id: string }, MosqueRow>(store, ['id'], (v) => store.selectFrom('mosques').selectAll().where('id', '=', v.id));
@@ -185,7 +172,6 @@ export function createMosqueStore(db: Db, store: Store, clock: Clock, changes: C
 
   return {
     findById: async (id, q = store) => (await byId(q, id)) ?? null,
-    findByIdSync: (id) => byIdSync.get(id) ?? null,
     findByJoinCode: async (code) => (await byCode(store, normalizeJoinCode(code))) ?? null,
     create: (w, f) => within(store, w, async ({ q }) => {
       const id = crypto.randomUUID();
@@ -211,11 +197,9 @@ export function createMosqueStore(db: Db, store: Store, clock: Clock, changes: C
     }),
     /** Mosques that have times: a location with a method, or an uploaded timetable. */
     listCalculated: async () => (await calculated(store).execute()) as MosqueRow[],
-    listCalculatedSync: () => withCalculationSync.all(),
     async scheduleChanged(q, id, nowSeconds) {
       await q.updateTable('mosques').set({ schedule_since: nowSeconds, updated_at: nowSeconds }).where('id', '=', id).execute();
     },
-    scheduleChangedSync: (id, nowSeconds) => void touchScheduleSync.run(nowSeconds, nowSeconds, id),
     rotateJoinCode: (w, id) => within(store, w, async ({ q }) => {
       await q.updateTable('mosques').set({ join_code: await unusedCode(q), updated_at: now() }).where('id', '=', id).execute();
       return (await byId(q, id))!;

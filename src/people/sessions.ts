@@ -160,12 +160,12 @@ export function createConsoleSessions(deps: {
     await store.deleteFrom('console_sessions').where('id', '=', id).execute();
   };
   const now = () => toUnixSeconds(deps.clock());
-  const isLive = (row: ConsoleSessionRow, at: number) =>
-    row.expires_at > at && row.last_used_at + settings.idleSeconds > at && deps.users.tokenVersion(row.user_id) === row.token_version;
+  const isLive = async (row: ConsoleSessionRow, at: number) =>
+    row.expires_at > at && row.last_used_at + settings.idleSeconds > at && (await deps.users.tokenVersion(row.user_id)) === row.token_version;
 
   return {
     async open(userId) {
-      const version = deps.users.tokenVersion(userId);
+      const version = await deps.users.tokenVersion(userId);
       if (version === undefined) return null;
       const at = now();
       const id = crypto.randomBytes(16).toString('base64url');
@@ -190,7 +190,7 @@ export function createConsoleSessions(deps: {
       if (!row || !hexEquals(sha256Hex(parts![2]!), row.secret_hash)) return null;
       const at = now();
       const user = await deps.users.findById(row.user_id);
-      if (!user || !isLive(row, at)) {
+      if (!user || !(await isLive(row, at))) {
         await remove(row.id);
         return null;
       }
@@ -201,7 +201,7 @@ export function createConsoleSessions(deps: {
 
     async isLive(sessionId, userId) {
       const row = await byId(sessionId);
-      return row !== undefined && row.user_id === userId && isLive(row, now());
+      return row !== undefined && row.user_id === userId && (await isLive(row, now()));
     },
 
     end: remove,

@@ -46,8 +46,11 @@ interface Deps {
   secret: string;
   expireDays: number;
   clock: Clock;
-  /** The user's current token version, from memory; undefined when the user no longer exists. */
-  currentVersion: (userId: string) => number | undefined;
+  /**
+   * The user's current token version, from memory (a promise for one memory does not know yet); undefined
+   * when the user no longer exists.
+   */
+  currentVersion: (userId: string) => number | undefined | Promise<number | undefined>;
   /** Whether this one token was signed out, from memory (src/people/revoked-tokens.ts). */
   isRevoked?: (tokenIdHash: string) => boolean;
   cacheSize?: number;
@@ -64,8 +67,8 @@ export function createAccessTokens(deps: Deps): AccessTokens {
   const cache = new Map<string, AccessClaims>();
 
   const isRevoked = deps.isRevoked ?? (() => false);
-  const isCurrent = (claims: AccessClaims, nowSeconds: number) =>
-    claims.exp > nowSeconds && deps.currentVersion(claims.id) === claims.ver && !isRevoked(claims.tokenIdHash);
+  const isCurrent = async (claims: AccessClaims, nowSeconds: number) =>
+    claims.exp > nowSeconds && (await deps.currentVersion(claims.id)) === claims.ver && !isRevoked(claims.tokenIdHash);
 
   const remember = (token: string, claims: AccessClaims) => {
     if (cache.size >= cacheSize) cache.delete(cache.keys().next().value!);
@@ -90,12 +93,12 @@ export function createAccessTokens(deps: Deps): AccessTokens {
       const nowSeconds = Math.floor(deps.clock() / 1000);
       const cached = cache.get(token);
       if (cached) {
-        if (isCurrent(cached, nowSeconds)) return cached;
+        if (await isCurrent(cached, nowSeconds)) return cached;
         cache.delete(token);
         return null;
       }
       const claims = await verifySignature(token, key, deps.clock);
-      if (!claims || !isCurrent(claims, nowSeconds)) return null;
+      if (!claims || !(await isCurrent(claims, nowSeconds))) return null;
       remember(token, claims);
       return claims;
     },

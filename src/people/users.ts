@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Selectable } from 'kysely';
-import type { Db } from '../platform/db.ts';
 import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
+import { prepared } from '../platform/store/prepared.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { identifierHash, isSyntheticEmail, lostClaimEmail } from '../platform/identifiers.ts';
 import { noChanges, type ChangeListener, type ChangePublisher } from '../platform/changes.ts';
@@ -83,19 +83,6 @@ export interface Contact {
 }
 
 /**
- * The reads other domains made from sync paths, where nothing may wait on the async store. Only contactsOf has
- * a caller left (src/mosques/admins.ts listForMosqueSync, itself without one); the facet goes with it
- * (docs/architecture.md, "Writing a repository").
- */
-export interface SyncUserReads {
-  findById(id: string): UserRow | null;
-  /** The email and phone of each of these accounts, by id (another domain's list names its people by them). */
-  contactsOf(ids: readonly string[]): Map<string, Contact>;
-  findByIdentifierHash(hash: string): UserRow | null;
-  findProvenHolder(hash: string): UserRow | null;
-}
-
-/**
  * The user table plus the in-memory map of token versions that every authenticated request is checked
  * against (no query per request). Every write that touches a version goes through here, so the map
  * cannot drift from the table within one process. Methods taking `q` join the caller's transaction when it
@@ -138,8 +125,11 @@ export interface UserStore {
   list(limit: number, offset: number): Promise<UserRow[]>;
   /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Signing in"). */
   update(id: string, fields: UserUpdate): Promise<UserRow>;
-  /** In memory: asked on every authenticated request. */
-  tokenVersion(id: string): number | undefined;
+  /**
+   * In memory: asked on every authenticated request. A user memory does not know yet (created by another
+   * process or the CLI a moment ago) is read once from the store: then the answer is a promise.
+   */
+  tokenVersion(id: string): number | undefined | Promise<number | undefined>;
   /** Re-reads every token version (several processes sharing one database: see src/service.ts). */
   reloadVersions(): Promise<void>;
   /** Re-reads one user's token version (another process changed the row: the change feed said so). */
@@ -154,16 +144,14 @@ export interface UserStore {
    * its `trx` only after the commit (a rolled-back write never reaches them).
    */
   transaction<T>(fn: (trx: StoreTransaction) => Promise<T>): Promise<T>;
-  /** See SyncUserReads. */
-  sync: SyncUserReads;
 }
 
 /**
- * Every write here is announced on `changes` (kind `user`) right after it commits. `db` serves the sync reads
- * (SyncUserReads) and a token version missing from memory. Resolves once every token version is in memory.
+ * Every write here is announced on `changes` (kind `user`) right after it commits. Resolves once every token
+ * version is in memory.
  */
 export async function createUserStore(
-  store: Store, db: Db, clock: Clock, changes: ChangePublisher = noChanges,
+  store: Store, clock: Clock, changes: ChangePublisher = noChanges,
   /** Where a reload the feed started and no caller awaits reports its failure. */
   onError: (what: string, err: unknown) => void = () => undefined,
 ): Promise<UserStore> {
@@ -180,8 +168,7 @@ export async function createUserStore(
 
   // id -> token version; null marks a user known to be gone. A miss (a user created by the CLI while the
   // service runs) costs one query, then lives here: tokens are verified before this is asked, so a miss
-  // cannot be forced by an anonymous caller. The miss is read synchronously: the check is on every request's
-  // path and is sync in memory.
+  // cannot be forced by an anonymous caller.
   let versions = new Map<string, number | null>();
   // Ids whose version was set while a full reload was reading: the reload keeps what they were set to.
   const reloads = new Set<Set<string>>();
@@ -189,7 +176,6 @@ export async function createUserStore(
     versions.set(id, version);
     for (const touched of reloads) touched.add(id);
   };
-  const versionOf = db.prepare<[string], { token_version: number }>('SELECT token_version FROM users WHERE id = ?');
   const reloadVersions = async () => {
     const touched = new Set<string>();
     reloads.add(touched);
@@ -216,6 +202,8 @@ export async function createUserStore(
     changed(id, q);
   };
 
+  const byVersion = prepared<{ id: string }, { token_version: number }>(store, ['id'], (v) =>
+    store.selectFrom('users').select('token_version').where('id', '=', v.id));
   const byId = (q: Queries, id: string) => q.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst() as Promise<UserRow | undefined>;
   const provenHolder = (q: Queries, hash: string) => q.selectFrom('users').selectAll().where('email_hash', '=', hash).where('email_proven_at', 'is not', null)
     .unionAll((eb) => eb.selectFrom('users').selectAll().where('phone_hash', '=', hash).where('phone_proven_at', 'is not', null))
@@ -226,8 +214,6 @@ export async function createUserStore(
       eb.and([eb('phone_hash', '=', hash), eb('phone_proven_at', 'is', null)]),
     ]))
     .orderBy('created_at').orderBy('claim_seq');
-
-  const sync = syncReads(db);
 
   return {
     findById: async (id, q = store) => (await byId(q, id)) ?? null,
@@ -341,12 +327,13 @@ export async function createUserStore(
       return updated;
     },
     tokenVersion(id) {
-      let version = versions.get(id);
-      if (version === undefined) {
-        version = versionOf.get(id)?.token_version ?? null;
-        setVersion(id, version);
-      }
-      return version ?? undefined;
+      const version = versions.get(id);
+      if (version !== undefined) return version ?? undefined;
+      return byVersion.run(store, { id }).then(({ rows }) => {
+        // A write of this process that landed meanwhile is newer than what was read: it stays.
+        if (!versions.has(id)) setVersion(id, rows[0]?.token_version ?? null);
+        return versions.get(id) ?? undefined;
+      });
     },
     async transaction(fn) {
       const done: Array<() => void> = [];
@@ -357,7 +344,6 @@ export async function createUserStore(
       for (const told of done) told();
       return result;
     },
-    sync,
   };
 }
 
@@ -396,26 +382,4 @@ function paddedIds(ids: string[]): string[] {
   let size = 1;
   while (size < ids.length) size *= 2;
   return ids.concat(Array<string>(size - ids.length).fill(ids[0]!));
-}
-
-/** SyncUserReads on better-sqlite3's statements. */
-function syncReads(db: Db): SyncUserReads {
-  const byId = db.prepare<[string], UserRow>('SELECT * FROM users WHERE id = ?');
-  // One statement for a whole list: the ids travel as one JSON array (a mosque's members are hundreds).
-  const contacts = db.prepare<[string], Contact & { id: string }>('SELECT id, email, phone FROM users WHERE id IN (SELECT value FROM json_each(?))');
-  const provenHolder = db.prepare<[string, string], UserRow>(
-    `SELECT * FROM users WHERE email_hash = ? AND email_proven_at IS NOT NULL
-     UNION ALL SELECT * FROM users WHERE phone_hash = ? AND phone_proven_at IS NOT NULL LIMIT 1`,
-  );
-  const claimants = db.prepare<[string, string], UserRow>(
-    `SELECT * FROM users WHERE rowid IN (SELECT rowid FROM users WHERE email_hash = ? AND email_proven_at IS NULL
-                                         UNION SELECT rowid FROM users WHERE phone_hash = ? AND phone_proven_at IS NULL)
-     ORDER BY created_at, claim_seq`,
-  );
-  return {
-    findById: (id) => byId.get(id) ?? null,
-    contactsOf: (ids) => new Map(ids.length === 0 ? [] : contacts.all(JSON.stringify([...new Set(ids)])).map(({ id, email, phone }) => [id, { email, phone }])),
-    findByIdentifierHash: (hash) => provenHolder.get(hash, hash) ?? claimants.get(hash, hash) ?? null,
-    findProvenHolder: (hash) => provenHolder.get(hash, hash) ?? null,
-  };
 }

@@ -251,3 +251,11 @@ export function runDataStepOnce<T>(db: Db, name: string, nowS: number, step: () 
     return result;
   }).immediate();
 }
+
+/** The file's cap and how much of it is in use, for the start-up line (SQLite never sets the cap below the file's size). */
+export function storageUse(db: Db): { database_max_bytes: number; database_used_bytes: number } {
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  const used = (db.pragma('page_count', { simple: true }) as number) - (db.pragma('freelist_count', { simple: true }) as number);
+  const max = db.pragma('max_page_count', { simple: true }) as number;
+  return { database_max_bytes: max * pageSize, database_used_bytes: used * pageSize };
+}

@@ -37,7 +37,7 @@ async function fanoutWorld(t: TestContext) {
   });
   const clock = systemClock;
   const logger = pino({ level: 'silent' });
-  const mosques = createMosqueStore(db, store, clock);
+  const mosques = createMosqueStore(store, clock);
   const mosque = await mosques.create(undefined, { name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
   const devices = await createDeviceStore(store, clock);
   const tx = (await devices.create(store, { kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null })).row;
@@ -51,7 +51,7 @@ async function fanoutWorld(t: TestContext) {
   const commands = createCommands({ link: () => link, timeline: createTimeline(store, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
   const fanout = createFanout({ store, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(db, store, clock) });
+  const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(store, clock) });
   const events = () => sent.filter((s) => s.topic === `mosques/${mosque.id}/broadcast`).map((s) => s.payload);
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.payload['name']);
   return { mosque, fanout, broadcasts, events, cmds };

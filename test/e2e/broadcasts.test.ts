@@ -248,7 +248,7 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   migrate(db);
   const clock = systemClock;
   const logger = pino({ level: 'silent' });
-  const mosques = createMosqueStore(db, sqliteStore(db), clock);
+  const mosques = createMosqueStore(sqliteStore(db), clock);
   const mosque = await mosques.create(undefined, { name: 'Noor', timezone: 'UTC', autoApproveMembers: false, streamUrl: STREAM });
   const devices = await createDeviceStore(sqliteStore(db), clock);
   const tx = (await devices.create(sqliteStore(db), { kind: 'transmitter', name: null, mosqueId: mosque.id, ownerUserId: null })).row;
@@ -263,7 +263,7 @@ test('a stop that comes before the start\'s transmitter commands went out cancel
   const commands = createCommands({ link: () => link, timeline: createTimeline(store, clock), clock, logger, mosqueOf: () => mosque.id });
   const outbox = createPushOutbox({ store, clock, logger, subscriptions: createPushSubscriptions(store, clock, 5), concurrency: 1, sender: { send: async () => ({ ok: true }) } });
   const fanout = createFanout({ store, clock, logger, devices, mosques, memberships: { notifiedMembers: async () => [] }, commands, outbox, link: () => link });
-  const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(db, store, clock) });
+  const broadcasts = createBroadcasts({ store, clock, activity: createActivityLog(store, clock) });
   broadcasts.listen({ started: (b) => (fanout.publishStart(b), fanout.afterStart(b)), stopped: () => undefined });
   const cmds = () => sent.filter((s) => s.topic === `devices/${tx.id}/cmd`).map((s) => s.name);
   const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));

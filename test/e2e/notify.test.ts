@@ -271,7 +271,7 @@ test('secrets never reach the log across a full auth flow (webhook transport, de
   keep(sha256(rootPassword));
   const db = openDatabase(ts.config.databasePath);
   try {
-    await (await createUserStore(sqliteStore(db), db, systemClock)).create({
+    await (await createUserStore(sqliteStore(db), systemClock)).create({
       email: rootEmail,
       emailHash: sha256(rootEmail),
       phone: null,

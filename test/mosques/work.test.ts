@@ -31,11 +31,11 @@ async function setup(t: TestContext) {
   const published: Change[] = [];
   const changes = { publish: (c: Change) => void published.push(c) };
   const told: Array<MembershipChange & { inTransaction: boolean }> = [];
-  const users = await createUserStore(store, db, clock);
-  const activity = createActivityLog(db, store, clock);
-  const mosques = createMosqueStore(db, store, clock);
+  const users = await createUserStore(store, clock);
+  const activity = createActivityLog(store, clock);
+  const mosques = createMosqueStore(store, clock);
   const memberships = createMemberships({
-    db, store, clock, activity, users, changes,
+    store, clock, activity, users, changes,
   });
   memberships.listen((change) => void told.push({ ...change, inTransaction: db.inTransaction }));
   const user = await users.create({ email: 'amina@example.com', emailHash: 'hash-amina', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });

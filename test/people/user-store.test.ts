@@ -19,7 +19,7 @@ async function userStore(t: { after(fn: () => void): void }) {
   });
   migrate(db);
   const heard: Change[] = [];
-  const users = await createUserStore(sqliteStore(db), db, systemClock, { publish: (c) => void heard.push(c) });
+  const users = await createUserStore(sqliteStore(db), systemClock, { publish: (c) => void heard.push(c) });
   const user = await users.create({ email: 'a@example.com', emailHash: 'ha', phone: null, phoneHash: null, passwordBcrypt: 'x', role: 'member' });
   heard.length = 0;
   return { db, users, user, heard };
@@ -84,7 +84,7 @@ test('a full reload of the token versions keeps a version this process wrote whi
         : (value as (...a: unknown[]) => unknown).bind(obj);
     },
   });
-  const users = await createUserStore(store, db, systemClock);
+  const users = await createUserStore(store, systemClock);
   hold = new Promise((resolve) => (release = resolve));
   const reload = users.reloadVersions();
   await users.revokeTokens(user.id);

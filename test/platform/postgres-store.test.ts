@@ -166,7 +166,7 @@ test('a broadcast\'s start and stop, each with its activity entry, answer the sa
   const answers = [];
   for (const { store, db } of await bothEngines(t)) {
     await addMosque(store, 'm1');
-    const activity = createActivityLog(db, store, CLOCK);
+    const activity = createActivityLog(store, CLOCK);
     const broadcasts = createBroadcasts({ store, clock: CLOCK, activity });
     const heard: string[] = [];
     broadcasts.listen({ started: (b) => void heard.push(`started ${b.kind} ${b.status}`), stopped: (b) => void heard.push(`stopped ${b.kind} ${b.status}`) });
@@ -197,7 +197,7 @@ test('a broadcast\'s start and stop, each with its activity entry, answer the sa
 test('two starts at once on PostgreSQL: one broadcast starts, the other answers conflict', { skip }, async (t) => {
   const { store, db } = (await bothEngines(t))[1]!;
   await addMosque(store, 'm1');
-  const broadcasts = createBroadcasts({ store, clock: CLOCK, activity: createActivityLog(db, store, CLOCK) });
+  const broadcasts = createBroadcasts({ store, clock: CLOCK, activity: createActivityLog(store, CLOCK) });
   const results = await Promise.all([0, 1, 2].map(() => broadcasts.start('m1', { kind: 'announcement', prayer: null, title: null }, null)));
   assert.deepEqual(results.map((r) => (r.ok ? 'started' : r.failure)).sort(), ['conflict', 'conflict', 'started']);
   const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM activity WHERE kind = 'broadcast.started'`.execute(store);
@@ -209,7 +209,7 @@ test('a timetable month\'s replace and delete, with the mosque\'s schedule_since
   const day = (d: number) => ({ day: d, fajr: '05:0' + (d % 10), shuruk: null, dhuhr: '12:30', asr: '15:45', maghrib: '18:20', isha: '19:50' });
   for (const { store, db } of await bothEngines(t)) {
     await addMosque(store, 'm1');
-    const mosques = createMosqueStore(db, store, CLOCK);
+    const mosques = createMosqueStore(store, CLOCK);
     const schedule = await createScheduleStore(store, mosques);
     await schedule.replaceMonth('m1', 3, [day(1), day(2), day(3)], 1_000_000);
     await schedule.replaceMonth('m1', 3, [day(1), day(2)], 2_000_000);

@@ -125,7 +125,7 @@ test('a mosque name holding a bare CR, LF or CRLF reaches the ICS feed escaped a
   // The API refuses such a name now; written through the store on a second connection, as an older version
   // or another tool could have, the feed must still be safe by itself.
   const db = openDatabase(ts.config.databasePath);
-  await createMosqueStore(db, sqliteStore(db), ts.clock).update(undefined, mosque.id, { name: 'Noor\rBEGIN:VEVENT\nTwo\r\nThree\u0007' });
+  await createMosqueStore(sqliteStore(db), ts.clock).update(undefined, mosque.id, { name: 'Noor\rBEGIN:VEVENT\nTwo\r\nThree\u0007' });
   db.close();
   const res = await fetch(`${ts.url}${API}/mosques/${mosque.id}/schedule.ics`, { headers: { authorization: `Bearer ${owner.token}` } });
   assert.equal(res.status, 200);

@@ -230,7 +230,7 @@ test('of two processes whose schedulers reach the same auto_start together, exac
   // Two connections to the one file, as two service processes sharing it under REDIS_URL have.
   const [a, b] = [openDatabase(ts.config.databasePath), openDatabase(ts.config.databasePath)];
   t.after(() => { a.close(); b.close(); });
-  const [storeA, storeB] = [await createScheduleStore(sqliteStore(a), createMosqueStore(a, sqliteStore(a), Date.now)), await createScheduleStore(sqliteStore(b), createMosqueStore(b, sqliteStore(b), Date.now))];
+  const [storeA, storeB] = [await createScheduleStore(sqliteStore(a), createMosqueStore(sqliteStore(a), Date.now)), await createScheduleStore(sqliteStore(b), createMosqueStore(sqliteStore(b), Date.now))];
   const slot: Slot = {
     mosqueId: mosque.id, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
     iqamahAt: null, azaanLocal: '13:00', source: 'calculated',

@@ -16,7 +16,7 @@ export async function createSuperadmin(ts: TestService, email: string, password:
   const normalized = checked.value;
   const db = openDatabase(ts.config.databasePath);
   try {
-    const users = await createUserStore(sqliteStore(db), db, ts.clock);
+    const users = await createUserStore(sqliteStore(db), ts.clock);
     return await users.create({
       email: normalized,
       emailHash: identifierHash(normalized),

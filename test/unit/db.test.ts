@@ -233,7 +233,7 @@ test('the stores announce each committed write that a cache mirrors, and reads a
   migrate(db);
   const heard: string[] = [];
   const changes = { publish: (c: Change) => void heard.push(`${c.kind}:${c.id}`) };
-  const users = await createUserStore(sqliteStore(db), db, systemClock, changes);
+  const users = await createUserStore(sqliteStore(db), systemClock, changes);
   const devices = await createDeviceStore(sqliteStore(db), systemClock, changes);
   const user = await users.create({ email: 'a@example.com', emailHash: 'h1', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
   await users.revokeTokens(user.id);
@@ -264,11 +264,11 @@ test('a token version changed through another connection is picked up by reloadV
   t.after(() => db.close());
   migrate(db);
   const heard: Change[] = [];
-  const here = await createUserStore(sqliteStore(db), db, systemClock, { publish: (c) => void heard.push(c) });
+  const here = await createUserStore(sqliteStore(db), systemClock, { publish: (c) => void heard.push(c) });
   const user = await here.create({ email: 'b@example.com', emailHash: 'h2', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
   const other = openDatabase(file);
   t.after(() => other.close());
-  await (await createUserStore(sqliteStore(other), other, systemClock)).revokeTokens(user.id);
+  await (await createUserStore(sqliteStore(other), systemClock)).revokeTokens(user.id);
   assert.equal(here.tokenVersion(user.id), 0, 'memory still has the old version');
   heard.length = 0;
   await here.reloadVersion(user.id);

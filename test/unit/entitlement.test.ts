@@ -111,7 +111,7 @@ async function setup(t: TestContext, ttlHours = 1) {
   const clock = createManualClock();
   const store = sqliteStore(db);
   const devices = await createDeviceStore(store, clock);
-  const mosques = createMosqueStore(db, sqliteStore(db), clock);
+  const mosques = createMosqueStore(sqliteStore(db), clock);
   const memberships = new Map<string, MembershipStatus>();
   const signer = createLeaseSigner(loadOrCreateLeaseKey(dir));
   db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'a@example.com', 'h1', 'member', 0, 0)").run();
@@ -230,7 +230,7 @@ test('binding reuses the held lease until half its life is spent, and never one 
   assert.deepEqual((await (await s.make()).binding(s.store, s.player)).lease, first, 'kept in the row across a restart');
 
   const otherKey = createLeaseSigner(loadOrCreateLeaseKey(tempDir(t)));
-  const rekeyed = await createEntitlement({ store: s.store, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.db, sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
+  const rekeyed = await createEntitlement({ store: s.store, clock: s.clock, devices: s.devices, mosques: createMosqueStore(sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
   const resigned = (await rekeyed.binding(s.store, s.player)).lease!;
   assert.notEqual(resigned.token, first.token);
   assert.equal(otherKey.isOwn(resigned.token), true);

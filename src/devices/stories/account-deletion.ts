@@ -9,9 +9,9 @@ import type { DevicePlane } from '../device-plane.ts';
  *    the devices the account owns are listed;
  * 2. after: those devices are cut off and forgotten (their connections close, their caches let go).
  */
-export function accountDeletionStory(deps: { memberships: Pick<Memberships, 'noteUserDeletedSync'>; plane: Pick<DevicePlane, 'beforeUserDelete'> }): BeforeUserDelete {
+export function accountDeletionStory(deps: { memberships: Pick<Memberships, 'noteUserDeleted'>; plane: Pick<DevicePlane, 'beforeUserDelete'> }): BeforeUserDelete {
   return async (userId, actorId) => {
-    deps.memberships.noteUserDeletedSync(userId, actorId);
+    await deps.memberships.noteUserDeleted(userId, actorId);
     return deps.plane.beforeUserDelete(userId);
   };
 }
