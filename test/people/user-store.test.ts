@@ -102,7 +102,8 @@ test('a full reload picks up versions another connection wrote, and forgets user
   assert.equal(users.tokenVersion(user.id), 0, 'memory has the old version until a reload');
   await users.reloadVersions();
   assert.equal(users.tokenVersion(user.id), 5);
-  assert.equal(users.tokenVersion(gone.id), undefined);
+  assert.equal(await users.tokenVersion(gone.id), undefined, 'a user memory lost is read again (a promise), and is gone');
+  assert.equal(users.tokenVersion(gone.id), undefined, 'then memory knows it is gone: no second read');
 });
 
 test('an update is one read and one write: two at once keep both changes', async (t) => {
