@@ -1,6 +1,6 @@
-import type http from 'node:http';
+import http from 'node:http';
 import type net from 'node:net';
-import { createAdaptorServer } from '@hono/node-server';
+import { getRequestListener } from '@hono/node-server';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
@@ -49,6 +49,7 @@ import { createNotifier, type Notifier, type Transport } from './platform/notify
 import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
 import { deriveKey, loadOrCreateSecretFile } from './platform/secrets.ts';
+import { listeningPort, shownHost } from './platform/net/listening.ts';
 import { loadTlsCredentials, type TlsCredentials } from './platform/net/tls-files.ts';
 import { createSuperadminAuth } from './people/superadmin.ts';
 import { createAccessTokens } from './people/tokens.ts';
@@ -203,13 +204,15 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
     const outbox = createPushOutbox({ store, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
-    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own
-    // address, which is known only once the HTTP server listens (set there, read at a broadcast's start).
-    let origin = '';
+    // The HTTP door exists from here on (its handler is attached once the API is built, before it listens):
+    // what names this process's own address asks the server where it listens.
+    const httpServer = http.createServer(httpServerOptions(config));
+    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own address.
+    const ownOrigin = () => `http://${shownHost(config.host)}:${listeningPort(httpServer, config.httpPort)}`;
     const fanout = createFanout({
       store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
-      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? origin, mosqueId),
+      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
     });
     const follow = createSourceFollow({
       broadcasts, fanout, audio, logger,
@@ -300,7 +303,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const admitRecording = leaseAdmission({ clock, verifyLease: plane.ports.audio.verifyLease, findDevice: plane.ports.audio.findDevice, decisionFor: plane.ports.audio.decisionFor });
     const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
-      ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => mqttPort, mqttsPort: () => mqttsPort,
+      ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
       deliveryReport: reports.report, reportFor: reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir, consoleSessionSettings: config.consoleSessions,
       authRateLimit: config.authRateLimit,
@@ -312,14 +315,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
     });
-    const httpServer = createAdaptorServer({ fetch: api.fetch, serverOptions: httpServerOptions(config) }) as http.Server;
+    httpServer.on('request', getRequestListener(api.fetch));
     limitHttpServer(httpServer, config);
     // Node's own parser errors (431, 408, malformed HTTP) are answered in the contract's error shape.
     httpServer.on('clientError', answerClientError);
     broker.attachWebSocket(httpServer);
 
-    let mqttPort = config.mqttPort;
-    let mqttsPort: number | null = null;
     const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
     closers.push({
       name: 'http server',
@@ -331,25 +332,24 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     // Runs before the HTTP server's close (closers run in reverse): open event streams would hold it 2 s.
     closers.push({ name: 'event streams', close: () => mosqueEvents.closeAll() });
-    mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
-    mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
+    const mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
+    const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
     startFeed();
     // Once started, the checkpointer stops first of all (closers run in reverse): a part that hangs until the
     // stop's deadline must not keep it running past db.close. What is written meanwhile checkpoints inline.
     closers.push({ name: 'database checkpointer (first to stop)', close: () => checkpointer.close() });
-    const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
-    origin = `http://${shownHost}:${httpPort}`;
+    const host = shownHost(config.host);
     logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
     // The first start: one line with the setup link (the token in the fragment never reaches a server's log).
     const setupToken = await firstSuperadmin.token();
-    if (setupToken) logger.warn({ setup_url: `${config.publicUrl ?? `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${httpPort}`}/setup#token=${setupToken}` }, 'no superadmin yet: open setup_url in a browser to create the first one (valid until used or this process stops)');
+    if (setupToken) logger.warn({ setup_url: `${config.publicUrl ?? ownOrigin()}/setup#token=${setupToken}` }, 'no superadmin yet: open setup_url in a browser to create the first one (valid until used or this process stops)');
 
     return {
       httpPort,
       mqttPort,
       mqttsPort,
-      httpUrl: `http://${shownHost}:${httpPort}`,
-      mqttUrl: `mqtt://${shownHost}:${mqttPort}`,
+      httpUrl: ownOrigin(),
+      mqttUrl: `mqtt://${host}:${mqttPort}`,
       notifier,
       routes: handlerRoutes(api),
       reloadTls: () => {

@@ -305,6 +305,14 @@ test('outside the SQLite plumbing no file opens a statement or a transaction of 
   ]), ['src/devices/devices.ts'], 'the check itself catches a raw statement');
 });
 
+test('the composition root only constructs and connects: no value of src/service.ts is set after it was made', () => {
+  const text = fs.readFileSync(path.join(ROOT, 'src', 'service.ts'), 'utf8');
+  // A `let` (or `var`) is a reference resolved later: a mutable hook object, a port or an origin set once the
+  // process listens. Each part asks the part that knows (a server where it listens) instead.
+  const mutable = text.split('\n').map((line, i) => ({ line: line.trim(), n: i + 1 })).filter(({ line }) => /^(let|var)\s/.test(line));
+  assert.deepEqual(mutable.map(({ line, n }) => `${n}: ${line}`), []);
+});
+
 // Comments, test names and docs cite what a reader of the repository can open: a docs/ section, SECURITY.md, an
 // RFC or the MQTT spec, or the test that holds a rule. Never a private document's section ("contract N"), the
 // private description ("seed"), or a private tracker ("issue N"). A random seed (FUZZ_SEED, a PRNG's seed) is
