@@ -24,6 +24,7 @@ import { createDeviceAccess } from './plane/access.ts';
 import { createDescriber } from './plane/describe.ts';
 import { createCommandEffects } from './plane/command-effects.ts';
 import { createDeviceVerbs } from './plane/verbs.ts';
+import { inTransaction } from '../platform/store/after-commit.ts';
 
 export const SWEEP_INTERVAL_MS = 1000;
 export const FLUSH_INTERVAL_MS = 2000;
@@ -190,7 +191,7 @@ export async function createDevicePlane(deps: {
           return;
         }
         // Rolled back (the disk refused this batch): on its own, so the others of the batch do not decide.
-        store.transaction().execute((trx) => configureArrival(trx, id)).then(
+        inTransaction(store, (trx) => configureArrival(trx, id)).then(
           (again) => void (again && service.publishConfig(again.id, again.payload)),
           (again: unknown) => telemetry.writeFailed(id, 'connect', again), // it keeps the retained config it has
         );
@@ -220,7 +221,7 @@ export async function createDevicePlane(deps: {
    */
   // A page of rows at a time, each config kept only as its bytes: objects that all survive the pass made V8
   // grow its young generation to the maximum, and idle RSS stayed ~30 MiB higher when that was not given back.
-  const buildAll = () => store.transaction().execute(async (trx) => {
+  const buildAll = () => inTransaction(store, async (trx) => {
     const built: Array<{ id: string; payload: Buffer }> = [];
     let renewed = 0;
     for (let rows = await devices.listPage(trx, '', START_PAGE); rows.length > 0; rows = await devices.listPage(trx, rows.at(-1)!.id, START_PAGE)) {

@@ -7,6 +7,7 @@ import type { DeviceRow, DeviceStore } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 import type { Timeline } from './timeline.ts';
+import { inTransaction } from '../platform/store/after-commit.ts';
 
 export interface Registered {
   row: DeviceRow;
@@ -108,7 +109,7 @@ export function createDeviceService(deps: {
     },
 
     async register(kind: DeviceKind, name: string | null, mosqueId: string | null, ownerUserId: string | null, actorId: string): Promise<Registered> {
-      const { registered, config } = await store.transaction().execute(async (trx) => {
+      const { registered, config } = await inTransaction(store, async (trx) => {
         const r = await devices.create(trx, { kind, name, mosqueId, ownerUserId });
         await timeline.record(trx, { deviceId: r.row.id, mosqueId, kind: 'registered', actorUserId: actorId, detail: { kind, name } });
         await note(trx, mosqueId, actorId, 'device.registered', r.row.id, { kind, name });
@@ -124,7 +125,7 @@ export function createDeviceService(deps: {
      * the insert share one transaction (IMMEDIATE on SQLite), so two registrations at once cannot both pass it.
      */
     async registerPlayer(name: string | null, mosqueId: string | null, owner: { id: string; isSuperadmin: boolean }): Promise<Result<Registered>> {
-      const registered = await store.transaction().execute(async (trx): Promise<Result<{ r: Registered; config: { id: string; payload: Record<string, unknown> } }>> => {
+      const registered = await inTransaction(store, async (trx): Promise<Result<{ r: Registered; config: { id: string; payload: Record<string, unknown> } }>> => {
         if (!owner.isSuperadmin && (await devices.countPlayersOf(trx, owner.id)) >= deps.maxPlayersPerOwner) {
           return fail('conflict', `At most ${deps.maxPlayersPerOwner} stream players per user; delete one first.`);
         }
@@ -140,7 +141,7 @@ export function createDeviceService(deps: {
 
     /** `actorId` null: the device's own doing (an acknowledged unbind_mosque sent by no person). */
     async update(row: DeviceRow, change: { name?: string | null; mosqueId?: string | null; settings?: DeviceSettings }, actorId: string | null): Promise<DeviceRow> {
-      const { updated, config } = await store.transaction().execute(async (trx) => {
+      const { updated, config } = await inTransaction(store, async (trx) => {
         const u = await devices.update(trx, row.id, change);
         if (u.config_version !== row.config_version) {
           await timeline.record(trx, { deviceId: row.id, mosqueId: u.mosque_id, kind: 'config_changed', actorUserId: actorId, detail: { config_version: u.config_version, ...(change.mosqueId !== undefined && { mosque_id: change.mosqueId }) } });
@@ -156,7 +157,7 @@ export function createDeviceService(deps: {
 
     /** Something outside the row changed what the config says (mosque stream, entitlement). */
     async refreshConfig(id: string, reason: string): Promise<void> {
-      const config = await store.transaction().execute(async (trx) => {
+      const config = await inTransaction(store, async (trx) => {
         if (!(await devices.findById(id, trx))) return null;
         return configFor(trx, await bumpFor(trx, id, reason));
       });
@@ -165,7 +166,7 @@ export function createDeviceService(deps: {
 
     async rotateCredentials(row: DeviceRow, actorId: string): Promise<string> {
       // The rows first: the rotation also updates memory, which a rolled-back transaction would not undo.
-      const password = await store.transaction().execute(async (trx) => {
+      const password = await inTransaction(store, async (trx) => {
         await timeline.record(trx, { deviceId: row.id, mosqueId: row.mosque_id, kind: 'credentials_rotated', actorUserId: actorId });
         await note(trx, row.mosque_id, actorId, 'device.credentials_rotated', row.id);
         const p = await devices.rotateSecret(trx, row.id);
@@ -182,7 +183,7 @@ export function createDeviceService(deps: {
      * (an address claim lost), noted with that reason.
      */
     async delete(row: DeviceRow, actorId: string | null, reason?: string): Promise<void> {
-      await store.transaction().execute(async (trx) => {
+      await inTransaction(store, async (trx) => {
         await deps.onDeleted?.(trx, row.id);
         if (actorId !== null) await note(trx, row.mosque_id, actorId, 'device.deleted', row.id, { kind: row.kind, name: row.name });
         else if (reason !== undefined) await note(trx, row.mosque_id, null, 'device.deleted', row.id, { kind: row.kind, reason });

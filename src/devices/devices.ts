@@ -5,6 +5,7 @@ import { effectiveSettings, type DeviceKind, type DeviceSettings, type Effective
 import { sha256Hex } from '../platform/identifiers.ts';
 import { randomToken } from '../platform/secret-codes.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import { afterCommit } from '../platform/store/after-commit.ts';
 
 export interface DeviceRow {
   id: string;
@@ -160,12 +161,13 @@ export async function createDeviceStore(store: Store, clock: Clock, changes: Cha
   };
   const changed = (id: string) => changes.publish({ kind: 'device', id });
   /**
-   * Re-reads the row (through the caller's transaction) into memory and announces it. Memory moves before the
-   * commit, as it did when the write was synchronous: a rolled-back write leaves the entry to the next reload.
+   * Re-reads the row (through the caller's transaction) into memory, and announces it once that transaction
+   * committed. Memory moves at once (this process answers from it): a rolled-back write leaves the entry to the
+   * next reload.
    */
   const commit = async (q: Queries, id: string) => {
     const row = await refresh(id, q);
-    changed(id);
+    afterCommit(q, () => changed(id));
     return row;
   };
   const now = () => toUnixSeconds(clock());
@@ -252,7 +254,7 @@ export async function createDeviceStore(store: Store, clock: Clock, changes: Cha
     async delete(q: Queries, id: string): Promise<void> {
       await q.deleteFrom('devices').where('id', '=', id).execute();
       registry.delete(id);
-      changed(id);
+      afterCommit(q, () => changed(id));
     },
 
     /** Drops rows the database removed on its own (ON DELETE CASCADE of an owner) from memory. */

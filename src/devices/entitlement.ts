@@ -6,6 +6,7 @@ import type { LeaseSigner } from './leases.ts';
 import type { MembershipStatus } from '../mosques/memberships.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
+import { afterCommit } from '../platform/store/after-commit.ts';
 
 export type UnboundReason = 'no_mosque' | 'awaiting_approval' | 'membership_lapsed' | 'lease_expired';
 
@@ -81,7 +82,7 @@ export async function createEntitlement(deps: Deps) {
   const saveLease = async (q: Queries, expiresAt: number | null, token: string | null, id: string) => {
     for (const changed of reloading) changed.add(id);
     await q.updateTable('devices').set({ lease_expires_at: expiresAt, lease_token: token }).where('id', '=', id).execute();
-    changes.publish({ kind: 'device', id });
+    afterCommit(q, () => changes.publish({ kind: 'device', id }));
   };
   const nowSeconds = () => toUnixSeconds(deps.clock());
   const streamUrl = deps.streamUrl ?? ((mosque: MosqueRow) => mosque.stream_url);

@@ -1,4 +1,5 @@
 import type { Store, StoreTransaction } from '../platform/store/store.ts';
+import { inTransaction } from '../platform/store/after-commit.ts';
 
 /**
  * Group commit: the device writes of one event-loop turn go into ONE store transaction, and
@@ -42,7 +43,7 @@ export function createGroupCommit(store: Store, onFault: (err: unknown) => void,
   async function commit(items: GroupWrite[]): Promise<void> {
     let failure: unknown = null;
     try {
-      await store.transaction().execute(async (trx) => {
+      await inTransaction(store, async (trx) => {
         for (const item of items) await item.write(trx);
       });
     } catch (err) {

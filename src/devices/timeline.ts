@@ -3,6 +3,7 @@ import { answersInsertId, type Queries, type Store, type StoreTransaction } from
 import type { Compilable } from 'kysely';
 import { prepared } from '../platform/store/prepared.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
+import { inTransaction } from '../platform/store/after-commit.ts';
 
 export interface TimelineRow {
   id: number;
@@ -162,7 +163,7 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
     if (!(await mayBeOver(store, device, cap))) return 0;
     // In a transaction (IMMEDIATE on SQLite): the walk and the delete see the same chain, even with another
     // process writing to the file.
-    return store.transaction().execute(async (trx) => {
+    return inTransaction(store, async (trx) => {
       const st = await mayBeOver(trx, device, cap);
       if (!st) return 0;
       const length = st.head === null ? 0 : Number((await sql<{ n: number }>`${chainFrom(st.head)} SELECT count(*) AS n FROM chain`.execute(trx)).rows[0]!.n);
@@ -178,7 +179,7 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
    * each row has its own, and PostgreSQL has no rowid), AGE_CHUNK at a time; false when none is left.
    * In a transaction, as the cap's walk.
    */
-  const orphanStep = (): Promise<{ more: boolean; gone: number }> => store.transaction().execute(async (trx) => {
+  const orphanStep = (): Promise<{ more: boolean; gone: number }> => inTransaction(store, async (trx) => {
     const o = await trx.selectFrom('device_timeline_orphans').select('head').limit(1).executeTakeFirst();
     if (!o) return { more: false, gone: 0 };
     const ids = (await sql<{ id: number }>`${chainFrom(o.head, AGE_CHUNK + 1)} SELECT id FROM chain`.execute(trx)).rows.map((r) => r.id);
@@ -252,7 +253,7 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
      */
     async note(e: TimelineEvent): Promise<void> {
       await pendingFirst();
-      await store.transaction().execute((trx) => append(trx, e));
+      await inTransaction(store, (trx) => append(trx, e));
       touched?.add(e.deviceId);
     },
     /**

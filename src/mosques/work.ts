@@ -1,4 +1,5 @@
 import type { Store, StoreTransaction } from '../platform/store/store.ts';
+import { afterCommit, inTransaction } from '../platform/store/after-commit.ts';
 
 /**
  * One transaction of the mosques' repositories and what to tell once it commits. A change spanning several
@@ -13,10 +14,7 @@ export interface Work {
 
 /** Runs `fn` in a store transaction; what it queued with `afterCommit` runs once that commits, in order. */
 export async function transact<T>(store: Store, fn: (w: Work) => Promise<T>): Promise<T> {
-  const effects: Array<() => void> = [];
-  const result = await store.transaction().execute((q) => fn({ q, afterCommit: (f) => void effects.push(f) }));
-  for (const effect of effects) effect();
-  return result;
+  return inTransaction(store, (q) => fn({ q, afterCommit: (f) => afterCommit(q, f) }));
 }
 
 /** Joins the caller's work when there is one, else runs alone in a transaction of its own. */

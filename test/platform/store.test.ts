@@ -134,3 +134,31 @@ test('the write probe of a degraded database waits while a store transaction hol
     done();
   }
 });
+
+test('what a transaction queued with afterCommit runs once it committed, where another connection reads the row; never after a rollback', async () => {
+  const { db, store, done } = fileStore();
+  const { inTransaction, afterCommit } = await import('../../src/platform/store/after-commit.ts');
+  const other = openDatabase(db.name);
+  try {
+    const seen: Array<string | null> = [];
+    const read = () => (other.prepare('SELECT name FROM data_steps WHERE name = ?').get('told') as { name: string } | undefined)?.name ?? null;
+    await inTransaction(store, async (trx) => {
+      await trx.insertInto('data_steps').values({ name: 'told', applied_at: 1 }).execute();
+      afterCommit(trx, () => seen.push(read()));
+      assert.equal(read(), null, 'not committed yet: another connection does not see it');
+      assert.deepEqual(seen, [], 'nothing told before the commit');
+    });
+    assert.deepEqual(seen, ['told'], 'told once, after the commit, when the row is there for everyone');
+    await assert.rejects(inTransaction(store, async (trx) => {
+      await trx.insertInto('data_steps').values({ name: 'undone', applied_at: 1 }).execute();
+      afterCommit(trx, () => seen.push('undone'));
+      throw new Error('rolled back');
+    }), /rolled back/);
+    assert.deepEqual(seen, ['told'], 'a rolled-back write tells nobody');
+    afterCommit(store, () => seen.push('at once'));
+    assert.deepEqual(seen, ['told', 'at once'], 'on the store itself (a write already committed) it runs at once');
+  } finally {
+    other.close();
+    done();
+  }
+});

@@ -4,6 +4,7 @@ import { fail, ok, type Result } from '../../platform/failure.ts';
 import type { CommandEffects } from '../commands.ts';
 import type { DeviceRow, DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
+import { inTransaction } from '../../platform/store/after-commit.ts';
 
 /**
  * What the backend records once a device said ok to a command (docs/firmware.md, "4.2 Commands"): the log
@@ -24,7 +25,7 @@ export function createCommandEffects(deps: {
     if (name === 'set_log_level') {
       const until = Math.floor(deps.clock() / 1000) + Number(args.ttl_s);
       // The level and its timeline note together: one transaction.
-      await deps.store.transaction().execute(async (trx) => {
+      await inTransaction(deps.store, async (trx) => {
         await deps.devices.setLogLevel(trx, row.id, String(args.level), until);
         await deps.timeline.record(trx, { deviceId: row.id, mosqueId: row.mosque_id, kind: 'log_level_set', actorUserId, detail: { level: args.level, until } });
       });

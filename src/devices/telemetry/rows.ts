@@ -7,6 +7,7 @@ import type { DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
 import type { StatusReport } from '../device-config.ts';
 import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog } from './live.ts';
+import { inTransaction } from '../../platform/store/after-commit.ts';
 
 export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
 
@@ -87,7 +88,7 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
    * taken from memory when the flush began (a few UPDATE ... FROM statements); a device deleted since is skipped.
    */
   async function writeBatch(seen: Array<{ id: string; lastSeenMs: number | null; heartbeat: HeartbeatReport | null }>, logs: PendingLog[]): Promise<void> {
-    await store.transaction().execute(async (trx) => {
+    await inTransaction(store, async (trx) => {
       const rows: SeenRow[] = [];
       for (const { id, lastSeenMs, heartbeat: hb } of seen) {
         if (!devices.info(id)) continue;
