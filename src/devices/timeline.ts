@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { answersInsertId, type Queries, type Store, type StoreTransaction } from '../platform/store/store.ts';
-import type { Compilable } from 'kysely';
+import type { Compilable, QueryResult } from 'kysely';
 import { prepared } from '../platform/store/prepared.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { inTransaction } from '../platform/store/after-commit.ts';
@@ -127,13 +127,12 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
     (v) => store.updateTable('devices').set((eb) => ({ timeline_head: v.head, timeline_seq: eb('timeline_seq', '+', 1) })).where('id', '=', v.device),
   );
   /** The row alone: its id, which the caller's write of the device row makes the head (see `appended`). */
-  const insertRow = async (trx: StoreTransaction, e: TimelineEvent): Promise<number> => {
-    const result = await insert.run(trx, {
-      device: e.deviceId, mosque: e.mosqueId, at: e.at ?? toUnixSeconds(clock()), kind: e.kind, from: e.from ?? null, to: e.to ?? null,
-      reason: e.reason ?? null, actor: e.actorUserId ?? null, detail: JSON.stringify(e.detail ?? {}),
-    });
-    return bareInsertId ? Number(result.insertId) : result.rows[0]!.id;
-  };
+  const rowOf = (e: TimelineEvent): Appended => ({
+    device: e.deviceId, mosque: e.mosqueId, at: e.at ?? toUnixSeconds(clock()), kind: e.kind, from: e.from ?? null, to: e.to ?? null,
+    reason: e.reason ?? null, actor: e.actorUserId ?? null, detail: JSON.stringify(e.detail ?? {}),
+  });
+  const idOf = (result: QueryResult<{ id: number }>) => (bareInsertId ? Number(result.insertId) : result.rows[0]!.id);
+  const insertRow = async (trx: StoreTransaction, e: TimelineEvent): Promise<number> => idOf(await insert.run(trx, rowOf(e)));
   const append = async (trx: StoreTransaction, e: TimelineEvent): Promise<void> => {
     await moveHead.run(trx, { head: await insertRow(trx, e), device: e.deviceId });
   };
@@ -246,6 +245,13 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
       const id = await insertRow(trx, e);
       touched?.add(e.deviceId);
       return id;
+    },
+    /** `appended` answered in this turn where the store answers synchronously; undefined (nothing written) elsewhere. */
+    appendedNow(trx: StoreTransaction, e: TimelineEvent): number | undefined {
+      const result = insert.runNow(trx, rowOf(e));
+      if (result === undefined) return undefined;
+      touched?.add(e.deviceId);
+      return idOf(result);
     },
     /**
      * A note of its own (a command sent or answered, a flood noted): after the notes and statuses still waiting

@@ -162,3 +162,21 @@ test('what a transaction queued with afterCommit runs once it committed, where a
     done();
   }
 });
+
+test('a prepared query answers in the same turn through a SQLite transaction (runNow), and runs nothing outside one', async () => {
+  const { store, done } = fileStore();
+  const { prepared } = await import('../../src/platform/store/prepared.ts');
+  try {
+    const insert = prepared<{ name: string }>(store, ['name'], (v) => store.insertInto('data_steps').values({ name: v.name, applied_at: 7 }));
+    assert.equal(insert.runNow(store, { name: 'outside' }), undefined, 'the store itself: left to run()');
+    const answered = await store.transaction().execute(async (trx) => {
+      const now = insert.runNow(trx, { name: 'inside' });
+      return now?.numAffectedRows;
+    });
+    assert.equal(answered, 1n, 'one row, answered without a promise');
+    const names = (await store.selectFrom('data_steps').select('name').where('applied_at', '=', 7).execute()).map((r) => r.name);
+    assert.deepEqual(names, ['inside'], 'what runNow declined was not written');
+  } finally {
+    done();
+  }
+});

@@ -108,21 +108,42 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
 
 
 
-  /** The row's UPDATE and, for a transition, its timeline entry (inside the caller's transaction). */
-  async function writeTransition(trx: StoreTransaction, id: string, from: string, report: Transition, source: string): Promise<void> {
+  const valuesOf = (id: string, from: string, report: Transition, source: string): StatusValues => {
     const reason = report.reason ?? null;
     const now = toUnixSeconds(nowMs());
-    const values: StatusValues = {
+    return {
       status: report.status, reason, detail: JSON.stringify({ prev: report.prev ?? from, reason, detail: report.detail ?? {} }), at: now,
       // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
       seen: source === 'backend' ? null : now,
       fw: report.fw ?? null, mac: report.mac ?? null, ssid: report.ssid ?? null, ip: report.ip ?? null, rssi: report.rssi ?? null,
       temp: report.temp_c ?? null, uptime: report.uptime_s ?? null, cfg: report.config_version ?? null, id,
     };
+  };
+  const entryOf = (id: string, from: string, report: Transition, source: string) => (
+    { deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason: report.reason ?? null, detail: { source, ...(report.detail && { detail: report.detail }) } }
+  );
+
+  /** The row's UPDATE and, for a transition, its timeline entry (inside the caller's transaction). */
+  async function writeTransition(trx: StoreTransaction, id: string, from: string, report: Transition, source: string): Promise<void> {
+    const values = valuesOf(id, from, report, source);
     if (from === report.status) return void (await writeStatus.run(trx, values));
-    const head = await timeline.appended(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'status', from, to: report.status, reason, detail: { source, ...(report.detail && { detail: report.detail }) } });
+    const head = await timeline.appended(trx, entryOf(id, from, report, source));
     await writeTransitionRow.run(trx, { ...values, head });
   }
 
-  return { writeBatch, writeTransition, readLogs };
+  /**
+   * `writeTransition` answered in this turn where the store answers synchronously (a SQLite transaction): the
+   * same statements without a promise between them, on a status's path. False, with nothing written, elsewhere.
+   */
+  function writeTransitionNow(trx: StoreTransaction, id: string, from: string, report: Transition, source: string): boolean {
+    const values = valuesOf(id, from, report, source);
+    if (from === report.status) return writeStatus.runNow(trx, values) !== undefined;
+    const head = timeline.appendedNow(trx, entryOf(id, from, report, source));
+    if (head === undefined) return false;
+    // Through the same transaction as the insert above, so it answers the same way (prepared.ts).
+    if (writeTransitionRow.runNow(trx, { ...values, head }) === undefined) throw new Error('a status half written: the transaction is rolled back');
+    return true;
+  }
+
+  return { writeBatch, writeTransition, writeTransitionNow, readLogs };
 }

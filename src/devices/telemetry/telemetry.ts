@@ -38,7 +38,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
   const touched = new Set<string>();
   const flushRetry = { backoffMs: 0, at: 0 };
   const commits = deps.commits ?? createGroupCommit(deps.store, (err) => deps.faults.report('status group commit', err));
-  const { writeBatch, writeTransition, readLogs } = createTelemetryRows({ store: deps.store, clock: deps.clock, devices, timeline, live });
+  const { writeBatch, writeTransition, writeTransitionNow, readLogs } = createTelemetryRows({ store: deps.store, clock: deps.clock, devices, timeline, live });
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
@@ -85,7 +85,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
    * A status to write in the group commit: it transitions from the last one written or waiting. `write` writes
    * it (false: it was not written after all); `settled` runs after the commit or the rollback.
    */
-  function pendingTransition(id: string, to: string, write: (trx: StoreTransaction, from: string) => Promise<boolean>, settled: (err: unknown, from: string, written: boolean) => void): void {
+  function pendingTransition(id: string, to: string, write: (trx: StoreTransaction, from: string) => Promise<boolean> | boolean, settled: (err: unknown, from: string, written: boolean) => void): void {
     const s = stateOf(id);
     const from = s.pendingStatus ?? s.status;
     const mine = {};
@@ -93,8 +93,10 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
     s.pendingWrite = mine;
     let written = false;
     commits.add({
-      write: async (trx) => {
-        written = await write(trx, from);
+      write: (trx) => {
+        const done = write(trx, from);
+        if (typeof done === 'boolean') written = done;
+        else return done.then((w) => void (written = w));
       },
       settle: (err) => {
         // A later write of this device may be waiting in the next batch: it keeps its own.
@@ -257,11 +259,12 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       // put an older rssi, ip, uptime back over what this status just wrote.
       if (s.pendingHeartbeat) s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
       if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
-      pendingTransition(id, report.status, async (trx, from) => {
+      pendingTransition(id, report.status, (trx, from) => {
         // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
         if (!devices.info(id)) return false;
-        await writeTransition(trx, id, from, report, 'status');
-        return true;
+        // In this turn where the store answers so (SQLite), else awaited: the same statements either way.
+        if (writeTransitionNow(trx, id, from, report, 'status')) return true;
+        return writeTransition(trx, id, from, report, 'status').then(() => true);
       }, (err, from) => {
         if (err) writeFailed(id, 'status', err);
         else applied(s, id, from, report.status, report.reason ?? null);

@@ -11,10 +11,18 @@ import { transactionConnectionOf, type Queries } from './store.ts';
  */
 export interface Prepared<V, R> {
   run(q: Queries, values: V): Promise<QueryResult<R>>;
+  /**
+   * The same query answered in this turn, where the engine answers synchronously (through a transaction of a
+   * SQLite store); undefined without running it elsewhere, and the caller runs it with `run`. Every prepared
+   * query of one store answers the same way through one transaction. For the per-status path,
+   * where each await costs a turn of the microtask queue and a promise.
+   */
+  runNow(q: Queries, values: V): QueryResult<R> | undefined;
   readonly sql: string;
 }
 
 type Marked<V> = { [K in keyof V]: V[K] };
+type SyncConnection = { executeNow<R>(compiled: CompiledQuery): QueryResult<R> };
 
 export function prepared<V extends Record<string, unknown>, R = unknown>(
   q: Queries, names: ReadonlyArray<keyof V & string>, build: (values: Marked<V>) => Compilable<R>,
@@ -27,17 +35,24 @@ export function prepared<V extends Record<string, unknown>, R = unknown>(
   const missing = names.filter((n) => !slots.includes(n));
   if (missing.length > 0) throw new Error(`prepared query does not use ${missing.join(', ')}: ${compiled.sql}`);
   const heldConnection = transactionConnectionOf(q);
+  const withValues = (values: V): CompiledQuery<R> => {
+    const parameters = compiled.parameters.map((p, i) => {
+      const name = slots[i];
+      return name === undefined ? p : values[name];
+    });
+    return { ...compiled, parameters };
+  };
   return {
     sql: compiled.sql,
     run(on, values) {
-      const parameters = compiled.parameters.map((p, i) => {
-        const name = slots[i];
-        return name === undefined ? p : values[name];
-      });
       // Through a transaction of a SQLite store: straight on the connection it holds (sqlite-dialect.ts says why
       // that is the same connection and the same transaction).
       const held = on.isTransaction ? heldConnection?.() : null;
-      return held ? held.executeQuery<R>({ ...compiled, parameters }) : on.executeQuery<R>({ ...compiled, parameters });
+      return held ? held.executeQuery<R>(withValues(values)) : on.executeQuery<R>(withValues(values));
+    },
+    runNow(on, values) {
+      const held = on.isTransaction ? heldConnection?.() : null;
+      return held && 'executeNow' in held ? (held as SyncConnection).executeNow<R>(withValues(values)) : undefined;
     },
   };
 }

@@ -37,14 +37,19 @@ class SqliteConnection implements DatabaseConnection {
 
   executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
     try {
-      const stmt = this.#statement(compiled.sql);
-      const parameters = compiled.parameters as unknown[];
-      if (stmt.reader) return Promise.resolve({ rows: stmt.all(parameters) as R[] });
-      const { changes, lastInsertRowid } = stmt.run(parameters);
-      return Promise.resolve({ rows: [], numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid) });
+      return Promise.resolve(this.executeNow<R>(compiled));
     } catch (err) {
       return Promise.reject(err as Error);
     }
+  }
+
+  /** The same, answered in this turn (better-sqlite3 is synchronous); throws SQLite's error. */
+  executeNow<R>(compiled: CompiledQuery): QueryResult<R> {
+    const stmt = this.#statement(compiled.sql);
+    const parameters = compiled.parameters as unknown[];
+    if (stmt.reader) return { rows: stmt.all(parameters) as R[] };
+    const { changes, lastInsertRowid } = stmt.run(parameters);
+    return { rows: [], numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid) };
   }
 
   // eslint-disable-next-line require-yield
