@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { Selectable } from 'kysely';
 import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { prepared } from '../platform/store/prepared.ts';
+import { afterCommit, inTransaction } from '../platform/store/after-commit.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { identifierHash, isSyntheticEmail, lostClaimEmail } from '../platform/identifiers.ts';
 import { noChanges, type ChangeListener, type ChangePublisher } from '../platform/changes.ts';
@@ -157,14 +158,8 @@ export async function createUserStore(
 ): Promise<UserStore> {
   const now = () => toUnixSeconds(clock());
 
-  // What runs once a transaction opened by `transaction` commits: the writes its `trx` made, told to the map
-  // and the feed. A write on the store itself is told at once (it committed when it returned).
-  const pending = new WeakMap<Queries, Array<() => void>>();
-  const afterCommit = (q: Queries, fn: () => void) => {
-    const queue = pending.get(q);
-    if (queue) queue.push(fn);
-    else fn();
-  };
+  // What a write tells the map and the feed waits for the COMMIT of the transaction it was made in
+  // (src/platform/store/after-commit.ts); a write on the store itself is told at once.
 
   // id -> token version; null marks a user known to be gone. A miss (a user created by the CLI while the
   // service runs) costs one query, then lives here: tokens are verified before this is asked, so a miss
@@ -335,15 +330,7 @@ export async function createUserStore(
         return versions.get(id) ?? undefined;
       });
     },
-    async transaction(fn) {
-      const done: Array<() => void> = [];
-      const result = await store.transaction().execute(async (trx) => {
-        pending.set(trx, done);
-        return fn(trx);
-      });
-      for (const told of done) told();
-      return result;
-    },
+    transaction: (fn) => inTransaction(store, fn),
   };
 }
 
