@@ -3,7 +3,6 @@ import net from 'node:net';
 import type http from 'node:http';
 import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
-import type { Redis } from 'ioredis';
 import mqemitter from 'mqemitter';
 import { WebSocketServer, createWebSocketStream } from 'ws';
 import type { Duplex } from 'node:stream';
@@ -11,7 +10,8 @@ import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks } from './hooks/adapter.ts';
 import type { HookDeps } from './hooks/deps.ts';
-import { createIndexedMemoryPersistence, createIndexedRedisPersistence } from './delivery/retained-index.ts';
+import { createIndexedMemoryPersistence } from './delivery/retained-index.ts';
+import { redisParts } from './redis-parts.ts';
 import { sliceDeliveries, type SubscriptionEmitter } from './delivery/sliced-delivery.ts';
 import { createMemorySessions, createRedisSessions, type SessionCounters, type SessionState } from './sessions.ts';
 import { createSocketGuard, newGuardCounters, type GuardCounters } from './socket-guard.ts';
@@ -189,51 +189,6 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       for (const socket of sockets) socket.destroy();
       await unbound;
       await redis?.close();
-    },
-  };
-}
-
-/** REDIS_URL: persistence and pub/sub through Redis, so several processes can share the devices. */
-async function redisParts(url: string, onError: (what: string, err: Error) => void) {
-  const { default: redisPersistence } = await import('aedes-persistence-redis');
-  const { default: redisEmitter } = await import('mqemitter-redis');
-  // Loaded only with REDIS_URL: ioredis alone is megabytes of RSS a single-process service never uses
-  // (bench/RESULTS.md, "Idle memory").
-  const { Redis } = await import('ioredis');
-  const conn = new Redis(url, { maxRetriesPerRequest: 3 });
-  // ioredis reconnects by itself; without a listener it prints every failed attempt to stderr.
-  conn.on('error', (err: Error) => onError('redis connection', err));
-  const mq = redisEmitter({ connectionString: url });
-  // mqemitter-redis re-emits its connections' errors on `state`: with no listener that EventEmitter throws.
-  (mq as unknown as { state: EventEmitter }).state.on('error', (err: Error) => onError('redis pub/sub', err));
-  // Its close() sends QUIT on both connections and drops the promises: when a connection closes before QUIT is
-  // answered (Redis gone, or the stop's last publishes still queued ahead of it), that rejection went unhandled
-  // and the process died at its stop. The connection is closed either way, which is all QUIT asked for.
-  const pubSub = mq as unknown as { subConn: Redis; pubConn: Redis };
-  for (const c of [pubSub.subConn, pubSub.pubConn]) {
-    const quit = c.quit.bind(c);
-    c.quit = ((...args: Parameters<Redis['quit']>) => {
-      const answered = quit(...args);
-      answered.catch(() => undefined);
-      return answered;
-    }) as Redis['quit'];
-  }
-  return {
-    conn,
-    persistence: createIndexedRedisPersistence(redisPersistence({ conn }), conn, (err) => onError('redis retained index', err)),
-    mq,
-    /** Resolves once the connection to Redis is lost (at once when it is not up now). */
-    lost: () =>
-      new Promise<void>((resolve) => {
-        if (conn.status !== 'ready') return resolve();
-        conn.once('close', () => resolve());
-      }),
-    // aedes.close() asks the emitter to QUIT; disconnect() also ends the reconnect loops of all three
-    // connections when Redis is gone, which would otherwise keep the process alive.
-    async close() {
-      conn.disconnect();
-      pubSub.subConn.disconnect();
-      pubSub.pubConn.disconnect();
     },
   };
 }

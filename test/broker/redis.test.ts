@@ -11,7 +11,7 @@ import mqtt from 'mqtt';
 import { createIndexedRedisPersistence } from '../../broker/delivery/retained-index.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import {
-  connectDevice, getDevice, heartbeatPayload, mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode, waitFor,
+  connectDevice, getDevice, heartbeatPayload, mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, statusWill, subscribeCode, waitFor,
 } from '../support/devices.ts';
 import { REDIS_SERVER, redisInstalled, startRedis as startRedisServer } from '../support/redis.ts';
 
@@ -287,4 +287,25 @@ test('in Redis mode a stop during which Redis dies ends without an unhandled fai
   await new Promise((resolve) => setTimeout(resolve, 500)); // a rejection left behind surfaces within a turn or two
   assert.deepEqual(unhandled.map(String), []);
   assert.ok(took < 8000, `the stop did not wait out Redis's pause once Redis was gone (${took} ms)`);
+});
+
+test('in Redis mode a device that connects with a will while Redis stops answering writes, and then dies, leaves no unhandled failure: the process serves on', { timeout: 40_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const { server, ts, unhandled, owner, mosque } = await redisModeWatched(t);
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  // Reads answer, writes wait: the connect gets as far as storing its will (LREM, RPUSH, SET) and waits there.
+  assert.equal(await server.client.call('CLIENT', 'PAUSE', '10000', 'WRITE'), 'OK');
+  const client = mqtt.connect(tx.credentials.mqtt_url, {
+    clientId: tx.credentials.client_id, username: tx.credentials.username, password: tx.credentials.password,
+    protocolVersion: 4, clean: false, reconnectPeriod: 0, connectTimeout: 20_000, will: statusWill(tx.device.id),
+  });
+  client.on('error', () => undefined);
+  t.after(() => client.end(true));
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  server.stop();
+  // The reconnects fail, and the commands waiting for them are failed after the retries (maxRetriesPerRequest).
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  assert.deepEqual(unhandled.map(String), []);
+  const health = await ts.http.get('/healthz');
+  assert.equal(health.body.broker, 'ok', 'the broker still serves');
 });
