@@ -9,9 +9,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { fileURLToPath } from 'node:url';
+import { projectPath } from '../src/platform/config.ts';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const ROOT = projectPath('');
 export const RESULTS_FILE = path.join(ROOT, 'bench', 'RESULTS.md');
 /** USER_HZ: `getconf CLK_TCK` is 100 on Linux. */
 export const CLOCK_TICKS_PER_S = 100;

@@ -7,13 +7,14 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { buildOpenApi } from '../api/openapi.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { PAYLOAD_CHECKS_FILE, generatedPayloadChecks } from './payload-checks.ts';
 import { TABLES_FILE, generatedTables } from './tables.ts';
+import { projectPath } from '../src/platform/config.ts';
 
-export const DOCS_DIR = fileURLToPath(new URL('../docs', import.meta.url));
+export const DOCS_DIR = projectPath('docs');
 
 /** File name in docs/ -> its content, exactly as committed. */
 export function generatedDocs(): Record<string, string> {

@@ -11,8 +11,9 @@ import { Ajv } from 'ajv';
 import standaloneModule from 'ajv/dist/standalone/index.js';
 import type * as v from 'valibot';
 import { COMPILED_PAYLOADS, PAYLOAD_SCHEMAS } from '../broker/payloads.ts';
+import { projectPath } from '../src/platform/config.ts';
 
-export const PAYLOAD_CHECKS_FILE = new URL('../generated/payload-checks.ts', import.meta.url);
+export const PAYLOAD_CHECKS_FILE = projectPath('generated/payload-checks.ts');
 
 /** valibot's record skips these keys (its _isValidObjectKey): the check leaves an object carrying one to valibot. */
 const KEYS_VALIBOT_SKIPS = ['__proto__', 'prototype', 'constructor'];

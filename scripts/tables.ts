@@ -8,8 +8,9 @@
  * a column with a default, or an INTEGER PRIMARY KEY, may be left out of an insert.
  */
 import { migrate, openDatabase } from '../src/platform/db.ts';
+import { projectPath } from '../src/platform/config.ts';
 
-export const TABLES_FILE = new URL('../generated/tables.ts', import.meta.url);
+export const TABLES_FILE = projectPath('generated/tables.ts');
 
 interface Column { name: string; type: string; notnull: number; dflt_value: unknown; pk: number }
 

@@ -7,8 +7,9 @@
  *   TEST_VERBOSE=1 npm test           print every file's TAP output, not only a failing file's
  *   TEST_FILE_TIMEOUT_S=900 npm test  kill and fail a file still running after this long (default 600)
  *
- * Each test file runs in a node process of its own (tsx in the main thread only: scripts/tsx-main-thread.mjs;
- * node:test's TAP reporter), as `node --test` runs each file in a child process, so files share nothing but the
+ * Each test file runs in a node process of its own, as plain JavaScript transpiled once at the start
+ * (scripts/test-build.ts, under .tmp/js; node:test's TAP reporter), as `node --test` runs each file in a child
+ * process, so files share nothing but the
  * machine: every service listens on port 0, every file and database lives under its own mkdtemp, and Redis and Icecast are started per test on free ports. Much of a file's time is waiting
  * (sockets, timers, a browser), so more files than cores run at once, and more again while the machine has CPU to
  * spare (pool). The files named in TIMED run after the
@@ -25,9 +26,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { FOLDERS, transpileProject } from './test-build.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const TSX_MAIN_THREAD = path.join(ROOT, 'scripts/tsx-main-thread.mjs');
+/** Where the test run's JavaScript goes (scripts/test-build.ts): one run's, rewritten by the next. */
+const JS_DIR = path.join(ROOT, '.tmp/js');
 
 /**
  * Files that run after the others, one per core. Each bounds a reaction by wall-clock time (a device cut within
@@ -268,9 +271,14 @@ async function main(): Promise<void> {
 
   // The longest files first, so a long one does not start last and leave the other lanes idle at the end.
   const order = startOrder(files);
-  // tsx for the main thread only: the service's worker threads are plain JavaScript (scripts/tsx-main-thread.mjs).
   // No --test: node would start a second process to run the one file in; the file's own run reports the same TAP.
-  const job = (file: string): Job => ({ name: file, command: process.execPath, args: ['--import', TSX_MAIN_THREAD, '--test-reporter=tap', file], counted: true });
+  // A file outside the project's folders (named on the command line) was not transpiled: tsx runs it.
+  const job = (file: string): Job => {
+    const rel = path.relative(ROOT, path.resolve(ROOT, file));
+    const inProject = FOLDERS.includes(rel.split(path.sep)[0]!);
+    const run = inProject ? [path.join(JS_DIR, rel.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', file];
+    return { name: file, command: process.execPath, args: ['--test-reporter=tap', ...run], counted: true };
+  };
   const together = order.filter((f) => !TIMED.has(f)).map(job);
   const timed = order.filter((f) => TIMED.has(f)).map(job);
   const cores = os.availableParallelism();
@@ -280,6 +288,7 @@ async function main(): Promise<void> {
   const typecheck: Job[] = args.length ? [] : [{ name: 'tsc --noEmit', command: process.execPath, args: tsc, counted: false }];
 
   const started = performance.now();
+  await transpileProject(ROOT, JS_DIR);
   process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${upTo > width ? ` (up to ${upTo} while a CPU is idle)` : ''}${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
   const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose), upTo);
   results.push(...(await pool(timed, cores, (f) => report(f, verbose))));

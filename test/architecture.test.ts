@@ -2,10 +2,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { projectPath } from '../src/platform/config.ts';
 
 /** ARCHITECTURE.md, "Dependency rule", read from the import statements of every source file. */
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = projectPath('');
 
 type Rule = { folder: string; allowedPackages: RegExp; allowedFolders: string[]; exempt?: string[]; alsoAllowed?: Record<string, RegExp> };
 

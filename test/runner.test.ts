@@ -4,14 +4,15 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { projectPath } from '../src/platform/config.ts';
+import { rewriteImports } from '../scripts/test-build.ts';
 
 /*
  * `npm test`'s runner (scripts/test.ts, docs/architecture.md "Developing"): it runs test files several at a time, each
  * in its own process, and sums their results into one closing summary, which .ci/run reads from its last
  * `# pass` and `# fail` lines. Here it runs small test files made for the purpose in a temp folder.
  */
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = projectPath('');
 
 function runner(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/test.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -97,4 +98,17 @@ test('a file still running after TEST_FILE_TIMEOUT_S is killed, with what it sta
   assert.match(run.out, /^# FAILED .*hangs\.test\.ts/m);
   assert.match(run.out, /killed after 3 s \(TEST_FILE_TIMEOUT_S\)/);
   assert.match(run.out, /^# done .*ok\.test\.ts: 1\/1 passed/m);
+});
+
+test('the test run\'s JavaScript names .js where the source imported .ts, and leaves code held in a string as written', () => {
+  const cases: Array<[string, string]> = [
+    ['import { a } from "./a.ts";', 'import { a } from "./a.js";'],
+    ['import {\n  a,\n  b\n} from "../b.ts";', 'import {\n  a,\n  b\n} from "../b.js";'],
+    ['export * from "./d.ts";', 'export * from "./d.js";'],
+    ['import "./e.ts";', 'import "./e.js";'],
+    ['const m = await import("../../f.ts");', 'const m = await import("../../f.js");'],
+    ['fs.writeFileSync(f, "import x from \'../api/index.ts\';\\n");', 'fs.writeFileSync(f, "import x from \'../api/index.ts\';\\n");'],
+    ['import x from "pkg.ts";', 'import x from "pkg.ts";'],
+  ];
+  for (const [source, expected] of cases) assert.equal(rewriteImports(source), expected);
 });

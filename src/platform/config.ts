@@ -6,13 +6,19 @@ import { parseTrustProxy, type TrustProxy } from './net/client-address.ts';
 
 /**
  * A file the code reads at run time (the console, the migrations, the bcrypt worker), found from the
- * repository root rather than the working directory. This module runs as src/platform/config.ts under tsx
- * and as dist/src/platform/config.js once built (docs/architecture.md, "Running"), one folder deeper; those files
- * are not compiled, so both layouts read the same ones.
+ * repository root rather than the working directory: the nearest folder above this module that holds
+ * package.json. This module runs as src/platform/config.ts under tsx, as dist/src/platform/config.js once built
+ * (docs/architecture.md, "Running"), and from the test run's JavaScript under .tmp/; those files are not
+ * compiled, so every layout reads the same ones.
  */
+const ROOT = (() => {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!fs.existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return dir;
+})();
+
 export function projectPath(relative: string): string {
-  const root = new URL(import.meta.url.endsWith('.ts') ? '../../' : '../../../', import.meta.url);
-  return fileURLToPath(new URL(relative, root));
+  return path.join(ROOT, relative);
 }
 
 /** The console committed with the code. */

@@ -4,7 +4,6 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { TestContext } from 'node:test';
 import { ensureBuilt } from '../support/process.ts';
@@ -15,13 +14,14 @@ import { startTestService, type TestService } from '../support/service.ts';
  * operator prints it, and the real ffmpeg as a source client. Icecast refuses to run as root: started as root, the
  * printed config's <changeowner> makes it icecast2 after binding (its files sit in a temp folder icecast2 owns).
  */
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ROOT = projectPath('');
 const run = promisify(execFile);
 export const HOOK_SECRET = 'test-hook-secret-0123456789abcdefghijklmnop';
 export const ICECAST_ADMIN_PASSWORD = 'test-admin-password-0123';
 
 /** One free-port finder for every test (test/support/redis.ts). */
 import { freePort } from '../support/redis.ts';
+import { projectPath } from '../../src/platform/config.ts';
 
 export { freePort };
 

@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { cli, cpuPerMessageUs, fmt, range, ratio, ratios } from '../../bench/support.ts';
+import { projectPath } from '../../src/platform/config.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ROOT = projectPath('');
 
 /** Every bench file the package's bench scripts run (`npm run bench` runs two). */
 function benchFiles(): string[] {

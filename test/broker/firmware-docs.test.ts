@@ -7,9 +7,10 @@ import { COMMAND_NAMES, PAYLOAD_SCHEMAS, commandArgsSchemas, type PayloadName } 
 import { buildAsyncApi } from '../../broker/asyncapi.ts';
 import { Credentials, LeaseKeys } from '../../api/responses.ts';
 import { createAjv } from '../support/json-schema.ts';
+import { projectPath } from '../../src/platform/config.ts';
 
 /** docs/firmware.md: every ```json block names its schema after the language (```json playerStatus). */
-const GUIDE = fs.readFileSync(new URL('../../docs/firmware.md', import.meta.url), 'utf8');
+const GUIDE = fs.readFileSync(projectPath('docs/firmware.md'), 'utf8');
 const BLOCKS = [...GUIDE.matchAll(/```json ([\w-]+)\n([\s\S]*?)```/g)].map((m) => ({ name: m[1]!, text: m[2]! }));
 
 const LeaseClaims = v.strictObject({ sub: v.string(), mosque_id: v.string(), iat: v.number(), exp: v.number() });

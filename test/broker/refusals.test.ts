@@ -6,6 +6,7 @@ import {
   applyPublishRefusal, connackError, forwardedAfter, mqttOutcome, subscriptionAfter,
   type ConnectRefusal, type MqttOutcome, type PublishRefusal,
 } from '../../broker/hooks/refusals.ts';
+import { projectPath } from '../../src/platform/config.ts';
 
 // The DeviceRefusal -> MQTT table (broker/hooks/refusals.ts) and how it is applied to aedes's answers.
 // The broker tests (connect, ingest, wills, hostile/mqtt) hold the same answers end to end over real MQTT.
@@ -96,7 +97,7 @@ describe('applying it', () => {
 
 /** docs/firmware.md, "2. What the broker refuses, and why": one row per case, the refusals named in its last column. */
 function guideRows(): Array<{ answer: string; kinds: string[] }> {
-  const guide = fs.readFileSync(new URL('../../docs/firmware.md', import.meta.url), 'utf8');
+  const guide = fs.readFileSync(projectPath('docs/firmware.md'), 'utf8');
   const section = guide.slice(guide.indexOf('## 2. What the broker refuses'), guide.indexOf('## 3. Device'));
   return section.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| You do')).map((line) => {
     const cells = line.split('|').slice(1, -1).map((c) => c.trim());

@@ -2,16 +2,16 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/platform/db.ts';
 import { ensureBuilt } from '../support/process.ts';
 import { hmacHex, sha256, startTestService } from '../support/service.ts';
+import { projectPath } from '../../src/platform/config.ts';
 
 // The operator command (docs/operator.md, "The first superadmin"): `superadmin create --email <email> [--phone <phone>]`, password on stdin.
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ROOT = projectPath('');
 const PASSWORD = 'operator chosen password';
 
 before(ensureBuilt); // npx minaret runs the compiled CLI

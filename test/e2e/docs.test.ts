@@ -4,9 +4,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ensureBuilt } from '../support/process.ts';
 import { freePort } from '../support/redis.ts';
+import { projectPath } from '../../src/platform/config.ts';
 
 /*
  * The docs run. Every ```sh block in docs/*.md is run with bash, in the order it appears, in one shell per doc,
@@ -18,7 +18,7 @@ import { freePort } from '../support/redis.ts';
  * line before it; any other shell fence (bash, shell, console) is refused, so no block escapes by its label.
  * Output and synopses are ```text.
  */
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ROOT = projectPath('');
 const TOOLS = ['curl', 'jq', 'openssl', 'sha256sum', 'mosquitto_sub', 'mosquitto_pub'];
 
 before(ensureBuilt); // the docs start the service with npm start and run npx minaret: both run dist/

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { parsePhoneNumber } from 'libphonenumber-js';
 import { normalizeEmail, normalizePhone } from '../../src/platform/identifiers.ts';
+import { projectPath } from '../../src/platform/config.ts';
 
 // docs/api.md#identifiers: what is one account, what is another, and what is refused.
 const EMAILS_KEPT: Array<[string, string]> = [
@@ -90,7 +91,7 @@ test('phones: E.164 by libphonenumber-js, from international form only', () => {
 });
 
 test('the client functions docs/api.md gives compute the same normal form as the server', () => {
-  const doc = fs.readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
+  const doc = fs.readFileSync(projectPath('docs/api.md'), 'utf8');
   const section = doc.slice(doc.indexOf('## Identifiers'));
   const email = /const normalizeEmail = (\(email\) => [^;]+);/.exec(section)?.[1];
   assert.ok(email, 'docs/api.md#identifiers gives normalizeEmail');

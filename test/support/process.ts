@@ -2,13 +2,13 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { projectPath } from '../../src/platform/config.ts';
 
 /** The real process as an operator starts it (node or npm), its output, and its end. */
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const ROOT = projectPath('');
 export const GOOD_SECRET = 'process-test-secret-0123456789-abcdefghijklmnop';
 
 export interface Run {
