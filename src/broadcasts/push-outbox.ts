@@ -12,6 +12,12 @@ export interface PushSender {
 }
 
 export const MAX_PUSH_ATTEMPTS = 8;
+/**
+ * How long a claimed row is left to its sender before another pass (of any process) may take it again: longer
+ * than one send may last (notify/webpush.ts gives up after 10 s). A claim for no longer than the backoff (5 s
+ * the first time) let a slow send be sent a second time while the first was still in flight.
+ */
+export const PUSH_CLAIM_S = 30;
 
 /** "Send me a test notification" (the console): the same shape as a broadcast's push, so it proves the path. */
 export const TEST_PUSH_PAYLOAD = { title: 'Minaret: test notification', body: 'Notifications work on this device.', kind: 'test' } as const;
@@ -33,10 +39,13 @@ export function createPushOutbox(deps: { store: Store; clock: Clock; sender: Pus
     await store.updateTable('push_outbox').set({ status, last_error: error, updated_at: now() }).where('id', '=', id).execute();
   };
   const backoff = (attempts: number) => Math.min(3600, 5 * 2 ** (attempts - 1));
+  /** The rows this process is sending: never claimed again while in flight, whatever the clock says. */
+  const sending = new Set<number>();
   let inFlight = 0;
   let idle: { promise: Promise<void>; resolve: () => void } | null = null;
 
-  async function deliver(row: OutboxRow): Promise<void> {
+  /** `claimedAt`: when this attempt was claimed; a failed one is due again `backoff` after that. */
+  async function deliver(row: OutboxRow, claimedAt: number): Promise<void> {
     const sub = await deps.subscriptions.find(row.endpoint);
     if (!sub) return settle(row.id, 'failed', 'subscription removed');
     const result = await deps.sender.send(sub, row.payload).catch((err: Error) => ({ ok: false as const, gone: false, final: false, error: err.message }));
@@ -46,7 +55,8 @@ export function createPushOutbox(deps: { store: Store; clock: Clock; sender: Pus
       return settle(row.id, 'failed', 'gone');
     }
     if (result.final || row.attempts + 1 >= MAX_PUSH_ATTEMPTS) return settle(row.id, 'failed', result.error.slice(0, 500));
-    await store.updateTable('push_outbox').set({ last_error: result.error.slice(0, 500) }).where('id', '=', row.id).execute();
+    await store.updateTable('push_outbox').set({ last_error: result.error.slice(0, 500), next_attempt_at: claimedAt + backoff(row.attempts + 1) })
+      .where('id', '=', row.id).execute();
   }
 
   /** Fills the free slots with due rows; every finished send pumps again. */
@@ -56,20 +66,24 @@ export function createPushOutbox(deps: { store: Store; clock: Clock; sender: Pus
     const at = now();
     const rows: OutboxRow[] = await store.selectFrom('push_outbox').select(['id', 'user_id', 'endpoint', 'payload', 'attempts'])
       .where('status', '=', 'queued').where('next_attempt_at', '<=', at)
+      .$if(sending.size > 0, (qb) => qb.where('id', 'not in', [...sending]))
       .orderBy(sql`attempts > 0`).orderBy('id').limit(free).execute();
     for (const row of rows) {
       // Claim first: the next attempt time moves out, so a later pass does not send the same row twice. Only
       // a row still due is claimed: another process sharing the file (REDIS_URL) may have taken it meanwhile.
+      const claimedAt = now();
       const claimed = await store.updateTable('push_outbox')
-        .set((eb) => ({ attempts: eb('attempts', '+', 1), next_attempt_at: now() + backoff(row.attempts + 1), updated_at: now() }))
+        .set((eb) => ({ attempts: eb('attempts', '+', 1), next_attempt_at: claimedAt + Math.max(PUSH_CLAIM_S, backoff(row.attempts + 1)), updated_at: claimedAt }))
         .where('id', '=', row.id).where('status', '=', 'queued').where('next_attempt_at', '<=', now())
         .executeTakeFirst();
       if (Number(claimed.numUpdatedRows) === 0) continue;
       inFlight++;
-      deliver(row)
+      sending.add(row.id);
+      deliver(row, claimedAt)
         .catch((err: Error) => deps.logger.error({ err: err.message, outbox_id: row.id }, 'push delivery failed'))
         .finally(() => {
           inFlight--;
+          sending.delete(row.id);
           // Idle only once the pass this send started has found nothing more to send.
           void pumpSafely().then(() => {
             if (inFlight === 0 && idle) {

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { cli, cpuPerMessageUs, fmt, range, ratio, ratios } from '../../bench/support.ts';
 import { projectPath } from '../../src/platform/config.ts';
+import { nodeArgsFor } from '../support/process.ts';
 
 const ROOT = projectPath('');
 
@@ -23,7 +24,7 @@ function benchFiles(): string[] {
 }
 
 function run(file: string, args: string[]) {
-  return spawnSync(process.execPath, ['--import', 'tsx', file, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+  return spawnSync(process.execPath, [...nodeArgsFor(file), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
 }
 
 test('the npm bench scripts name the benches this test walks', () => {

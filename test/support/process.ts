@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -70,6 +71,17 @@ export function baseEnv(dir: string, extra: Record<string, string> = {}): Record
 
 /** tsx for the main thread only, so the service's worker threads start without it (scripts/tsx-main-thread.mjs). */
 export const TSX_MAIN_THREAD = path.join(ROOT, 'scripts/tsx-main-thread.mjs');
+
+/**
+ * The node arguments that run a TypeScript file of the project (a path from the root): its JavaScript beside this
+ * module's when this module runs as the test run's JavaScript (scripts/test-build.ts transpiled every file; ~1 s less
+ * CPU a process), else the file itself through tsx. `file`: from the root, or absolute.
+ */
+export function nodeArgsFor(file: string): string[] {
+  if (!import.meta.url.endsWith('.js')) return ['--import', 'tsx', file];
+  const fromRoot = path.relative(ROOT, path.resolve(ROOT, file)).replace(/\.ts$/, '.js');
+  return [fileURLToPath(new URL(`../../${fromRoot.split(path.sep).join('/')}`, import.meta.url))];
+}
 
 /** The service from its sources through tsx, as `npm run dev` runs it: ~1.2 s more CPU a start than compiled. */
 export const FROM_SOURCES = ['--import', TSX_MAIN_THREAD, 'src/main.ts'];

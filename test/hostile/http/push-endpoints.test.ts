@@ -163,3 +163,21 @@ test('a new broadcast\'s pushes go before older retries', async (t) => {
   await waitFor('the fresh push and the retry', () => push.received.length >= 4, 4000);
   assert.deepEqual(push.received.slice(0, 4).map((r) => r.path), ['/failing', '/slow', '/fresh', '/failing']);
 });
+
+test('a send still in flight is not sent a second time, however far the clock moves past its retry time', async (t) => {
+  const push = await startPushService(t, (path, nth) => (path === '/slow' && nth === 1 ? 'hold' : 201));
+  const clock = createManualClock(Date.now());
+  const w = await world(t, { pushNetwork: deliveringTo(push), env: { PUSH_CONCURRENCY: '4' }, clock });
+  const slow = await listener(w, 'slow@example.com', ['notify_jummah']);
+  assert.equal((await subscribe(w.ts, slow, `${push.origin}/slow`)).status, 201);
+  const id = await broadcast(w, 'jummah');
+  await waitFor('the send hangs', () => push.held() === 1, 3000);
+  clock.advance(10 * 60_000); // past the first retry (5 s) and the claim (30 s): only the send in flight holds it
+  await settle(1200); // a drain tick or two, with free slots
+  assert.equal(push.to('/slow').length, 1, 'the row was claimed again while its send was in flight');
+  push.release();
+  await stop(w, id);
+  await waitFor('sent once', async () => (await pushReport(w, id)).sent === 1, 3000);
+  await settle(1200);
+  assert.equal(push.to('/slow').length, 1);
+});
