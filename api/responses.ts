@@ -317,7 +317,7 @@ export const DeviceLogs = v.object({
 /** 503 with status `degraded` names the part: the database when it cannot take writes (full, busy...) or be read. */
 export const Health = v.object({
   status: v.picklist(['ok', 'degraded']),
-  db: v.picklist(['ok', 'full', 'busy', 'io_error', 'read_only', 'down']),
+  db: v.picklist(['ok', 'full', 'busy', 'io_error', 'read_only', 'unavailable', 'down']),
   broker: v.picklist(['ok', 'down']),
   /** Only with ICECAST_URL: whether Icecast's admin API answers (docs/operator.md#audio-icecast). */
   audio: v.optional(v.picklist(['ok', 'down'])),

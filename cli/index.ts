@@ -2,13 +2,16 @@ import fs from 'node:fs';
 import readline from 'node:readline';
 import bcrypt from 'bcryptjs';
 import { systemClock } from '../src/platform/clock.ts';
-import { loadConfig } from '../src/platform/config.ts';
+import { loadConfig, type Config } from '../src/platform/config.ts';
 import { migrate, openDatabase } from '../src/platform/db.ts';
 import { identifierHash, isSyntheticEmail, normalizeEmail, normalizePhone, sha256Hex } from '../src/platform/identifiers.ts';
 import { normalizeStoredIdentifiersOnce } from '../src/people/addresses/identifier-migration.ts';
 import { createUserStore } from '../src/people/users.ts';
 import { sqliteStore } from '../src/platform/store/store.ts';
 import { backupDatabase, restoreDatabase, BackupError } from './backup.ts';
+import { migrateStore, MigrateStoreError } from './migrate-store.ts';
+import { migratePostgres } from '../src/platform/store/postgres-migrations.ts';
+import type { Store } from '../src/platform/store/store.ts';
 import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
 import { icecastXml } from '../icecast/icecast-xml.ts';
 
@@ -17,13 +20,14 @@ import { icecastXml } from '../icecast/icecast-xml.ts';
  * stderr and a non-zero exit.
  *   superadmin create --email <email> [--phone <phone>]   (password: one line on standard input)
  *   backup <file> | restore <file>                        (the database at DATABASE_PATH)
+ *   migrate-store --from <sqlite file> --to <postgres url>  (into an empty PostgreSQL, verified table by table)
  *   device diagnose|timeline <device id> [--url <url>] [--token-file <path>]   (or MINARET_TOKEN)
  *   icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]   (icecast.xml on stdout)
  */
 // One line: every failure of the CLI is a single line on stderr.
 const USAGE =
   'usage: minaret superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
-  'minaret backup <file> | minaret restore <file> | ' +
+  'minaret backup <file> | minaret restore <file> | minaret migrate-store --from <sqlite file> --to <postgres url> | ' +
   'minaret device diagnose|timeline <device id> [--url <http url>] [--token-file <path>] (or MINARET_TOKEN) | ' +
   'minaret icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]';
 
@@ -32,6 +36,7 @@ const HELP = `minaret: operator commands
   superadmin create --email <email> [--phone <phone>]   create a superadmin (password: one line on standard input)
   backup <file>                                         copy the database at DATABASE_PATH to <file>
   restore <file>                                        replace the database at DATABASE_PATH with <file>
+  migrate-store --from <sqlite file> --to <postgres url>   copy a deployment into an empty PostgreSQL and verify it
   device diagnose <device id> [--url <url>] [--token-file <path>]   why a device is or is not playing (or MINARET_TOKEN)
   device timeline <device id> [--url <url>] [--token-file <path>]   a device's recent timeline
   icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]
@@ -75,12 +80,9 @@ async function createSuperadmin(args: string[]): Promise<string> {
   const password = await readPasswordLine();
   if (password.length < 8) throw new CliError('password: at least 8 characters are required on standard input');
 
-  const db = openDatabase(loaded.config.databasePath);
+  const opened = await openStore(loaded.config);
   try {
-    migrate(db);
-    // Before the duplicate check below, which looks the normalised identifiers up (docs/operator.md).
-    warnAboutIdentifiers(normalizeStoredIdentifiersOnce(db, Math.floor(systemClock() / 1000)));
-    const users = await createUserStore(sqliteStore(db), systemClock);
+    const users = await createUserStore(opened.store, systemClock);
     if ((await users.findProvenHolder(identifierHash(email))) || (phone && (await users.findProvenHolder(identifierHash(phone))))) {
       throw new CliError(`a user with that email or phone already exists`);
     }
@@ -93,7 +95,52 @@ async function createSuperadmin(args: string[]): Promise<string> {
     });
     return `superadmin created: id ${user.id}, email ${user.email}`;
   } finally {
-    db.close();
+    await opened.close();
+  }
+}
+
+/** The store the settings name (DATABASE_URL, else DATABASE_PATH), migrated as the service would at its start. */
+async function openStore(config: Config): Promise<{ store: Store; close(): Promise<void> }> {
+  if (config.postgres) {
+    const store = (await postgresOpener())(config.postgres.url);
+    try {
+      await migratePostgres(store);
+    } catch (err) {
+      await store.destroy();
+      throw new CliError(`DATABASE_URL: PostgreSQL could not be used: ${(err as Error).message}`);
+    }
+    return { store, close: () => store.destroy() };
+  }
+  const db = openDatabase(config.databasePath);
+  migrate(db);
+  // Before the duplicate check of superadmin create, which looks the normalised identifiers up (docs/operator.md).
+  warnAboutIdentifiers(normalizeStoredIdentifiersOnce(db, Math.floor(systemClock() / 1000)));
+  return { store: sqliteStore(db), close: async () => void db.close() };
+}
+
+/**
+ * A PostgreSQL store for a command: two connections at most, and a statement may take ten minutes (a large table's
+ * copy). The pg driver loads only when a command needs it.
+ */
+async function postgresOpener(): Promise<(url: string) => Store> {
+  const { postgresStore } = await import('../src/platform/store/postgres.ts');
+  return (url) => postgresStore(url, { poolSize: 2, statementTimeoutMs: 10 * 60_000 });
+}
+
+async function migrateStoreCommand(args: string[]): Promise<string> {
+  const from = option(args, '--from');
+  const to = option(args, '--to');
+  if (!from || !to) throw new CliError(`migrate-store needs --from <sqlite file> and --to <postgres url>; ${USAGE}`);
+  const open = await postgresOpener();
+  try {
+    const tables = await migrateStore(from, to, open);
+    const rows = tables.reduce((n, t) => n + t.rows, 0);
+    const width = Math.max(...tables.map((t) => t.table.length));
+    const lines = tables.map((t) => `  ${t.table.padEnd(width)}  ${String(t.rows).padStart(9)} rows  checksum ${t.checksum}`);
+    return [...lines, `moved ${rows} rows in ${tables.length} tables; every table's row count and checksum match`].join('\n');
+  } catch (err) {
+    if (err instanceof MigrateStoreError) throw new CliError(err.message);
+    throw err;
   }
 }
 
@@ -134,6 +181,7 @@ async function databaseCommand(command: 'backup' | 'restore', args: string[]): P
   if (!file || file.startsWith('--') || args.length > 1) throw new CliError(`${command} needs exactly one file; ${USAGE}`);
   const loaded = loadConfig(process.env);
   if (!loaded.ok) throw new CliError(loaded.error);
+  if (loaded.config.postgres) throw new CliError(`DATABASE_URL is set: ${command} is for the SQLite file; back up PostgreSQL with pg_dump (docs/operator.md, "Several hosts")`);
   if (loaded.config.databasePath === ':memory:') throw new CliError(`DATABASE_PATH: ${command} needs a database file, not :memory:`);
   try {
     return command === 'backup' ? await backupDatabase(loaded.config.databasePath, file) : await restoreDatabase(loaded.config.databasePath, file);
@@ -177,6 +225,7 @@ async function run(argv: string[]): Promise<string> {
   if (group === '--help' || group === '-h' || group === 'help') return HELP;
   if (group === 'icecast-config') return icecastConfig(argv.slice(1));
   if (group === 'superadmin' && command === 'create') return createSuperadmin(rest);
+  if (group === 'migrate-store') return migrateStoreCommand(argv.slice(1));
   if ((group === 'backup' || group === 'restore') && command !== undefined) return databaseCommand(group, [command, ...rest]);
   if (group === 'device' && (command === 'diagnose' || command === 'timeline')) {
     const deviceId = rest[0];

@@ -26,9 +26,11 @@ import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
-import { checkpointInBackground, migrate, openDatabase, storageUse, type Db } from './platform/db.ts';
+import { checkpointInBackground, migrate, openDatabase, storageUse } from './platform/db.ts';
+import { sql } from 'kysely';
+import { migratePostgres } from './platform/store/postgres-migrations.ts';
 import { sqliteStore, type Store } from './platform/store/store.ts';
-import { createFaults, storageFaultOf, type Faults } from './platform/faults.ts';
+import { createFaults, sqliteProbe, storageFaultOf, type Faults, type StorageProbe } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
 import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
@@ -164,13 +166,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
   try {
     // Construct: the platform, then each domain in the order they depend on one another.
-    const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
-    finals.push({ name: 'database', close: () => db.close() });
-    const store = sqliteStore(db);
-    logger.info({ database: config.databasePath, schema_version: migrateOrExplain(db, config, clock, logger), ...(config.databaseMaxBytes !== undefined && storageUse(db)) }, 'database ready');
-    const faults = createFaults({ db, clock, logger });
-    // Stopped before db.close, so that is the last connection and folds the WAL away (see also the end of start).
-    const checkpointer = checkpointInBackground(db, { onError: (err) => faults.report('database checkpoint', err) });
+    const opened = config.postgres ? await openPostgres(config.postgres, logger) : openSqlite(config, clock, logger);
+    finals.push({ name: 'database', close: () => opened.close() });
+    const { store } = opened;
+    const faults = createFaults({ probe: opened.probe, clock, logger });
+    // Stopped before the database closes, so that is the last connection and folds the WAL away (see also the end of start).
+    const checkpointer = opened.checkpointer((err) => faults.report('database checkpoint', err));
     closers.push({ name: 'database checkpointer', close: () => checkpointer.close() });
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push({ name: 'password hasher', close: () => hasher.close() });
@@ -295,7 +296,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // told nothing more, and it was the largest part of a probe's cost. Whether the file takes
     // writes is faults.storageState(), from the last real write and a probe while degraded.
     const health = () => ({
-      db: db.open ? faults.storageState() : 'down',
+      db: opened.isOpen() ? faults.storageState() : 'down',
       broker: broker.isHealthy() ? 'ok' : 'down',
       ...(audio && { audio: audio.health() }),
     });
@@ -437,19 +438,91 @@ function readTls(config: Config, logger: Logger): TlsCredentials | undefined {
   return loaded.credentials;
 }
 
+/** The store the settings name, migrated, with what the rest of the service asks of it. */
+interface OpenedStore {
+  store: Store;
+  probe: StorageProbe;
+  isOpen(): boolean;
+  /** SQLite's WAL checkpoints in a worker (src/platform/db.ts); nothing to do on PostgreSQL. */
+  checkpointer(onError: (err: Error) => void): { close(): Promise<void> };
+  close(): Promise<void>;
+}
+
 /**
- * The SQL migrations, then the data steps written in TypeScript (the rewrite of stored identifiers), before
- * any store reads a row. A database already at DATABASE_MAX_BYTES has no room for them: say so in one line.
+ * The SQLite file (DATABASE_PATH): the SQL migrations, then the data steps written in TypeScript (the rewrite of
+ * stored identifiers), before any store reads a row. A database already at DATABASE_MAX_BYTES has no room for
+ * them: say so in one line.
  */
-function migrateOrExplain(db: Db, config: Config, clock: Clock, logger: Logger): number {
+function openSqlite(config: Config, clock: Clock, logger: Logger): OpenedStore {
+  const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
   try {
     const version = migrate(db);
     logIdentifierRewrite(normalizeStoredIdentifiersOnce(db, toUnixSeconds(clock())), logger);
-    return version;
+    logger.info({ database: config.databasePath, schema_version: version, ...(config.databaseMaxBytes !== undefined && storageUse(db)) }, 'database ready');
   } catch (err) {
+    db.close();
     if (storageFaultOf(err) !== 'full') throw err;
     const setting = config.databaseMaxBytes === undefined ? 'DATABASE_PATH: the disk' : 'DATABASE_MAX_BYTES: the limit';
     throw new StartupError(`${setting} leaves no room to update the database schema; free space or raise the limit`);
+  }
+  return {
+    store: sqliteStore(db),
+    probe: sqliteProbe(db),
+    isOpen: () => db.open,
+    checkpointer: (onError) => checkpointInBackground(db, { onError }),
+    close: async () => void db.close(),
+  };
+}
+
+/**
+ * PostgreSQL (DATABASE_URL, docs/operator.md "Several hosts"): the same numbered migrations, under an advisory
+ * lock so nodes starting together apply them once. Unreachable at start: one line naming the setting.
+ */
+async function openPostgres(settings: NonNullable<Config['postgres']>, logger: Logger): Promise<OpenedStore> {
+  // Loaded only with DATABASE_URL: the pg driver is memory a single SQLite process never uses.
+  const { postgresStore } = await import('./platform/store/postgres.ts');
+  const store = postgresStore(settings.url, { poolSize: settings.poolSize, statementTimeoutMs: settings.statementTimeoutMs });
+  const shown = withoutPassword(settings.url);
+  try {
+    const version = await migratePostgres(store);
+    logger.info({ database: shown, pool_size: settings.poolSize, schema_version: version }, 'database ready');
+  } catch (err) {
+    await store.destroy();
+    const e = err as { message?: string };
+    throw new StartupError(`DATABASE_URL: PostgreSQL at ${shown} could not be used: ${e.message ?? String(err)}`);
+  }
+  const state = { open: true };
+  return {
+    store,
+    // A read answers whether the server is there; a full disk shows in the writes that fail (SQLSTATE 53100).
+    probe: {
+      busy: () => false,
+      write: async () => {
+        try {
+          await sql`SELECT 1`.execute(store);
+          return null;
+        } catch (err) {
+          return storageFaultOf(err) ?? 'unavailable';
+        }
+      },
+    },
+    isOpen: () => state.open,
+    checkpointer: () => ({ close: async () => undefined }),
+    close: async () => {
+      state.open = false;
+      await store.destroy();
+    },
+  };
+}
+
+/** A database URL as it may be logged: its password replaced. */
+function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgres://(unparsable)';
   }
 }
 

@@ -39,6 +39,11 @@ export interface Config {
   databasePath: string;
   /** Caps the database file (SQLite max_page_count); undefined: no cap but the disk. */
   databaseMaxBytes: number | undefined;
+  /**
+   * DATABASE_URL: the store is this PostgreSQL instead of the SQLite file (docs/operator.md, "Several hosts"),
+   * with a pool of `poolSize` connections and a bound on each statement.
+   */
+  postgres: { url: string; poolSize: number; statementTimeoutMs: number } | null;
   dataDir: string;
   /** The browser console's folder, served at `/`; null when CONSOLE_DIR is `off` (API only). */
   consoleDir: string | null;
@@ -199,6 +204,9 @@ const EnvSchema = v.object({
   ),
   DATABASE_PATH: v.optional(v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty')), 'data/minaret.db'),
   DATABASE_MAX_BYTES: byteSize,
+  DATABASE_URL: urlWithScheme(['postgres://', 'postgresql://']),
+  DATABASE_POOL_SIZE: wholeNumber(1, 1000, 10),
+  DATABASE_STATEMENT_TIMEOUT_MS: wholeNumber(100, 3_600_000, 10_000),
   CONSOLE_DIR: v.optional(
     v.pipe(v.string(), v.trim(), v.nonEmpty('must not be empty'), v.check((s) => s === 'off' || fs.existsSync(path.join(s, 'index.html')), 'must be "off" or a folder holding index.html')),
     DEFAULT_CONSOLE_DIR,
@@ -367,6 +375,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       publicUrl: e.PUBLIC_URL ?? null,
       databasePath: e.DATABASE_PATH,
       databaseMaxBytes: e.DATABASE_MAX_BYTES,
+      postgres: e.DATABASE_URL ? { url: e.DATABASE_URL, poolSize: e.DATABASE_POOL_SIZE, statementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS } : null,
       dataDir: e.DATA_DIR ?? (memory ? 'data' : path.dirname(e.DATABASE_PATH)),
       consoleDir: e.CONSOLE_DIR === 'off' ? null : path.resolve(e.CONSOLE_DIR),
       jwtSecret: e.JWT_SECRET,

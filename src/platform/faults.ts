@@ -3,22 +3,53 @@ import type { Db } from './db.ts';
 import type { Logger } from './log.ts';
 
 /** Why the database cannot take a write right now; /healthz names it as `db`. */
-export type StorageFault = 'full' | 'busy' | 'io_error' | 'read_only';
+export type StorageFault = 'full' | 'busy' | 'io_error' | 'read_only' | 'unavailable';
 
 /** One log line per kind of fault a minute: a full disk must not fill the log too. */
 export const FAULT_LOG_INTERVAL_MS = 60_000;
 /** While degraded, /healthz tries a write at most this often to see whether space came back. */
 const PROBE_INTERVAL_MS = 1000;
 
-/** The storage fault an SQLite error stands for, or null (a constraint, a bug: not the disk's fault). */
+/**
+ * The storage fault an SQLite or PostgreSQL error stands for, or null (a constraint, a bug: not the store's
+ * fault). PostgreSQL's are its SQLSTATE classes (postgresql.org/docs/current/errcodes-appendix.html): 53
+ * insufficient resources, 08 connection exceptions, 57P0x the server shutting down or starting, 25006 a
+ * read-only transaction (a standby), 40001/40P01/55P03/57014 contention and a statement over its timeout.
+ */
 export function storageFaultOf(err: unknown): StorageFault | null {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return null;
+  if (/^[0-9A-Z]{5}$/.test(code)) return postgresFaultOf(code);
   if (code === 'SQLITE_FULL') return 'full';
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'busy';
   if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN') return 'io_error';
   if (code.startsWith('SQLITE_READONLY')) return 'read_only';
   return null;
+}
+
+function postgresFaultOf(sqlstate: string): StorageFault | null {
+  if (sqlstate.startsWith('53')) return 'full';
+  if (sqlstate.startsWith('08') || /^57P0[1-4]$/.test(sqlstate)) return 'unavailable';
+  if (sqlstate === '25006') return 'read_only';
+  if (['40001', '40P01', '55P03', '57014'].includes(sqlstate)) return 'busy';
+  return null;
+}
+
+/**
+ * What /healthz asks while the store is degraded: whether it takes writes again (null) or still not (the fault).
+ * `busy`: a probe now would disturb a transaction in progress; the next call probes. `write` may answer later
+ * (a network store): meanwhile the last state stands.
+ */
+export interface StorageProbe {
+  busy(): boolean;
+  write(): StorageFault | null | Promise<StorageFault | null>;
+}
+
+/** The SQLite file's probe: a write (below), skipped while a store transaction holds the connection. */
+export function sqliteProbe(db: Db): StorageProbe {
+  // A store transaction holds the connection between its awaits: a probe's BEGIN would fail inside it and
+  // its ROLLBACK would undo that transaction's writes.
+  return { busy: () => db.inTransaction, write: () => probeWrite(db) };
 }
 
 /**
@@ -48,11 +79,15 @@ function probeWrite(db: Db): StorageFault | null {
  * or a timer that threw. Each is counted by kind and logged at most once a minute per kind; a storage fault
  * also makes /healthz answer 503 until a probe write succeeds again.
  */
-export function createFaults(deps: { db: Db; clock: Clock; logger: Logger }) {
+export function createFaults(deps: { probe: StorageProbe; clock: Clock; logger: Logger }) {
   const counts = new Map<string, number>();
   const lastLogged = new Map<string, { at: number; count: number }>();
   let storage: StorageFault | null = null;
   let probedAt = -Infinity;
+  const probed = (fault: StorageFault | null) => {
+    if (storage !== null && fault === null) deps.logger.info({}, 'the database takes writes again');
+    storage = fault;
+  };
 
   return {
     /** Counts and (rate-limited) logs a fault of kind `what`; returns the storage fault it was, if any. */
@@ -77,12 +112,11 @@ export function createFaults(deps: { db: Db; clock: Clock; logger: Logger }) {
     storageState(): 'ok' | StorageFault {
       if (storage === null) return 'ok';
       const now = deps.clock();
-      // A store transaction holds the connection between its awaits: a probe's BEGIN would fail inside it and
-      // its ROLLBACK would undo that transaction's writes. The next call probes.
-      if (now - probedAt >= PROBE_INTERVAL_MS && !deps.db.inTransaction) {
+      if (now - probedAt >= PROBE_INTERVAL_MS && !deps.probe.busy()) {
         probedAt = now;
-        storage = probeWrite(deps.db);
-        if (storage === null) deps.logger.info({}, 'the database takes writes again');
+        const answer = deps.probe.write();
+        if (answer instanceof Promise) answer.then(probed, () => undefined);
+        else probed(answer);
       }
       return storage ?? 'ok';
     },

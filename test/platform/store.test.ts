@@ -116,11 +116,11 @@ test('a prepared query runs again with new values in place of its markers, on it
 });
 
 test('the write probe of a degraded database waits while a store transaction holds the connection, and leaves its writes whole', async () => {
-  const { createFaults } = await import('../../src/platform/faults.ts');
+  const { createFaults, sqliteProbe } = await import('../../src/platform/faults.ts');
   const { db, store, done } = fileStore();
   try {
     let now = 0;
-    const faults = createFaults({ db, clock: () => now, logger: pino({ level: 'silent' }) });
+    const faults = createFaults({ probe: sqliteProbe(db), clock: () => now, logger: pino({ level: 'silent' }) });
     faults.report('a write', Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }));
     await store.transaction().execute(async (trx) => {
       await trx.insertInto('data_steps').values({ name: 'first', applied_at: 1 }).execute();

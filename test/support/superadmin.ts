@@ -3,20 +3,21 @@ import bcrypt from 'bcryptjs';
 import { openDatabase } from '../../src/platform/db.ts';
 import { identifierHash, normalizeEmail, sha256Hex } from '../../src/platform/identifiers.ts';
 import { createUserStore, type UserRow } from '../../src/people/users.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
+import { sqliteStore, type Store } from '../../src/platform/store/store.ts';
 import type { TestService } from './service.ts';
 
 /**
- * Creates a superadmin in the running service's SQLite file through a second connection, the way the
- * operator CLI does: there is no HTTP route that makes one. The service picks the row up on its own.
+ * Creates a superadmin in the running service's store (its SQLite file, or its PostgreSQL with DATABASE_URL)
+ * through a connection of its own, the way the operator CLI does: there is no HTTP route that makes one. The
+ * service picks the row up on its own.
  */
 export async function createSuperadmin(ts: TestService, email: string, password: string): Promise<UserRow> {
   const checked = normalizeEmail(email);
   if (!checked.ok) throw new Error(`createSuperadmin: ${email} ${checked.reason}`);
   const normalized = checked.value;
-  const db = openDatabase(ts.config.databasePath);
+  const { store, close } = await secondStore(ts);
   try {
-    const users = await createUserStore(sqliteStore(db), ts.clock);
+    const users = await createUserStore(store, ts.clock);
     return await users.create({
       email: normalized,
       emailHash: identifierHash(normalized),
@@ -28,8 +29,18 @@ export async function createSuperadmin(ts: TestService, email: string, password:
       proven: { email: true, phone: true },
     });
   } finally {
-    db.close();
+    await close();
   }
+}
+
+async function secondStore(ts: TestService): Promise<{ store: Store; close(): Promise<void> }> {
+  if (ts.config.postgres) {
+    const { postgresStore } = await import('../../src/platform/store/postgres.ts');
+    const store = postgresStore(ts.config.postgres.url, { poolSize: 1, statementTimeoutMs: 10_000 });
+    return { store, close: () => store.destroy() };
+  }
+  const db = openDatabase(ts.config.databasePath);
+  return { store: sqliteStore(db), close: async () => void db.close() };
 }
 
 /** Every row of a table of the running service's database, read through a second connection. */
