@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadConfig } from '../../src/platform/config.ts';
+import fs from 'node:fs';
+import { loadConfig, projectPath, SETTING_NAMES } from '../../src/platform/config.ts';
 
 const SECRET = 'x'.repeat(32);
 
@@ -174,4 +175,13 @@ test('DATABASE_MAX_BYTES takes bytes or K, M, G (powers of 1024); unset means no
   assert.ok(r.ok);
   assert.equal(r.config.shutdownTimeoutS, 10);
   assert.equal(r.config.testFault, undefined);
+});
+
+test('docs/settings.md documents every setting the service reads', () => {
+  const doc = fs.readFileSync(projectPath('docs/settings.md'), 'utf8');
+  // A row's first cell names one setting or several (`TLS_CERT_FILE`, `TLS_KEY_FILE`).
+  const firstCells = [...doc.matchAll(/^\|([^|]+)\|/gm)].map((m) => m[1]!);
+  const rows = new Set(firstCells.flatMap((cell) => [...cell.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1])));
+  assert.ok(SETTING_NAMES.length > 50, 'the settings are read from the schema');
+  assert.deepEqual(SETTING_NAMES.filter((name) => !rows.has(name)), []);
 });
