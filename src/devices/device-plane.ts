@@ -291,8 +291,7 @@ export async function createDevicePlane(deps: {
       /** Whether a mosque can sound the azaan (src/schedule/readiness.ts): its devices with their presence and leases. */
       readiness: {
         listForMosque: devices.listForMosque,
-        isConnected: telemetry.isConnected,
-        currentStatus: telemetry.currentStatus,
+        presence: telemetry.presence,
         lastSeenMs: telemetry.lastSeenMs,
         holdsLease: entitlement.holdsLease,
       },

@@ -37,6 +37,8 @@ export interface DeviceRow {
   lease_token: string | null;
   log_level: string | null;
   log_level_until: number | null;
+  /** With REDIS_URL: the broker process holding the device's connection (migration 008), null when none. */
+  connected_broker: string | null;
   created_at: number;
   updated_at: number;
 }

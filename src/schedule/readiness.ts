@@ -4,7 +4,7 @@ import type { Entitlement } from '../devices/entitlement.ts';
 import type { Telemetry } from '../devices/telemetry/telemetry.ts';
 
 /** What readiness asks of the devices (the device plane's `ports.readiness`). */
-export type ReadinessDevices = Pick<DeviceStore, 'listForMosque'> & Pick<Telemetry, 'isConnected' | 'currentStatus' | 'lastSeenMs'> & Pick<Entitlement, 'holdsLease'>;
+export type ReadinessDevices = Pick<DeviceStore, 'listForMosque'> & Pick<Telemetry, 'presence' | 'lastSeenMs'> & Pick<Entitlement, 'holdsLease'>;
 
 const ERROR_STATES = new Set(['STREAM_ERROR', 'CONFIG_ERROR']);
 
@@ -28,14 +28,14 @@ export interface Readiness {
 
 /**
  * Whether a mosque can sound the azaan now: a transmitter connected and not in an error state. Asked at the
- * ready and missed checks only (twice per slot), so it may read the device rows; presence comes from memory.
+ * ready and missed checks only (twice per slot), so it may read the device rows; presence is the devices
+ * domain's, which every process agrees on (a transmitter connected to another process counts).
  */
 export function createReadiness(devices: ReadinessDevices) {
   return async (mosqueId: string): Promise<Readiness> => {
     const rows = await devices.listForMosque(mosqueId);
     const transmitters = rows.filter((r) => r.kind === 'transmitter').map((r): TransmitterState => {
-      const connected = devices.isConnected(r.id);
-      const status = devices.currentStatus(r.id) ?? r.status;
+      const { connected, status } = devices.presence(r);
       const seenMs = devices.lastSeenMs(r.id);
       return {
         id: r.id, name: r.name, connected, status,
@@ -43,7 +43,7 @@ export function createReadiness(devices: ReadinessDevices) {
         error: ERROR_STATES.has(status) ? (r.status_reason ?? status) : null,
       };
     });
-    const players = rows.filter((r) => r.kind === 'stream_player' && devices.isConnected(r.id) && devices.holdsLease(r.id, mosqueId)).length;
+    const players = rows.filter((r) => r.kind === 'stream_player' && devices.presence(r).connected && devices.holdsLease(r.id, mosqueId)).length;
     const healthy = transmitters.some((t) => t.connected && t.error === null);
     const reason = healthy ? null : transmitters.some((t) => t.connected) ? 'transmitter_error' : 'transmitter_offline';
     return { ready: healthy, reason, transmitters, players_ready: players };

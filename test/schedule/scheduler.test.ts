@@ -1,9 +1,10 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { createManualClock, startTestService, type TestService } from '../support/service.ts';
+import { createManualClock, durableFiles, startTestService, type TestService } from '../support/service.ts';
+import { redisInstalled, startRedis } from '../support/redis.ts';
 import { API, createMosque, makeAdmin, member, mosqueActivity, signInSuperadmin } from '../support/people.ts';
-import { connectDevice, nowTs, publish, registerTransmitter, settle, statusPayload, waitFor } from '../support/devices.ts';
+import { connectDevice, getDevice, nowTs, publish, registerTransmitter, settle, statusPayload, waitFor } from '../support/devices.ts';
 import { browserKeys, decryptPush, deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
 import { SimDevice } from '../../simulator/device.ts';
 import { followSchedule } from '../../simulator/follow-schedule.ts';
@@ -244,4 +245,39 @@ test('of two processes whose schedulers reach the same auto_start together, exac
   await storeB.releaseAutoStart(slot); // a late release never reopens a slot that has its broadcast
   assert.equal(await storeA.claimAutoStart(slot, T('12:02')), false);
   assert.equal((await storeA.outcome(slot))?.broadcast_id, 'b1');
+});
+
+test('with REDIS_URL a transmitter connected to the other process counts at the ready check, and its going offline there counts too', { timeout: 60_000 }, async (t) => {
+  if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
+  const redis = await startRedis();
+  t.after(() => redis.stop());
+  const files = durableFiles(t, 'ready-cluster');
+  const env = { ...files.env, REDIS_URL: redis.url, SHARED_CACHE_RELOAD_S: '3600' };
+  const clock = createManualClock(T('11:40'));
+  const a = await startTestService(t, { clock, env, logLevel: 'warn' });
+  const b = await startTestService(t, { clock, env, logLevel: 'warn' });
+  const root = await signInSuperadmin(a);
+  const owner = await member(a, 'owner@schedule.test');
+  const mosque = await createMosque(a, root.token, owner, SCHEDULE);
+  const tx = await registerTransmitter(a, owner.token, mosque.id);
+  // Connected to B only: A, which runs the check here, holds no connection of it.
+  const client = await connectDevice(t, { ...tx.credentials, mqtt_url: b.service.mqttUrl });
+  await publish(client, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1 });
+
+  clock.set(T('11:50'));
+  await a.service.schedule.runDue();
+  await a.service.schedule.runDue();
+  await a.service.notifier.idle();
+  assert.equal((await dhuhr(a, owner.token, mosque.id)).status, 'ready');
+  assert.equal(alerts(a, 'azaan_not_ready').length, 0);
+
+  // Gone from B before the azaan: the missed check on A sees it offline.
+  await new Promise<void>((resolve) => client.end(false, {}, () => resolve()));
+  await waitFor('B released its claim', async () => (await getDevice(a, owner.token, tx.device.id)).status === 'OFFLINE', 3000);
+  clock.set(T('12:05'));
+  await a.service.schedule.runDue();
+  await a.service.schedule.runDue();
+  const missed = await dhuhr(a, owner.token, mosque.id);
+  assert.equal(missed.status, 'missed');
+  assert.equal(missed.reason, 'transmitter_offline');
 });
