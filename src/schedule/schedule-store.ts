@@ -33,6 +33,9 @@ function slotColumns(slot: Slot) {
  * Replacing or deleting a month moves the mosque's schedule "since" (src/mosques/mosques.ts) in the same
  * transaction. Resolves once the uploaded timetables are in memory.
  */
+/** How long an auto_start claim without its broadcast holds: a start takes well under a second. */
+export const AUTO_START_CLAIM_S = 15;
+
 export async function createScheduleStore(store: Store, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
   const slots = () => store.selectFrom('schedule_slots').selectAll().$castTo<OutcomeRow>();
 
@@ -133,15 +136,19 @@ export async function createScheduleStore(store: Store, mosques: Pick<MosqueStor
     /**
      * True for exactly one caller, in whichever process, while the slot has no broadcast: that caller starts
      * the azaan. A start that then fails gives the claim back (releaseAutoStart), so the next pass tries again.
-     * The auto_start claim is one write that only one process can win (several processes share this file
-     * under REDIS_URL, each with its own scheduler, and their timers fire at the same azaan_at).
+     * The auto_start claim is one write that only one process can win (several processes share the store
+     * under REDIS_URL, each with its own scheduler, and their timers fire at the same azaan_at). A claim that
+     * is AUTO_START_CLAIM_S old without a broadcast belongs to a process that died between its claim and its
+     * start: the next pass of any process may claim it again (docs/operator.md, "Several hosts").
      */
     async claimAutoStart(slot: Slot, nowMs: number): Promise<boolean> {
+      const now = seconds(nowMs);
       const r = await store.insertInto('schedule_slots')
-        .values({ ...slotColumns(slot), status: 'ready', auto_started: 1, updated_at: seconds(nowMs) })
+        .values({ ...slotColumns(slot), status: 'ready', auto_started: 1, updated_at: now })
         .onConflict((oc) => oc.columns(['mosque_id', 'date', 'prayer', 'idx'])
           .doUpdateSet((eb) => ({ auto_started: 1, updated_at: eb.ref('excluded.updated_at') }))
-          .where('schedule_slots.auto_started', '=', 0).where('schedule_slots.broadcast_id', 'is', null)
+          .where((eb) => eb.or([eb('schedule_slots.auto_started', '=', 0), eb('schedule_slots.updated_at', '<=', now - AUTO_START_CLAIM_S)]))
+          .where('schedule_slots.broadcast_id', 'is', null)
           .where('schedule_slots.status', 'not in', ['live', 'done', 'missed']))
         .executeTakeFirst();
       return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;

@@ -7,7 +7,7 @@ import type { Clock } from '../platform/clock.ts';
 import type { Notifier } from '../platform/notify.ts';
 import type { UserStore } from '../people/users.ts';
 import type { Readiness, ReadinessCheck } from './readiness.ts';
-import type { Outcome, ScheduleStore } from './schedule-store.ts';
+import { AUTO_START_CLAIM_S, type Outcome, type ScheduleStore } from './schedule-store.ts';
 import { mosqueTimes, slotKey, slotsOn, type MosqueTimes, type Slot } from './slots.ts';
 import { addDays, civilDateAt, type CivilDate } from './zone.ts';
 
@@ -114,7 +114,9 @@ export function createScheduler(deps: SchedulerDeps) {
 
   function eventsOf(row: MosqueRow, slot: Slot): Array<[EventKind, number]> {
     const events: Array<[EventKind, number]> = [['ready', slot.azaanAt - leadMs]];
-    if (row.auto_start === 1) events.push(['start', slot.azaanAt]);
+    // The second start is the takeover: a process that claimed the start and died before starting leaves a claim
+    // that any process may take once it is AUTO_START_CLAIM_S old (src/schedule/schedule-store.ts).
+    if (row.auto_start === 1) events.push(['start', slot.azaanAt], ['start', slot.azaanAt + AUTO_START_CLAIM_S * 1000]);
     events.push(['missed', slot.azaanAt + graceMs]);
     return events;
   }
@@ -143,8 +145,8 @@ export function createScheduler(deps: SchedulerDeps) {
       return;
     }
     if (kind === 'start') {
-      if (served || outcome?.auto_started === 1 || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
-      if (!(await store.claimAutoStart(slot, now))) return; // another process started it
+      if (served || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
+      if (!(await store.claimAutoStart(slot, now))) return; // another process holds it (or started it)
       // A Jumu'ah slot's call is a jummah broadcast (its own notification toggle); every other slot's an azaan.
       const started = await deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer });
       if (!started.ok) {

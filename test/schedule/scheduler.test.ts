@@ -165,6 +165,29 @@ test('with auto_start the service starts the azaan itself at azaan_at, once, and
   assert.equal(slot.broadcast_id, list[0].id);
 });
 
+test('an auto_start claimed by a process that died before starting is started by this one 15 s after the azaan time', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t, { auto_start: true });
+  const device = await connectDevice(t, tx.credentials);
+  await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
+  // The other process's claim, through a connection of its own; then that process is gone.
+  const other = openDatabase(ts.config.databasePath);
+  t.after(() => other.close());
+  const otherStore = await createScheduleStore(sqliteStore(other), createMosqueStore(sqliteStore(other), Date.now));
+  const slot: Slot = {
+    mosqueId: mosque.id, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
+    iqamahAt: null, azaanLocal: '13:00', source: 'calculated',
+  };
+  assert.equal(await otherStore.claimAutoStart(slot, T('12:00')), true);
+  clock.set(T('12:00'));
+  await ts.service.schedule.runDue();
+  assert.equal((await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body.length, 0, 'the claim is the other process\'s');
+  clock.set(T('12:00') + 15_000);
+  await ts.service.schedule.runDue();
+  const list = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body;
+  assert.equal(list.length, 1, 'taken over');
+  assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'live');
+});
+
 test('a restart neither repeats an alert already sent nor skips the missed check that falls due', async (t) => {
   const first = await world(t);
   first.clock.set(T('11:50'));
@@ -245,6 +268,22 @@ test('of two processes whose schedulers reach the same auto_start together, exac
   await storeB.releaseAutoStart(slot); // a late release never reopens a slot that has its broadcast
   assert.equal(await storeA.claimAutoStart(slot, T('12:02')), false);
   assert.equal((await storeA.outcome(slot))?.broadcast_id, 'b1');
+});
+
+test('an auto_start claimed by a process that then died is claimed again by another once the claim is 15 s old, never sooner', async (t) => {
+  const { ts, mosque } = await world(t, { auto_start: true });
+  const [a, b] = [openDatabase(ts.config.databasePath), openDatabase(ts.config.databasePath)];
+  t.after(() => { a.close(); b.close(); });
+  const [storeA, storeB] = [await createScheduleStore(sqliteStore(a), createMosqueStore(sqliteStore(a), Date.now)), await createScheduleStore(sqliteStore(b), createMosqueStore(sqliteStore(b), Date.now))];
+  const slot: Slot = {
+    mosqueId: mosque.id, date: '2026-06-10', prayer: 'asr', index: 0, startsAt: T('16:55'), azaanAt: T('17:00'),
+    iqamahAt: null, azaanLocal: '18:00', source: 'calculated',
+  };
+  assert.equal(await storeA.claimAutoStart(slot, T('17:00')), true);
+  // A dies here: no broadcast, no release.
+  assert.equal(await storeB.claimAutoStart(slot, T('17:00') + 10_000), false, 'a claim 10 s old is still its holder\'s');
+  assert.equal(await storeB.claimAutoStart(slot, T('17:00') + 15_000), true, 'at 15 s another process takes it over');
+  assert.equal(await storeA.claimAutoStart(slot, T('17:00') + 16_000), false, 'and holds it in turn');
 });
 
 test('with REDIS_URL a transmitter connected to the other process counts at the ready check, and its going offline there counts too', { timeout: 60_000 }, async (t) => {
