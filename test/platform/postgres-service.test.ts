@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { postgresInstalled, startPostgres, type PostgresCluster } from './postgres.ts';
 import { durableFiles, startTestService } from '../support/service.ts';
-import { connectDevice, getDevice, mosqueWithOwner, publish, registerTransmitter, statusPayload, waitForStatus } from '../support/devices.ts';
+import { connectDevice, getDevice, mosqueWithOwner, publish, registerTransmitter, statusPayload, waitFor, waitForStatus } from '../support/devices.ts';
 import { ensureBuilt, runNode, type Finished } from '../support/process.ts';
 
 // docs/operator.md, "Several hosts": DATABASE_URL selects PostgreSQL (the same migrations and queries as the
@@ -106,4 +106,36 @@ test('migrate-store moves a SQLite deployment into an empty PostgreSQL, verified
   assert.match(wrong.stderrLines.join("\n"), /--from: .*missing\.db is not a file/);
   const notPg = await minaret(['migrate-store', '--from', files.env.DATABASE_PATH, '--to', 'mysql://x']);
   assert.match(notPg.stderrLines.join("\n"), /--to: must be a URL starting with postgres:\/\/ or postgresql:\/\//);
+});
+
+test('PostgreSQL restarting under the service: writes answer 503 storage_unavailable and /healthz names it, the device stays connected, and all recovers', { skip, timeout: 90_000 }, async (t) => {
+  const own = await startPostgres(); // a server of its own: this test stops it
+  t.after(() => own.stop());
+  const url = await own.database();
+  const files = durableFiles(t, 'pg-restart');
+  const ts = await startTestService(t, { env: { ...files.env, DATABASE_URL: url }, logLevel: 'fatal' });
+  const { owner, mosque } = await mosqueWithOwner(ts);
+  const tx = await registerTransmitter(ts, owner.token, mosque.id);
+  const client = await connectDevice(t, tx.credentials);
+  let closed = false;
+  client.on('close', () => (closed = true));
+  const rename = (name: string) => ts.http.patch(`/api/v1/mosques/${mosque.id}`, { name }, owner.token);
+  assert.equal((await rename('Before the restart')).status, 200);
+
+  await own.stopServer();
+  const refused = await rename('While it is down');
+  assert.equal(refused.status, 503, JSON.stringify(refused.body));
+  assert.equal(refused.body.error.code, 'storage_unavailable');
+  await waitFor('/healthz names it', async () => {
+    const h = await ts.http.get('/healthz');
+    return h.status === 503 && h.body.db === 'unavailable';
+  }, 5000);
+  assert.equal(closed, false, 'the device stays connected while the store is away');
+
+  await own.startServer();
+  await waitFor('writes are taken again', async () => (await rename('After the restart')).status === 200, 15_000);
+  await waitFor('/healthz is ok again', async () => (await ts.http.get('/healthz')).status === 200, 5000);
+  const [row] = await rowsOf(url, `SELECT name FROM mosques WHERE id = '${mosque.id}'`);
+  assert.equal(row!.name, 'After the restart');
+  assert.equal(closed, false);
 });

@@ -22,6 +22,8 @@ export interface PostgresCluster {
   port: number;
   /** A new, empty database's URL. */
   database(): Promise<string>;
+  stopServer(): Promise<void>;
+  startServer(): Promise<void>;
   stop(): void;
 }
 
@@ -33,28 +35,32 @@ export async function startPostgres(): Promise<PostgresCluster> {
   const init = spawnSync(...run(path.join(PG_BIN!, 'initdb'), ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']), { encoding: 'utf8' });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
   const port = await freePort();
-  const child = spawn(...run(path.join(PG_BIN!, 'postgres'), [
-    '-D', path.join(dir, 'data'), '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off',
-  ]), { stdio: 'ignore' });
+  const admin = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  let child: ReturnType<typeof spawn>;
   const kill = () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   };
-  process.once('exit', kill);
-  const admin = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`postgres exited with ${child.exitCode}`);
-    const probe = new pg.Client(admin);
-    try {
-      await probe.connect();
-      await probe.end();
-      break;
-    } catch {
-      await probe.end().catch(() => undefined);
-      if (Date.now() > deadline) throw new Error('postgres did not answer within 15 s');
-      await new Promise((r) => setTimeout(r, 100));
+  process.once('exit', () => kill());
+  const launch = async () => {
+    child = spawn(...run(path.join(PG_BIN!, 'postgres'), [
+      '-D', path.join(dir, 'data'), '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off',
+    ]), { stdio: 'ignore' });
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`postgres exited with ${child.exitCode}`);
+      const probe = new pg.Client(admin);
+      try {
+        await probe.connect();
+        await probe.end();
+        return;
+      } catch {
+        await probe.end().catch(() => undefined);
+        if (Date.now() > deadline) throw new Error('postgres did not answer within 15 s');
+        await new Promise((r) => setTimeout(r, 100));
+      }
     }
-  }
+  };
+  await launch();
   let n = 0;
   return {
     port,
@@ -66,9 +72,19 @@ export async function startPostgres(): Promise<PostgresCluster> {
       await client.end();
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
     },
+    /** The server stopped (fast shutdown: clients are cut off), its files kept for `startServer`. */
+    async stopServer() {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      // The postmaster itself (as root, `child` is runuser, which does not pass SIGINT on): its pid is the
+      // first line of postmaster.pid.
+      const pid = Number(fs.readFileSync(path.join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      process.kill(pid, 'SIGINT');
+      await exited;
+    },
+    /** The same server started again on the same port and files. */
+    startServer: launch,
     stop() {
       kill();
-      process.off('exit', kill);
       spawnSync('sleep', ['0.2']);
       fs.rmSync(dir, { recursive: true, force: true });
     },

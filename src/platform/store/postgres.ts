@@ -29,5 +29,57 @@ export function postgresStore(url: string, opts: PostgresOptions): Store {
   });
   // An idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
   pool.on('error', () => {});
-  return new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
+  return new Kysely<Tables>({ dialect: new PostgresDialect({ pool: unreachableAsSqlstate(pool) }) });
+}
+
+/**
+ * The pool as Kysely uses it (connect, and each client's query and release), with one difference: a failure to
+ * reach the server (refused, reset, a connection that ended, no free connection in time) carries SQLSTATE 08006,
+ * connection_failure, as the server's own connection errors do. pg gives those Node's codes or none, which
+ * would make a write during a PostgreSQL restart a 500 instead of the 503 of a store that cannot take writes
+ * now (src/platform/faults.ts).
+ */
+function unreachableAsSqlstate(pool: pg.Pool): pg.Pool {
+  const clients = new WeakMap<pg.PoolClient, pg.PoolClient>();
+  const wrap = (client: pg.PoolClient): pg.PoolClient => {
+    let wrapped = clients.get(client);
+    if (!wrapped) {
+      const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+      wrapped = new Proxy(client, {
+        get(target, key, receiver) {
+          if (key === 'query') return (...args: unknown[]) => query(...args).catch((err: unknown) => Promise.reject(asUnreachable(err)));
+          const value = Reflect.get(target, key, receiver) as unknown;
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      clients.set(client, wrapped);
+    }
+    return wrapped;
+  };
+  return new Proxy(pool, {
+    get(target, key, receiver) {
+      if (key === 'connect') {
+        return async () => {
+          try {
+            return wrap(await target.connect());
+          } catch (err) {
+            throw asUnreachable(err);
+          }
+        };
+      }
+      const value = Reflect.get(target, key, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const LOST = /Connection terminated|timeout exceeded when trying to connect|connection error|Client was closed/i;
+
+function asUnreachable(err: unknown): unknown {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return err; // the server's own SQLSTATE
+  const network = typeof e?.code === 'string' && NETWORK_CODES.has(e.code);
+  if (!network && !(typeof e?.message === 'string' && LOST.test(e.message))) return err;
+  return Object.assign(new Error(`PostgreSQL unreachable: ${String(e?.message)}`, { cause: err }), { code: '08006' });
 }
