@@ -76,6 +76,7 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   assert.equal(connack.sessionPresent, true, 'its session waited in Redis');
 
   const client = new pg.Client(shared.DATABASE_URL);
+  client.on('error', () => undefined); // a lost connection fails the query that needed it, not the whole file
   await client.connect();
   t.after(() => client.end());
   const [row] = (await client.query('SELECT fw FROM devices WHERE id = $1', [tx.device.id])).rows;

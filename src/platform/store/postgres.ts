@@ -29,6 +29,11 @@ export function postgresStore(url: string, opts: PostgresOptions): Store {
   });
   // An idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
   pool.on('error', () => {});
+  // A client checked out of the pool (a transaction between its statements) has no listener of the pool's:
+  // its connection lost then (PostgreSQL restarting, the network) emitted 'error' with none, and that ended the
+  // process with every device on it. The query in flight fails with that error anyway, and the pool drops a
+  // client that can no longer query when it comes back.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return new Kysely<Tables>({ dialect: new PostgresDialect({ pool: unreachableAsSqlstate(pool) }) });
 }
 
