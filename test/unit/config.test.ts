@@ -114,6 +114,8 @@ test('the error line never shows a secret value', () => {
   assert.ok(!r.ok && !r.error.includes('tiny-secret'));
   const redis = loadConfig({ REDIS_URL: 'http://user:hunter2@host' });
   assert.ok(!redis.ok && !redis.error.includes('hunter2'));
+  const database = loadConfig({ DATABASE_URL: 'mysql://minaret:hunter3@db.example:3306/minaret' });
+  assert.ok(!database.ok && database.error.startsWith('DATABASE_URL: ') && !database.error.includes('hunter3'), database.ok ? '' : database.error);
 });
 
 const clamps: Array<[string, number, boolean]> = [
