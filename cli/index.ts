@@ -10,7 +10,7 @@ import { createUserStore } from '../src/people/users.ts';
 import { sqliteStore } from '../src/platform/store/store.ts';
 import { backupDatabase, restoreDatabase, BackupError } from './backup.ts';
 import { migrateStore, MigrateStoreError } from './migrate-store.ts';
-import { migratePostgres } from '../src/platform/store/postgres-migrations.ts';
+import type { OpenedPostgres } from '../src/platform/store/postgres.ts';
 import type { Store } from '../src/platform/store/store.ts';
 import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
 import { icecastXml } from '../icecast/icecast-xml.ts';
@@ -102,13 +102,7 @@ async function createSuperadmin(args: string[]): Promise<string> {
 /** The store the settings name (DATABASE_URL, else DATABASE_PATH), migrated as the service would at its start. */
 async function openStore(config: Config): Promise<{ store: Store; close(): Promise<void> }> {
   if (config.postgres) {
-    const store = (await postgresOpener())(config.postgres.url);
-    try {
-      await migratePostgres(store);
-    } catch (err) {
-      await store.destroy();
-      throw new CliError(`DATABASE_URL: PostgreSQL could not be used: ${(err as Error).message}`);
-    }
+    const { store } = await (await postgresOpener())(config.postgres.url, 'DATABASE_URL');
     return { store, close: () => store.destroy() };
   }
   const db = openDatabase(config.databasePath);
@@ -119,12 +113,15 @@ async function openStore(config: Config): Promise<{ store: Store; close(): Promi
 }
 
 /**
- * A PostgreSQL store for a command: two connections at most, and a statement may take ten minutes (a large table's
- * copy). The pg driver loads only when a command needs it.
+ * PostgreSQL for a command, migrated (src/platform/store/postgres.ts): two connections at most, and a statement
+ * may take ten minutes (a large table's copy). The pg driver loads only when a command needs it; a PostgreSQL
+ * that cannot be used is the command's one-line error.
  */
-async function postgresOpener(): Promise<(url: string) => Store> {
-  const { postgresStore } = await import('../src/platform/store/postgres.ts');
-  return (url) => postgresStore(url, { poolSize: 2, statementTimeoutMs: 10 * 60_000 });
+async function postgresOpener(): Promise<(url: string, setting: string) => Promise<OpenedPostgres>> {
+  const { openPostgres } = await import('../src/platform/store/postgres.ts');
+  return (url, setting) => openPostgres(url, { poolSize: 2, statementTimeoutMs: 10 * 60_000 }, setting).catch((err: Error) => {
+    throw new CliError(err.message);
+  });
 }
 
 async function migrateStoreCommand(args: string[]): Promise<string> {
@@ -133,7 +130,7 @@ async function migrateStoreCommand(args: string[]): Promise<string> {
   if (!from || !to) throw new CliError(`migrate-store needs --from <sqlite file> and --to <postgres url>; ${USAGE}`);
   const open = await postgresOpener();
   try {
-    const tables = await migrateStore(from, to, open);
+    const tables = await migrateStore(from, to, (url) => open(url, '--to'));
     const rows = tables.reduce((n, t) => n + t.rows, 0);
     const width = Math.max(...tables.map((t) => t.table.length));
     const lines = tables.map((t) => `  ${t.table.padEnd(width)}  ${String(t.rows).padStart(9)} rows  checksum ${t.checksum}`);

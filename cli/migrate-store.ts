@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { sql } from 'kysely';
 import { migrate, openDatabase, type Db } from '../src/platform/db.ts';
 import { normalizeStoredIdentifiersOnce } from '../src/people/addresses/identifier-migration.ts';
-import { migratePostgres } from '../src/platform/store/postgres-migrations.ts';
+import type { OpenedPostgres } from '../src/platform/store/postgres.ts';
 import type { Store } from '../src/platform/store/store.ts';
 
 /**
@@ -29,21 +29,21 @@ export interface TableReport {
   checksum: string;
 }
 
-export async function migrateStore(from: string, to: string, openPostgres: (url: string) => Store): Promise<TableReport[]> {
+/** `openTarget`: PostgreSQL at the URL, migrated (src/platform/store/postgres.ts, `openPostgres`). */
+export async function migrateStore(from: string, to: string, openTarget: (url: string) => Promise<OpenedPostgres>): Promise<TableReport[]> {
   if (!fs.existsSync(from) || !fs.statSync(from).isFile()) throw new MigrateStoreError(`--from: ${from} is not a file`);
   if (!/^postgres(ql)?:\/\//i.test(to)) throw new MigrateStoreError('--to: must be a URL starting with postgres:// or postgresql://');
   const db = openDatabase(from);
-  const store = openPostgres(to);
+  let store: Store | null = null;
   try {
     const version = migrate(db);
     normalizeStoredIdentifiersOnce(db, Math.floor(Date.now() / 1000));
-    const targetVersion = await migratePostgres(store).catch((err: Error) => {
-      throw new MigrateStoreError(`--to: PostgreSQL could not be used: ${err.message}`);
-    });
-    if (targetVersion !== version) throw new MigrateStoreError(`--to: its schema is at version ${targetVersion}, the file at ${version}`);
+    const opened = await openTarget(to);
+    store = opened.store;
+    if (opened.version !== version) throw new MigrateStoreError(`--to: its schema is at version ${opened.version}, the file at ${version}`);
     const tables = sqliteTables(db);
-    const target = await postgresTables(store);
-    const missing = tables.filter((t) => !target.includes(t.name)).map((t) => t.name);
+    const targetTables = await postgresTables(store);
+    const missing = tables.filter((t) => !targetTables.includes(t.name)).map((t) => t.name);
     if (missing.length) throw new MigrateStoreError(`--to: has no table ${missing.join(', ')}`);
     for (const t of tables) {
       const { rows } = await sql<{ any: boolean }>`SELECT EXISTS (SELECT 1 FROM ${sql.table(t.name)}) AS any`.execute(store);
@@ -87,7 +87,7 @@ export async function migrateStore(from: string, to: string, openPostgres: (url:
     return reports;
   } finally {
     db.close();
-    await store.destroy();
+    await store?.destroy();
   }
 }
 

@@ -27,8 +27,6 @@ import { createGuessBudget } from './people/guess-budget.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
 import { checkpointInBackground, migrate, openDatabase, storageUse } from './platform/db.ts';
-import { sql } from 'kysely';
-import { migratePostgres } from './platform/store/postgres-migrations.ts';
 import { sqliteStore, type Store } from './platform/store/store.ts';
 import { createFaults, sqliteProbe, storageFaultOf, type Faults, type StorageProbe } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
@@ -166,7 +164,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
   try {
     // Construct: the platform, then each domain in the order they depend on one another.
-    const opened = config.postgres ? await openPostgres(config.postgres, logger) : openSqlite(config, clock, logger);
+    const opened = config.postgres ? await openPostgresStore(config.postgres, logger) : openSqlite(config, clock, logger);
     finals.push({ name: 'database', close: () => opened.close() });
     const { store } = opened;
     const faults = createFaults({ probe: opened.probe, clock, logger });
@@ -474,56 +472,24 @@ function openSqlite(config: Config, clock: Clock, logger: Logger): OpenedStore {
   };
 }
 
-/**
- * PostgreSQL (DATABASE_URL, docs/operator.md "Several hosts"): the same numbered migrations, under an advisory
- * lock so nodes starting together apply them once. Unreachable at start: one line naming the setting.
- */
-async function openPostgres(settings: NonNullable<Config['postgres']>, logger: Logger): Promise<OpenedStore> {
-  // Loaded only with DATABASE_URL: the pg driver is memory a single SQLite process never uses.
-  const { postgresStore } = await import('./platform/store/postgres.ts');
-  const store = postgresStore(settings.url, { poolSize: settings.poolSize, statementTimeoutMs: settings.statementTimeoutMs });
-  const shown = withoutPassword(settings.url);
-  try {
-    const version = await migratePostgres(store);
-    logger.info({ database: shown, pool_size: settings.poolSize, schema_version: version }, 'database ready');
-  } catch (err) {
-    await store.destroy();
-    const e = err as { message?: string };
-    throw new StartupError(`DATABASE_URL: PostgreSQL at ${shown} could not be used: ${e.message ?? String(err)}`);
-  }
+/** PostgreSQL (DATABASE_URL): loaded only then, as the pg driver is memory a single SQLite process never uses. */
+async function openPostgresStore(settings: NonNullable<Config['postgres']>, logger: Logger): Promise<OpenedStore> {
+  const { openPostgres } = await import('./platform/store/postgres.ts');
+  const opened = await openPostgres(settings.url, settings, 'DATABASE_URL').catch((err: Error) => {
+    throw new StartupError(err.message);
+  });
+  logger.info({ database: opened.shown, pool_size: settings.poolSize, schema_version: opened.version }, 'database ready');
   const state = { open: true };
   return {
-    store,
-    // A read answers whether the server is there; a full disk shows in the writes that fail (SQLSTATE 53100).
-    probe: {
-      busy: () => false,
-      write: async () => {
-        try {
-          await sql`SELECT 1`.execute(store);
-          return null;
-        } catch (err) {
-          return storageFaultOf(err) ?? 'unavailable';
-        }
-      },
-    },
+    store: opened.store,
+    probe: opened.probe,
     isOpen: () => state.open,
     checkpointer: () => ({ close: async () => undefined }),
     close: async () => {
       state.open = false;
-      await store.destroy();
+      await opened.store.destroy();
     },
   };
-}
-
-/** A database URL as it may be logged: its password replaced. */
-function withoutPassword(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return 'postgres://(unparsable)';
-  }
 }
 
 function listen(server: net.Server, port: number, host: string, setting: string): Promise<number> {

@@ -211,6 +211,23 @@ test('ioredis, web-push, nodemailer and music-metadata are never imported at sta
   assert.deepEqual(eager, []);
 });
 
+// docs/operator.md, "Several hosts": the pg driver loads only with DATABASE_URL. Its one importer,
+// src/platform/store/postgres.ts, is reached only by import() (a type-only import loads nothing).
+test('src/platform/store/postgres.ts (and with it pg) is imported only with import(), never at start', () => {
+  const eager: string[] = [];
+  for (const folder of ['src', 'api', 'broker', 'notify', 'icecast', 'cli']) {
+    for (const file of sourceFiles(folder)) {
+      const text = fs.readFileSync(path.join(ROOT, file), 'utf8');
+      for (const m of text.matchAll(/(?:^|\n)\s*import\s+(?!type\s)[^;]*?from\s+['"]([^'"]+)['"]/g)) {
+        if (/(^|\/)store\/postgres\.ts$|^\.\/postgres\.ts$/.test(m[1]!) || (m[1] === 'pg' && file !== path.join('src', 'platform', 'store', 'postgres.ts'))) {
+          eager.push(`${file} imports ${m[1]}`);
+        }
+      }
+    }
+  }
+  assert.deepEqual(eager, []);
+});
+
 // The payload checks are ajv's generated code, so the service never loads ajv (~90 ms and
 // ~13 MiB of RSS at start); the generated module itself loads nothing.
 test('the service never loads ajv: the compiled payload checks are generated code that imports nothing', () => {

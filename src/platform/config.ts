@@ -296,10 +296,10 @@ function hasScheme(value: string, schemes: string[]): boolean {
 
 const SECRET_SETTINGS = new Set(['JWT_SECRET', 'SMTP_URL', 'REDIS_URL', 'DATABASE_URL', 'NOTIFY_WEBHOOK_URL', 'ICECAST_ADMIN_URL', 'ICECAST_ADMIN_PASSWORD', 'ICECAST_HOOK_SECRET']);
 
-/** Reads every setting from the environment. A bad one yields one line naming it and what is wrong. */
 /** Every environment setting the service reads (docs/settings.md lists each). */
 export const SETTING_NAMES: readonly string[] = Object.keys(EnvSchema.entries);
 
+/** Reads every setting from the environment. A bad one yields one line naming it and what is wrong. */
 export function loadConfig(env: Record<string, string | undefined>): ConfigResult {
   const parsed = v.safeParse(EnvSchema, pickKnown(env));
   if (!parsed.success) {

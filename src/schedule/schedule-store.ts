@@ -28,14 +28,14 @@ function slotColumns(slot: Slot) {
   };
 }
 
+/** How long an auto_start claim without its broadcast holds: a start takes well under a second. */
+export const AUTO_START_CLAIM_S = 15;
+
 /**
  * Uploaded timetables and the recorded outcome of each slot (the only part of a slot that is stored).
  * Replacing or deleting a month moves the mosque's schedule "since" (src/mosques/mosques.ts) in the same
  * transaction. Resolves once the uploaded timetables are in memory.
  */
-/** How long an auto_start claim without its broadcast holds: a start takes well under a second. */
-export const AUTO_START_CLAIM_S = 15;
-
 export async function createScheduleStore(store: Store, mosques: Pick<MosqueStore, 'scheduleChanged'>) {
   const slots = () => store.selectFrom('schedule_slots').selectAll().$castTo<OutcomeRow>();
 

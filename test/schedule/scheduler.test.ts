@@ -40,6 +40,19 @@ async function dhuhr(ts: TestService, token: string, mosqueId: string) {
   return res.body.find((s: any) => s.prayer === 'dhuhr');
 }
 
+/** Another process's schedule store: a connection of its own to the service's file, as processes sharing it have. */
+async function otherProcessStore(t: TestContext, ts: TestService) {
+  const db = openDatabase(ts.config.databasePath);
+  t.after(() => db.close());
+  return createScheduleStore(sqliteStore(db), createMosqueStore(sqliteStore(db), Date.now));
+}
+
+/** Dhuhr on 10 June 2026 (azaan 12:00 UTC), as the scheduler derives it for SCHEDULE. */
+const dhuhrSlot = (mosqueId: string): Slot => ({
+  mosqueId, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
+  iqamahAt: null, azaanLocal: '13:00', source: 'calculated',
+});
+
 const alerts = (ts: TestService, purpose: string) => ts.messages.filter((m) => m.purpose === purpose);
 
 test('with the transmitter offline the trigger admins hear "not ready" at the lead time and "missed" after the grace, once each', async (t) => {
@@ -170,14 +183,8 @@ test('an auto_start claimed by a process that died before starting is started by
   const device = await connectDevice(t, tx.credentials);
   await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
   // The other process's claim, through a connection of its own; then that process is gone.
-  const other = openDatabase(ts.config.databasePath);
-  t.after(() => other.close());
-  const otherStore = await createScheduleStore(sqliteStore(other), createMosqueStore(sqliteStore(other), Date.now));
-  const slot: Slot = {
-    mosqueId: mosque.id, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
-    iqamahAt: null, azaanLocal: '13:00', source: 'calculated',
-  };
-  assert.equal(await otherStore.claimAutoStart(slot, T('12:00')), true);
+  const otherStore = await otherProcessStore(t, ts);
+  assert.equal(await otherStore.claimAutoStart(dhuhrSlot(mosque.id), T('12:00')), true);
   clock.set(T('12:00'));
   await ts.service.schedule.runDue();
   assert.equal((await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body.length, 0, 'the claim is the other process\'s');
@@ -252,13 +259,8 @@ test('the simulator with --miss dhuhr leaves it out, and the service reports it 
 test('of two processes whose schedulers reach the same auto_start together, exactly one claims the slot; a failed start gives it back', async (t) => {
   const { ts, mosque } = await world(t, { auto_start: true });
   // Two connections to the one file, as two service processes sharing it under REDIS_URL have.
-  const [a, b] = [openDatabase(ts.config.databasePath), openDatabase(ts.config.databasePath)];
-  t.after(() => { a.close(); b.close(); });
-  const [storeA, storeB] = [await createScheduleStore(sqliteStore(a), createMosqueStore(sqliteStore(a), Date.now)), await createScheduleStore(sqliteStore(b), createMosqueStore(sqliteStore(b), Date.now))];
-  const slot: Slot = {
-    mosqueId: mosque.id, date: '2026-06-10', prayer: 'dhuhr', index: 0, startsAt: T('11:55'), azaanAt: T('12:00'),
-    iqamahAt: null, azaanLocal: '13:00', source: 'calculated',
-  };
+  const [storeA, storeB] = [await otherProcessStore(t, ts), await otherProcessStore(t, ts)];
+  const slot = dhuhrSlot(mosque.id);
   assert.equal(await storeA.claimAutoStart(slot, T('12:00')), true, 'the first claim wins');
   assert.equal(await storeB.claimAutoStart(slot, T('12:00')), false, 'the other process loses and starts nothing');
   assert.equal(await storeA.claimAutoStart(slot, T('12:00')), false, 'nor does the winner claim twice');
@@ -272,13 +274,8 @@ test('of two processes whose schedulers reach the same auto_start together, exac
 
 test('an auto_start claimed by a process that then died is claimed again by another once the claim is 15 s old, never sooner', async (t) => {
   const { ts, mosque } = await world(t, { auto_start: true });
-  const [a, b] = [openDatabase(ts.config.databasePath), openDatabase(ts.config.databasePath)];
-  t.after(() => { a.close(); b.close(); });
-  const [storeA, storeB] = [await createScheduleStore(sqliteStore(a), createMosqueStore(sqliteStore(a), Date.now)), await createScheduleStore(sqliteStore(b), createMosqueStore(sqliteStore(b), Date.now))];
-  const slot: Slot = {
-    mosqueId: mosque.id, date: '2026-06-10', prayer: 'asr', index: 0, startsAt: T('16:55'), azaanAt: T('17:00'),
-    iqamahAt: null, azaanLocal: '18:00', source: 'calculated',
-  };
+  const [storeA, storeB] = [await otherProcessStore(t, ts), await otherProcessStore(t, ts)];
+  const slot: Slot = { ...dhuhrSlot(mosque.id), prayer: 'asr', startsAt: T('16:55'), azaanAt: T('17:00'), azaanLocal: '18:00' };
   assert.equal(await storeA.claimAutoStart(slot, T('17:00')), true);
   // A dies here: no broadcast, no release.
   assert.equal(await storeB.claimAutoStart(slot, T('17:00') + 10_000), false, 'a claim 10 s old is still its holder\'s');

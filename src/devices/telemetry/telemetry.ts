@@ -51,6 +51,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
   };
   const mosqueOf = (id: string) => devices.info(id)?.mosqueId ?? null;
   const nowMs = () => deps.clock();
+  const isConnected = (id: string) => (live.get(id)?.connection ?? null) !== null;
 
   /** A message the database would not take: dropped and counted; the device and the service go on. */
   function writeFailed(id: string, channel: string, err: unknown): void {
@@ -238,7 +239,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
     },
 
     isCurrent: (id: string, connection: object) => live.get(id)?.connection === connection,
-    isConnected: (id: string) => (live.get(id)?.connection ?? null) !== null,
+    isConnected,
     /**
      * Presence every process agrees on (docs/operator.md, "Several hosts"): connected to this process, or to
      * another as its row says (with REDIS_URL each process claims the row of a device it holds, and releases it
@@ -246,8 +247,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
      * memory's for a device here, else the row's: this process's memory of a device held elsewhere is old.
      */
     presence(row: { id: string; connected_broker: string | null; status: string }): { connected: boolean; status: string } {
-      const here = (live.get(row.id)?.connection ?? null) !== null;
-      if (here) return { connected: true, status: live.get(row.id)?.status ?? row.status };
+      if (isConnected(row.id)) return { connected: true, status: live.get(row.id)?.status ?? row.status };
       return { connected: row.connected_broker !== null && row.status !== 'OFFLINE', status: row.status };
     },
     lastSeenMs: (id: string) => live.get(id)?.lastSeenMs ?? null,
@@ -407,5 +407,5 @@ export type Telemetry = Awaited<ReturnType<typeof createTelemetry>>;
 
 /** What the broker tells telemetry and asks it, per packet and per connection (broker/hooks/deps.ts). */
 export type TelemetryIngest = Pick<Telemetry,
-  'connected' | 'disconnected' | 'connectedElsewhere' | 'isCurrent' | 'isConnected' | 'presence' | 'status' | 'heartbeat' | 'log'
+  'connected' | 'disconnected' | 'connectedElsewhere' | 'isCurrent' | 'isConnected' | 'status' | 'heartbeat' | 'log'
   | 'rejected' | 'overBudget' | 'banned' | 'connectRefused' | 'writeFailed'>;

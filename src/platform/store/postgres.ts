@@ -1,6 +1,8 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Store, Tables } from './store.ts';
+import { migratePostgres } from './postgres-migrations.ts';
+import { storageFaultOf, type StorageProbe } from '../faults.ts';
 
 /** A pool's bounds (docs/settings.md, DATABASE_POOL_SIZE and DATABASE_STATEMENT_TIMEOUT_MS). */
 export interface PostgresOptions {
@@ -17,6 +19,59 @@ const types = {
   getTypeParser: (oid: number, format?: 'text' | 'binary') =>
     oid === INT8 ? (v: string) => Number.parseInt(v, 10) : pg.types.getTypeParser(oid, format as 'text'),
 };
+
+/** A PostgreSQL store, migrated: what the service and the operator CLI open (docs/operator.md, "Several hosts"). */
+export interface OpenedPostgres {
+  store: Store;
+  /** The schema version the migrations brought it to. */
+  version: number;
+  /** `url` with its password masked, for a log line or an error. */
+  shown: string;
+  /** Whether it answers now (/healthz while degraded): a full disk shows in the writes that fail (SQLSTATE 53100). */
+  probe: StorageProbe;
+}
+
+/**
+ * The pool at `url`, with the same numbered migrations as the SQLite file applied under an advisory lock (nodes
+ * starting together apply them once). Unusable (unreachable, refused, a migration failing): the pool is ended
+ * and one Error says so, naming `setting` and the URL without its password.
+ */
+export async function openPostgres(url: string, opts: PostgresOptions, setting: string): Promise<OpenedPostgres> {
+  const store = postgresStore(url, opts);
+  const shown = withoutPassword(url);
+  try {
+    const version = await migratePostgres(store);
+    return { store, version, shown, probe: answersProbe(store) };
+  } catch (err) {
+    await store.destroy();
+    throw new Error(`${setting}: PostgreSQL at ${shown} could not be used: ${(err as Error).message ?? String(err)}`, { cause: err });
+  }
+}
+
+function answersProbe(store: Store): StorageProbe {
+  return {
+    busy: () => false,
+    write: async () => {
+      try {
+        await sql`SELECT 1`.execute(store);
+        return null;
+      } catch (err) {
+        return storageFaultOf(err) ?? 'unavailable';
+      }
+    },
+  };
+}
+
+/** A database URL as it may be logged: its password replaced. */
+function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgres://(unparsable)';
+  }
+}
 
 /** The store over a PostgreSQL pool at `url` (postgres://...). Closing the store ends the pool. */
 export function postgresStore(url: string, opts: PostgresOptions): Store {
