@@ -71,6 +71,14 @@ export interface BroadcastsTable {
   fallback: Generated<number>;
 }
 
+export interface ChangeLogTable {
+  seq: Generated<number>;
+  kind: string;
+  entity_id: string;
+  origin: string;
+  at: number;
+}
+
 export interface ConsoleSessionsTable {
   id: string;
   secret_hash: string;
@@ -354,6 +362,7 @@ export interface Tables {
   audio_on_air: AudioOnAirTable;
   audio_refusals: AudioRefusalsTable;
   broadcasts: BroadcastsTable;
+  change_log: ChangeLogTable;
   console_sessions: ConsoleSessionsTable;
   data_steps: DataStepsTable;
   device_logs: DeviceLogsTable;

@@ -32,6 +32,7 @@ import { createFaults, sqliteProbe, storageFaultOf, type Faults, type StoragePro
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
 import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
+import { createChangeLog } from './platform/store/change-log.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
@@ -176,7 +177,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const transport = opts.transport ?? createTransport(config, logger);
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
     closers.push({ name: 'notifier', close: () => notifier.close() });
-    const { changes, redis, startFeed } = await openChangeFeed(config, logger, faults);
+    const { changes, redis, startFeed } = await openChangeFeed(config, { logger, faults, store, clock });
     closers.push({ name: 'change feed', close: async () => {
       await changes.close();
       redis?.disconnect();
@@ -404,16 +405,20 @@ function buildAudio(
 /**
  * The change feed (src/platform/changes.ts): in-process without REDIS_URL; else over Redis pub/sub on a
  * connection of its own, which the rate limiters share (api/rate-limit.ts). No offline queue: while Redis is
- * away a command fails at once (the limiters fall back to memory, the feed to the poll) instead of queueing.
+ * away a command fails at once (the limiters fall back to memory, the feed to its change log in the store) instead of queueing.
  */
-async function openChangeFeed(config: Config, logger: Logger, faults: { report(what: string, err: unknown): unknown }): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
+async function openChangeFeed(
+  config: Config, deps: { logger: Logger; faults: { report(what: string, err: unknown): unknown }; store: Store; clock: Clock },
+): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
+  const { logger, faults } = deps;
   const onError = (what: string, err: unknown) => void faults.report(what, err);
   if (!config.redisUrl) return { changes: createLocalChangeFeed((err) => onError('change listener', err)), redis: null, startFeed: () => undefined };
   // Loaded only with REDIS_URL (~40 modules a single process never needs).
   const { Redis: RedisClient } = await import('ioredis');
   const redis = new RedisClient(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   redis.on('error', (err: Error) => onError('redis connection', err));
-  const feed = await createRedisChangeFeed({ conn: redis, logger, onError });
+  const log = { log: createChangeLog(deps.store), keepMs: config.changeLogKeepS * 1000, clock: deps.clock };
+  const feed = await createRedisChangeFeed({ conn: redis, logger, onError, log });
   return { changes: feed, redis, startFeed: () => feed.start() };
 }
 

@@ -1,8 +1,9 @@
 /**
  * The change feed (docs/decisions.md, "Several processes"): every write that an in-memory cache depends on names what changed,
- * right after its SQLite commit, and every process reloads just that entry from SQLite. One process: the
+ * right after its commit, and every process reloads just that entry from the store. One process: the
  * feed only tells this process's own listeners (the /me cache). Several (REDIS_URL): the same changes also
- * travel on one Redis channel (src/platform/net/redis-changes.ts).
+ * travel on one Redis channel (src/platform/net/redis-changes.ts), and are numbered in the store's change log
+ * (src/platform/store/change-log.ts), where a process that missed messages reads them back.
  *
  * A change carries a kind and an id, never a secret or a value: the receiver reads the row itself, so a lost,
  * repeated or late message can never make a cache wrong, only stale until the next message or full reload.
@@ -44,7 +45,7 @@ export interface ChangeFeed extends ChangePublisher {
   subscribe(listener: ChangeListener): void;
   /** Tells every listener to reload everything (the poll kept as a safety net calls it). */
   resync(): void;
-  /** `ok`, or `down` while the Redis connection is lost (then only the poll keeps processes in step). */
+  /** `ok`, or `down` while the Redis connection is lost (then the change log and the poll keep processes in step). */
   state(): 'ok' | 'down';
   close(): Promise<void>;
 }
@@ -92,9 +93,13 @@ export interface ChangeMessage {
   v: 1;
   /** The sending process (a random id per start), so it skips its own messages. */
   from: string;
-  /** `resync`: the sender could not publish for a while; everyone reloads everything. */
+  /** `resync`: the sender could not publish, nor log, for a while; everyone reloads everything. */
   resync?: true;
+  /** `catchUp`: the sender could not publish for a while, but logged its changes; everyone reads the log. */
+  catchUp?: true;
   changes: Change[];
+  /** The numbers these changes were given in the change log (src/platform/store/change-log.ts), when logged. */
+  seqs?: number[];
 }
 
 export function encodeChanges(message: ChangeMessage): string {
@@ -114,5 +119,9 @@ export function decodeChanges(text: string): ChangeMessage | null {
   const changes = m.changes.filter(
     (c): c is Change => typeof c === 'object' && c !== null && CHANGE_KINDS.includes(c.kind) && typeof c.id === 'string' && c.id.length > 0 && c.id.length <= 200,
   );
-  return { v: 1, from: m.from, ...(m.resync === true && { resync: true }), changes };
+  const seqs = Array.isArray(m.seqs) ? m.seqs.filter((n): n is number => Number.isSafeInteger(n) && n > 0) : [];
+  return {
+    v: 1, from: m.from, ...(m.resync === true && { resync: true }), ...(m.catchUp === true && { catchUp: true }), changes,
+    ...(seqs.length > 0 && { seqs }),
+  };
 }

@@ -60,6 +60,8 @@ export interface Config {
   redisUrl: string | undefined;
   /** With REDIS_URL: how often every cache is read again, the safety net under the change feed. */
   sharedCacheReloadS: number;
+  /** With REDIS_URL: how long the change log keeps an entry (docs/decisions.md, "The change log"). */
+  changeLogKeepS: number;
   authRateLimit: number;
   authIdentifierRateLimit: number;
   authMaxWrongGuessesPerHour: number;
@@ -228,6 +230,7 @@ const EnvSchema = v.object({
   SMTP_FROM: optionalText,
   REDIS_URL: urlWithScheme(['redis://', 'rediss://']),
   SHARED_CACHE_RELOAD_S: wholeNumber(1, 3600, 10),
+  CHANGE_LOG_KEEP_S: wholeNumber(60, 604800, 3600),
   AUTH_RATE_LIMIT: wholeNumber(1, 1_000_000, 30),
   AUTH_IDENTIFIER_RATE_LIMIT: wholeNumber(1, 1_000_000, 10),
   AUTH_MAX_WRONG_GUESSES_PER_HOUR: wholeNumber(1, 1000, 20),
@@ -397,6 +400,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       smtpFrom: e.SMTP_FROM,
       redisUrl: e.REDIS_URL,
       sharedCacheReloadS: e.SHARED_CACHE_RELOAD_S,
+      changeLogKeepS: e.CHANGE_LOG_KEEP_S,
       authRateLimit: e.AUTH_RATE_LIMIT,
       authIdentifierRateLimit: e.AUTH_IDENTIFIER_RATE_LIMIT,
       authMaxWrongGuessesPerHour: e.AUTH_MAX_WRONG_GUESSES_PER_HOUR,

@@ -1,36 +1,69 @@
 import crypto from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { createListeners, decodeChanges, encodeChanges, type Change, type ChangeFeed } from '../changes.ts';
+import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
+import type { ChangeLog } from '../store/change-log.ts';
 
 /** The one channel every process of a deployment publishes its changes on and listens to. */
 export const CHANGES_CHANNEL = 'minaret:changes';
 
 /** How long the start waits for the subscription before going on without it (the poll covers the gap). */
 const SUBSCRIBE_WAIT_MS = 3000;
+/** While the subscription is down, the change log is read this often, so caches still follow within a second. */
+const LOG_POLL_MS = 1000;
+/**
+ * A catch-up reads again this many entries below the highest number seen. On PostgreSQL a number is drawn
+ * before its INSERT commits, so a lower number can become visible just after a higher one; applying an entry
+ * twice is harmless (a listener reloads the row), missing one is not.
+ */
+const LOG_SLACK = 1000;
+/** Entries per read of the log. */
+const LOG_PAGE = 1000;
+/** More entries than this behind: one full reload is cheaper than reloading entry by entry. */
+const LOG_CATCH_UP_MAX = 20_000;
+/** How often the log's old entries are deleted (each process does it; deleting twice is harmless). */
+const LOG_PRUNE_MS = 60_000;
+
+export interface ChangeFeedLog {
+  log: ChangeLog;
+  /** Entries older than this are pruned; a process away for longer reloads everything instead. */
+  keepMs: number;
+  clock: Clock;
+}
 
 /**
  * The change feed over Redis pub/sub (REDIS_URL). `conn` is the service's command connection (created with
  * enableOfflineQueue off, so a publish while Redis is away fails at once instead of piling up); the feed
  * subscribes on a duplicate of it, because a subscribed connection can run no other command.
  *
- * Redis pub/sub delivers at most once: a message sent while a subscriber is away is gone. So:
- * - the subscriber, back after a loss, resubscribes and tells its process to reload everything;
- * - the publisher, back after publishes failed, sends one `resync` message that makes every process do so;
- * - the poll in src/service.ts stays as the safety net for anything else.
+ * Redis pub/sub delivers at most once: a message sent while a subscriber is away is gone. So each turn's
+ * changes are also written to the store's numbered change log (docs/decisions.md, "The change log"), and:
+ * - the subscriber, while its subscription is down, reads the log every second, and once more when it is
+ *   back, from the highest number it saw; only a gap longer than the log keeps makes it reload everything;
+ * - the publisher, back after publishes failed, sends one `catchUp` message that makes every process read the
+ *   log (or `resync`, reload everything, when its log writes failed too);
+ * - the poll in src/service.ts stays as the last safety net.
+ * Without `log` (tools, tests of the feed alone) a gap is covered by reloading everything.
  */
-export async function createRedisChangeFeed(deps: { conn: Redis; logger: Logger; onError: (what: string, err: unknown) => void; channel?: string }): Promise<ChangeFeed & { start(): void }> {
+export async function createRedisChangeFeed(deps: {
+  conn: Redis; logger: Logger; onError: (what: string, err: unknown) => void; channel?: string; log?: ChangeFeedLog;
+}): Promise<ChangeFeed & { start(): void }> {
   const channel = deps.channel ?? CHANGES_CHANNEL;
   const from = crypto.randomUUID();
   const listeners = createListeners((err) => deps.onError('change listener', err));
   const sub = deps.conn.duplicate({ autoResubscribe: false, enableOfflineQueue: true });
   sub.on('error', (err: Error) => deps.onError('redis change feed', err));
+  const reader = deps.log ? createLogReader(deps.log, from, listeners, deps.logger, deps.onError) : null;
+  // Where the log stood as this process starts: its caches load after this, so everything before is in them.
+  if (reader) await reader.init();
 
   let started = false;
   let missedBeforeStart = false;
   let subscribed = false;
   let everSubscribed = false;
   let publishFailed = false;
+  let logFailed = false;
   let closed = false;
 
   const resubscribe = async () => {
@@ -44,16 +77,24 @@ export async function createRedisChangeFeed(deps: { conn: Redis; logger: Logger;
     subscribed = true;
     everSubscribed = true;
     if (!again) return;
-    // Back after a loss: whatever was published meanwhile is lost to this process.
-    deps.logger.warn({ channel }, 'change feed back: reloading every cache from the database');
-    if (started) listeners.resync();
-    else missedBeforeStart = true;
+    // Back after a loss: whatever was published meanwhile is lost to this process, but not to the log.
+    if (!started) missedBeforeStart = true;
+    else if (reader) {
+      deps.logger.warn({ channel }, 'change feed back: reading the changes made meanwhile from the change log');
+      void reader.catchUp();
+    } else {
+      deps.logger.warn({ channel }, 'change feed back: reloading every cache from the database');
+      listeners.resync();
+    }
   };
   sub.on('ready', () => void resubscribe());
   sub.on('close', () => {
     if (!subscribed || closed) return;
     subscribed = false;
-    deps.logger.warn({ channel }, 'change feed lost (Redis unreachable): other processes\' changes arrive by the poll until it is back');
+    reader?.lost();
+    deps.logger.warn({ channel }, reader
+      ? 'change feed lost (Redis unreachable): other processes\' changes are read from the change log until it is back'
+      : 'change feed lost (Redis unreachable): other processes\' changes arrive by the poll until it is back');
   });
   sub.on('message', (from_: string, text: string) => {
     if (from_ !== channel) return;
@@ -65,28 +106,52 @@ export async function createRedisChangeFeed(deps: { conn: Redis; logger: Logger;
     }
     if (message.resync) listeners.resync();
     for (const change of message.changes) listeners.changed(change, 'remote');
+    if (message.seqs) reader?.saw(message.seqs);
+    if (message.catchUp && !message.resync) {
+      if (reader) void reader.catchUp();
+      else listeners.resync();
+    }
   });
   deps.conn.on('ready', () => {
     if (!publishFailed) return;
-    deps.conn.publish(channel, encodeChanges({ v: 1, from, resync: true, changes: [] })).then(
-      () => void (publishFailed = false),
+    // What this process changed meanwhile is in the log, unless writing there failed too.
+    const tell = logFailed || !reader ? { resync: true as const } : { catchUp: true as const };
+    deps.conn.publish(channel, encodeChanges({ v: 1, from, ...tell, changes: [] })).then(
+      () => {
+        publishFailed = false;
+        logFailed = false;
+      },
       () => undefined, // still failing: the next 'ready' tries again
     );
   });
 
   // The changes of one turn go out as one message, after the turn's transactions have all committed.
   const pending = new Map<string, Change>();
-  const flush = () => {
+  const timers: NodeJS.Timeout[] = [];
+  // Logged first, so the message can carry the entries' numbers (a receiver's catch-up starts above them).
+  const flush = async () => {
     const changes = [...pending.values()];
     pending.clear();
+    let seqs: number[] = [];
+    if (deps.log) {
+      try {
+        seqs = await deps.log.log.append(from, changes, deps.log.clock());
+      } catch (err) {
+        // The write itself committed; only other processes' catch-up misses it, and the poll covers that.
+        logFailed = true;
+        deps.onError('change log append', err);
+      }
+    }
     if (deps.conn.status !== 'ready') {
       publishFailed = true;
       return;
     }
-    deps.conn.publish(channel, encodeChanges({ v: 1, from, changes })).catch((err: unknown) => {
+    try {
+      await deps.conn.publish(channel, encodeChanges({ v: 1, from, changes, ...(seqs.length > 0 && { seqs }) }));
+    } catch (err) {
       publishFailed = true;
       deps.onError('redis change feed publish', err);
-    });
+    }
   };
 
   await Promise.race([
@@ -106,7 +171,7 @@ export async function createRedisChangeFeed(deps: { conn: Redis; logger: Logger;
   return {
     publish(change) {
       listeners.changed(change, 'local');
-      if (pending.size === 0) queueMicrotask(flush);
+      if (pending.size === 0) queueMicrotask(() => void flush());
       pending.set(`${change.kind}:${change.id}`, change);
     },
     subscribe: listeners.add,
@@ -117,10 +182,117 @@ export async function createRedisChangeFeed(deps: { conn: Redis; logger: Logger;
       started = true;
       if (missedBeforeStart) listeners.resync();
       missedBeforeStart = false;
+      if (!reader || !deps.log) return;
+      const log = deps.log;
+      // Every second while the subscription is down, the log stands in for it.
+      const poll = setInterval(() => {
+        if (!subscribed || deps.conn.status !== 'ready') void reader.catchUp();
+      }, LOG_POLL_MS);
+      const prune = setInterval(() => {
+        log.log.prune(log.clock() - log.keepMs).catch((err: unknown) => deps.onError('change log prune', err));
+      }, LOG_PRUNE_MS);
+      poll.unref();
+      prune.unref();
+      timers.push(poll, prune);
     },
     async close() {
       closed = true;
+      for (const timer of timers) clearInterval(timer);
       sub.disconnect();
+    },
+  };
+}
+
+/**
+ * The subscriber's side of the change log: the highest number this process has seen (from messages and from
+ * reads), the numbers just below it already applied, and the catch-up that applies the rest, once at a time.
+ */
+function createLogReader(
+  feedLog: ChangeFeedLog, self: string, listeners: ReturnType<typeof createListeners>, logger: Logger,
+  onError: (what: string, err: unknown) => void,
+) {
+  const { log, clock, keepMs } = feedLog;
+  /** null: unknown (the log could not be read), so the next catch-up reloads everything. */
+  let cursor: number | null = null;
+  const applied = new Set<number>();
+  let lostAt: number | null = null;
+  let running: Promise<void> | null = null;
+  let again = false;
+
+  const advance = (seq: number) => {
+    applied.add(seq);
+    if (cursor === null || seq > cursor) cursor = seq;
+  };
+  const forget = () => {
+    if (cursor === null || applied.size <= 2 * LOG_SLACK) return;
+    for (const seq of applied) if (seq <= cursor - LOG_SLACK) applied.delete(seq);
+  };
+  const reloadAll = async (why: string) => {
+    // The position first: while the store is away this throws, and nothing reloads from a store that cannot answer.
+    const head = await log.head();
+    logger.warn({ why }, 'change feed: reloading every cache from the database');
+    listeners.resync();
+    applied.clear();
+    cursor = head;
+  };
+  const pass = async () => {
+    if (cursor === null) return reloadAll('the change log\'s position was unknown');
+    if (lostAt !== null && clock() - lostAt > keepMs) return reloadAll('away longer than the change log keeps');
+    let after = Math.max(0, cursor - LOG_SLACK);
+    let fresh = 0;
+    for (;;) {
+      const page = await log.since(after, LOG_PAGE);
+      for (const entry of page) {
+        after = entry.seq;
+        if (applied.has(entry.seq)) continue;
+        advance(entry.seq);
+        if (entry.origin === self) continue;
+        if (++fresh > LOG_CATCH_UP_MAX) return reloadAll('too far behind the change log');
+        listeners.changed({ kind: entry.kind, id: entry.id }, 'remote');
+      }
+      if (page.length < LOG_PAGE) break;
+    }
+    forget();
+    lostAt = null;
+    if (fresh > 0) logger.info({ changes: fresh, seq: cursor }, 'change feed: caught up from the change log');
+  };
+
+  return {
+    async init() {
+      try {
+        cursor = await log.head();
+      } catch (err) {
+        onError('change log', err); // unknown: the first catch-up reloads everything
+      }
+    },
+    /** The subscription is down from now: a gap longer than the log keeps is not read entry by entry. */
+    lost() {
+      lostAt ??= clock();
+    },
+    /** Numbers a message carried: their changes were applied as the message arrived. */
+    saw(seqs: readonly number[]) {
+      for (const seq of seqs) advance(seq);
+      forget();
+    },
+    /** Applies every entry not seen yet; a call while one runs makes it run once more after. */
+    catchUp(): Promise<void> {
+      if (running) {
+        again = true;
+        return running;
+      }
+      running = (async () => {
+        do {
+          again = false;
+          try {
+            await pass();
+          } catch (err) {
+            onError('change log catch-up', err); // the next poll, message or reconnect tries again
+          }
+        } while (again);
+      })().finally(() => {
+        running = null;
+      });
+      return running;
     },
   };
 }
