@@ -139,3 +139,55 @@ test('PostgreSQL restarting under the service: writes answer 503 storage_unavail
   assert.equal(row!.name, 'After the restart');
   assert.equal(closed, false);
 });
+
+test('a statement past DATABASE_STATEMENT_TIMEOUT_MS, and a query kept waiting 5 s for a free connection of a full pool, answer 503 storage_unavailable and change nothing', { skip, timeout: 90_000 }, async (t) => {
+  const url = await cluster.database();
+  const files = durableFiles(t, 'pg-timeouts');
+  const rename = (ts: Awaited<ReturnType<typeof startTestService>>, id: string, token: string, name: string) =>
+    ts.http.patch(`/api/v1/mosques/${id}`, { name }, token);
+  // Another program holds the mosques table (a long migration, a stuck admin session): every statement on it waits.
+  const holder = new pg.Client(url);
+  t.after(() => holder.end().catch(() => undefined));
+
+  // The statement timeout: PostgreSQL cancels the wait for the lock (SQLSTATE 57014), and the rename answers 503.
+  {
+    const ts = await startTestService(t, { env: { ...files.env, DATABASE_URL: url, DATABASE_STATEMENT_TIMEOUT_MS: '500' }, logLevel: 'fatal' });
+    const { owner, mosque } = await mosqueWithOwner(ts);
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query('LOCK TABLE mosques IN ACCESS EXCLUSIVE MODE');
+    const refused = await rename(ts, mosque.id, owner.token, 'Renamed under the lock');
+    assert.equal(refused.status, 503, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.code, 'storage_unavailable');
+    await holder.query('ROLLBACK');
+    const [row] = await rowsOf(url, `SELECT name FROM mosques WHERE id = '${mosque.id}'`);
+    assert.equal(row!.name, mosque.name, 'the cancelled write changed nothing');
+    assert.equal((await rename(ts, mosque.id, owner.token, 'Renamed after')).status, 200, 'and the next one is taken');
+    await ts.service.close();
+  }
+
+  // The pool's wait: one connection, held by a statement waiting on the lock; the next query waits 5 s for it, then 503.
+  {
+    const fresh = await cluster.database();
+    const other = durableFiles(t, 'pg-pool-wait');
+    const ts = await startTestService(t, { env: { ...other.env, DATABASE_URL: fresh, DATABASE_POOL_SIZE: '1', DATABASE_STATEMENT_TIMEOUT_MS: '30000' }, logLevel: 'fatal' });
+    const { owner: admin, mosque } = await mosqueWithOwner(ts);
+    const locker = new pg.Client(fresh);
+    t.after(() => locker.end().catch(() => undefined));
+    await locker.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE mosques IN ACCESS EXCLUSIVE MODE');
+    const first = rename(ts, mosque.id, admin.token, 'First, waiting on the lock');
+    await new Promise((r) => setTimeout(r, 300)); // the first holds the pool's one connection now
+    const started = Date.now();
+    const second = await rename(ts, mosque.id, admin.token, 'Second, waiting for a connection');
+    const waited = Date.now() - started;
+    assert.equal(second.status, 503, JSON.stringify(second.body));
+    assert.equal(second.body.error.code, 'storage_unavailable');
+    assert.ok(waited >= 4500, `refused after ${waited} ms: it waits for a free connection first`);
+    await locker.query('ROLLBACK');
+    assert.equal((await first).status, 200, 'the first goes through once the lock is released');
+    const [row] = await rowsOf(fresh, `SELECT name FROM mosques WHERE id = '${mosque.id}'`);
+    assert.equal(row!.name, 'First, waiting on the lock', 'the refused write changed nothing');
+  }
+});
