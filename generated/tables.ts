@@ -144,6 +144,14 @@ export interface DevicesTable {
   timeline_floor: Generated<number>;
 }
 
+export interface DutyRunsTable {
+  duty: string;
+  period: number;
+  node: string;
+  until: number;
+  done: number;
+}
+
 export interface InvitesTable {
   id: string;
   mosque_id: string;
@@ -368,6 +376,7 @@ export interface Tables {
   device_logs: DeviceLogsTable;
   device_timeline_orphans: DeviceTimelineOrphansTable;
   devices: DevicesTable;
+  duty_runs: DutyRunsTable;
   invites: InvitesTable;
   login_codes: LoginCodesTable;
   membership_removals: MembershipRemovalsTable;

@@ -33,6 +33,7 @@ import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
 import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
 import { createChangeLog } from './platform/store/change-log.ts';
+import { createDuties, type Duties } from './platform/store/duties.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
@@ -111,6 +112,8 @@ export interface Service {
 
 /** Past this many bytes waiting for a stuck stdout reader (a paused pipe, a slow journald), lines are dropped. */
 export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
+/** How often the change log's entries past CHANGE_LOG_KEEP_S are deleted (once across nodes: a periodic duty). */
+const CHANGE_LOG_PRUNE_MS = 10 * 60 * 1000;
 
 /**
  * JSON lines on stdout, written asynchronously: pino's default is a synchronous write(2) per line, which
@@ -177,7 +180,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const transport = opts.transport ?? createTransport(config, logger);
     const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
     closers.push({ name: 'notifier', close: () => notifier.close() });
-    const { changes, redis, startFeed } = await openChangeFeed(config, { logger, faults, store, clock });
+    // The deployment's periodic duties, each run claimed once across nodes; started once everything they run is.
+    const duties = createDuties({ store, clock, onError: (what, err) => void faults.report(what, err) });
+    const { changes, redis, startFeed } = await openChangeFeed(config, { logger, faults, store, clock, duties });
     closers.push({ name: 'change feed', close: async () => {
       await changes.close();
       redis?.disconnect();
@@ -193,7 +198,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
       membershipStatus: async (mosqueId, userId, q) => (await people.memberships.findFor(mosqueId, userId, q))?.status ?? null,
       membershipRemoved: (mosqueId, userId, q) => people.memberships.wasRemoved(mosqueId, userId, q),
-      changes,
+      changes, duties,
     });
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
@@ -283,6 +288,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     }
     scheduler.start();
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
+    duties.start();
+    closers.push({ name: 'periodic duties', close: () => duties.stop() });
     const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);
     outboxTimer.unref();
     closers.push({ name: 'push outbox', close: () => clearInterval(outboxTimer) });
@@ -408,7 +415,7 @@ function buildAudio(
  * away a command fails at once (the limiters fall back to memory, the feed to its change log in the store) instead of queueing.
  */
 async function openChangeFeed(
-  config: Config, deps: { logger: Logger; faults: { report(what: string, err: unknown): unknown }; store: Store; clock: Clock },
+  config: Config, deps: { logger: Logger; faults: { report(what: string, err: unknown): unknown }; store: Store; clock: Clock; duties: Duties },
 ): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
   const { logger, faults } = deps;
   const onError = (what: string, err: unknown) => void faults.report(what, err);
@@ -418,6 +425,7 @@ async function openChangeFeed(
   const redis = new RedisClient(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   redis.on('error', (err: Error) => onError('redis connection', err));
   const log = { log: createChangeLog(deps.store), keepMs: config.changeLogKeepS * 1000, clock: deps.clock };
+  deps.duties.add('change log prune', CHANGE_LOG_PRUNE_MS, () => log.log.prune(deps.clock() - log.keepMs));
   const feed = await createRedisChangeFeed({ conn: redis, logger, onError, log });
   return { changes: feed, redis, startFeed: () => feed.start() };
 }

@@ -17,6 +17,7 @@ import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
 import type { MembershipChange, MembershipStatus } from '../mosques/memberships.ts';
 import type { ChangePublisher } from '../platform/changes.ts';
+import type { Duties } from '../platform/store/duties.ts';
 import type { DeviceInfo } from './devices.ts';
 import type { AdminStore } from '../mosques/admins.ts';
 import type { TelemetryIngest } from './telemetry/telemetry.ts';
@@ -55,6 +56,8 @@ export async function createDevicePlane(deps: {
   membershipRemoved: (mosqueId: string, userId: string, q: Queries) => Promise<boolean>;
   /** Where registry and lease writes are announced (src/platform/changes.ts). */
   changes?: ChangePublisher;
+  /** Where the deployment's periodic duties are claimed, so the timeline's pruning runs once across nodes. */
+  duties: Pick<Duties, 'add'>;
   /** The stream address configs carry (src/devices/entitlement.ts); default the mosque's own stream_url. */
   streamUrl?: (mosque: MosqueRow, lease: string | null) => string | null;
 }) {
@@ -124,8 +127,8 @@ export async function createDevicePlane(deps: {
   /** One pass at a time: a pass runs in slices between the devices' packets, and may outlast the next tick. */
   let pruning: Promise<void> | null = null;
   let started = false;
-  const prune = () => {
-    pruning ??= timeline
+  const prune = (): Promise<void> => {
+    return pruning ??= timeline
       .prune(deps.config.deviceEventsRetentionDays, deps.config.deviceEventsMaxPerDevice, { stopped: () => !started })
       .then(
         (removed) => {
@@ -139,6 +142,8 @@ export async function createDevicePlane(deps: {
         pruning = null;
       });
   };
+  // Hourly and once across nodes (src/platform/store/duties.ts); the first check runs it as the service starts.
+  deps.duties.add('timeline prune', PRUNE_INTERVAL_MS, prune);
   let timers: NodeJS.Timeout[] = [];
 
   /** Rotated, deleted or disabled elsewhere, a live connection here is closed at once. */
@@ -315,8 +320,7 @@ export async function createDevicePlane(deps: {
     retainAllConfigs,
     start(): void {
       started = true;
-      prune();
-      timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(PRUNE_INTERVAL_MS, 'timeline prune', prune), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
+      timers = [every(SWEEP_INTERVAL_MS, 'stale sweep', () => telemetry.sweep()), every(FLUSH_INTERVAL_MS, 'telemetry flush', () => telemetry.flush()), every(LEASE_CHECK_INTERVAL_MS, 'lease renewal', renewLeases)];
     },
     async stop(): Promise<void> {
       started = false;

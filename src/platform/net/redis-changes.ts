@@ -22,12 +22,10 @@ const LOG_SLACK = 1000;
 const LOG_PAGE = 1000;
 /** More entries than this behind: one full reload is cheaper than reloading entry by entry. */
 const LOG_CATCH_UP_MAX = 20_000;
-/** How often the log's old entries are deleted (each process does it; deleting twice is harmless). */
-const LOG_PRUNE_MS = 60_000;
 
 export interface ChangeFeedLog {
   log: ChangeLog;
-  /** Entries older than this are pruned; a process away for longer reloads everything instead. */
+  /** Entries older than this are pruned (src/service.ts); a process away for longer reloads everything instead. */
   keepMs: number;
   clock: Clock;
 }
@@ -182,18 +180,13 @@ export async function createRedisChangeFeed(deps: {
       started = true;
       if (missedBeforeStart) listeners.resync();
       missedBeforeStart = false;
-      if (!reader || !deps.log) return;
-      const log = deps.log;
+      if (!reader) return;
       // Every second while the subscription is down, the log stands in for it.
       const poll = setInterval(() => {
         if (!subscribed || deps.conn.status !== 'ready') void reader.catchUp();
       }, LOG_POLL_MS);
-      const prune = setInterval(() => {
-        log.log.prune(log.clock() - log.keepMs).catch((err: unknown) => deps.onError('change log prune', err));
-      }, LOG_PRUNE_MS);
       poll.unref();
-      prune.unref();
-      timers.push(poll, prune);
+      timers.push(poll);
     },
     async close() {
       closed = true;
