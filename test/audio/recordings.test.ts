@@ -62,8 +62,6 @@ function zipOf(name: string, data: Buffer): Buffer {
 }
 
 test('a manager uploads an MP3, an Ogg Vorbis and an Ogg Opus file, each stored with its measured length, type, size and hash', async (t) => {
-  const ts = await startTestService(t, { logLevel: 'warn' });
-  const { owner, mosque } = await mosqueWithOwner(ts);
   const audio = audioFiles(t);
   const cases = [
     { kind: 'mp3', seconds: 3, type: 'audio/mpeg', stored: 'audio/mpeg' },
@@ -72,9 +70,12 @@ test('a manager uploads an MP3, an Ogg Vorbis and an Ogg Opus file, each stored 
     // An Opus file a browser labels audio/ogg (its container): the same file, accepted as what it is.
     { kind: 'opus.ogg', seconds: 2, type: 'audio/ogg', stored: 'audio/ogg; codecs=opus' },
   ] as const;
+  const made = cases.map((c) => audio.make(c.kind, c.seconds)); // before the service starts: see the next test
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { owner, mosque } = await mosqueWithOwner(ts);
   let first = true;
-  for (const c of cases) {
-    const data = audio.make(c.kind, c.seconds);
+  for (const [i, c] of cases.entries()) {
+    const data = made[i]!;
     const before = Math.floor(ts.clock() / 1000);
     const res = await upload(ts, mosque.id, owner.token, data, c.type);
     const after = Math.floor(ts.clock() / 1000);
@@ -98,8 +99,8 @@ test('a manager uploads an MP3, an Ogg Vorbis and an Ogg Opus file, each stored 
 });
 
 test('anything but a whole MP3, Ogg Vorbis or Ogg Opus file within the limits is refused with a message, and nothing is stored', async (t) => {
-  const ts = await startTestService(t, { logLevel: 'warn' });
-  const { owner, mosque } = await mosqueWithOwner(ts);
+  // Every file is made (ffmpeg, synchronously) before the service starts: a make between two requests blocks this
+  // process, the service's too, past its keep-alive timeout, and the client's next request on that socket is reset.
   const audio = audioFiles(t);
   const mp3 = audio.make('mp3', 3);
   const refusals: Array<{ what: string; data: Uint8Array | string; type: string; message: RegExp }> = [
@@ -116,6 +117,8 @@ test('anything but a whole MP3, Ogg Vorbis or Ogg Opus file within the limits is
     { what: 'an MP3 of 10 minutes and 5 seconds', data: audio.make('mp3', 605, ['-b:a', '8k']), type: 'audio/mpeg', message: /^The recording lasts 605 s; at most 600 s/ },
     { what: 'an empty body', data: '', type: 'audio/mpeg', message: /^The file is empty\.$/ },
   ];
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { owner, mosque } = await mosqueWithOwner(ts);
   for (const r of refusals) {
     const res = await upload(ts, mosque.id, owner.token, r.data, r.type);
     assertError(res, 400, 'validation_failed');
