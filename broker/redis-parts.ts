@@ -25,6 +25,10 @@ export async function redisParts(url: string, onError: (what: string, err: Error
   // and the process died at its stop. The connection is closed either way, which is all QUIT asked for.
   const pubSub = mq as unknown as { subConn: Redis; pubConn: Redis };
   for (const c of [pubSub.subConn, pubSub.pubConn]) unawaitedMayFail(c, ['quit']);
+  // ioredis itself, back after a reconnect, sends SELECT and renews the subscriptions (SUBSCRIBE, PSUBSCRIBE)
+  // without awaiting them: a connection lost or closed again before they were answered left their rejection
+  // unhandled (ioredis 5.11). The emitter's own subscribe calls pass callbacks and still see their errors.
+  unawaitedMayFail(pubSub.subConn, ['select', 'subscribe', 'psubscribe']);
   // The persistence sends LREM and RPUSH without awaiting them (storing and clearing a will, dropping a queued
   // message it cannot decode): with Redis away, their rejection after the retries, or at the stop's disconnect,
   // went unhandled and ended the process with every device on it. Its awaited commands still fail for their
@@ -58,7 +62,7 @@ export async function redisParts(url: string, onError: (what: string, err: Error
  * libraries that send a command and drop its promise, which Node would otherwise report as an unhandled
  * rejection, fatal for this process (src/main.ts).
  */
-function unawaitedMayFail(conn: Redis, commands: ReadonlyArray<'quit' | 'lrem' | 'rpush'>): void {
+function unawaitedMayFail(conn: Redis, commands: ReadonlyArray<'quit' | 'lrem' | 'rpush' | 'select' | 'subscribe' | 'psubscribe'>): void {
   const methods = conn as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
   for (const name of commands) {
     const send = methods[name]!.bind(conn);
