@@ -24,6 +24,8 @@ interface Duty {
   periodMs: number;
   pass: () => Promise<unknown>;
   running: boolean;
+  /** The last period this node saw done: nothing to ask the store until the next one. */
+  doneThrough: number;
 }
 
 export interface Duties {
@@ -43,9 +45,17 @@ export function createDuties(deps: { store: Store; clock: Clock; onError: (what:
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
 
-  /** One conditional write: a new run, or one whose claim lapsed unfinished. True when this node holds it now. */
+  /**
+   * One conditional write: a new run, or one whose claim lapsed unfinished. True when this node holds it now.
+   * A read first, so a run that is done or held costs no write: on the SQLite file a write waits for the file's
+   * lock, and another process holding it would hold this node's event loop each check.
+   */
   const claim = async (duty: Duty, period: number): Promise<boolean> => {
     const now = clock();
+    const row = await store.selectFrom('duty_runs').select(['done', 'until'])
+      .where('duty', '=', duty.name).where('period', '=', period).executeTakeFirst();
+    if (row?.done) duty.doneThrough = period;
+    if (row && (row.done || row.until >= now)) return false;
     const result = await store.insertInto('duty_runs')
       .values({ duty: duty.name, period, node, until: now + HOLD_MS, done: 0 })
       .onConflict((oc) => oc.columns(['duty', 'period'])
@@ -66,6 +76,7 @@ export function createDuties(deps: { store: Store; clock: Clock; onError: (what:
   const runIfDue = async (duty: Duty) => {
     if (duty.running || stopped) return;
     const period = Math.floor(clock() / duty.periodMs);
+    if (period <= duty.doneThrough) return;
     duty.running = true;
     try {
       if (!(await claim(duty, period))) return;
@@ -79,7 +90,10 @@ export function createDuties(deps: { store: Store; clock: Clock; onError: (what:
         clearInterval(keep);
       }
       // Stopped mid-pass: left unfinished on purpose, as a node that died leaves it; the next one runs it whole.
-      if (!stopped) await finish(duty, period);
+      if (!stopped) {
+        await finish(duty, period);
+        duty.doneThrough = period;
+      }
     } catch (err) {
       deps.onError(duty.name, err); // unfinished: the claim lapses and a node's next check runs it again
     } finally {
@@ -92,7 +106,7 @@ export function createDuties(deps: { store: Store; clock: Clock; onError: (what:
   };
   return {
     add(name, periodMs, pass) {
-      duties.push({ name, periodMs, pass, running: false });
+      duties.push({ name, periodMs, pass, running: false, doneThrough: -1 });
     },
     check,
     start() {
