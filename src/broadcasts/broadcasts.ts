@@ -70,6 +70,11 @@ export interface StartBroadcast {
   waitForSource?: boolean;
   /** Plays the recorded azaan (a missed live one). */
   fallback?: boolean;
+  /**
+   * Asked first, inside the start's transaction: false refuses the start (`conflict`) and writes nothing. A
+   * scheduled start checks that its claim on the slot is still its own (src/schedule/scheduler.ts).
+   */
+  guard?: (trx: Queries) => Promise<boolean>;
 }
 
 /**
@@ -129,6 +134,7 @@ export function createBroadcasts(deps: { store: Store; clock: Clock; activity: P
       // Asked before the transaction: the source follow reads the store, which waits while a transaction holds it.
       const waits = !input.fallback && (input.waitForSource ?? await waitsForSource(mosqueId));
       const started = await store.transaction().execute(async (trx): Promise<Result<BroadcastRow>> => {
+        if (input.guard && !(await input.guard(trx))) return fail('conflict', 'This scheduled start was taken over by another process.');
         const id = crypto.randomUUID();
         // One live broadcast per mosque is the unique index broadcasts_one_live (migration 002): a start while
         // one is live inserts nothing, whichever process or connection started the other (on PostgreSQL the

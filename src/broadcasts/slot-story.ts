@@ -1,5 +1,5 @@
 import type { Audio } from '../audio/audio.ts';
-import type { Broadcasts } from './broadcasts.ts';
+import type { Broadcasts, StartBroadcast } from './broadcasts.ts';
 import type { PushOutbox } from './push-outbox.ts';
 import type { SourceFollow } from './source-follow.ts';
 
@@ -20,8 +20,10 @@ export function slotBroadcasts(deps: {
   const { broadcasts, follow, outbox, audio } = deps;
   return {
     /** An auto start is the service's own: no title, no actor. */
-    async startAzaan(mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }): Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }> {
-      const started = await broadcasts.start(mosqueId, { ...call, title: null }, null);
+    async startAzaan(
+      mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }, guard?: StartBroadcast['guard'],
+    ): Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }> {
+      const started = await broadcasts.start(mosqueId, { ...call, title: null, ...(guard && { guard }) }, null);
       return started.ok ? { ok: true, broadcastId: started.value.id } : { ok: false, message: started.message ?? started.failure };
     },
     /** Queued, then sent at once rather than at the outbox's next tick. */

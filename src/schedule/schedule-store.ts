@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { Store } from '../platform/store/store.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import type { MosqueStore, Prayer } from '../mosques/mosques.ts';
 import type { Slot, SlotSource, TimetableDay } from './slots.ts';
 import type { ScheduleSlotsTable } from '../../generated/tables.ts';
@@ -152,6 +152,18 @@ export async function createScheduleStore(store: Store, mosques: Pick<MosqueStor
           .where('schedule_slots.status', 'not in', ['live', 'done', 'missed']))
         .executeTakeFirst();
       return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;
+    },
+    /**
+     * Whether the auto_start claim made at `claimedMs` is still the claimer's: no broadcast yet, not taken over
+     * (a takeover writes its own time). On PostgreSQL the UPDATE also locks the row until `q`'s transaction ends,
+     * so a takeover's claim waits for the start it would race.
+     */
+    async holdsAutoStart(slot: Slot, claimedMs: number, q: Queries): Promise<boolean> {
+      const r = await q.updateTable('schedule_slots').set((eb) => ({ updated_at: eb.ref('updated_at') }))
+        .where('mosque_id', '=', slot.mosqueId).where('date', '=', slot.date).where('prayer', '=', slot.prayer).where('idx', '=', slot.index)
+        .where('auto_started', '=', 1).where('broadcast_id', 'is', null).where('updated_at', '=', seconds(claimedMs))
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) === 1;
     },
     async releaseAutoStart(slot: Slot): Promise<void> {
       await store.updateTable('schedule_slots').set({ auto_started: 0 })

@@ -45,7 +45,10 @@ export interface SchedulerDeps {
   /** Where a slot's recorded status change is told: the mosque's open event streams (the console's live schedule page). */
   announce?: (mosqueId: string, event: () => ScheduleEvent) => void;
   /** The auto_start port: starts the broadcast of a slot, as a trigger admin would. */
-  startAzaan: (mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }) => Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }>;
+  /** `guard` runs inside the start's transaction; false refuses the start and writes nothing. */
+  startAzaan: (
+    mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }, guard?: (q: Queries) => Promise<boolean>,
+  ) => Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }>;
   /**
    * With an audio server (src/broadcasts/source-follow.ts), what it saw decides: whether the mosque's source was
    * on air between the two times (ms), why not, and the recorded azaan played instead. Absent: a started azaan
@@ -148,7 +151,10 @@ export function createScheduler(deps: SchedulerDeps) {
       if (served || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
       if (!(await store.claimAutoStart(slot, now))) return; // another process holds it (or started it)
       // A Jumu'ah slot's call is a jummah broadcast (its own notification toggle); every other slot's an azaan.
-      const started = await deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer });
+      // The start holds only while the claim is still this pass's: a process cut off between its claim and its
+      // start (its write waiting on a dead network) may finish the write long after another took the slot over.
+      const started = await deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer },
+        (q) => store.holdsAutoStart(slot, now, q));
       if (!started.ok) {
         await store.releaseAutoStart(slot);
         return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');

@@ -12,6 +12,8 @@ import { openDatabase } from '../../src/platform/db.ts';
 import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
+import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
+import { createActivityLog } from '../../src/mosques/activity.ts';
 import type { Slot } from '../../src/schedule/slots.ts';
 
 // Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is fixed at 13:00 local = 12:00 UTC.
@@ -193,6 +195,33 @@ test('an auto_start claimed by a process that died before starting is started by
   const list = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body;
   assert.equal(list.length, 1, 'taken over');
   assert.equal((await dhuhr(ts, owner.token, mosque.id)).status, 'live');
+});
+
+test('a process whose start comes after another took its auto_start claim over starts nothing: one azaan, not a second once the first ended', async (t) => {
+  const { ts, clock, owner, mosque, tx } = await world(t, { auto_start: true });
+  const device = await connectDevice(t, tx.credentials);
+  await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
+  // Process A claims through a connection of its own; its start then waits (cut off from the network, say).
+  const db = openDatabase(ts.config.databasePath);
+  t.after(() => db.close());
+  const storeA = await createScheduleStore(sqliteStore(db), createMosqueStore(sqliteStore(db), Date.now));
+  const slot = dhuhrSlot(mosque.id);
+  assert.equal(await storeA.claimAutoStart(slot, T('12:00')), true);
+  // This process takes the claim over after 15 s, starts the azaan, and the azaan ends.
+  clock.set(T('12:00') + 15_000);
+  await ts.service.schedule.runDue();
+  const list = (await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body;
+  assert.equal(list.length, 1, 'taken over');
+  assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts/${list[0].id}/stop`, {}, owner.token)).status, 200);
+  // A's start finally runs, guarded as the scheduler guards it: refused, nothing written.
+  const broadcastsA = createBroadcasts({ store: sqliteStore(db), clock, activity: createActivityLog(sqliteStore(db), clock) });
+  const late = await broadcastsA.start(mosque.id, { kind: 'azaan', prayer: 'dhuhr', title: null, guard: (q) => storeA.holdsAutoStart(slot, T('12:00'), q) }, null);
+  assert.equal(late.ok, false);
+  assert.equal(!late.ok && late.failure, 'conflict');
+  assert.equal((await ts.http.get(`${API}/mosques/${mosque.id}/broadcasts`, owner.token)).body.length, 1, 'no second azaan');
+  // Unguarded, the same late start would have gone through: the one-live-broadcast rule alone does not stop it.
+  const unguarded = await broadcastsA.start(mosque.id, { kind: 'azaan', prayer: 'dhuhr', title: null }, null);
+  assert.equal(unguarded.ok, true);
 });
 
 test('a restart neither repeats an alert already sent nor skips the missed check that falls due', async (t) => {
