@@ -145,6 +145,7 @@ export async function createDevicePlane(deps: {
   // Hourly and once across nodes (src/platform/store/duties.ts); the first check runs it as the service starts.
   deps.duties.add('timeline prune', PRUNE_INTERVAL_MS, prune);
   let timers: NodeJS.Timeout[] = [];
+  const reload: { running: Promise<void> | null; again: boolean } = { running: null, again: false };
 
   /** Rotated, deleted or disabled elsewhere, a live connection here is closed at once. */
   const cutOffIfRevoked = (id: string, before: DeviceInfo) => {
@@ -379,11 +380,28 @@ export async function createDevicePlane(deps: {
     },
 
     /** Everything again from the database (the feed was away, or the safety-net poll), with the same cut-offs. */
-    async reloadAll(): Promise<void> {
-      const before = devices.snapshot();
-      await devices.reloadAll();
-      await entitlement.reloadAll();
-      for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
+    /**
+     * One pass at a time: on a large fleet a pass (a membership read per leased player) can outlast the
+     * SHARED_CACHE_RELOAD_S poll that asks for it, and passes piled up behind one another starved the devices'
+     * own writes. Asked while one runs, one more pass follows it (what changed after it read a row is not in it).
+     */
+    reloadAll(): Promise<void> {
+      if (reload.running) {
+        reload.again = true;
+        return reload.running;
+      }
+      reload.running = (async () => {
+        do {
+          reload.again = false;
+          const before = devices.snapshot();
+          await devices.reloadAll();
+          await entitlement.reloadAll();
+          for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
+        } while (reload.again);
+      })().finally(() => {
+        reload.running = null;
+      });
+      return reload.running;
     },
   };
 }
