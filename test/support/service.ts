@@ -10,6 +10,7 @@ import { loadConfig, type Config } from '../../src/platform/config.ts';
 import type { OutgoingMessage, Transport } from '../../src/platform/notify.ts';
 import { startService, type Service } from '../../src/service.ts';
 import type { PushNetwork } from '../../notify/webpush.ts';
+import { copyPostgresDatabase, freshPostgresUrl, onPostgres } from './database.ts';
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
@@ -75,27 +76,43 @@ after(() => {
  * (`messages`) and logged stays with it. The kept files go when the file's last test has ended.
  */
 export function copiedWorld<W>(build: (ts: TestService) => Promise<W>, opts: { env?: Record<string, string>; logLevel?: string } = {}) {
-  let made: Promise<{ dir: string; world: W }> | null = null;
+  let made: Promise<{ dir: string; url: string | null; world: W }> | null = null;
   const make = async (t: TestContext) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-'));
     worldDirs.push(dir);
-    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } });
+    // On PostgreSQL (MINARET_TEST_STORE) the world's rows are a database of their own, copied as a template.
+    const url = onPostgres ? await freshPostgresUrl() : null;
+    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, ...(url && { DATABASE_URL: url }) } });
     const world = await build(ts);
-    // Closed, so the files are whole (the WAL checkpointed) before they are copied.
+    // Closed, so the files are whole (the WAL checkpointed) before they are copied, and no connection is left
+    // to the template PostgreSQL copies.
     await ts.service.close();
-    return { dir, world };
+    return { dir, url, world };
   };
   return async (t: TestContext): Promise<W & { ts: TestService }> => {
-    const { dir, world } = await (made ??= make(t));
+    const { dir, url, world } = await (made ??= make(t));
     const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-copy-'));
     t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
     fs.cpSync(dir, copy, { recursive: true });
-    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(copy, 'minaret.db'), DATA_DIR: copy } });
+    const copied = url && { DATABASE_URL: await copyPostgresDatabase(url) };
+    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(copy, 'minaret.db'), DATA_DIR: copy, ...copied } });
     return { ...world, ts };
   };
 }
 
-/** A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. */
+/**
+ * With MINARET_TEST_STORE=postgres, the PostgreSQL database that stands for the SQLite file at `file`: the same
+ * one each time a test names the same DATABASE_PATH (a restart on durableFiles finds its rows again), a fresh
+ * one for a file not named before.
+ */
+const databaseOfFile = new Map<string, Promise<string>>();
+
+/**
+ * A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. With
+ * MINARET_TEST_STORE=postgres (test/support/database.ts) it runs on a fresh PostgreSQL database instead
+ * (DATABASE_URL), unless the test names its own DATABASE_URL; a DATABASE_PATH the test names maps to one
+ * database for the whole file, as the SQLite file would outlive the service.
+ */
 export async function startTestService(
   t: TestContext,
   opts: {
@@ -112,6 +129,10 @@ export async function startTestService(
   } = {},
 ): Promise<TestService> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-test-'));
+  const file = opts.env?.DATABASE_PATH;
+  const postgres = onPostgres && opts.env?.DATABASE_URL === undefined
+    ? { DATABASE_URL: await (file === undefined ? freshPostgresUrl() : (databaseOfFile.get(file) ?? databaseOfFile.set(file, freshPostgresUrl()).get(file)!)) }
+    : {};
   const loaded = loadConfig({
     NODE_ENV: 'test',
     HOST: '127.0.0.1',
@@ -124,6 +145,7 @@ export async function startTestService(
     AUTH_RATE_LIMIT: '100000',
     AUTH_IDENTIFIER_RATE_LIMIT: '100000',
     LOG_LEVEL: opts.logLevel ?? 'debug',
+    ...postgres,
     ...opts.env,
   });
   if (!loaded.ok) throw new Error(loaded.error);

@@ -3,7 +3,7 @@ import bcrypt from 'bcryptjs';
 import { openDatabase } from '../../src/platform/db.ts';
 import { identifierHash, normalizeEmail, sha256Hex } from '../../src/platform/identifiers.ts';
 import { createUserStore, type UserRow } from '../../src/people/users.ts';
-import { sqliteStore, type Store } from '../../src/platform/store/store.ts';
+import { storeOf } from './database.ts';
 import type { TestService } from './service.ts';
 
 /**
@@ -15,7 +15,7 @@ export async function createSuperadmin(ts: TestService, email: string, password:
   const checked = normalizeEmail(email);
   if (!checked.ok) throw new Error(`createSuperadmin: ${email} ${checked.reason}`);
   const normalized = checked.value;
-  const { store, close } = await secondStore(ts);
+  const { store, close } = await storeOf(ts);
   try {
     const users = await createUserStore(store, ts.clock);
     return await users.create({
@@ -33,15 +33,6 @@ export async function createSuperadmin(ts: TestService, email: string, password:
   }
 }
 
-async function secondStore(ts: TestService): Promise<{ store: Store; close(): Promise<void> }> {
-  if (ts.config.postgres) {
-    const { postgresStore } = await import('../../src/platform/store/postgres.ts');
-    const store = postgresStore(ts.config.postgres.url, { poolSize: 1, statementTimeoutMs: 10_000 });
-    return { store, close: () => store.destroy() };
-  }
-  const db = openDatabase(ts.config.databasePath);
-  return { store: sqliteStore(db), close: async () => void db.close() };
-}
 
 /** Every row of a table of the running service's database, read through a second connection. */
 export function readRows(ts: TestService, table: 'users' | 'login_codes' | 'reset_tokens' | 'superadmin_sessions'): Record<string, unknown>[] {
