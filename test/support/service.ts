@@ -76,28 +76,35 @@ after(() => {
  * (`messages`) and logged stays with it. The kept files go when the file's last test has ended.
  */
 export function copiedWorld<W>(build: (ts: TestService) => Promise<W>, opts: { env?: Record<string, string>; logLevel?: string } = {}) {
-  let made: Promise<{ dir: string; url: string | null; world: W }> | null = null;
+  let made: Promise<{ dir: string; world: W }> | null = null;
   const make = async (t: TestContext) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-'));
     worldDirs.push(dir);
-    // On PostgreSQL (MINARET_TEST_STORE) the world's rows are a database of their own, copied as a template.
-    const url = onPostgres ? await freshPostgresUrl() : null;
-    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, ...(url && { DATABASE_URL: url }) } });
+    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir } });
     const world = await build(ts);
-    // Closed, so the files are whole (the WAL checkpointed) before they are copied, and no connection is left
-    // to the template PostgreSQL copies.
+    // Closed, so the files are whole (the WAL checkpointed) before they are copied.
     await ts.service.close();
-    return { dir, url, world };
+    return { dir, world };
   };
   return async (t: TestContext): Promise<W & { ts: TestService }> => {
-    const { dir, url, world } = await (made ??= make(t));
+    const { dir, world } = await (made ??= make(t));
     const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-copy-'));
     t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
-    fs.cpSync(dir, copy, { recursive: true });
-    const copied = url && { DATABASE_URL: await copyPostgresDatabase(url) };
-    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(copy, 'minaret.db'), DATA_DIR: copy, ...copied } });
+    copyServiceFiles(dir, copy);
+    const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(copy, 'minaret.db'), DATA_DIR: copy } });
     return { ...world, ts };
   };
+}
+
+/**
+ * A stopped service's folder (its minaret.db and DATA_DIR) copied to `to`, for another service to start on
+ * from the same state. With MINARET_TEST_STORE=postgres the PostgreSQL database that stands for `from`'s file
+ * is copied too, and stands for `to`'s (the service that made it closed, so no connection is left to it).
+ */
+export function copyServiceFiles(from: string, to: string): void {
+  fs.cpSync(from, to, { recursive: true });
+  const made = databaseOfFile.get(path.join(from, 'minaret.db'));
+  if (onPostgres && made) databaseOfFile.set(path.join(to, 'minaret.db'), made.then(copyPostgresDatabase));
 }
 
 /**
