@@ -148,12 +148,15 @@ export async function fillUntilRefused(http: TestService['http'], streak = 8): P
   assert.fail('the database never filled up');
 }
 
-/** A device's lease and config version as its row holds them, read from the file (the service may be stopped). */
-export function storedLease(dbPath: string, id: string) {
-  const db = openDatabase(dbPath);
+/**
+ * A device's lease and config version as its row holds them, read through a second connection to the service's
+ * store (the service may be stopped).
+ */
+export async function storedLease(ts: Pick<TestService, 'config'>, id: string): Promise<{ lease_token: string | null; lease_expires_at: number | null; config_version: number }> {
+  const { store, close } = await storeOf(ts);
   try {
-    return db.prepare<[string], { lease_token: string | null; lease_expires_at: number | null; config_version: number }>('SELECT lease_token, lease_expires_at, config_version FROM devices WHERE id = ?').get(id)!;
+    return await store.selectFrom('devices').select(['lease_token', 'lease_expires_at', 'config_version']).where('id', '=', id).executeTakeFirstOrThrow();
   } finally {
-    db.close();
+    await close();
   }
 }

@@ -117,8 +117,8 @@ const databaseOfFile = new Map<string, Promise<string>>();
 /**
  * A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. With
  * MINARET_TEST_STORE=postgres (test/support/database.ts) it runs on a fresh PostgreSQL database instead
- * (DATABASE_URL), unless the test names its own DATABASE_URL; a DATABASE_PATH the test names maps to one
- * database for the whole file, as the SQLite file would outlive the service.
+ * (DATABASE_URL), unless the test names its own DATABASE_URL; its DATABASE_PATH (named by the test, or the
+ * one in `dir`) maps to that database for the whole test file, as a SQLite file outlives its service.
  */
 export async function startTestService(
   t: TestContext,
@@ -136,9 +136,9 @@ export async function startTestService(
   } = {},
 ): Promise<TestService> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-test-'));
-  const file = opts.env?.DATABASE_PATH;
+  const file = opts.env?.DATABASE_PATH ?? path.join(dir, 'minaret.db');
   const postgres = onPostgres && opts.env?.DATABASE_URL === undefined
-    ? { DATABASE_URL: await (file === undefined ? freshPostgresUrl() : (databaseOfFile.get(file) ?? databaseOfFile.set(file, freshPostgresUrl()).get(file)!)) }
+    ? { DATABASE_URL: await (databaseOfFile.get(file) ?? databaseOfFile.set(file, freshPostgresUrl()).get(file)!) }
     : {};
   const loaded = loadConfig({
     NODE_ENV: 'test',
