@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, type TestContext } from 'node:test';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
+import { migrate, openDatabase, type Db } from '../../src/platform/db.ts';
 import { sqliteStore, type Store } from '../../src/platform/store/store.ts';
 import type { PostgresCluster } from '../platform/postgres.ts';
 import { assertError } from './api.ts';
@@ -77,15 +77,16 @@ export async function copyPostgresDatabase(url: string): Promise<string> {
 }
 
 /**
- * A migrated store of the selected dialect, for the tests of a repository: SQLite, a file in a temp folder;
- * PostgreSQL, a fresh database. Closed (and the file removed) when the test ends.
+ * A migrated store of the selected dialect, for the tests of a repository: SQLite, a file in a temp folder
+ * (`db`, its connection, for what only SQLite can say); PostgreSQL, a fresh database (`db` null). Closed (and
+ * the file removed) when the test ends.
  */
-export async function testStore(t: Pick<TestContext, 'after'>): Promise<{ store: Store; dialect: TestDialect }> {
+export async function testStore(t: Pick<TestContext, 'after'>): Promise<{ store: Store; dialect: TestDialect; db: Db | null }> {
   if (onPostgres) {
     const { postgresStore } = await import('../../src/platform/store/postgres.ts');
     const store = postgresStore(await freshPostgresUrl(), { poolSize: 4, statementTimeoutMs: 30_000 });
     t.after(() => store.destroy());
-    return { store, dialect: 'postgres' };
+    return { store, dialect: 'postgres', db: null };
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-store-'));
   const db = openDatabase(path.join(dir, 'minaret.db'));
@@ -96,7 +97,7 @@ export async function testStore(t: Pick<TestContext, 'after'>): Promise<{ store:
     db.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  return { store, dialect: 'sqlite' };
+  return { store, dialect: 'sqlite', db };
 }
 
 /**
