@@ -315,7 +315,8 @@ async function main(): Promise<void> {
     const rel = path.relative(ROOT, path.resolve(ROOT, file));
     const inProject = FOLDERS.includes(rel.split(path.sep)[0]!);
     const run = inProject ? [path.join(JS_DIR, rel.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', file];
-    const env = name === file ? (chosen ? undefined : { MINARET_TEST_STORE: 'sqlite' }) : { MINARET_TEST_STORE: 'postgres' };
+    // The SQLite run's files get the runner's own environment (MINARET_TEST_STORE unset, or what was chosen).
+    const env = name === file ? undefined : { MINARET_TEST_STORE: 'postgres' };
     return { name, command: process.execPath, args: ['--test-reporter=tap', ...run], counted: true, ...(env && { env }) };
   };
   const together = order.filter((f) => !TIMED.has(fileOf(f))).map(job);
