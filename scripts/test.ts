@@ -6,6 +6,10 @@
  *   TEST_CONCURRENCY=6 npm test       how many files run at once (default 4, and up to 8 while a CPU is idle)
  *   TEST_VERBOSE=1 npm test           print every file's TAP output, not only a failing file's
  *   TEST_FILE_TIMEOUT_S=900 npm test  kill and fail a file still running after this long (default 600)
+ *   MINARET_TEST_STORE=postgres npm test -- test/api   these files once, on PostgreSQL only (sqlite: SQLite only)
+ *
+ * Every file runs on SQLite; the files under ON_POSTGRES then run a second time on PostgreSQL
+ * (MINARET_TEST_STORE=postgres, test/support/database.ts), beside the others, named `<file> [postgres]`.
  *
  * Each test file runs in a node process of its own, as plain JavaScript transpiled once at the start
  * (scripts/test-build.ts, under .tmp/js; node:test's TAP reporter), as `node --test` runs each file in a child
@@ -27,6 +31,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FOLDERS, transpileProject } from './test-build.ts';
+import { postgresInstalled } from '../test/platform/postgres.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** Where the test run's JavaScript goes (scripts/test-build.ts): one run's, rewritten by the next. */
@@ -58,6 +63,23 @@ const TIMED = new Set<string>([
 ]);
 
 /**
+ * The files that run a second time on PostgreSQL: the tests of the repositories and of the HTTP API, which
+ * reach every table through the store port (docs/architecture.md, "Developing"). The rest run on SQLite only:
+ * the broker, audio, console (browser), hostile and process tests spend their time on sockets, Icecast, a
+ * browser or a child process over the same repositories these already cover, and would double the run; and
+ * test/platform's PostgreSQL tests choose their engine themselves. A test in these files that holds only on
+ * SQLite (it opens the file, reads its pages, tests the SQLite dialect) says so in its skip
+ * (`sqliteOnly(reason)`, test/support/database.ts), which the PostgreSQL run reports as skipped.
+ */
+const ON_POSTGRES = [
+  'test/api', 'test/broadcasts', 'test/devices', 'test/mosques', 'test/people', 'test/schedule',
+  'test/unit/entitlement.test.ts',
+];
+
+/** A job's name when it runs on PostgreSQL: its file's, marked. */
+const POSTGRES_MARK = ' [postgres]';
+
+/**
  * A file still running after this long is killed and fails the run (it would otherwise hold the run forever,
  * as a test that leaves a handle open after a failure does): ten times the slowest file on an idle machine.
  */
@@ -70,6 +92,8 @@ interface Job {
   name: string;
   command: string;
   args: string[];
+  /** Settings added to the runner's own environment (MINARET_TEST_STORE for the PostgreSQL run). */
+  env?: Record<string, string>;
   /** A test file's summary lines are counted; the type check has none. */
   counted: boolean;
 }
@@ -125,7 +149,8 @@ function runJob(job: Job): Promise<Finished> {
   const started = performance.now();
   return new Promise((resolve) => {
     // Each file is a top-level run of its own, also when this runner itself runs inside a test (test/runner.test.ts).
-    const { NODE_TEST_CONTEXT: _inTest, ...env } = process.env;
+    const { NODE_TEST_CONTEXT: _inTest, ...inherited } = process.env;
+    const env = { ...inherited, ...job.env };
     // A group of its own, so a file that never ends is killed with everything it started.
     const child = spawn('/bin/sh', [...MEASURED, job.command, ...job.args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
     let output = '';
@@ -234,21 +259,27 @@ const LONG = [
 ];
 
 /** Longest first: by the seconds the last whole run measured, else LONG, else the file's size. */
-function startOrder(files: string[]): string[] {
+function startOrder(names: string[]): string[] {
   let times: Record<string, number> = {};
   try {
     times = JSON.parse(fs.readFileSync(TIMES_FILE, 'utf8')) as Record<string, number>;
   } catch {
     /* no earlier run here */
   }
-  const size = (f: string) => fs.statSync(path.join(ROOT, f)).size;
-  const known = files.filter((f) => typeof times[f] === 'number').sort((a, b) => times[b]! - times[a]!);
-  if (known.length === files.length) return known;
+  const size = (name: string) => fs.statSync(path.join(ROOT, fileOf(name))).size;
+  const known = names.filter((f) => typeof times[f] === 'number').sort((a, b) => times[b]! - times[a]!);
+  if (known.length === names.length) return known;
   // A file no run has measured yet (new, or all of them in a fresh clone) goes first: it may be long.
-  const unknown = files.filter((f) => typeof times[f] !== 'number');
+  const unknown = names.filter((f) => typeof times[f] !== 'number');
   const long = LONG.filter((f) => unknown.includes(f));
   return [...long, ...unknown.filter((f) => !long.includes(f)).sort((a, b) => size(b) - size(a)), ...known];
 }
+
+/** The test file a job's name names (without its [postgres] mark). */
+const fileOf = (name: string) => (name.endsWith(POSTGRES_MARK) ? name.slice(0, -POSTGRES_MARK.length) : name);
+
+/** Whether `file` (a path from the project's root) is one of ON_POSTGRES's files or under one of its folders. */
+const runsOnPostgres = (file: string) => ON_POSTGRES.some((p) => file === p || file.startsWith(`${p}/`));
 
 function recordTimes(results: Finished[]): void {
   const times = Object.fromEntries(results.filter((f) => f.job.counted).map((f) => [f.job.name, Math.round(f.seconds * 10) / 10]));
@@ -269,18 +300,27 @@ async function main(): Promise<void> {
   const upTo = process.env.TEST_CONCURRENCY ? width : 2 * width;
   const verbose = Boolean(process.env.TEST_VERBOSE);
 
+  // MINARET_TEST_STORE set for the run: each file once, on that dialect (test/support/database.ts checks the
+  // value). Unset: each on SQLite, and ON_POSTGRES's files again on PostgreSQL where it is installed.
+  const chosen = process.env.MINARET_TEST_STORE;
+  const again = chosen ? [] : files.filter(runsOnPostgres);
+  const postgresMissing = again.length > 0 && !postgresInstalled();
+  const names = [...files, ...(postgresMissing ? [] : again.map((f) => f + POSTGRES_MARK))];
   // The longest files first, so a long one does not start last and leave the other lanes idle at the end.
-  const order = startOrder(files);
+  const order = startOrder(names);
   // No --test: node would start a second process to run the one file in; the file's own run reports the same TAP.
   // A file outside the project's folders (named on the command line) was not transpiled: tsx runs it.
-  const job = (file: string): Job => {
+  const job = (name: string): Job => {
+    const file = fileOf(name);
     const rel = path.relative(ROOT, path.resolve(ROOT, file));
     const inProject = FOLDERS.includes(rel.split(path.sep)[0]!);
     const run = inProject ? [path.join(JS_DIR, rel.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', file];
-    return { name: file, command: process.execPath, args: ['--test-reporter=tap', ...run], counted: true };
+    // The SQLite run's files get the runner's own environment (MINARET_TEST_STORE unset, or what was chosen).
+    const env = name === file ? undefined : { MINARET_TEST_STORE: 'postgres' };
+    return { name, command: process.execPath, args: ['--test-reporter=tap', ...run], counted: true, ...(env && { env }) };
   };
-  const together = order.filter((f) => !TIMED.has(f)).map(job);
-  const timed = order.filter((f) => TIMED.has(f)).map(job);
+  const together = order.filter((f) => !TIMED.has(fileOf(f))).map(job);
+  const timed = order.filter((f) => TIMED.has(fileOf(f))).map(job);
   const cores = os.availableParallelism();
   // The type check runs beside the tests (it is CPU while most tests wait); `npm test -- <files>` skips it.
   // Incremental: what it learnt is kept in .tmp/, so a run after a small change checks in a quarter of the CPU.
@@ -289,7 +329,9 @@ async function main(): Promise<void> {
 
   const started = performance.now();
   await transpileProject(ROOT, JS_DIR);
-  process.stdout.write(`# ${files.length} test files: ${together.length} ${width} at a time${upTo > width ? ` (up to ${upTo} while a CPU is idle)` : ''}${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
+  if (postgresMissing) process.stdout.write(`# PostgreSQL 15 or newer is not installed: ${again.length} files do not run a second time on it (.ci/run installs it)\n`);
+  const onPostgres = postgresMissing ? 0 : again.length;
+  process.stdout.write(`# ${files.length} test files${onPostgres ? ` and ${onPostgres} of them again on PostgreSQL` : ''}${chosen ? ` (MINARET_TEST_STORE=${chosen})` : ''}: ${together.length} ${width} at a time${upTo > width ? ` (up to ${upTo} while a CPU is idle)` : ''}${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
   const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose), upTo);
   results.push(...(await pool(timed, cores, (f) => report(f, verbose))));
 
@@ -302,7 +344,7 @@ async function main(): Promise<void> {
   if (!args.length) recordTimes(results);
   const slowest = results.filter((f) => f.job.counted).sort((a, b) => b.seconds - a.seconds).slice(0, 15);
   process.stdout.write('# slowest files:\n');
-  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.cpu === null ? '' : `cpu ${f.cpu.toFixed(1).padStart(5)} s  `}${f.job.name}${TIMED.has(f.job.name) ? ' (timed)' : ''}\n`);
+  for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.cpu === null ? '' : `cpu ${f.cpu.toFixed(1).padStart(5)} s  `}${f.job.name}${TIMED.has(fileOf(f.job.name)) ? ' (timed)' : ''}\n`);
   const cpu = results.reduce((sum, f) => sum + (f.cpu ?? 0), 0);
   process.stdout.write(`# cpu: ${cpu.toFixed(0)} s of user and system time in all (the type check too) on ${os.availableParallelism()} cores, at most ${mostAtOnce} running at once, ${os.loadavg()[0]!.toFixed(1)} load at the end\n`);
   if (bad.length) process.stdout.write(`# failed: ${bad.map((f) => f.job.name).join(', ')}\n`);

@@ -2,7 +2,7 @@ import type { Selectable } from 'kysely';
 import crypto from 'node:crypto';
 import type { Queries, Store } from '../platform/store/store.ts';
 import { prepared } from '../platform/store/prepared.ts';
-import { transact, within, type Work } from './work.ts';
+import { transact, transactRacingInsert, within, type Work } from './work.ts';
 import type { ActivityLog } from './activity.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
@@ -157,7 +157,7 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
      * one transaction, so a status changed meanwhile is seen.
      */
     join(mosque: MosqueRow, userId: string): Promise<Result<{ membership: MembershipRow; created: boolean }>> {
-      return transact(store, async (w): Promise<Result<{ membership: MembershipRow; created: boolean }>> => {
+      return transactRacingInsert(store, async (w): Promise<Result<{ membership: MembershipRow; created: boolean }>> => {
         const existing = await byPair(w.q, mosque.id, userId);
         if (existing?.status === 'banned') return fail('membership_banned');
         if (existing && existing.status !== 'rejected') return ok({ membership: existing, created: false });
@@ -176,7 +176,7 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
      */
     async enrol(mosqueId: string, userId: string, actor: { id: string; isSuperadmin: boolean }): Promise<Result<{ membership: MembershipRow; created: boolean }>> {
       if (userId === actor.id && !actor.isSuperadmin) return fail('forbidden', 'Only a superadmin may enrol themselves.');
-      return transact(store, async (w): Promise<Result<{ membership: MembershipRow; created: boolean }>> => {
+      return transactRacingInsert(store, async (w): Promise<Result<{ membership: MembershipRow; created: boolean }>> => {
         const existing = await byPair(w.q, mosqueId, userId);
         if (existing?.status === 'banned') return fail('membership_banned', 'This user is banned from the mosque; change the membership status to lift the ban.');
         const { membership } = await put(w, mosqueId, userId, 'approved', actor.id, 'membership.enrolled', existing);

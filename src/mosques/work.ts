@@ -1,4 +1,4 @@
-import type { Store, StoreTransaction } from '../platform/store/store.ts';
+import { isUniqueViolation, type Store, type StoreTransaction } from '../platform/store/store.ts';
 import { afterCommit, inTransaction } from '../platform/store/after-commit.ts';
 
 /**
@@ -15,6 +15,22 @@ export interface Work {
 /** Runs `fn` in a store transaction; what it queued with `afterCommit` runs once that commits, in order. */
 export async function transact<T>(store: Store, fn: (w: Work) => Promise<T>): Promise<T> {
   return inTransaction(store, (q) => fn({ q, afterCommit: (f) => afterCommit(q, f) }));
+}
+
+/**
+ * `transact` for a read that decides an insert (no row yet: make one), run once more when the insert lost a
+ * race on a unique constraint. SQLite runs one write transaction at a time, so the read already saw the other's
+ * row; on PostgreSQL (READ COMMITTED) two transactions can both read nothing and both insert, and the second's
+ * insert fails on the unique index. Run again, its read sees the row the other committed. The failed attempt
+ * was rolled back whole, and what it queued with afterCommit never ran.
+ */
+export async function transactRacingInsert<T>(store: Store, fn: (w: Work) => Promise<T>): Promise<T> {
+  try {
+    return await transact(store, fn);
+  } catch (err) {
+    if (!isUniqueViolation(err)) throw err;
+    return transact(store, fn);
+  }
 }
 
 /** Joins the caller's work when there is one, else runs alone in a transaction of its own. */

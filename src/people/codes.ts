@@ -57,15 +57,15 @@ export function createOneTimeCodes(store: Store, clock: Clock, key: Buffer): One
         const row = await trx.selectFrom('login_codes').select(['code_hmac', 'attempts_left', 'expires_at', 'sent_to_hash'])
           .where('user_id', '=', userId).executeTakeFirst();
         if (!row) return null;
-        const deleteCode = () => trx.deleteFrom('login_codes').where('user_id', '=', userId).execute();
+        const deleteCode = async () => (await trx.deleteFrom('login_codes').where('user_id', '=', userId).executeTakeFirst()).numDeletedRows > 0n;
         if (row.expires_at <= now()) {
           await deleteCode();
           return null;
         }
-        if (hexEquals(presented, row.code_hmac)) {
-          await deleteCode();
-          return { sentToHash: row.sent_to_hash };
-        }
+        // The code redeems only if this transaction's delete took the row. SQLite runs one transaction at a time,
+        // but on PostgreSQL (READ COMMITTED) two at once both read the row; the second's DELETE waits for the
+        // first to commit and then removes nothing, and before this check both signed in.
+        if (hexEquals(presented, row.code_hmac)) return (await deleteCode()) ? { sentToHash: row.sent_to_hash } : null;
         if (row.attempts_left <= 1) await deleteCode();
         else await trx.updateTable('login_codes').set((eb) => ({ attempts_left: eb('attempts_left', '-', 1) })).where('user_id', '=', userId).execute();
         return null;

@@ -50,7 +50,8 @@ interface PendingSession {
   otpSealed: string | null;
   attemptsLeft: number;
   expiresAt: number;
-  remove(): Promise<unknown>;
+  /** Deletes the session; false when it was gone already (another request spent it first). */
+  remove(): Promise<boolean>;
   spendTry(): Promise<unknown>;
 }
 
@@ -93,7 +94,7 @@ export function createSuperadminAuth(deps: Deps) {
       return {
         subject: guessSubject(purpose === 'login' ? 'superadmin_login' : 'superadmin_reset', row.user_id, ''),
         userId: row.user_id, otpSealed: row.otp_sealed, attemptsLeft: row.attempts_left, expiresAt: row.expires_at,
-        remove: () => store.deleteFrom('superadmin_sessions').where('session_hash', '=', hash).execute(),
+        remove: async () => (await store.deleteFrom('superadmin_sessions').where('session_hash', '=', hash).executeTakeFirst()).numDeletedRows > 0n,
         spendTry: () => store.updateTable('superadmin_sessions').set((eb) => ({ attempts_left: eb('attempts_left', '-', 1) }))
           .where('session_hash', '=', hash).execute(),
       };
@@ -105,7 +106,7 @@ export function createSuperadminAuth(deps: Deps) {
     return {
       subject: guessSubject('superadmin_reset', null, decoy.identifier_hash),
       userId: null, otpSealed: null, attemptsLeft: decoy.attempts_left, expiresAt: decoy.expires_at,
-      remove: () => store.deleteFrom('superadmin_decoy_sessions').where('session_hash', '=', hash).execute(),
+      remove: async () => (await store.deleteFrom('superadmin_decoy_sessions').where('session_hash', '=', hash).executeTakeFirst()).numDeletedRows > 0n,
       spendTry: () => store.updateTable('superadmin_decoy_sessions').set((eb) => ({ attempts_left: eb('attempts_left', '-', 1) }))
         .where('session_hash', '=', hash).execute(),
     };
@@ -128,8 +129,10 @@ export function createSuperadminAuth(deps: Deps) {
     const otp = session.otpSealed === null ? null : openOtp(input.sessionToken, session.otpSealed);
     const expected = crypto.createHmac('sha256', input.sessionToken).update(`${otp}|${input.timestamp}`).digest('hex');
     if (otp !== null && session.userId !== null && hexEquals(expected, input.hmac.toLowerCase())) {
-      await session.remove();
-      return ok(session.userId);
+      // Only the request whose delete took the row wins: two verifies at once both read the session above, and
+      // on PostgreSQL (a pool, each on a connection of its own) both reached this line and both got a token;
+      // SQLite's one connection ran them in an order that hid it.
+      return (await session.remove()) ? ok(session.userId) : fail('invalid_otp');
     }
     await deps.guesses.recordWrong(session.subject);
     if (session.attemptsLeft <= 1) await session.remove();

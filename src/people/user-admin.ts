@@ -1,5 +1,6 @@
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.ts';
+import { isUniqueViolation } from '../platform/store/store.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { Role, UserRow, UserStore, UserUpdate } from './users.ts';
 
@@ -33,8 +34,6 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
     }
     return null;
   };
-
-  const isUniqueViolation = (err: unknown) => (err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
 
   return {
     async create(f: UserFields): Promise<Result<UserRow>> {

@@ -296,9 +296,11 @@ export async function createUserStore(
       resync: () => void reloadVersions().catch((err: unknown) => onError('token versions reload', err)),
     },
     async update(id, f) {
-      // Read and written in one transaction: two changes at once must not each write over the other's fields.
+      // Read and written in one transaction, the row locked as it is read (FOR UPDATE: on PostgreSQL, READ
+      // COMMITTED, two updates at once both read the old row and the second wrote over the first's fields;
+      // SQLite's write lock from BEGIN already kept them apart, and its dialect leaves the clause out).
       const updated = await store.transaction().execute(async (trx) => {
-        const row = (await byId(trx, id))!;
+        const row = (await trx.selectFrom('users').selectAll().where('id', '=', id).forUpdate().executeTakeFirst() as UserRow | undefined)!;
         const roleChanged = f.role !== undefined && f.role !== row.role;
         // A new address is a claim until proven; an email change, by anyone, ends every older token (the email is
         // where codes and reset links go: a session must not outlive the address it was opened under).

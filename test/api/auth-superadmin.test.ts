@@ -394,9 +394,9 @@ test('the database never holds a session token, an OTP, a login code or a reset 
   const { superadminToken, login, reset, loginCode, memberToken } = await oneOfEachSecret(ts);
   const secrets = [login.session, login.otp, reset.session, reset.otp, loginCode, memberToken, superadminToken];
 
-  const sessions = readRows(ts, 'superadmin_sessions');
-  const codes = readRows(ts, 'login_codes');
-  const resets = readRows(ts, 'reset_tokens');
+  const sessions = await readRows(ts, 'superadmin_sessions');
+  const codes = await readRows(ts, 'login_codes');
+  const resets = await readRows(ts, 'reset_tokens');
   assert.equal(sessions.length, 2);
   assert.equal(codes.length, 1);
   assert.equal(resets.length, 2);
@@ -410,10 +410,13 @@ test('the database never holds a session token, an OTP, a login code or a reset 
       }
     }
   }
-  // The long secrets cannot hide anywhere in the file or its write-ahead log either.
-  const bytes = databaseBytes(ts);
-  for (const secret of [login.session, reset.session, memberToken, superadminToken]) {
-    assert.equal(bytes.includes(Buffer.from(secret)), false, 'a token sits in the database file');
+  // The long secrets cannot hide anywhere in the file or its write-ahead log either (SQLite: on PostgreSQL the
+  // rows above are all the service keeps, and the cluster's files are not its own).
+  if (!ts.config.postgres) {
+    const bytes = databaseBytes(ts);
+    for (const secret of [login.session, reset.session, memberToken, superadminToken]) {
+      assert.equal(bytes.includes(Buffer.from(secret)), false, 'a token sits in the database file');
+    }
   }
 
   // Everything kept is still usable: the checks above looked at live secrets.
@@ -426,7 +429,7 @@ test('codes, OTPs and reset tokens are kept as keyed hashes: no column holds the
   const { superadminToken, login, reset, loginCode, memberToken } = await oneOfEachSecret(ts);
   // A 6-digit code's plain SHA-256 falls to a million guesses; a keyed hash needs the server's key too.
   const digests = [login.otp, reset.otp, loginCode, memberToken, superadminToken].map((s) => sha256(s));
-  const rows = [...readRows(ts, 'superadmin_sessions'), ...readRows(ts, 'login_codes'), ...readRows(ts, 'reset_tokens')];
+  const rows = [...await readRows(ts, 'superadmin_sessions'), ...await readRows(ts, 'login_codes'), ...await readRows(ts, 'reset_tokens')];
   assert.equal(rows.length, 5);
   for (const row of rows) {
     for (const [column, value] of Object.entries(row)) {

@@ -3,10 +3,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openDatabase } from '../../src/platform/db.ts';
+import { sql } from 'kysely';
 import type { DeviceKind } from '../../src/devices/device-config.ts';
 import { createMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
-import { hmacHex, sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
+import { copyServiceFiles, hmacHex, sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
+import { storeOf } from '../support/database.ts';
 import { toneOnce } from '../audio/audio-files.ts';
 
 /**
@@ -110,7 +111,7 @@ async function buildWorld(t: TestContext): Promise<World> {
   const { dir, cast } = await (template ??= makeTemplate(t));
   const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-matrix-world-'));
   t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
-  fs.cpSync(dir, copy, { recursive: true });
+  copyServiceFiles(dir, copy);
   const ts = await startTestService(t, { logLevel: 'warn', env: { ...ICECAST_ENV, DATABASE_PATH: path.join(copy, 'minaret.db'), DATA_DIR: copy } });
   const people: Record<Exclude<Standing, 'anonymous'>, Person> = {
     member: cast.member, admin: cast.admin, trigger: cast.trigger, manager: cast.manager, owner: cast.owner, other_owner: cast.otherOwner, superadmin: cast.root,
@@ -664,13 +665,15 @@ const EXEMPT = [
 // ---------------------------------------------------------------------------------------------------
 // State, read back as superadmin through the API, plus every table and the outgoing messages.
 
-function dumpDatabase(ts: TestService): Record<string, string[]> {
-  const db = openDatabase(ts.config.databasePath);
+/** Every table's rows, through a second connection to the service's store (its SQLite file or its PostgreSQL). */
+async function dumpDatabase(ts: TestService): Promise<Record<string, string[]>> {
+  const { store, close } = await storeOf(ts);
   try {
-    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>;
-    return Object.fromEntries(tables.map(({ name }) => [name, db.prepare(`SELECT * FROM "${name}"`).all().map((r) => JSON.stringify(r)).sort()]));
+    const tables = (await store.introspection.getTables()).map((t) => t.name).sort();
+    const rows = await Promise.all(tables.map(async (name) => (await sql<Record<string, unknown>>`SELECT * FROM ${sql.table(name)}`.execute(store)).rows.map((r) => JSON.stringify(r)).sort()));
+    return Object.fromEntries(tables.map((name, i) => [name, rows[i]!]));
   } finally {
-    db.close();
+    await close();
   }
 }
 
@@ -701,7 +704,7 @@ async function snapshot(w: World) {
       return [k, { status: r.status, body: keep ? keep(r.body) : r.body }] as const;
     })),
   );
-  return { api, db: dumpDatabase(w.ts), messages: w.ts.messages.length };
+  return { api, db: await dumpDatabase(w.ts), messages: w.ts.messages.length };
 }
 
 /** Which parts of two snapshots differ (`api.users`, `db.mosques`, `messages`), for the failure message. */

@@ -1,10 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import Database from 'better-sqlite3';
+import { sql } from 'kysely';
 import { sha256, signupMember, startTestService, type HttpResult } from '../support/service.ts';
 import { AUTH, assertError, emailId } from '../support/api.ts';
 import { createMosque, signInSuperadmin } from '../support/people.ts';
+import { storeOf } from '../support/database.ts';
 
 const SECURITY_HEADERS = {
   'strict-transport-security': 'max-age=31536000; includeSubDomains',
@@ -302,10 +303,10 @@ test('an error no route expects answers 500 internal_error whose message carries
   const ts = await startTestService(t, { logLevel: 'error' });
   const root = await signInSuperadmin(ts);
   const mosque = await createMosque(ts, root.token, null);
-  // A damaged schema (a table dropped with sqlite3 behind the service's back) is no storage fault: a bug to report.
-  const db = new Database(ts.config.databasePath);
-  db.exec('DROP TABLE activity');
-  db.close();
+  // A damaged schema (a table dropped behind the service's back) is no storage fault: a bug to report.
+  const { store, close } = await storeOf(ts);
+  await sql`DROP TABLE activity`.execute(store);
+  await close();
 
   const res = await ts.http.get(`/api/v1/mosques/${mosque.id}/activity`, root.token);
   assertErrorShape(res);

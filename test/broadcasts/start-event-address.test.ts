@@ -1,12 +1,8 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { pino } from 'pino';
 import { systemClock } from '../../src/platform/clock.ts';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
+import { testStore } from '../support/database.ts';
 import { createActivityLog } from '../../src/mosques/activity.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
@@ -22,19 +18,11 @@ const STREAM = 'https://stream.example.org/noor';
 
 /**
  * Without an audio server a start event names the mosque's own stream_url, which the fan-out reads from the
- * store before it publishes. The fan-out runs here on real stores and a SQLite file, with the broker port
+ * store before it publishes. The fan-out runs here on real stores (SQLite, or PostgreSQL with MINARET_TEST_STORE), with the broker port
  * recording what it is handed, in the order it is handed.
  */
 async function fanoutWorld(t: TestContext) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-fanout-'));
-  const db = openDatabase(path.join(dir, 'fanout.db'));
-  migrate(db);
-  const store = sqliteStore(db);
-  t.after(async () => {
-    await store.destroy();
-    db.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const { store } = await testStore(t);
   const clock = systemClock;
   const logger = pino({ level: 'silent' });
   const mosques = createMosqueStore(store, clock);
@@ -57,7 +45,10 @@ async function fanoutWorld(t: TestContext) {
   return { mosque, fanout, broadcasts, events, cmds };
 }
 
-const afterWrites = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(() => setImmediate(resolve))));
+/** Until `done` (at most 2 s): the store's reads take a few turns on SQLite, round trips on PostgreSQL. */
+const afterWrites = async (done: () => boolean) => {
+  for (const end = Date.now() + 2000; !done() && Date.now() < end;) await new Promise((resolve) => setTimeout(resolve, 5));
+};
 
 test('a start resolves once its event, naming the mosque\'s stream_url read from the store, is with the broker', async (t) => {
   const w = await fanoutWorld(t);
@@ -75,7 +66,7 @@ test('a stop in the same turn as a start still reading its address is published 
   w.fanout.afterStart(started.value);
   w.fanout.onStop(started.value);
   assert.deepEqual(w.events(), [], 'nothing is published before the address is read');
-  await afterWrites();
+  await afterWrites(() => w.events().length >= 2 && w.cmds().length >= 1);
   assert.deepEqual(w.events().map((e) => e['action']), ['start', 'stop']);
   assert.equal(w.events()[0]!['stream_url'], STREAM);
   assert.equal(w.events()[1]!['stream_url'], undefined);

@@ -1,7 +1,6 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase } from '../../src/platform/db.ts';
-import { storedLease } from '../support/database.ts';
+import { storedLease, storeOf } from '../support/database.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { joinMosque, member, setStatus } from '../support/people.ts';
 import { restartableService, startTestService, type TestService } from '../support/service.ts';
@@ -32,7 +31,7 @@ test('after a restart every device\'s config is retained before any device conne
   const svc = await restartableService(t, 'configs', { clock, env: { LEASE_TTL_HOURS: '1' }, logLevel: 'info' });
   const { owner, mosque, player } = await approvedPlayer(svc.current());
   const tx = await registerTransmitter(svc.current(), owner.token, mosque.id);
-  const before = storedLease(svc.env.DATABASE_PATH, player.device.id);
+  const before = await storedLease(svc.current(), player.device.id);
   await svc.stop();
   clock.advance(5 * 60_000);
   const ts = await svc.start();
@@ -57,14 +56,14 @@ test('a lease past half its life when the service starts is signed anew at start
   const clock = createManualClock(Date.now());
   const svc = await restartableService(t, 'configs', { clock, env: { LEASE_TTL_HOURS: '1' }, logLevel: 'info' });
   const { owner, player } = await approvedPlayer(svc.current());
-  const before = storedLease(svc.env.DATABASE_PATH, player.device.id);
+  const before = await storedLease(svc.current(), player.device.id);
   assert.ok(before.lease_token);
   await svc.stop();
   clock.advance(31 * 60_000); // of a one-hour lease
   const ts = await svc.start();
 
   // Nothing has connected yet: the new lease is already signed and written.
-  const atStart = storedLease(svc.env.DATABASE_PATH, player.device.id);
+  const atStart = await storedLease(svc.current(), player.device.id);
   assert.notEqual(atStart.lease_token, before.lease_token);
   assert.equal(atStart.lease_expires_at, nowS(clock) + 3600);
   assert.equal(atStart.config_version, before.config_version + 1);
@@ -86,13 +85,13 @@ test('a membership approved in the database while the service was down: the play
   const person = await member(svc.current(), 'imran@example.com');
   const membership = await joinMosque(svc.current(), person, mosque.id);
   const player = await registerPlayer(svc.current(), person, mosque.id);
-  assert.equal(storedLease(svc.env.DATABASE_PATH, player.device.id).lease_token, null, 'pending: no lease');
+  assert.equal((await storedLease(svc.current(), player.device.id)).lease_token, null, 'pending: no lease');
   await svc.stop();
-  const db = openDatabase(svc.env.DATABASE_PATH);
-  db.prepare("UPDATE memberships SET status = 'approved' WHERE id = ?").run(membership.id);
-  db.close();
+  const { store, close } = await storeOf(svc.current());
+  await store.updateTable('memberships').set({ status: 'approved' }).where('id', '=', membership.id).execute();
+  await close();
   const ts = await svc.start();
-  assert.ok(storedLease(svc.env.DATABASE_PATH, player.device.id).lease_token, 'signed at start');
+  assert.ok((await storedLease(svc.current(), player.device.id)).lease_token, 'signed at start');
   const [config] = await configsOnConnect(t, ts, player);
   assert.equal(config!.stream_url, STREAM);
   assert.equal(config!.lease.expires_at, nowS(clock) + 3600);
@@ -118,7 +117,7 @@ test('a player banned while offline and a deleted player: after a restart the on
   assert.equal(config!.lease, undefined, JSON.stringify(config));
   assert.equal(config!.stream_url, undefined);
   assert.equal(config!.unbound_reason, 'membership_lapsed');
-  assert.equal(storedLease(svc.env.DATABASE_PATH, player.device.id).lease_token, null);
+  assert.equal((await storedLease(svc.current(), player.device.id)).lease_token, null);
 });
 
 test('a connected note is listed right after the CONNACK and comes before the status the device sends next', async (t) => {

@@ -1,5 +1,3 @@
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,18 +5,19 @@ import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { sql } from 'kysely';
-import { sqliteStore, type StoreTransaction } from '../../src/platform/store/store.ts';
+import type { Store, StoreTransaction } from '../../src/platform/store/store.ts';
 import { createGroupCommit } from '../../src/devices/group-commit.ts';
 import { API } from '../support/people.ts';
-import { databaseSize, fillUntilRefused } from '../support/database.ts';
+import { databaseSize, fillUntilRefused, sqliteOnly, storeOf, testStore } from '../support/database.ts';
 import { connectPacket, rawTcp, varint } from '../support/hostile.ts';
 import { connectDevice, firmwareClient, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
-import { durableFiles, startTestService } from '../support/service.ts';
+import { durableFiles, startTestService, type TestService } from '../support/service.ts';
 import { baseEnv, listening, startProcess, tempDir } from '../support/process.ts';
 import { httpClient, sha256 } from '../support/service.ts';
 
 // Statuses are written in group commits (one transaction per event-loop turn) and each
-// PUBACK still means "written": these tests read the SQLite file itself after the acknowledgements.
+// PUBACK still means "written": these tests read the database itself after the acknowledgements, through a
+// connection of their own (the SQLite file, or the service's PostgreSQL), or the file as sqlite3 would.
 
 /** The database file, read-only, as an operator's sqlite3 would see it. */
 function readFile(t: TestContext, file: string): Database.Database {
@@ -27,8 +26,18 @@ function readFile(t: TestContext, file: string): Database.Database {
   return db;
 }
 
-const statusRows = (db: Database.Database, deviceId: string) =>
-  db.prepare<[string], { from_status: string; to_status: string; reason: string }>("SELECT from_status, to_status, reason FROM mosque_device_events WHERE device_id = ? AND kind = 'status' ORDER BY id").all(deviceId);
+/** The service's store through a connection of its own, closed when the test ends. */
+async function readStore(t: TestContext, ts: TestService): Promise<Store> {
+  const { store, close } = await storeOf(ts);
+  t.after(close);
+  return store;
+}
+
+const deviceStatus = (store: Store, deviceId: string) =>
+  store.selectFrom('devices').select(['status', 'status_reason']).where('id', '=', deviceId).executeTakeFirstOrThrow();
+
+const statusRows = (store: Store, deviceId: string) =>
+  store.selectFrom('mosque_device_events').select(['from_status', 'to_status', 'reason']).where('device_id', '=', deviceId).where('kind', '=', 'status').orderBy('id').execute();
 
 /** A QoS 1 retained PUBLISH packet, built by hand so that several can go out in one TCP write. */
 function publishPacket(topic: string, payload: string, messageId: number): Buffer {
@@ -54,17 +63,16 @@ test('statuses many devices publish at once are all in the database file once ac
   });
   await Promise.all(acked);
 
-  const db = readFile(t, ts.config.databasePath);
-  devices.forEach((d, i) => {
-    const row = db.prepare<[string], { status: string; status_reason: string }>('SELECT status, status_reason FROM devices WHERE id = ?').get(d.device.id)!;
-    assert.deepEqual(row, { status: 'PLAYING', status_reason: `burst-${i}-3` }, `device ${i}'s row holds its last status`);
-    assert.deepEqual(statusRows(db, d.device.id), [
+  const db = await readStore(t, ts);
+  for (const [i, d] of devices.entries()) {
+    assert.deepEqual(await deviceStatus(db, d.device.id), { status: 'PLAYING', status_reason: `burst-${i}-3` }, `device ${i}'s row holds its last status`);
+    assert.deepEqual(await statusRows(db, d.device.id), [
       { from_status: 'UNKNOWN', to_status: 'ONLINE', reason: `burst-${i}-0` },
       { from_status: 'ONLINE', to_status: 'PLAYING', reason: `burst-${i}-1` },
       { from_status: 'PLAYING', to_status: 'ONLINE', reason: `burst-${i}-2` },
       { from_status: 'ONLINE', to_status: 'PLAYING', reason: `burst-${i}-3` },
     ], `device ${i}'s transitions, in order`);
-  });
+  }
   assert.equal((await getDevice(ts, owner.token, devices[0]!.device.id)).status, 'PLAYING');
 });
 
@@ -94,9 +102,9 @@ test('two statuses of one device in one batch leave the later one as its state, 
   await waitFor('both PUBACKs', () => pubacks().length === 2);
   assert.deepEqual(pubacks(), [1, 2], 'acknowledged in the order sent');
 
-  const db = readFile(t, ts.config.databasePath);
-  assert.equal(db.prepare<[string], { status: string }>('SELECT status FROM devices WHERE id = ?').get(id)!.status, 'STREAM_ERROR');
-  assert.deepEqual(statusRows(db, id), [
+  const db = await readStore(t, ts);
+  assert.equal((await deviceStatus(db, id)).status, 'STREAM_ERROR');
+  assert.deepEqual(await statusRows(db, id), [
     { from_status: 'UNKNOWN', to_status: 'PLAYING', reason: 'first' },
     { from_status: 'PLAYING', to_status: 'STREAM_ERROR', reason: 'second' },
   ]);
@@ -105,13 +113,11 @@ test('two statuses of one device in one batch leave the later one as its state, 
 });
 
 test('a batch whose commit fails keeps none of its writes and settles every one of them with the error', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-gc-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const db = openDatabase(path.join(dir, 'x.db'));
-  t.after(() => db.close());
-  db.exec('CREATE TABLE w (n INTEGER NOT NULL)');
+  const { store } = await testStore(t);
+  await sql`CREATE TABLE w (n INTEGER NOT NULL)`.execute(store);
   const insert = (trx: StoreTransaction, n: number) => sql`INSERT INTO w (n) VALUES (${n})`.execute(trx);
-  const commits = createGroupCommit(sqliteStore(db), (err) => assert.fail(String(err)));
+  const count = async () => Number((await sql<{ c: number | string }>`SELECT count(*) AS c FROM w`.execute(store)).rows[0]!.c);
+  const commits = createGroupCommit(store, (err) => assert.fail(String(err)));
   const settled: Array<[number, boolean]> = [];
   for (let n = 1; n <= 5; n++) {
     commits.add({
@@ -124,16 +130,16 @@ test('a batch whose commit fails keeps none of its writes and settles every one 
   }
   await commits.flush();
   assert.deepEqual(settled, [[1, true], [2, true], [3, true], [4, true], [5, true]]);
-  assert.equal((db.prepare('SELECT count(*) AS c FROM w').get() as { c: number }).c, 0, 'nothing of the failed batch was kept');
+  assert.equal(await count(), 0, 'nothing of the failed batch was kept');
 
   // The next batch is a fresh one: it commits.
   commits.add({ write: async (trx) => void (await insert(trx, 6)), settle: (err) => settled.push([6, err !== null]) });
   await commits.flush();
   assert.deepEqual(settled.at(-1), [6, false]);
-  assert.equal((db.prepare('SELECT count(*) AS c FROM w').get() as { c: number }).c, 1);
+  assert.equal(await count(), 1);
 });
 
-test('a full disk during a batch acknowledges none of its statuses, and the devices resend them after space returns', async (t) => {
+test('a full disk during a batch acknowledges none of its statuses, and the devices resend them after space returns', { skip: sqliteOnly('fills the SQLite file up to DATABASE_MAX_BYTES') }, async (t) => {
   const { dir, env } = durableFiles(t, 'gc-full');
   const first = await startTestService(t, { env, logLevel: 'warn' });
   const { owner, mosque } = await mosqueWithOwner(first);
@@ -178,7 +184,7 @@ test('a full disk during a batch acknowledges none of its statuses, and the devi
   });
 });
 
-test('every status acknowledged before a kill -9 of the service process is in the database file afterwards', async (t) => {
+test('every status acknowledged before a kill -9 of the service process is in the database file afterwards', { skip: sqliteOnly('the process it kills runs on a SQLite file of its own, read afterwards') }, async (t) => {
   const dir = tempDir(t, 'minaret-gc-kill-');
   // Bursts beyond the default status budget, so every status sent is one the service writes.
   const run = startProcess(t, baseEnv(dir, { DEVICE_STATUS_BURST: '100000', DEVICE_STATUS_RATE: '10000', MAX_PLAYERS_PER_USER: '100' }));

@@ -1,8 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import { openDatabase } from '../../src/platform/db.ts';
-import { storedLease as storedRow } from '../support/database.ts';
+import { storedLease as storedRow, storeOf } from '../support/database.ts';
 import { createManualClock, type Clock } from '../../src/platform/clock.ts';
 import { API, joinMosque, member, setStatus } from '../support/people.ts';
 import { restartableService, type TestService } from '../support/service.ts';
@@ -16,8 +15,8 @@ const STREAM = 'https://radio.example/noor/live';
 const nowS = (clock: Clock) => Math.floor(clock() / 1000);
 
 /** The row's lease alone (its token and expiry), as these tests compare it. */
-const storedLease = (dbPath: string, id: string) => {
-  const { lease_token, lease_expires_at } = storedRow(dbPath, id);
+const storedLease = async (ts: TestService, id: string) => {
+  const { lease_token, lease_expires_at } = await storedRow(ts, id);
   return { lease_token, lease_expires_at };
 };
 
@@ -38,7 +37,7 @@ test('a player reconnecting within the first half of its lease, after a restart 
   const { player } = await approvedPlayer(svc.current());
   const first = await configOnConnect(t, svc.current(), player);
   assert.ok(first.lease, JSON.stringify(first));
-  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: first.lease.token, lease_expires_at: first.lease.expires_at });
+  assert.deepEqual(await storedLease(svc.current(), player.device.id), { lease_token: first.lease.token, lease_expires_at: first.lease.expires_at });
 
   clock.advance(10 * 60_000);
   const ts = await svc.restart();
@@ -46,7 +45,7 @@ test('a player reconnecting within the first half of its lease, after a restart 
   const again = await configOnConnect(t, svc.current(), player);
   assert.deepEqual(again.lease, first.lease, 'the very token, not a re-signed one');
   assert.equal(again.stream_url, STREAM);
-  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: first.lease.token, lease_expires_at: first.lease.expires_at });
+  assert.deepEqual(await storedLease(svc.current(), player.device.id), { lease_token: first.lease.token, lease_expires_at: first.lease.expires_at });
   // It still opens the broadcast topic, and verifies against the published keys.
   const keys = createLocalJWKSet((await ts.http.get(`${API}/devices/lease-keys`)).body);
   const { payload } = await jwtVerify(again.lease.token, keys, { algorithms: ['EdDSA'], currentDate: new Date(clock()) });
@@ -64,7 +63,7 @@ test('after a restart, a player back past half its lease gets a newly signed one
   assert.notEqual(renewed.lease.token, first.lease.token);
   assert.equal(renewed.lease.expires_at, nowS(clock) + 3600);
   assert.ok(renewed.config_version > first.config_version, 'a new config, not the old one again');
-  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: renewed.lease.token, lease_expires_at: renewed.lease.expires_at });
+  assert.deepEqual(await storedLease(svc.current(), player.device.id), { lease_token: renewed.lease.token, lease_expires_at: renewed.lease.expires_at });
 });
 
 test('a player whose membership was banned while it was offline gets no lease on reconnect, though its old one has not run out', async (t) => {
@@ -80,7 +79,7 @@ test('a player whose membership was banned while it was offline gets no lease on
   assert.equal(after.lease, undefined, JSON.stringify(after));
   assert.equal(after.stream_url, undefined);
   assert.equal(after.unbound_reason, 'membership_lapsed');
-  assert.deepEqual(storedLease(svc.env.DATABASE_PATH, player.device.id), { lease_token: null, lease_expires_at: null });
+  assert.deepEqual(await storedLease(svc.current(), player.device.id), { lease_token: null, lease_expires_at: null });
 });
 
 test('a membership banned in the database while the service was down: the stored lease is not handed out again', async (t) => {
@@ -90,9 +89,9 @@ test('a membership banned in the database while the service was down: the stored
   const first = await configOnConnect(t, svc.current(), player);
   assert.ok(first.lease);
   await svc.current().service.close();
-  const db = openDatabase(svc.env.DATABASE_PATH);
-  db.prepare("UPDATE memberships SET status = 'banned' WHERE id = ?").run(membership.id);
-  db.close();
+  const { store, close } = await storeOf(svc.current());
+  await store.updateTable('memberships').set({ status: 'banned' }).where('id', '=', membership.id).execute();
+  await close();
   await svc.restart();
   const after = await configOnConnect(t, svc.current(), player);
   assert.equal(after.lease, undefined, JSON.stringify(after));

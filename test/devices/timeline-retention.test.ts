@@ -1,35 +1,26 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { createManualClock } from '../../src/platform/clock.ts';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createTimeline } from '../../src/devices/timeline.ts';
+import { sql } from 'kysely';
+import { testStore } from '../support/database.ts';
 
-// DEVICE_EVENTS_RETENTION_DAYS and DEVICE_EVENTS_MAX_PER_DEVICE (docs/settings.md), on the real SQLite file.
+// DEVICE_EVENTS_RETENTION_DAYS and DEVICE_EVENTS_MAX_PER_DEVICE (docs/settings.md), on a real store (the SQLite
+// file, or PostgreSQL with MINARET_TEST_STORE).
 
 const DAY_MS = 86_400_000;
 
 async function world(t: TestContext, devices: number) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-timeline-'));
-  const db = openDatabase(path.join(dir, 'minaret.db'));
-  t.after(() => {
-    db.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  migrate(db);
+  const { store: kysely, db } = await testStore(t);
   const clock = createManualClock(Date.UTC(2026, 0, 1));
-  const kysely = sqliteStore(db);
   const store = await createDeviceStore(kysely, clock);
   const ids: string[] = [];
   for (let i = 0; i < devices; i++) ids.push((await store.create(kysely, { kind: 'transmitter', name: `tx ${i}`, mosqueId: null, ownerUserId: null })).row.id);
   const timeline = createTimeline(kysely, clock);
-  const count = db.prepare<[string], number>('SELECT count(*) FROM mosque_device_events WHERE device_id = ?').pluck();
-  const oldest = db.prepare<[], number>('SELECT min(at) FROM mosque_device_events').pluck();
-  return { db, kysely, clock, ids, timeline, count: (id: string) => count.get(id)!, oldestAt: () => oldest.get()! };
+  const count = async (id: string) => Number((await kysely.selectFrom('mosque_device_events').select((eb) => eb.fn.countAll().as('n')).where('device_id', '=', id).executeTakeFirstOrThrow()).n);
+  const oldestAt = async () => Number((await kysely.selectFrom('mosque_device_events').select((eb) => eb.fn.min('at').as('at')).executeTakeFirstOrThrow()).at);
+  return { db, kysely, clock, ids, timeline, count, oldestAt };
 }
 
 test('events older than the retention are deleted and newer ones kept, found without an index on at', async (t) => {
@@ -41,9 +32,11 @@ test('events older than the retention are deleted and newer ones kept, found wit
   // Now is day 40: with 30 days kept, days 0-9 go (day 10 is exactly 30 days old and stays).
   const removed = await w.timeline.prune(30, 1000);
   assert.equal(removed, 2 * 10);
-  for (const id of w.ids) assert.equal(w.count(id), 30);
-  assert.equal(w.oldestAt(), Math.floor((Date.UTC(2026, 0, 1) + 10 * DAY_MS) / 1000));
-  const indexes = w.db.prepare<[], string>("SELECT name FROM pragma_index_list('mosque_device_events')").pluck().all();
+  for (const id of w.ids) assert.equal(await w.count(id), 30);
+  assert.equal(await w.oldestAt(), Math.floor((Date.UTC(2026, 0, 1) + 10 * DAY_MS) / 1000));
+  const indexes = w.db
+    ? w.db.prepare<[], string>("SELECT name FROM pragma_index_list('mosque_device_events')").pluck().all()
+    : (await sql<{ indexname: string }>`SELECT indexname FROM pg_indexes WHERE tablename = 'mosque_device_events'`.execute(w.kysely)).rows.map((r) => r.indexname);
   assert.ok(!indexes.includes('mosque_device_events_at'), `indexes: ${indexes.join(', ')}`);
   // A second pass finds nothing more to do.
   assert.equal(await w.timeline.prune(30, 1000), 0);
@@ -55,20 +48,20 @@ test('each device keeps only its newest events past the cap, the others untouche
   for (let i = 0; i < 25; i++) await w.timeline.note({ deviceId: a, mosqueId: null, kind: 'status', reason: `a${i}` });
   for (let i = 0; i < 5; i++) await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: `b${i}` });
   assert.equal(await w.timeline.prune(30, 10), 15);
-  assert.equal(w.count(a), 10);
-  assert.equal(w.count(b), 5);
+  assert.equal(await w.count(a), 10);
+  assert.equal(await w.count(b), 5);
   assert.deepEqual((await w.timeline.list(a, 1, null)).map((e) => e.reason), ['a24']);
   assert.deepEqual((await w.timeline.list(a, 100, null)).at(-1)?.reason, 'a15');
 
   // Rows written by another process sharing the file (another timeline on it) are not seen until that device
   // is written to here: the cap pass after the first looks only at devices written to since.
-  const other = createTimeline(sqliteStore(w.db), w.clock);
+  const other = createTimeline(w.kysely, w.clock);
   for (let i = 0; i < 20; i++) await other.note({ deviceId: c, mosqueId: null, kind: 'status', reason: `other ${i}` });
   await w.timeline.note({ deviceId: b, mosqueId: null, kind: 'status', reason: 'b5' });
   assert.equal(await w.timeline.prune(100_000, 10), 0, 'device b is within its cap; device c was not written through the timeline');
   await w.timeline.note({ deviceId: c, mosqueId: null, kind: 'status', reason: 'c' });
   assert.equal(await w.timeline.prune(100_000, 10), 11);
-  assert.equal(w.count(c), 10);
+  assert.equal(await w.count(c), 10);
 });
 
 test('a long pass yields to the event loop between slices and stops when asked', async (t) => {

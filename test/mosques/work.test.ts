@@ -1,12 +1,8 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { Change } from '../../src/platform/changes.ts';
 import { createManualClock } from '../../src/platform/clock.ts';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
+import { testStore } from '../support/database.ts';
 import { createActivityLog } from '../../src/mosques/activity.ts';
 import { createMemberships, type MembershipChange } from '../../src/mosques/memberships.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
@@ -18,29 +14,30 @@ import { createUserStore } from '../../src/people/users.ts';
 // decides a write is made in the transaction that writes.
 
 async function setup(t: TestContext) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-mosques-work-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const db = openDatabase(path.join(dir, 'minaret.db'));
-  migrate(db);
-  const store = sqliteStore(db);
-  t.after(async () => {
-    await store.destroy();
-    db.close();
-  });
+  const { store, dialect, db } = await testStore(t);
   const clock = createManualClock();
   const published: Change[] = [];
   const changes = { publish: (c: Change) => void published.push(c) };
-  const told: Array<MembershipChange & { inTransaction: boolean }> = [];
+  // When told, the change must be committed: on SQLite the one connection has left its transaction; on
+  // PostgreSQL a read on another connection of the pool already sees the membership (inside the transaction it
+  // would not: READ COMMITTED).
+  const told: Array<MembershipChange & { inTransaction: boolean; committed: Promise<boolean> }> = [];
   const users = await createUserStore(store, clock);
   const activity = createActivityLog(store, clock);
   const mosques = createMosqueStore(store, clock);
   const memberships = createMemberships({
     store, clock, activity, users, changes,
   });
-  memberships.listen((change) => void told.push({ ...change, inTransaction: db.inTransaction }));
+  memberships.listen((change) => void told.push({
+    ...change,
+    inTransaction: db?.inTransaction ?? false,
+    committed: dialect === 'postgres'
+      ? store.selectFrom('memberships').select('id').where('id', '=', change.membership.id).executeTakeFirst().then((r) => r !== undefined)
+      : Promise.resolve(true),
+  }));
   const user = await users.create({ email: 'amina@example.com', emailHash: 'hash-amina', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
   const mosque = (name: string) => mosques.create(undefined, { name, timezone: 'UTC', autoApproveMembers: true, streamUrl: null });
-  return { db, store, activity, memberships, user, mosque, published, told };
+  return { store, activity, memberships, user, mosque, published, told };
 }
 
 test('a membership made in a caller\'s transaction is announced after its COMMIT, and not at all when it rolls back', async (t) => {
@@ -54,6 +51,7 @@ test('a membership made in a caller\'s transaction is announced after its COMMIT
   });
   assert.equal(s.told.length, 1);
   assert.equal(s.told[0]!.inTransaction, false);
+  assert.equal(await s.told[0]!.committed, true, 'told before its COMMIT');
   assert.equal(s.told[0]!.membership.status, 'approved');
   assert.deepEqual(s.published, [{ kind: 'standing', id: s.user.id }]);
 

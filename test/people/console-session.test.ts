@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase } from '../../src/platform/db.ts';
+import { storeOf } from '../support/database.ts';
 import { AUTH, assertError, emailId, lastSent } from '../support/api.ts';
 import { signInSuperadmin } from '../support/people.ts';
 import { createManualClock, sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
@@ -50,12 +50,13 @@ const mint = (ts: TestService, cookie: string | null, headers: Record<string, st
   ts.http.request('POST', `${AUTH}/session/token`, { headers: { ...headers, ...(cookie && { cookie }) } });
 const me = (ts: TestService, token: string) => ts.http.get('/api/v1/me', token);
 
-function sessionRows(ts: TestService): Array<Record<string, string | number>> {
-  const db = openDatabase(ts.config.databasePath);
+/** The service's console_sessions rows, through a second connection to its store (SQLite or PostgreSQL). */
+async function sessionRows(ts: TestService): Promise<Array<Record<string, string | number>>> {
+  const { store, close } = await storeOf(ts);
   try {
-    return db.prepare('SELECT * FROM console_sessions ORDER BY created_at').all() as never;
+    return await store.selectFrom('console_sessions').selectAll().orderBy('created_at').orderBy('id').execute();
   } finally {
-    db.close();
+    await close();
   }
 }
 
@@ -81,7 +82,7 @@ test('opening a session: the cookie is HttpOnly, SameSite=Strict, on the session
   assert.equal((await me(ts, s.token)).status, 200);
   assertError(await me(ts, token), 401, 'unauthorized'); // the traded sign-in token died in the trade
 
-  const rows = sessionRows(ts);
+  const rows = await sessionRows(ts);
   assert.equal(rows.length, 1);
   const [sid, secret] = s.value.split('.') as [string, string];
   assert.equal(rows[0]!.id, sid);
@@ -120,13 +121,13 @@ test('Secure is set unless the page is plain http on a loopback host; plain http
   assertError(refused, 403, 'forbidden');
   assert.equal(setCookieOf(refused), null);
   assert.equal((await me(lan, c.token)).status, 200, 'the token was not traded away');
-  assert.deepEqual(sessionRows(lan), []);
+  assert.deepEqual(await sessionRows(lan), []);
 });
 
 test('CSRF: a missing console header, a foreign Origin or none at all is refused with 403 and changes nothing', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
   const s = await openSession(ts, (await signup(ts, 'khadija@session.test')).token);
-  const before = sessionRows(ts);
+  const before = await sessionRows(ts);
   const refusals: Array<[string, Record<string, string>]> = [
     ['no X-Minaret-Console', { origin: originOf(ts) }],
     ['X-Minaret-Console other than 1', { origin: originOf(ts), 'x-minaret-console': 'yes' }],
@@ -142,7 +143,7 @@ test('CSRF: a missing console header, a foreign Origin or none at all is refused
     assert.equal(res.body.error.code, 'forbidden', what);
     assert.equal(setCookieOf(res), null, `${what}: the cookie is left alone`);
   }
-  assert.deepEqual(sessionRows(ts), before, 'no session was used or ended');
+  assert.deepEqual(await sessionRows(ts), before, 'no session was used or ended');
 
   // Opening one takes the same rule: nothing is traded, no row is written.
   const other = await signup(ts, 'umar@session.test');
@@ -152,7 +153,7 @@ test('CSRF: a missing console header, a foreign Origin or none at all is refused
     assert.equal(setCookieOf(res), null, what);
   }
   assert.equal((await me(ts, other.token)).status, 200);
-  assert.deepEqual(sessionRows(ts), before);
+  assert.deepEqual(await sessionRows(ts), before);
   assert.equal((await mint(ts, s.cookie)).status, 200, 'and the session still works from its own page');
 });
 
@@ -191,7 +192,7 @@ test('sign out ends the session and clears the cookie; the other sessions of the
   assert.match(setCookieOf(res) ?? '', /^minaret_console=; Path=\/api\/v1\/auth\/session; Max-Age=0; HttpOnly; SameSite=Strict$/);
   await assertEnded(ts, laptop, 'logout');
   assert.equal((await mint(ts, phone.cookie)).status, 200);
-  assert.equal(sessionRows(ts).length, 1);
+  assert.equal((await sessionRows(ts)).length, 1);
 });
 
 test('sign out everywhere, a password change and a password reset end every session of the account', async (t) => {
@@ -204,7 +205,7 @@ test('sign out everywhere, a password change and a password reset end every sess
   assert.equal(all.status, 204);
   await assertEnded(ts, a, 'logout-all');
   await assertEnded(ts, b, 'logout-all');
-  assert.deepEqual(sessionRows(ts), []);
+  assert.deepEqual(await sessionRows(ts), []);
 
   const c = await openSession(ts, await login(ts, 'ali@session.test'));
   const changed = await ts.http.post('/api/v1/me/password', { current_password_hash: sha256(PASSWORD), new_password_hash: sha256('second password') }, c.token);
@@ -233,7 +234,7 @@ test('a role change and the deletion of the account end its sessions', async (t)
   const again = await openSession(ts, await login(ts, 'imran@session.test'));
   assert.equal((await ts.http.delete(`/api/v1/users/${person.id}`, root.token)).status, 204);
   await assertEnded(ts, again, 'deletion');
-  assert.deepEqual(sessionRows(ts).map((r) => r.id), [unrelated.value.split('.')[0]], 'only the other person\'s session is left');
+  assert.deepEqual((await sessionRows(ts)).map((r) => r.id), [unrelated.value.split('.')[0]], 'only the other person\'s session is left');
   assert.equal((await mint(ts, unrelated.cookie)).status, 200);
 });
 
@@ -262,7 +263,7 @@ test('idle and absolute expiry end a session; a minted token lives its 15 minute
   assert.ok(last.body.expires_in < 15 * 60 && last.body.expires_in > 0, `expires_in ${last.body.expires_in}`);
   clock.advance(last.body.expires_in * 1000);
   assertError(await mint(ts, busy.cookie), 401, 'unauthorized');
-  assert.deepEqual(sessionRows(ts), []);
+  assert.deepEqual(await sessionRows(ts), []);
 });
 
 test('a person keeps at most CONSOLE_SESSIONS_PER_USER sessions: the one unused longest goes', async (t) => {
@@ -275,7 +276,7 @@ test('a person keeps at most CONSOLE_SESSIONS_PER_USER sessions: the one unused 
   assert.equal((await mint(ts, first.cookie)).status, 200); // now the first is the more recently used
   clock.advance(1000);
   const third = await openSession(ts, await login(ts, 'hamza@session.test'));
-  assert.equal(sessionRows(ts).length, 2);
+  assert.equal((await sessionRows(ts)).length, 2);
   assertError(await mint(ts, second.cookie), 401, 'unauthorized');
   assert.equal((await mint(ts, first.cookie)).status, 200);
   assert.equal((await mint(ts, third.cookie)).status, 200);
@@ -288,7 +289,7 @@ test('a sign-in older than 10 minutes cannot open a session', async (t) => {
   clock.advance(11 * 60 * 1000);
   assertError(await ts.http.request('POST', `${AUTH}/session`, { token, headers: consoleHeaders(ts) }), 403, 'forbidden');
   assert.equal((await me(ts, token)).status, 200, 'and the token was not traded');
-  assert.deepEqual(sessionRows(ts), []);
+  assert.deepEqual(await sessionRows(ts), []);
 });
 
 /** Reads a Server-Sent Events body until `wanted` shows up (true) or the server ends the stream (false). */

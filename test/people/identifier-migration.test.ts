@@ -4,6 +4,7 @@ import bcrypt from 'bcryptjs';
 import { migrate, openDatabase, readMigrations } from '../../src/platform/db.ts';
 import { NORMALIZE_IDENTIFIERS_STEP } from '../../src/people/addresses/identifier-migration.ts';
 import { durableFiles, sha256, startTestService } from '../support/service.ts';
+import { sqliteOnly } from '../support/database.ts';
 
 const PASSWORD = 'correct horse battery staple';
 const BEFORE = 1_700_000_000;
@@ -37,9 +38,13 @@ function readUsers(file: string) {
   }
 }
 
+// The rewrite is a data step of the SQLite file, run when the service opens it (src/service.ts, openSqlite); a
+// PostgreSQL store starts from `minaret migrate-store`, which runs the step on the file first, or empty.
+const skip = sqliteOnly('the identifier rewrite is a data step of the SQLite file, written here at an older schema version');
+
 const lines = (logs: string[]) => logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.step === NORMALIZE_IDENTIFIERS_STEP);
 
-test('at start, stored emails and phones are rewritten to their normal form once; a collision is reported, not merged', async (t) => {
+test('at start, stored emails and phones are rewritten to their normal form once; a collision is reported, not merged', { skip }, async (t) => {
   const { env } = durableFiles(t, 'identifiers');
   olderDatabase(env.DATABASE_PATH, [
     { id: 'fullwidth', email: 'ｏmar@example.com', password: true },
@@ -89,7 +94,7 @@ test('at start, stored emails and phones are rewritten to their normal form once
   }
 });
 
-test('the rewrite runs once: a row put back in an old form afterwards is not rewritten at the next start', async (t) => {
+test('the rewrite runs once: a row put back in an old form afterwards is not rewritten at the next start', { skip }, async (t) => {
   const { env } = durableFiles(t, 'identifiers-once');
   olderDatabase(env.DATABASE_PATH, [{ id: 'upper', email: 'ｕｐｐｅｒ@example.com' }]);
   const first = await startTestService(t, { env });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase } from '../../src/platform/db.ts';
+import { storeOf } from '../support/database.ts';
 import { MAX_REVOKED_PER_USER } from '../../src/people/revoked-tokens.ts';
 import { AUTH, assertError, digest, emailId, lastSent, nowSeconds } from '../support/api.ts';
 import { signInSuperadmin } from '../support/people.ts';
@@ -25,12 +25,13 @@ async function login(ts: TestService, email: string): Promise<string> {
 
 const me = (ts: TestService, token: string) => ts.http.get('/api/v1/me', token);
 
-function revokedRows(ts: TestService): Array<{ token_id_hash: string; user_id: string; expires_at: number }> {
-  const db = openDatabase(ts.config.databasePath);
+/** The service's revoked_tokens rows, through a second connection to its store (SQLite or PostgreSQL). */
+async function revokedRows(ts: TestService): Promise<Array<{ token_id_hash: string; user_id: string; expires_at: number }>> {
+  const { store, close } = await storeOf(ts);
   try {
-    return db.prepare('SELECT token_id_hash, user_id, expires_at FROM revoked_tokens ORDER BY expires_at').all() as never;
+    return await store.selectFrom('revoked_tokens').select(['token_id_hash', 'user_id', 'expires_at']).orderBy('expires_at').orderBy('token_id_hash').execute();
   } finally {
-    db.close();
+    await close();
   }
 }
 
@@ -48,7 +49,7 @@ test('logout ends the token it is sent with at once, and no other token of the a
   assertError(await me(ts, phone), 401, 'unauthorized');
   assert.equal((await me(ts, laptop)).status, 200, 'the other sign-in goes on');
   assertError(await ts.http.post(`${AUTH}/logout`, undefined, phone), 401, 'unauthorized');
-  const rows = revokedRows(ts);
+  const rows = await revokedRows(ts);
   assert.equal(rows.length, 1);
   assert.match(rows[0]!.token_id_hash, /^[0-9a-f]{64}$/, 'a hash, never the token or its id');
   assert.equal(JSON.stringify(rows).includes(phone.split('.')[1]!), false);
@@ -62,7 +63,7 @@ test('logout and logout-all need a bearer token although they live under /auth',
     assertError(await ts.http.request('POST', `${AUTH}/${path}`, { headers: { authorization: `Bearer ${token}x` } }), 401, 'unauthorized');
   }
   assert.equal((await me(ts, token)).status, 200, 'nothing was ended');
-  assert.deepEqual(revokedRows(ts), []);
+  assert.deepEqual(await revokedRows(ts), []);
 });
 
 test('a signed-out token stays refused after a restart; its row is pruned once the token has expired', async (t) => {
@@ -76,12 +77,12 @@ test('a signed-out token stays refused after a restart; its row is pruned once t
   ts = await svc.restart();
   assertError(await me(ts, gone), 401, 'unauthorized');
   assert.equal((await me(ts, kept)).status, 200);
-  assert.equal(revokedRows(ts).length, 1);
+  assert.equal((await revokedRows(ts)).length, 1);
 
   clock.advance((7 * 86_400 + 120) * 1000); // past the token's exp (ACCESS_TOKEN_EXPIRE_DAYS, 7)
   const later = await login(ts, 'yusuf@logout.test');
   assert.equal((await ts.http.post(`${AUTH}/logout`, undefined, later)).status, 204);
-  const rows = revokedRows(ts);
+  const rows = await revokedRows(ts);
   assert.equal(rows.length, 1, 'the expired row went, the new one stays');
   assert.ok(rows[0]!.expires_at > nowSeconds(ts));
 });
@@ -120,12 +121,12 @@ test(`past ${MAX_REVOKED_PER_USER} signed-out tokens at once, the next logout en
   for (let i = 0; i < MAX_REVOKED_PER_USER; i++) {
     assert.equal((await ts.http.post(`${AUTH}/logout`, undefined, await login(ts, 'script@logout.test'))).status, 204);
   }
-  assert.equal(revokedRows(ts).length, MAX_REVOKED_PER_USER);
+  assert.equal((await revokedRows(ts)).length, MAX_REVOKED_PER_USER);
   assert.equal((await me(ts, kept)).status, 200, 'up to the cap, only the signed-out tokens end');
 
   const last = await login(ts, 'script@logout.test');
   assert.equal((await ts.http.post(`${AUTH}/logout`, undefined, last)).status, 204);
   assertError(await me(ts, last), 401, 'unauthorized');
   assertError(await me(ts, kept), 401, 'unauthorized');
-  assert.deepEqual(revokedRows(ts), []);
+  assert.deepEqual(await revokedRows(ts), []);
 });

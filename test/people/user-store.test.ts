@@ -1,25 +1,15 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
 import type { Change } from '../../src/platform/changes.ts';
 import { systemClock } from '../../src/platform/clock.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
+import { testStore } from '../support/database.ts';
 import { createUserStore } from '../../src/people/users.ts';
 
-/** A migrated SQLite file of its own, and a user store over it that records what it announces. */
-async function userStore(t: { after(fn: () => void): void }) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-user-store-'));
-  const db = openDatabase(path.join(dir, 'minaret.db'));
-  t.after(() => {
-    db.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  migrate(db);
+/** A migrated store of its own (testStore: SQLite, or PostgreSQL), and a user store over it that records what it announces. */
+async function userStore(t: TestContext) {
+  const { store: db } = await testStore(t); // `db`: the rows as another connection writes them
   const heard: Change[] = [];
-  const users = await createUserStore(sqliteStore(db), systemClock, { publish: (c) => void heard.push(c) });
+  const users = await createUserStore(db, systemClock, { publish: (c) => void heard.push(c) });
   const user = await users.create({ email: 'a@example.com', emailHash: 'ha', phone: null, phoneHash: null, passwordBcrypt: 'x', role: 'member' });
   heard.length = 0;
   return { db, users, user, heard };
@@ -74,7 +64,7 @@ test('a full reload of the token versions keeps a version this process wrote whi
       };
     },
   });
-  const base = sqliteStore(db);
+  const base = db;
   const store = new Proxy(base, {
     get(obj, key) {
       const value = Reflect.get(obj, key) as unknown;
@@ -97,8 +87,8 @@ test('a full reload of the token versions keeps a version this process wrote whi
 test('a full reload picks up versions another connection wrote, and forgets users deleted there', async (t) => {
   const { db, users, user } = await userStore(t);
   const gone = await users.create({ email: 'c@example.com', emailHash: 'hc', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
-  db.prepare('UPDATE users SET token_version = 5 WHERE id = ?').run(user.id);
-  db.prepare('DELETE FROM users WHERE id = ?').run(gone.id);
+  await db.updateTable('users').set({ token_version: 5 }).where('id', '=', user.id).execute();
+  await db.deleteFrom('users').where('id', '=', gone.id).execute();
   assert.equal(users.tokenVersion(user.id), 0, 'memory has the old version until a reload');
   await users.reloadVersions();
   assert.equal(users.tokenVersion(user.id), 5);
@@ -125,15 +115,15 @@ test('two unproven claims of one address made in the same second are listed in t
   for (let i = 0; i < 3; i += 1) {
     created.push(await users.create({ email: `same${i}@example.com`, emailHash: 'same', phone: null, phoneHash: null, passwordBcrypt: 'x', role: 'member' }));
   }
-  db.prepare('UPDATE users SET created_at = 1000 WHERE email_hash = ?').run('same');
+  await db.updateTable('users').set({ created_at: 1000 }).where('email_hash', '=', 'same').execute();
   const listed = await users.listUnprovenClaimants('same');
   assert.deepEqual(listed.map((u) => u.id), created.map((u) => u.id));
   assert.equal((await users.findByIdentifierHash('same'))?.id, created[0]!.id);
   // Against the order of the ids too, whichever way the random ids fell: swapping the first two rows' numbers swaps the answer.
-  const seq = (id: string) => (db.prepare('SELECT claim_seq FROM users WHERE id = ?').get(id) as { claim_seq: number }).claim_seq;
-  const [a, b] = [seq(created[0]!.id), seq(created[1]!.id)];
+  const seq = async (id: string) => (await db.selectFrom('users').select('claim_seq').where('id', '=', id).executeTakeFirstOrThrow()).claim_seq;
+  const [a, b] = [await seq(created[0]!.id), await seq(created[1]!.id)];
   assert.ok(a > 0 && b > a, `claim numbers ${a}, ${b} follow the insertion order`);
-  db.prepare('UPDATE users SET claim_seq = ? WHERE id = ?').run(b, created[0]!.id);
-  db.prepare('UPDATE users SET claim_seq = ? WHERE id = ?').run(a, created[1]!.id);
+  await db.updateTable('users').set({ claim_seq: b }).where('id', '=', created[0]!.id).execute();
+  await db.updateTable('users').set({ claim_seq: a }).where('id', '=', created[1]!.id).execute();
   assert.equal((await users.findByIdentifierHash('same'))?.id, created[1]!.id);
 });

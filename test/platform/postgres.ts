@@ -20,8 +20,8 @@ export const postgresInstalled = () => PG_BIN !== null && fs.existsSync(path.joi
 
 export interface PostgresCluster {
   port: number;
-  /** A new, empty database's URL. */
-  database(): Promise<string>;
+  /** A new database's URL: empty, or a copy of `template` (a database of this cluster no one is connected to). */
+  database(template?: string): Promise<string>;
   stopServer(): Promise<void>;
   startServer(): Promise<void>;
   stop(): void;
@@ -37,13 +37,33 @@ export async function startPostgres(): Promise<PostgresCluster> {
   const port = await freePort();
   const admin = `postgres://postgres@127.0.0.1:${port}/postgres`;
   let child: ReturnType<typeof spawn>;
+  const pidFile = path.join(dir, 'data', 'postmaster.pid');
+  // The postmaster itself, by the pid in postmaster.pid: as root `child` is runuser, and a SIGKILL to it left the
+  // postmaster running, with the cluster's directory removed under it. SIGQUIT is PostgreSQL's immediate
+  // shutdown (its own processes end too); the server's files are thrown away after it, so nothing is lost.
   const kill = () => {
+    let pid = 0;
+    try {
+      pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+    } catch {
+      /* not started, or stopped already */
+    }
+    if (pid > 0) {
+      try {
+        process.kill(pid, 'SIGQUIT');
+      } catch {
+        /* gone already */
+      }
+      for (let i = 0; i < 50 && alive(pid); i++) spawnSync('sleep', ['0.1']);
+    }
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   };
   process.once('exit', () => kill());
   const launch = async () => {
     child = spawn(...run(path.join(PG_BIN!, 'postgres'), [
       '-D', path.join(dir, 'data'), '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off',
+      // A test's data is thrown away: nothing needs to survive a crash, and several clusters share the machine.
+      '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'shared_buffers=16MB',
     ]), { stdio: 'ignore' });
     const deadline = Date.now() + 15_000;
     for (;;) {
@@ -64,12 +84,15 @@ export async function startPostgres(): Promise<PostgresCluster> {
   let n = 0;
   return {
     port,
-    async database() {
+    async database(template?: string) {
       const name = `t${++n}`;
       const client = new pg.Client(admin);
       await client.connect();
-      await client.query(`CREATE DATABASE ${name}`);
-      await client.end();
+      try {
+        await client.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
+      } finally {
+        await client.end();
+      }
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
     },
     /** The server stopped (fast shutdown: clients are cut off), its files kept for `startServer`. */
@@ -77,7 +100,7 @@ export async function startPostgres(): Promise<PostgresCluster> {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       // The postmaster itself (as root, `child` is runuser, which does not pass SIGINT on): its pid is the
       // first line of postmaster.pid.
-      const pid = Number(fs.readFileSync(path.join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
       process.kill(pid, 'SIGINT');
       await exited;
     },
@@ -85,8 +108,16 @@ export async function startPostgres(): Promise<PostgresCluster> {
     startServer: launch,
     stop() {
       kill();
-      spawnSync('sleep', ['0.2']);
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Whether `pid` still runs (an exited child of this process not yet reaped is a zombie: it counts as ended). */
+function alive(pid: number): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+  } catch {
+    return false;
+  }
 }

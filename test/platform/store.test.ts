@@ -78,6 +78,23 @@ test('a transaction takes the write lock at BEGIN: a second connection cannot wr
   }
 });
 
+test('a row lock (FOR UPDATE) is left out of SQLite\'s SQL, where the transaction holds the write lock already, and kept for PostgreSQL', async () => {
+  const { store, done } = fileStore();
+  try {
+    const query = store.selectFrom('users').select('id').where('id', '=', 'u1').forUpdate();
+    assert.equal(query.compile().sql, 'select "id" from "users" where "id" = ?');
+    assert.deepEqual(await store.transaction().execute((trx) => trx.selectFrom('users').select('id').forUpdate().execute()), []);
+    // Another modifier in the same place stays.
+    assert.match(store.selectFrom('users').select('id').distinct().forUpdate().compile().sql, /^select distinct "id"/);
+  } finally {
+    done();
+  }
+  const { postgresStore } = await import('../../src/platform/store/postgres.ts');
+  const pg = postgresStore('postgres://nobody@127.0.0.1:9/none', { poolSize: 1, statementTimeoutMs: 1000 });
+  assert.equal(pg.selectFrom('users').select('id').where('id', '=', 'u1').forUpdate().compile().sql, 'select "id" from "users" where "id" = $1 for update');
+  await pg.destroy();
+});
+
 test('a bad query is a rejected promise with SQLite\'s error, and the store goes on answering', async () => {
   const { store, done } = fileStore();
   try {

@@ -1,8 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase } from '../../src/platform/db.ts';
+import { storeOf } from '../support/database.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createManualClock, startTestService } from '../support/service.ts';
 import { API, createMosque, joinMosque, makeAdmin, member, signInSuperadmin } from '../support/people.ts';
 
@@ -124,9 +123,9 @@ test('a mosque name holding a bare CR, LF or CRLF reaches the ICS feed escaped a
   const { ts, owner, mosque } = await world(t);
   // The API refuses such a name now; written through the store on a second connection, as an older version
   // or another tool could have, the feed must still be safe by itself.
-  const db = openDatabase(ts.config.databasePath);
-  await createMosqueStore(sqliteStore(db), ts.clock).update(undefined, mosque.id, { name: 'Noor\rBEGIN:VEVENT\nTwo\r\nThree\u0007' });
-  db.close();
+  const { store, close } = await storeOf(ts);
+  await createMosqueStore(store, ts.clock).update(undefined, mosque.id, { name: 'Noor\rBEGIN:VEVENT\nTwo\r\nThree\u0007' });
+  await close();
   const res = await fetch(`${ts.url}${API}/mosques/${mosque.id}/schedule.ics`, { headers: { authorization: `Bearer ${owner.token}` } });
   assert.equal(res.status, 200);
   const text = await res.text();

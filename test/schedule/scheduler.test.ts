@@ -8,9 +8,8 @@ import { connectDevice, getDevice, nowTs, publish, registerTransmitter, settle, 
 import { browserKeys, decryptPush, deliveringTo, startPushService, type PushService } from '../support/push-service.ts';
 import { SimDevice } from '../../simulator/device.ts';
 import { followSchedule } from '../../simulator/follow-schedule.ts';
-import { openDatabase } from '../../src/platform/db.ts';
+import { storeOf } from '../support/database.ts';
 import { createScheduleStore } from '../../src/schedule/schedule-store.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
 import { createBroadcasts } from '../../src/broadcasts/broadcasts.ts';
 import { createActivityLog } from '../../src/mosques/activity.ts';
@@ -42,11 +41,14 @@ async function dhuhr(ts: TestService, token: string, mosqueId: string) {
   return res.body.find((s: any) => s.prayer === 'dhuhr');
 }
 
-/** Another process's schedule store: a connection of its own to the service's file, as processes sharing it have. */
+/**
+ * Another process's schedule store: a connection of its own to the service's store (its file, or its
+ * PostgreSQL), as processes sharing it have.
+ */
 async function otherProcessStore(t: TestContext, ts: TestService) {
-  const db = openDatabase(ts.config.databasePath);
-  t.after(() => db.close());
-  return createScheduleStore(sqliteStore(db), createMosqueStore(sqliteStore(db), Date.now));
+  const { store, close } = await storeOf(ts);
+  t.after(close);
+  return createScheduleStore(store, createMosqueStore(store, Date.now));
 }
 
 /** Dhuhr on 10 June 2026 (azaan 12:00 UTC), as the scheduler derives it for SCHEDULE. */

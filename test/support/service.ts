@@ -10,6 +10,7 @@ import { loadConfig, type Config } from '../../src/platform/config.ts';
 import type { OutgoingMessage, Transport } from '../../src/platform/notify.ts';
 import { startService, type Service } from '../../src/service.ts';
 import type { PushNetwork } from '../../notify/webpush.ts';
+import { copyPostgresDatabase, freshPostgresUrl, onPostgres } from './database.ts';
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 
@@ -89,13 +90,36 @@ export function copiedWorld<W>(build: (ts: TestService) => Promise<W>, opts: { e
     const { dir, world } = await (made ??= make(t));
     const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-world-copy-'));
     t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
-    fs.cpSync(dir, copy, { recursive: true });
+    copyServiceFiles(dir, copy);
     const ts = await startTestService(t, { ...opts, env: { ...opts.env, DATABASE_PATH: path.join(copy, 'minaret.db'), DATA_DIR: copy } });
     return { ...world, ts };
   };
 }
 
-/** A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. */
+/**
+ * A stopped service's folder (its minaret.db and DATA_DIR) copied to `to`, for another service to start on
+ * from the same state. With MINARET_TEST_STORE=postgres the PostgreSQL database that stands for `from`'s file
+ * is copied too, and stands for `to`'s (the service that made it closed, so no connection is left to it).
+ */
+export function copyServiceFiles(from: string, to: string): void {
+  fs.cpSync(from, to, { recursive: true });
+  const made = databaseOfFile.get(path.join(from, 'minaret.db'));
+  if (onPostgres && made) databaseOfFile.set(path.join(to, 'minaret.db'), made.then(copyPostgresDatabase));
+}
+
+/**
+ * With MINARET_TEST_STORE=postgres, the PostgreSQL database that stands for the SQLite file at `file`: the same
+ * one each time a test names the same DATABASE_PATH (a restart on durableFiles finds its rows again), a fresh
+ * one for a file not named before.
+ */
+const databaseOfFile = new Map<string, Promise<string>>();
+
+/**
+ * A whole service on ports 0 with a real SQLite file in a temp folder; closed when the test ends. With
+ * MINARET_TEST_STORE=postgres (test/support/database.ts) it runs on a fresh PostgreSQL database instead
+ * (DATABASE_URL), unless the test names its own DATABASE_URL; its DATABASE_PATH (named by the test, or the
+ * one in `dir`) maps to that database for the whole test file, as a SQLite file outlives its service.
+ */
 export async function startTestService(
   t: TestContext,
   opts: {
@@ -112,6 +136,10 @@ export async function startTestService(
   } = {},
 ): Promise<TestService> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-test-'));
+  const file = opts.env?.DATABASE_PATH ?? path.join(dir, 'minaret.db');
+  const postgres = onPostgres && opts.env?.DATABASE_URL === undefined
+    ? { DATABASE_URL: await (databaseOfFile.get(file) ?? databaseOfFile.set(file, freshPostgresUrl()).get(file)!) }
+    : {};
   const loaded = loadConfig({
     NODE_ENV: 'test',
     HOST: '127.0.0.1',
@@ -124,6 +152,7 @@ export async function startTestService(
     AUTH_RATE_LIMIT: '100000',
     AUTH_IDENTIFIER_RATE_LIMIT: '100000',
     LOG_LEVEL: opts.logLevel ?? 'debug',
+    ...postgres,
     ...opts.env,
   });
   if (!loaded.ok) throw new Error(loaded.error);

@@ -1,9 +1,8 @@
 import fs from 'node:fs';
 import bcrypt from 'bcryptjs';
-import { openDatabase } from '../../src/platform/db.ts';
 import { identifierHash, normalizeEmail, sha256Hex } from '../../src/platform/identifiers.ts';
 import { createUserStore, type UserRow } from '../../src/people/users.ts';
-import { sqliteStore, type Store } from '../../src/platform/store/store.ts';
+import { storeOf } from './database.ts';
 import type { TestService } from './service.ts';
 
 /**
@@ -15,7 +14,7 @@ export async function createSuperadmin(ts: TestService, email: string, password:
   const checked = normalizeEmail(email);
   if (!checked.ok) throw new Error(`createSuperadmin: ${email} ${checked.reason}`);
   const normalized = checked.value;
-  const { store, close } = await secondStore(ts);
+  const { store, close } = await storeOf(ts);
   try {
     const users = await createUserStore(store, ts.clock);
     return await users.create({
@@ -33,28 +32,23 @@ export async function createSuperadmin(ts: TestService, email: string, password:
   }
 }
 
-async function secondStore(ts: TestService): Promise<{ store: Store; close(): Promise<void> }> {
-  if (ts.config.postgres) {
-    const { postgresStore } = await import('../../src/platform/store/postgres.ts');
-    const store = postgresStore(ts.config.postgres.url, { poolSize: 1, statementTimeoutMs: 10_000 });
-    return { store, close: () => store.destroy() };
-  }
-  const db = openDatabase(ts.config.databasePath);
-  return { store: sqliteStore(db), close: async () => void db.close() };
-}
 
-/** Every row of a table of the running service's database, read through a second connection. */
-export function readRows(ts: TestService, table: 'users' | 'login_codes' | 'reset_tokens' | 'superadmin_sessions'): Record<string, unknown>[] {
-  const db = openDatabase(ts.config.databasePath);
+/** Every row of a table of the running service's database (SQLite or PostgreSQL), read through a second connection. */
+export async function readRows(ts: TestService, table: 'users' | 'login_codes' | 'reset_tokens' | 'superadmin_sessions'): Promise<Record<string, unknown>[]> {
+  const { store, close } = await storeOf(ts);
   try {
-    return db.prepare(`SELECT * FROM ${table}`).all() as Record<string, unknown>[];
+    return (await store.selectFrom(table).selectAll().execute()) as Record<string, unknown>[];
   } finally {
-    db.close();
+    await close();
   }
 }
 
-/** The raw bytes of the database file and its write-ahead log, as an attacker with a copy would see them. */
+/**
+ * The raw bytes of the SQLite database file and its write-ahead log, as an attacker with a copy would see them
+ * (SQLite only: a PostgreSQL cluster's files are not the service's).
+ */
 export function databaseBytes(ts: TestService): Buffer {
+  if (ts.config.postgres) throw new Error('databaseBytes: the service runs on PostgreSQL, it has no database file');
   const files = [ts.config.databasePath, `${ts.config.databasePath}-wal`].filter((f) => fs.existsSync(f));
   return Buffer.concat(files.map((f) => fs.readFileSync(f)));
 }

@@ -6,13 +6,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import { createManualClock, toUnixSeconds } from '../../src/platform/clock.ts';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
 import { createDeviceStore } from '../../src/devices/devices.ts';
 import { createEntitlement, decide, type Decision } from '../../src/devices/entitlement.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from '../../src/devices/leases.ts';
 import type { MembershipStatus } from '../../src/mosques/memberships.ts';
 import { createMosqueStore } from '../../src/mosques/mosques.ts';
-import { sqliteStore } from '../../src/platform/store/store.ts';
+import { testStore } from '../support/database.ts';
 
 // docs/api.md, "Devices, from the app's side" (entitlement): bound to a mosque, owner's membership there approved, device enabled.
 
@@ -105,21 +104,18 @@ test('the lease key is kept in the data folder: a second load signs with the sam
 
 async function setup(t: TestContext, ttlHours = 1) {
   const dir = tempDir(t);
-  const db = openDatabase(path.join(dir, 'minaret.db'));
-  t.after(() => db.close());
-  migrate(db);
+  const { store } = await testStore(t);
   const clock = createManualClock();
-  const store = sqliteStore(db);
   const devices = await createDeviceStore(store, clock);
-  const mosques = createMosqueStore(sqliteStore(db), clock);
+  const mosques = createMosqueStore(store, clock);
   const memberships = new Map<string, MembershipStatus>();
   const signer = createLeaseSigner(loadOrCreateLeaseKey(dir));
-  db.prepare("INSERT INTO users (id, email, email_hash, role, created_at, updated_at) VALUES ('u1', 'a@example.com', 'h1', 'member', 0, 0)").run();
+  await store.insertInto('users').values({ id: 'u1', email: 'a@example.com', email_hash: 'h1', role: 'member', created_at: 0, updated_at: 0 }).execute();
   const m1 = await mosques.create(undefined, { name: 'One', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/one' });
   const m2 = await mosques.create(undefined, { name: 'Two', timezone: 'UTC', autoApproveMembers: false, streamUrl: 'https://radio.example/two' });
   const make = () => createEntitlement({ store, clock, devices, mosques, membershipStatus: (m, u) => memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer, ttlHours });
   const { row: player } = await devices.create(store, { kind: 'stream_player', name: 'p', mosqueId: m1.id, ownerUserId: 'u1' });
-  return { db, store, clock, devices, memberships, signer, m1, m2, player, make, entitlement: await make() };
+  return { store, clock, devices, memberships, signer, m1, m2, player, make, entitlement: await make() };
 }
 
 test('binding: an entitled player gets the stream and a lease; the broker then lets it hear only its mosque', async (t) => {
@@ -230,7 +226,7 @@ test('binding reuses the held lease until half its life is spent, and never one 
   assert.deepEqual((await (await s.make()).binding(s.store, s.player)).lease, first, 'kept in the row across a restart');
 
   const otherKey = createLeaseSigner(loadOrCreateLeaseKey(tempDir(t)));
-  const rekeyed = await createEntitlement({ store: s.store, clock: s.clock, devices: s.devices, mosques: createMosqueStore(sqliteStore(s.db), s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
+  const rekeyed = await createEntitlement({ store: s.store, clock: s.clock, devices: s.devices, mosques: createMosqueStore(s.store, s.clock), membershipStatus: (m, u) => s.memberships.get(`${m}/${u}`) ?? null, membershipRemoved: () => false, signer: otherKey, ttlHours: 1 });
   const resigned = (await rekeyed.binding(s.store, s.player)).lease!;
   assert.notEqual(resigned.token, first.token);
   assert.equal(otherKey.isOwn(resigned.token), true);

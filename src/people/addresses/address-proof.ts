@@ -56,7 +56,11 @@ export function createAddressProof(deps: { users: UserStore }) {
         return settle(trx, claimant, hash, opts.signedIn);
       });
       if ('ok' in outcome) return outcome;
-      for (const listener of listeners) listener(outcome);
+      // Awaited: the proof's answer (a sign-in, a reset, a confirmation) comes with what waited on the address
+      // already given (docs/api.md, "Addresses: claims and proof"). Not awaited, that was true on SQLite only,
+      // where the listener's transaction held the one connection before the read below; on PostgreSQL's pool the
+      // answer came first, and a failing listener was an unhandled rejection.
+      for (const listener of listeners) await listener(outcome);
       return { ok: true, user: (await users.findById(outcome.userId))! };
     },
   };

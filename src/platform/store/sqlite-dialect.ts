@@ -1,6 +1,6 @@
 import {
   CompiledQuery, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler,
-  type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult,
+  type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult, type SelectModifier, type SelectQueryNode,
 } from 'kysely';
 import type Database from 'better-sqlite3';
 
@@ -13,6 +13,9 @@ import type Database from 'better-sqlite3';
  * - A transaction begins IMMEDIATE: it takes the write lock at BEGIN, so two processes on one file (REDIS_URL,
  *   docs/decisions.md "Several processes") wait on busy_timeout instead of failing with SQLITE_BUSY when
  *   a read transaction tries to become a write one (sqlite.org/lang_transaction.html).
+ * - A row lock (`.forUpdate()`, FOR SHARE, ...) is left out of the SQL: SQLite has no such clause, and needs
+ *   none, as a transaction holds the write lock from BEGIN; on PostgreSQL the same query locks the row it reads
+ *   for a write that depends on it (MinaretSqliteQueryCompiler below).
  * One query or transaction at a time holds the connection (ConnectionMutex below), so a transaction has it to
  * itself from BEGIN to COMMIT; the store never closes it (its opener does).
  */
@@ -120,6 +123,16 @@ class SqliteDriver implements Driver {
   async destroy(): Promise<void> {}
 }
 
+const ROW_LOCKS = new Set<SelectModifier>(['ForUpdate', 'ForShare', 'ForKeyShare', 'ForNoKeyUpdate', 'NoWait', 'SkipLocked']);
+
+/** Kysely's SQLite compiler, without row locks (see above); every other part of a SELECT as Kysely writes it. */
+class MinaretSqliteQueryCompiler extends SqliteQueryCompiler {
+  protected override visitSelectQuery(node: SelectQueryNode): void {
+    const kept = node.endModifiers?.filter((m) => m.modifier === undefined || !ROW_LOCKS.has(m.modifier));
+    super.visitSelectQuery(kept?.length === node.endModifiers?.length ? node : { ...node, endModifiers: kept?.length ? kept : undefined });
+  }
+}
+
 export class MinaretSqliteDialect implements Dialect {
   readonly #db: Database.Database;
   #driver: SqliteDriver | null = null;
@@ -143,7 +156,7 @@ export class MinaretSqliteDialect implements Dialect {
     return this.#driver?.transactionConnection ?? null;
   }
   createQueryCompiler() {
-    return new SqliteQueryCompiler();
+    return new MinaretSqliteQueryCompiler();
   }
   createAdapter() {
     return new SqliteAdapter();

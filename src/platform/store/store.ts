@@ -41,3 +41,12 @@ export function answersInsertId(store: Queries): boolean {
 export function transactionConnectionOf(store: Queries): (() => DatabaseConnection | null) | null {
   return direct.get(store as Store) ?? null;
 }
+
+/**
+ * Whether a write failed on a UNIQUE constraint (or a primary key), in either dialect: better-sqlite3's
+ * SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY, PostgreSQL's SQLSTATE 23505 (unique_violation).
+ */
+export function isUniqueViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === '23505';
+}
