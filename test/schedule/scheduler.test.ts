@@ -204,9 +204,9 @@ test('a process whose start comes after another took its auto_start claim over s
   const device = await connectDevice(t, tx.credentials);
   await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE'), { qos: 1, retain: true });
   // Process A claims through a connection of its own; its start then waits (cut off from the network, say).
-  const db = openDatabase(ts.config.databasePath);
-  t.after(() => db.close());
-  const storeA = await createScheduleStore(sqliteStore(db), createMosqueStore(sqliteStore(db), Date.now));
+  const { store: connA, close } = await storeOf(ts);
+  t.after(close);
+  const storeA = await createScheduleStore(connA, createMosqueStore(connA, Date.now));
   const slot = dhuhrSlot(mosque.id);
   assert.equal(await storeA.claimAutoStart(slot, T('12:00')), true);
   // This process takes the claim over after 15 s, starts the azaan, and the azaan ends.
@@ -216,7 +216,7 @@ test('a process whose start comes after another took its auto_start claim over s
   assert.equal(list.length, 1, 'taken over');
   assert.equal((await ts.http.post(`${API}/mosques/${mosque.id}/broadcasts/${list[0].id}/stop`, {}, owner.token)).status, 200);
   // A's start finally runs, guarded as the scheduler guards it: refused, nothing written.
-  const broadcastsA = createBroadcasts({ store: sqliteStore(db), clock, activity: createActivityLog(sqliteStore(db), clock) });
+  const broadcastsA = createBroadcasts({ store: connA, clock, activity: createActivityLog(connA, clock) });
   const late = await broadcastsA.start(mosque.id, { kind: 'azaan', prayer: 'dhuhr', title: null, guard: (q) => storeA.holdsAutoStart(slot, T('12:00'), q) }, null);
   assert.equal(late.ok, false);
   assert.equal(!late.ok && late.failure, 'conflict');
