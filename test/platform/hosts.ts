@@ -92,9 +92,12 @@ export function startHosts(t: TestContext, names: string[]): Hosts {
   const gateway = `10.77.${n}.1`;
   const runs: Run[] = [];
   const namespaces: string[] = [];
+  const veths: string[] = [];
   const cleanUp = () => {
     for (const run of runs) if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
-    // A namespace whose last process is gone takes its end of each veth pair with it, and the pair goes too.
+    // Each pair goes from this side: a namespace outlives `ip netns del` while any mount namespace made meanwhile
+    // (another program's sandbox) still holds a copy of its /run/netns mount, and its pair would stay with it.
+    for (const veth of veths) ip(['link', 'del', veth]);
     for (const ns of namespaces) ip(['netns', 'del', ns]);
     ip(['link', 'del', bridge]);
   };
@@ -120,6 +123,7 @@ export function startHosts(t: TestContext, names: string[]): Hosts {
     must(['netns', 'add', ns]);
     namespaces.push(ns);
     must(['link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+    veths.push(veth);
     must(['link', 'set', veth, 'master', bridge, 'up']);
     must(['-n', ns, 'addr', 'add', `${address}/24`, 'dev', 'eth0']);
     must(['-n', ns, 'link', 'set', 'eth0', 'up']);
