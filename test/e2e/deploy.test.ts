@@ -175,6 +175,20 @@ function hasSystemdAnalyze(): boolean {
   return spawnSync('systemd-analyze', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
+test('the cluster compose file gives HAProxy every address deploy/haproxy.cfg reads, and its nodes PostgreSQL and Redis', () => {
+  // No Docker here (docs/operator.md, "Docker and compose"): the file is checked as text against what it feeds.
+  const compose = read('deploy/compose.cluster.yaml');
+  const cfg = read('deploy/haproxy.cfg').split('\n').filter((l) => !l.trimStart().startsWith('#')).join('\n');
+  const wanted = [...new Set([...cfg.matchAll(/"\$\{(\w+)\}"/g)].map((m) => m[1]!))];
+  assert.ok(wanted.length >= 9, wanted.join());
+  for (const name of wanted) assert.match(compose, new RegExp(`^ {6}${name}: \\S`, 'm'), `compose.cluster.yaml sets ${name} for HAProxy`);
+  assert.match(compose, /- \.\/haproxy\.cfg:\/usr\/local\/etc\/haproxy\/haproxy\.cfg:ro/);
+  assert.match(compose, /^ {4}DATABASE_URL: postgres:\/\/minaret:\$\{POSTGRES_PASSWORD:\?[^}]*\}@postgres:5432\/minaret$/m);
+  assert.match(compose, /^ {4}REDIS_URL: redis:\/\/redis:6379$/m);
+  assert.match(compose, /^ {4}image: postgres:15-/m);
+  assert.doesNotMatch(compose, /DATABASE_PATH/, 'the nodes keep no SQLite file');
+});
+
 test('the example environment file, with a secret filled in, is a production configuration the service accepts', () => {
   const env: Record<string, string> = {};
   for (const line of read('deploy/minaret.env.example').split('\n')) {

@@ -1,61 +1,54 @@
-import { spawn, spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
 import pg from 'pg';
 import { postgresInstalled, startPostgres } from './postgres.ts';
-import { durableFiles, startTestService, httpClient } from '../support/service.ts';
+import { hostsUnavailable, startHosts, type Host } from './hosts.ts';
+import { haproxyInstalled, startBalancer } from './balancer.ts';
+import { durableFiles, startTestService, httpClient, TEST_JWT_SECRET } from '../support/service.ts';
 import { mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode, waitFor } from '../support/devices.ts';
-import { baseEnv, ROOT, startProcess, listening, withTimeout } from '../support/process.ts';
-import { freePort, redisInstalled, startRedis } from '../support/redis.ts';
+import { baseEnv, listening, withTimeout } from '../support/process.ts';
+import { redisInstalled, startRedis } from '../support/redis.ts';
 
-// docs/operator.md, "Several hosts": nodes on one PostgreSQL and one Redis behind HAProxy with deploy/haproxy.cfg.
-// A node killed with SIGKILL: its device reconnects through the balancer to the other node within its reconnect
-// period, with its persistent session (its subscription) and its acknowledged status intact, and a broadcast
-// started afterwards reaches it there.
+// docs/operator.md, "Several hosts": nodes on one PostgreSQL and one Redis behind HAProxy with deploy/haproxy.cfg,
+// each node a host of its own (a network namespace, test/platform/hosts.ts) reaching PostgreSQL, Redis and the
+// balancer over the network. A node killed with SIGKILL: its device reconnects through the balancer to the other
+// node within its reconnect period, with its persistent session (its subscription) and its acknowledged status
+// intact, and a broadcast started afterwards reaches it there.
 
-const HAPROXY = '/usr/sbin/haproxy';
 const skip = !postgresInstalled() ? 'PostgreSQL 15 or newer is not installed (.ci/run installs it)'
   : !redisInstalled() ? 'redis-server is not installed'
-  : !fs.existsSync(HAPROXY) ? 'haproxy is not installed (.ci/run installs it)' : false;
+  : !haproxyInstalled() ? 'haproxy is not installed (.ci/run installs it)'
+  : hostsUnavailable();
+
+/** A node's settings on its host: its own address, the ports the compose file gives it. */
+const nodeEnv = (host: Host, dir: string, shared: Record<string, string>) =>
+  baseEnv(dir, { ...shared, HOST: host.address, HTTP_PORT: '8080', MQTT_PORT: '1883', JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'info' });
+const backend = (host: Host) => ({ http: `${host.address}:8080`, mqtt: `${host.address}:1883`, mqtts: `${host.address}:8883` });
 
 test('a node killed with SIGKILL: its device reconnects through HAProxy to the other node with its session and its acknowledged status, and a broadcast reaches it there', { skip, timeout: 90_000 }, async (t) => {
-  const cluster = await startPostgres();
+  const { gateway, network, hosts: [hostA, hostB] } = startHosts(t, ['a', 'b']);
+  const cluster = await startPostgres({ listen: { address: gateway, allow: network } });
   t.after(() => cluster.stop());
-  const redis = await startRedis();
+  const redis = await startRedis(undefined, gateway);
   t.after(() => redis.stop());
   const files = durableFiles(t, 'lb');
-  const [aHttp, aMqtt, bHttp, bMqtt, lbHttp, lbMqtt, lbMqtts, nowhere] = await Promise.all(Array.from({ length: 8 }, () => freePort()));
   // One DATA_DIR for both nodes: the same lease key and Web Push keys, as the docs tell each node to have.
   const shared = { DATABASE_URL: await cluster.database(), REDIS_URL: redis.url, DATA_DIR: files.dir, DATABASE_PATH: files.env.DATABASE_PATH };
 
-  // Node A, in this process (accounts and the device are made through it), then stopped for a while.
-  const nodeA = { ...shared, HTTP_PORT: String(aHttp), MQTT_PORT: String(aMqtt) };
-  const setup = await startTestService(t, { env: nodeA, logLevel: 'warn' });
+  // Accounts and the device, made through a service in this process on the same PostgreSQL and Redis, then stopped.
+  const setup = await startTestService(t, { env: shared, logLevel: 'warn' });
   const { owner, mosque } = await mosqueWithOwner(setup);
   const tx = await registerTransmitter(setup, owner.token, mosque.id);
   await setup.service.close();
 
-  // Node B, a process of its own (the one to kill), and the balancer in front of both.
-  const nodeB = startProcess(t, baseEnv(files.dir, { ...shared, HTTP_PORT: String(bHttp), MQTT_PORT: String(bMqtt), LOG_LEVEL: 'info' }));
+  // Node B on its host (the one to kill), and the balancer in front of both while A is still down.
+  const nodeB = hostB!.start(nodeEnv(hostB!, files.dir, shared));
   await listening(nodeB).catch(() => assert.fail(`node B did not start: ${nodeB.stderr()}\n${nodeB.stdout()}`));
-  const lbEnv = {
-    ...process.env, MQTT_BIND: `127.0.0.1:${lbMqtt}`, MQTTS_BIND: `127.0.0.1:${lbMqtts}`, HTTP_BIND: `127.0.0.1:${lbHttp}`,
-    NODE_A_MQTT: `127.0.0.1:${aMqtt}`, NODE_A_MQTTS: `127.0.0.1:${nowhere}`, NODE_A_HTTP: `127.0.0.1:${aHttp}`,
-    NODE_B_MQTT: `127.0.0.1:${bMqtt}`, NODE_B_MQTTS: `127.0.0.1:${nowhere}`, NODE_B_HTTP: `127.0.0.1:${bHttp}`,
-  };
-  assert.equal(spawnSync(HAPROXY, ['-c', '-q', '-f', 'deploy/haproxy.cfg'], { cwd: ROOT, env: lbEnv }).status, 0, 'deploy/haproxy.cfg is valid');
-  const lb = spawn(HAPROXY, ['-db', '-f', 'deploy/haproxy.cfg'], { cwd: ROOT, env: lbEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  let lbOutput = '';
-  for (const s of [lb.stdout, lb.stderr]) s.on('data', (c: Buffer) => (lbOutput += c.toString('utf8')));
-  t.after(() => void lb.kill('SIGKILL'));
-  const viaLb = httpClient(`http://127.0.0.1:${lbHttp}`);
-  await waitFor('the balancer serves', async () => (await viaLb.get('/healthz').catch(() => ({ status: 0 }))).status === 200, 10_000)
-    .catch((err: Error) => assert.fail(`${err.message}; haproxy said: ${lbOutput}`));
+  const lb = await startBalancer(t, backend(hostA!), backend(hostB!));
 
   // With A down, the device lands on B: a persistent session, a subscription, an acknowledged status.
-  const device = mqtt.connect(`mqtt://127.0.0.1:${lbMqtt}`, {
+  const device = mqtt.connect(lb.mqttUrl, {
     clientId: tx.credentials.client_id, username: tx.credentials.username, password: tx.credentials.password,
     protocolVersion: 4, clean: false, reconnectPeriod: 500, connectTimeout: 3000,
   });
@@ -65,8 +58,9 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   assert.equal(await subscribeCode(device, `devices/${tx.device.id}/cmd`), 1);
   await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE', { fw: 'before-the-kill/1' }), { qos: 1 });
 
-  // A comes back; then B dies without a goodbye.
-  const back = await startTestService(t, { env: nodeA, logLevel: 'warn' }); // node A again
+  // A comes up on its host; then B dies without a goodbye.
+  const nodeA = hostA!.start(nodeEnv(hostA!, files.dir, shared));
+  await listening(nodeA).catch(() => assert.fail(`node A did not start: ${nodeA.stderr()}\n${nodeA.stdout()}`));
   const reconnected = new Promise<mqtt.IConnackPacket>((resolve) => device.once('connect', resolve));
   const killedAt = Date.now();
   nodeB.child.kill('SIGKILL');
@@ -74,8 +68,9 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   const tookMs = Date.now() - killedAt;
   assert.ok(tookMs < 10_000, `reconnected after ${tookMs} ms`);
   assert.equal(connack.sessionPresent, true, 'its session waited in Redis');
+  assert.equal((await nodeB.exited).signal, 'SIGKILL');
 
-  const client = new pg.Client(shared.DATABASE_URL);
+  const client = new pg.Client(shared.DATABASE_URL.replace(gateway, '127.0.0.1')); // this side's own way in: the bridge goes first at the end
   client.on('error', () => undefined); // a lost connection fails the query that needed it, not the whole file
   await client.connect();
   t.after(() => client.end());
@@ -85,13 +80,13 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   // On A now: a status is acknowledged, and a broadcast started through the balancer reaches the device on its
   // restored subscription (it did not subscribe again).
   await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE', { fw: 'after-the-kill/1' }), { qos: 1 });
-  await waitFor('A wrote it', async () => (await client.query('SELECT fw FROM devices WHERE id = $1', [tx.device.id])).rows[0].fw === 'after-the-kill/1', 3000);
+  await waitFor('A wrote it', async () => (await client.query('SELECT fw FROM devices WHERE id = $1', [tx.device.id])).rows[0].fw === 'after-the-kill/1', 5000);
   // The balancer's HTTP check (every 2 s, up after 2 passes) has taken A back in by now or within seconds.
-  await waitFor('the balancer serves through A', async () => (await viaLb.get('/healthz').catch(() => ({ status: 0 }))).status === 200, 10_000)
-    .catch(async (err: Error) => assert.fail(`${err.message}; A's own /healthz: ${JSON.stringify((await back.http.get('/healthz')).body)}; haproxy: ${lbOutput}`));
+  const nodeAHttp = httpClient(`http://${hostA!.address}:8080`);
+  await waitFor('the balancer serves through A', async () => (await lb.http.get('/healthz').catch(() => ({ status: 0 }))).status === 200, 10_000)
+    .catch(async (err: Error) => assert.fail(`${err.message}; A's own /healthz: ${JSON.stringify((await nodeAHttp.get('/healthz')).body)}; haproxy: ${lb.output()}`));
   const start = nextMessage(device, `devices/${tx.device.id}/cmd`, 5000, (m) => m.name === 'broadcast_start');
-  const started = await viaLb.post(`/api/v1/mosques/${mosque.id}/broadcasts`, { kind: 'announcement' }, owner.token);
+  const started = await lb.http.post(`/api/v1/mosques/${mosque.id}/broadcasts`, { kind: 'announcement' }, owner.token);
   assert.equal(started.status, 201, JSON.stringify(started.body));
   assert.equal((await start).body.name, 'broadcast_start');
 });
-

@@ -27,13 +27,23 @@ export interface PostgresCluster {
   stop(): void;
 }
 
-export async function startPostgres(): Promise<PostgresCluster> {
+/**
+ * `listen`: an address of this host's besides 127.0.0.1 to listen on too (the bridge of test/platform/hosts.ts),
+ * with `allow` the network (CIDR) whose clients it trusts there; databases' URLs then name that address, so a
+ * node in another network namespace reaches them.
+ */
+export async function startPostgres(opts: { listen?: { address: string; allow: string } } = {}): Promise<PostgresCluster> {
   const asRoot = process.getuid?.() === 0;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-pg-'));
   if (asRoot) spawnSync('chown', ['postgres', dir]);
   const run = (cmd: string, args: string[]) => (asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args]) as [string, string[]];
   const init = spawnSync(...run(path.join(PG_BIN!, 'initdb'), ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']), { encoding: 'utf8' });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
+  // initdb -A trust trusts local clients only (its pg_hba.conf lists 127.0.0.1/32 and ::1): the network of the
+  // other address is trusted too, or its clients are refused with "no pg_hba.conf entry".
+  if (opts.listen) fs.appendFileSync(path.join(dir, 'data', 'pg_hba.conf'), `host all all ${opts.listen.allow} trust\n`);
+  const listenAddresses = opts.listen ? `127.0.0.1,${opts.listen.address}` : '127.0.0.1';
+  const host = opts.listen?.address ?? '127.0.0.1';
   const port = await freePort();
   const admin = `postgres://postgres@127.0.0.1:${port}/postgres`;
   let child: ReturnType<typeof spawn>;
@@ -61,7 +71,7 @@ export async function startPostgres(): Promise<PostgresCluster> {
   process.once('exit', () => kill());
   const launch = async () => {
     child = spawn(...run(path.join(PG_BIN!, 'postgres'), [
-      '-D', path.join(dir, 'data'), '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off',
+      '-D', path.join(dir, 'data'), '-p', String(port), '-k', dir, '-c', `listen_addresses=${listenAddresses}`, '-c', 'fsync=off',
       // A test's data is thrown away: nothing needs to survive a crash, and several clusters share the machine.
       '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'shared_buffers=16MB',
     ]), { stdio: 'ignore' });
@@ -93,7 +103,7 @@ export async function startPostgres(): Promise<PostgresCluster> {
       } finally {
         await client.end();
       }
-      return `postgres://postgres@127.0.0.1:${port}/${name}`;
+      return `postgres://postgres@${host}:${port}/${name}`;
     },
     /** The server stopped (fast shutdown: clients are cut off), its files kept for `startServer`. */
     async stopServer() {

@@ -23,11 +23,14 @@ export function freePort(): Promise<number> {
 /**
  * Starts redis-server and waits for PING; returns its URL, a client and `stop`. Register `t.after(stop)`
  * after starting the service: after-hooks run in the order registered, and the service must close first.
- * `onPort` starts it again where a stopped one was (a Redis outage and its end).
+ * `onPort` starts it again where a stopped one was (a Redis outage and its end). `address`: one of this host's
+ * addresses to listen on besides 127.0.0.1 (the bridge of test/platform/hosts.ts); the URL then names it.
  */
-export async function startRedis(onPort?: number): Promise<{ url: string; client: Redis; stop: () => void }> {
+export async function startRedis(onPort?: number, address?: string): Promise<{ url: string; client: Redis; stop: () => void }> {
   const port = onPort ?? (await freePort());
-  const child: ChildProcess = spawn(REDIS_SERVER, ['--save', '', '--appendonly', 'no', '--port', String(port), '--bind', '127.0.0.1'], { stdio: 'ignore' });
+  // Without a password Redis answers only loopback clients (protected mode): the bridge's clients are the test's own.
+  const bind = address ? ['127.0.0.1', address, '--protected-mode', 'no'] : ['127.0.0.1'];
+  const child: ChildProcess = spawn(REDIS_SERVER, ['--save', '', '--appendonly', 'no', '--port', String(port), '--bind', ...bind], { stdio: 'ignore' });
   const kill = () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   };
@@ -48,7 +51,7 @@ export async function startRedis(onPort?: number): Promise<{ url: string; client
       await probe.connect();
       if ((await probe.ping()) === 'PONG') {
         await client.connect();
-        return { url: `redis://127.0.0.1:${port}`, client, stop };
+        return { url: `redis://${address ?? '127.0.0.1'}:${port}`, client, stop };
       }
     } catch {
       /* not up yet */
