@@ -67,6 +67,17 @@ function clusterCpu(port: number): () => number {
 export async function startBenchPostgres(): Promise<BenchPostgres> {
   if (!postgresInstalled()) throw new Error('PostgreSQL (initdb) is not installed under /usr/lib/postgresql: the fleet bench needs it');
   const cluster = await startPostgres();
+  const master = postmasterOf(cluster.port);
+  // An interrupted bench ends with process.exit: the tests' exit hook kills runuser, not the server, so the
+  // postmaster gets an immediate shutdown (SIGQUIT) of its own here.
+  const quit = () => {
+    try {
+      process.kill(master, 'SIGQUIT');
+    } catch {
+      /* already gone */
+    }
+  };
+  process.once('exit', quit);
   const url = await cluster.database();
   const client = new pg.Client(url);
   await client.connect();
@@ -78,6 +89,7 @@ export async function startBenchPostgres(): Promise<BenchPostgres> {
       // The postmaster first: as root the tests' child is runuser, and killing it leaves the server running.
       await cluster.stopServer().catch(() => undefined);
       cluster.stop();
+      process.off('exit', quit);
     },
   };
 }

@@ -51,7 +51,7 @@ async function rejoin(url: string, p: Player, broadcastTopic: string): Promise<m
 }
 
 export async function reconnectStorm(o: {
-  players: Player[]; topicOf: (i: number) => string; env: Record<string, string>; databaseUrl: string; concurrency: number; watched: Watched[];
+  players: Player[]; topicOf: (i: number) => string; env: Record<string, string>; databaseUrl: string; concurrency: number; watched: Watched[]; log: (line: string) => void;
 }): Promise<StormFigures> {
   const n = o.players.length;
   const first = new Child('minaret 1', 'device-server.ts', o.env);
@@ -63,6 +63,7 @@ export async function reconnectStorm(o: {
     await other.next('ready');
     await connectAll(fleet, o.players, () => url, o.concurrency);
     await readyAll(fleet, o.players, o.topicOf, o.concurrency);
+    o.log(`storm: ${n} players ready on node 1; crashing it`);
     const crash = performance.now();
     const crashS = Math.ceil(Date.now() / 1000);
     await first.kill();
@@ -76,6 +77,7 @@ export async function reconnectStorm(o: {
     });
     const spent = w();
     const end = performance.now();
+    o.log(`storm: every player back in ${((end - t0) / 1000).toFixed(1)} s`);
     let stored = 0;
     let storedS = Number.NaN;
     for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
