@@ -10,7 +10,7 @@
  *      `minaret migrate-store`), per node, and of PostgreSQL's and Redis's own processes;
  *   4. a sizing table calculated from those costs (bench/cluster/sizing.ts).
  *
- *   npx tsx bench/cluster/fleet.ts [--mosques <m>=1000] [--per-mosque <p>=20] [--messages <k>=2] [--concurrency <c>=200] [--rounds <r>=2] [--fleet <n>=200000] [--reload-s <s>=3600] [--no-write]
+ *   npx tsx bench/cluster/fleet.ts [--mosques <m>=1000] [--per-mosque <p>=20] [--messages <k>=1] [--concurrency <c>=200] [--rounds <r>=2] [--fleet <n>=200000] [--reload-s <s>=3600] [--no-write]
  *
  * --reload-s is every node's SHARED_CACHE_RELOAD_S. Its default of 10 s does not hold at this size on
  * PostgreSQL: a node's reload reads one membership per leased player (one round trip each), a pass outlasts
@@ -35,11 +35,11 @@ import { reconnectStorm, type StormFigures } from './storm.ts';
 import { burst, connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type Player } from './world.ts';
 
 const args = process.argv.slice(2);
-const USAGE = 'usage: npx tsx bench/cluster/fleet.ts [--mosques <m>=1000] [--per-mosque <p>=20] [--messages <k>=2] [--concurrency <c>=200] [--rounds <r>=2] [--fleet <n>=200000] [--reload-s <s>=3600] [--no-write]';
+const USAGE = 'usage: npx tsx bench/cluster/fleet.ts [--mosques <m>=1000] [--per-mosque <p>=20] [--messages <k>=1] [--concurrency <c>=200] [--rounds <r>=2] [--fleet <n>=200000] [--reload-s <s>=3600] [--no-write]';
 const opts = cli(USAGE, {
   mosques: { type: 'number', default: 1000, min: 1 },
   'per-mosque': { type: 'number', default: 20, min: 1 },
-  messages: { type: 'number', default: 2, min: 1 },
+  messages: { type: 'number', default: 1, min: 1 },
   concurrency: { type: 'number', default: 200, min: 1 },
   rounds: { type: 'number', default: 2, min: 1 },
   fleet: { type: 'number', default: 200_000, min: 1 },
@@ -191,6 +191,7 @@ function report(rounds: Round[], o: { date: string; command: string; registerS: 
     `| Wall time, crash → every player ONLINE (s; the restart included) | ${col((r) => r.storm.fromCrashS, 1)} | | |`,
     `| Crash → the store holds every player ONLINE (s) | ${col((r) => r.storm.storedS, 1)} (${col((r) => r.storm.stored)} of ${n(N)}) | | |`,
     `| **Service CPU per device, both nodes (µs)** | ${col(stormService)} | ${col(bareConnect)} | ${rat(stormService, bareConnect)} |`,
+    `| The same against Minaret's own plain CONNECT (2 nodes on PostgreSQL, next table) | | | ${rat(stormService, (r) => us(nodes(r.stores.postgres.connect), N))} |`,
     `| Restarted node's CPU per device (µs) | ${col((r) => us(r.storm.spent.cpu[0]!, N))} | | ${rat((r) => us(r.storm.spent.cpu[0]!, N), bareConnect)} |`,
     `| PostgreSQL / Redis CPU per device (µs) | ${col((r) => us(r.storm.spent.cpu[2]!, N))} / ${col((r) => us(r.storm.spent.cpu[3]!, N))} | | |`,
     '',

@@ -23,8 +23,8 @@ export const PLAN = {
   statusesPerDay: 12,
   /** Steady load may take half a core: the rest is headroom for the minute and the storm. */
   steadyShare: 0.5,
-  /** Every player's start within this much CPU time per core (a core's players all hear it within ~1 s). */
-  minuteBudgetS: 1,
+  /** Every player's start within this much CPU time per core (a core's players all hear it within ~5 s). */
+  minuteBudgetS: 5,
   /** A crashed node's players all back within this much CPU time per core of the node that takes them. */
   stormBudgetS: 60,
   /** MQTT_MAX_CONNECTIONS' default, and the open-file limit of this host. */
