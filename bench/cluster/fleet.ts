@@ -12,6 +12,9 @@
  *
  *   npx tsx bench/cluster/fleet.ts [--mosques <m>=1000] [--per-mosque <p>=20] [--messages <k>=1] [--concurrency <c>=200] [--rounds <r>=2] [--fleet <n>=200000] [--reload-s <s>=3600] [--no-write]
  *
+ * --rounds-file <f>: each round's figures are written there as it ends ({meta, rounds}); with --replay nothing is
+ * measured and the report is made again from that file (a run cut short on a contended host keeps its rounds).
+ *
  * --reload-s is every node's SHARED_CACHE_RELOAD_S. Its default of 10 s does not hold at this size on
  * PostgreSQL: a node's reload reads one membership per leased player (one round trip each), a pass outlasts
  * the 10 s, the passes pile up and starve the devices' own writes (bench/RESULTS.md says what was seen); an
@@ -24,7 +27,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, openFilesLimit, range, ratios, writeSubsection } from '../support.ts';
+import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, openFilesLimit, range, ratios, usageError, writeSubsection } from '../support.ts';
 import { createFirstSuperadminRow, registerWorld, superadminToken } from '../world/registration.ts';
 import { PRAYERS, bareMinute, scheduledMinute, type MinuteFigures } from './azaan-minute.ts';
 import { migrateInto, startBenchPostgres, type BenchPostgres } from './postgres.ts';
@@ -35,7 +38,7 @@ import { reconnectStorm, type StormFigures } from './storm.ts';
 import { burst, connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type Player } from './world.ts';
 
 const args = process.argv.slice(2);
-const USAGE = 'usage: npx tsx bench/cluster/fleet.ts [--mosques <m>=1000] [--per-mosque <p>=20] [--messages <k>=1] [--concurrency <c>=200] [--rounds <r>=2] [--fleet <n>=200000] [--reload-s <s>=3600] [--no-write]';
+const USAGE = 'usage: npx tsx bench/cluster/fleet.ts [--mosques <m>=1000] [--per-mosque <p>=20] [--messages <k>=1] [--concurrency <c>=200] [--rounds <r>=2] [--fleet <n>=200000] [--reload-s <s>=3600] [--rounds-file <f>] [--replay] [--no-write]';
 const opts = cli(USAGE, {
   mosques: { type: 'number', default: 1000, min: 1 },
   'per-mosque': { type: 'number', default: 20, min: 1 },
@@ -44,6 +47,8 @@ const opts = cli(USAGE, {
   rounds: { type: 'number', default: 2, min: 1 },
   fleet: { type: 'number', default: 200_000, min: 1 },
   'reload-s': { type: 'number', default: 3600, min: 1 },
+  'rounds-file': { type: 'string' },
+  replay: { type: 'boolean' },
   'no-write': { type: 'boolean' },
 }, args);
 const M = opts.mosques;
@@ -145,7 +150,9 @@ async function bare(players: Player[], redis: RedisServer): Promise<{ connect: P
 const n = (x: number) => x.toLocaleString('en-US');
 const us = (cpu: number, messages: number) => cpuPerMessageUs(cpu, messages);
 
-function report(rounds: Round[], o: { date: string; command: string; registerS: number; migrateS: number; pgVersion: string; redisVersion: string }): string {
+interface Meta { date: string; command: string; registerS: number; migrateS: number; pgVersion: string; redisVersion: string }
+
+function report(rounds: Round[], o: Meta): string {
   const col = (fn: (r: Round) => number, digits = 0) => range(rounds.map(fn), digits);
   const rat = (a: (r: Round) => number, b: (r: Round) => number) => ratios(rounds.map(a), rounds.map(b));
   const nodes = (p: Phase) => p.n1 + p.n2;
@@ -158,6 +165,7 @@ function report(rounds: Round[], o: { date: string; command: string; registerS: 
     ...machine(),
     `- PostgreSQL ${o.pgVersion} (Debian's, a private cluster with fsync=off, as test/platform/postgres.ts starts it) and ${o.redisVersion}, one of each; two service nodes (bench/device-server.ts, \`REDIS_URL\`, and \`DATABASE_URL\` on PostgreSQL), player i on node i mod 2 unless said otherwise. The world (${n(M)} auto-approving mosques with a stream_url, ${n(N)} stream players of ${n(Math.ceil(N / 2000))} members) was registered over the API into SQLite (${fmt(o.registerS, 1)} s) and copied into PostgreSQL by \`minaret migrate-store\` (${fmt(o.migrateS, 1)} s), so both stores hold the same rows. ${rounds.length} rounds, alternating the order of PostgreSQL, SQLite and bare aedes; each cell is the range over the rounds, each ratio against the same round's baseline.`,
     ...(P < opts['per-mosque'] ? [`- **Size lowered**: ${opts['per-mosque']} players per mosque (${n(M * opts['per-mosque'])}) need that many sockets in the load generator and, in the storm, in one node; \`ulimit -n\` is ${limit?.soft} here (hard limit too), so this run has ${P} per mosque (${n(N)}). \`--per-mosque\` sets it.`] : []),
+    ...(rounds.length < ROUNDS ? [`- **Cut short**: ${rounds.length} of ${ROUNDS} rounds ran (the report was made from the rounds file, \`--replay\`); each cell is that round's figure, not a range.`] : []),
     '',
     `#### The azaan minute: ${n(M)} scheduled azaans with auto_start in the same minute`,
     '',
@@ -240,6 +248,14 @@ function report(rounds: Round[], o: { date: string; command: string; registerS: 
 }
 
 async function main(): Promise<void> {
+  if (opts.replay) {
+    if (!opts['rounds-file']) usageError(USAGE, '--replay needs --rounds-file');
+    const saved = JSON.parse(fs.readFileSync(opts['rounds-file'], 'utf8')) as { meta: Meta; rounds: Round[] };
+    const text = report(saved.rounds, saved.meta);
+    console.log(text);
+    if (WRITE) writeSubsection(SECTION, SECTION_INTRO, text, subsectionOrder);
+    return;
+  }
   if (P < 1) throw new Error(`ulimit -n is ${limit?.soft}: not one player per mosque fits`);
   if (P < opts['per-mosque']) console.log(`ulimit -n ${limit?.soft}: ${P} players per mosque (${N}), not ${opts['per-mosque']}`);
   const date = new Date().toISOString();
@@ -271,6 +287,7 @@ async function main(): Promise<void> {
     const migrateS = (performance.now() - t1) / 1000;
     console.log(`registered in ${registerS.toFixed(1)} s, copied into PostgreSQL in ${migrateS.toFixed(1)} s`);
     const rounds: Round[] = [];
+    const meta: Meta = { date, command, registerS, migrateS, pgVersion: pg.version, redisVersion };
     for (let r = 0; r < ROUNDS; r++) {
       const round: Omit<Partial<Round>, 'stores'> & { stores: Partial<Record<Store, Phases>> } = { stores: {} };
       for (const what of r % 2 === 0 ? (['postgres', 'sqlite', 'bare'] as const) : (['bare', 'sqlite', 'postgres'] as const)) {
@@ -289,9 +306,10 @@ async function main(): Promise<void> {
         players, topicOf, env: nodeEnv(dir, redis, pg.url), databaseUrl: pg.url, concurrency: C, watched: [pg.cpu, redis.pid], log,
       });
       rounds.push(round as Round); // every part was set above, or the round threw
+      if (opts['rounds-file']) fs.writeFileSync(opts['rounds-file'], JSON.stringify({ meta, rounds }));
       console.log(JSON.stringify(round, (_k, v: unknown) => (typeof v === 'number' ? Math.round(v * 1000) / 1000 : v)));
     }
-    const text = report(rounds, { date, command, registerS, migrateS, pgVersion: pg.version, redisVersion });
+    const text = report(rounds, meta);
     console.log(`\n${text}`);
     if (WRITE) writeSubsection(SECTION, SECTION_INTRO, text, subsectionOrder);
   } finally {
