@@ -198,6 +198,7 @@ function report(rounds: Round[], o: Meta): string {
     `| Wall time, restarted node ready → every player ONLINE (s) | ${col((r) => r.storm.seconds, 1)} | ${col((r) => r.bareConnect.s, 1)} | ${rat((r) => r.storm.seconds, (r) => r.bareConnect.s)} |`,
     `| Wall time, crash → every player ONLINE (s; the restart included) | ${col((r) => r.storm.fromCrashS, 1)} | | |`,
     `| Crash → the store holds every player ONLINE (s) | ${col((r) => r.storm.storedS, 1)} (${col((r) => r.storm.stored)} of ${n(N)}) | | |`,
+    `| Statuses never PUBACKed within 60 s (the service dropped their write) | ${col((r) => r.storm.unacked ?? Number.NaN)} | | |`,
     `| **Service CPU per device, both nodes (µs)** | ${col(stormService)} | ${col(bareConnect)} | ${rat(stormService, bareConnect)} |`,
     `| The same against Minaret's own plain CONNECT (2 nodes on PostgreSQL, next table) | | | ${rat(stormService, (r) => us(nodes(r.stores.postgres.connect), N))} |`,
     `| Restarted node's CPU per device (µs) | ${col((r) => us(r.storm.spent.cpu[0]!, N))} | | ${rat((r) => us(r.storm.spent.cpu[0]!, N), bareConnect)} |`,
