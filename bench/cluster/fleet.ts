@@ -169,7 +169,7 @@ function report(rounds: Round[], o: Meta): string {
     '',
     `#### The azaan minute: ${n(M)} scheduled azaans with auto_start in the same minute`,
     '',
-    `Each round PATCHes every mosque (as its owner, through both nodes: ${col((r) => r.minute.patchS, 1)} s for ${n(M)}) so that one prayer's azaan is fixed at the next whole minute at least 30 s away, auto_start on (docs/schedule.md); both nodes' schedulers hear the change on the feed, and at the minute one of them claims each slot and starts its broadcast. Times are from the due minute to each player's \`start\` (bare aedes: from the instant one publisher issues ${n(M)} retained QoS 1 starts, one per mosque topic, to ${P} subscribers each). CPU is over the window from 2 s before the minute to the last receipt, per player.`,
+    `Each round PATCHes every mosque (as its owner, through both nodes: ${col((r) => r.minute.patchS, 1)} s for ${n(M)}) so that one prayer's azaan is fixed at the next whole minute at least 30 s away, auto_start on (docs/schedule.md); both nodes' schedulers hear the change on the feed, and at the minute one of them claims each slot and starts its broadcast. Times are from the due minute to each player's \`start\` (bare aedes: from the instant one publisher sends ${n(M)} retained QoS 1 starts, one per mosque topic, to ${P} subscribers each). CPU is over the window from 2 s before the minute to the last receipt, per player.`,
     '',
     '| Figure | Minaret: scheduler, 2 nodes, PostgreSQL + Redis | bare aedes | Minaret / bare |',
     '|---|---:|---:|---:|',
