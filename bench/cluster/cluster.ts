@@ -19,7 +19,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
 import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, openFilesLimit, percentile, range, ratios, writeSubsection } from '../support.ts';
-import { Child, HOST, cpuWindow, killAll, startRedisServer, type RedisServer, type Spent } from './processes.ts';
+import { Child, HOST, cpuWindow, killAll, serviceEnv as sharedServiceEnv, startRedisServer, type RedisServer, type Spent } from './processes.ts';
 import { SECTION, SECTION_INTRO, subsectionOrder } from './sections.ts';
 import { api } from '../world/registration.ts';
 import { Watch, buildWorld, burst, connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type World } from './world.ts';
@@ -41,15 +41,7 @@ const FANOUTS = 2;
 
 type Figures = Record<string, number>;
 
-const serviceEnv = (dir: string, redisUrl: string): Record<string, string> => ({
-  NODE_ENV: 'test', HOST, HTTP_PORT: '0', MQTT_PORT: '0', DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, REDIS_URL: redisUrl,
-  JWT_SECRET: 'bench-cluster-jwt-secret-0123456789-abcdefghijklmnopqrstuvwxyz', BCRYPT_COST: '4', LOG_LEVEL: 'warn',
-  AUTH_RATE_LIMIT: '1000000', AUTH_IDENTIFIER_RATE_LIMIT: '1000000', NOTIFY_TRANSPORT: 'console',
-  // Each player sends its K statuses and K + 1 heartbeats at once; the budgets' checks still run on every packet.
-  DEVICE_STATUS_BURST: String(Math.max(10, K + 1)), DEVICE_HEARTBEAT_BURST: String(Math.max(5, K + 2)),
-  // One load-generator address stands for thousands of homes, and few members own all the players.
-  MQTT_MAX_HANDSHAKES_PER_ADDRESS: String(C + 10), MAX_PLAYERS_PER_USER: '100000',
-});
+const serviceEnv = (dir: string, redisUrl: string) => sharedServiceEnv(dir, redisUrl, { perPlayer: K, handshakes: C });
 
 const note = (into: Figures, key: string, spent: Spent) => {
   into[`${key}S`] = spent.seconds;

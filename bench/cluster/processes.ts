@@ -80,6 +80,24 @@ export async function startRedisServer(): Promise<RedisServer> {
   };
 }
 
+/**
+ * The environment of a bench/device-server.ts service in Redis mode: SQLite at dir/minaret.db, or PostgreSQL
+ * when databaseUrl is given (the service picks it from DATABASE_URL). `perPlayer` is how many statuses a player
+ * sends at once, `handshakes` the CONNECTs in flight from the one load-generator address.
+ */
+export function serviceEnv(dir: string, redisUrl: string, o: { perPlayer: number; handshakes: number; databaseUrl?: string }): Record<string, string> {
+  return {
+    NODE_ENV: 'test', HOST, HTTP_PORT: '0', MQTT_PORT: '0', DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, REDIS_URL: redisUrl,
+    ...(o.databaseUrl && { DATABASE_URL: o.databaseUrl }),
+    JWT_SECRET: 'bench-cluster-jwt-secret-0123456789-abcdefghijklmnopqrstuvwxyz', BCRYPT_COST: '4', LOG_LEVEL: 'warn',
+    AUTH_RATE_LIMIT: '1000000', AUTH_IDENTIFIER_RATE_LIMIT: '1000000', NOTIFY_TRANSPORT: 'console',
+    // Each player sends its statuses and heartbeats at once; the budgets' checks still run on every packet.
+    DEVICE_STATUS_BURST: String(Math.max(10, o.perPlayer + 1)), DEVICE_HEARTBEAT_BURST: String(Math.max(5, o.perPlayer + 2)),
+    // One load-generator address stands for thousands of homes, and few members own all the players.
+    MQTT_MAX_HANDSHAKES_PER_ADDRESS: String(o.handshakes + 10), MAX_PLAYERS_PER_USER: '100000',
+  };
+}
+
 type Message = { type: string; [key: string]: unknown };
 
 /** A child process speaking bench/device-server.ts's IPC protocol (ready, otp, mem, stop). */
@@ -125,8 +143,16 @@ export class Child {
     return Number((await reply)['rss']);
   }
 
+  /** A crash (SIGKILL: no goodbye to devices, Redis or the database), resolved once the process is gone. */
+  async kill(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    const exited = new Promise((r) => this.proc.once('exit', r));
+    this.proc.kill('SIGKILL');
+    await exited;
+  }
+
   async stop(): Promise<void> {
-    if (this.proc.exitCode !== null) return;
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
     const exited = new Promise((r) => this.proc.once('exit', r));
     if (this.proc.connected) this.proc.send({ type: 'stop' });
     else this.proc.kill('SIGTERM');
@@ -138,21 +164,28 @@ export class Child {
 
 export interface Spent {
   seconds: number;
-  /** CPU seconds of each watched process (same order as the pids given). */
+  /** CPU seconds of each watched process or group (same order as given). */
   cpu: number[];
   /** Cores the rest of the host (other engineers' work) took meanwhile; null off Linux. */
   otherCores: number | null;
 }
 
+/**
+ * CPU seconds so far of what one window entry watches: a process by pid, or a reading of a group of processes
+ * (PostgreSQL's: bench/cluster/postgres.ts).
+ */
+export type Watched = number | (() => number);
+const readCpu = (w: Watched): number => (typeof w === 'number' ? cpuSeconds(w) : w());
+
 /** Starts a measuring window over some processes (this one is always counted as the generator, last). */
-export function cpuWindow(pids: number[]): () => Spent {
+export function cpuWindow(pids: Watched[]): () => Spent {
   const t0 = performance.now();
   const host0 = hostBusySeconds();
-  const cpu0 = pids.map(cpuSeconds);
+  const cpu0 = pids.map(readCpu);
   const self0 = process.cpuUsage();
   return () => {
     const seconds = (performance.now() - t0) / 1000;
-    const cpu = pids.map((p, i) => cpuSeconds(p) - cpu0[i]!);
+    const cpu = pids.map((p, i) => readCpu(p) - cpu0[i]!);
     const self = processCpuSeconds(self0);
     const host1 = hostBusySeconds();
     const mine = cpu.reduce((a, b) => a + b, 0) + self;

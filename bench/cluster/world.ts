@@ -34,14 +34,18 @@ export async function buildWorld(child: Child, base: string, dbPath: string, n: 
 /** Receipt times of one broadcast action, per player. */
 export class Watch {
   readonly at: Float64Array;
+  /** The broadcast_id each player saw with the action (the azaan minute stops what the scheduler started). */
+  readonly ids: Array<string | undefined>;
   count = 0;
   private done: (() => void) | null = null;
   constructor(n: number, readonly action: string) {
     this.at = new Float64Array(n).fill(Number.NaN);
+    this.ids = new Array<string | undefined>(n);
   }
-  saw(i: number, t: number, action: unknown): void {
-    if (action !== this.action || !Number.isNaN(this.at[i]!)) return;
+  saw(i: number, t: number, event: { action?: unknown; broadcast_id?: unknown }): void {
+    if (event.action !== this.action || !Number.isNaN(this.at[i]!)) return;
     this.at[i] = t;
+    if (typeof event.broadcast_id === 'string') this.ids[i] = event.broadcast_id;
     if (++this.count === this.at.length) this.done?.();
   }
   all(timeoutMs: number): Promise<void> {
@@ -76,7 +80,7 @@ export async function connectAll(fleet: Fleet, players: Player[], urlOf: (i: num
       if (!fleet.watch) return;
       const t = performance.now();
       try {
-        fleet.watch.saw(i, t, (JSON.parse(payload.toString()) as { action?: unknown }).action);
+        fleet.watch.saw(i, t, JSON.parse(payload.toString()) as { action?: unknown; broadcast_id?: unknown });
       } catch {
         /* not JSON: not ours */
       }
@@ -86,8 +90,8 @@ export async function connectAll(fleet: Fleet, players: Player[], urlOf: (i: num
   return (performance.now() - t0) / 1000;
 }
 
-/** Each player: SUBSCRIBE its config, wait for the leased one, SUBSCRIBE the mosque's broadcast topic. */
-export async function readyAll(fleet: Fleet, players: Player[], broadcastTopic: string, concurrency: number): Promise<number> {
+/** Each player: SUBSCRIBE its config, wait for the leased one, SUBSCRIBE its mosque's broadcast topic (one topic for all, or player i's). */
+export async function readyAll(fleet: Fleet, players: Player[], broadcastTopic: string | ((i: number) => string), concurrency: number): Promise<number> {
   const t0 = performance.now();
   await pool(players.length, concurrency, async (i) => {
     const client = fleet.clients[i]!;
@@ -104,7 +108,7 @@ export async function readyAll(fleet: Fleet, players: Player[], broadcastTopic: 
     });
     await client.subscribeAsync(topic, { qos: 1 });
     await leased;
-    await client.subscribeAsync(broadcastTopic, { qos: 1 });
+    await client.subscribeAsync(typeof broadcastTopic === 'string' ? broadcastTopic : broadcastTopic(i), { qos: 1 });
   });
   return (performance.now() - t0) / 1000;
 }
