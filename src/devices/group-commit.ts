@@ -107,6 +107,18 @@ export function createGroupCommit(store: Store, onFault: (err: unknown) => void,
      * this first, so the rows land in the order things happened.
      */
     flush,
+    /**
+     * `fn` (a transaction of its own) once the open batch and every one before it settled, and before the next:
+     * nothing of this queue runs beside it. On PostgreSQL two of this process's transactions at once, each on a
+     * connection of its own, each updating many devices' rows in its own order, deadlocked (40P01), and the
+     * batch PostgreSQL chose to abort took its statuses with it.
+     */
+    runAlone<T>(fn: () => Promise<T>): Promise<T> {
+      if (batch.length > 0) flushReporting();
+      const done = tail.then(fn);
+      tail = done.then(() => undefined, () => undefined);
+      return done;
+    },
     pending: () => batch.length,
   };
 }

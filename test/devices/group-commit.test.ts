@@ -139,6 +139,36 @@ test('a batch whose commit fails keeps none of its writes and settles every one 
   assert.equal(await count(), 1);
 });
 
+test('runAlone runs after the open batch and before the next one, never beside a batch', async (t) => {
+  const { store } = await testStore(t);
+  const commits = createGroupCommit(store, (err) => assert.fail(String(err)));
+  const events: string[] = [];
+  const slowWrite = (name: string) => ({
+    write: async () => {
+      events.push(`${name} begins`);
+      await new Promise((r) => setTimeout(r, 50));
+      events.push(`${name} ends`);
+    },
+    settle: () => undefined,
+  });
+  commits.add(slowWrite('batch 1'));
+  const alone = commits.runAlone(async () => {
+    events.push('alone begins');
+    await new Promise((r) => setTimeout(r, 50));
+    events.push('alone ends');
+    return 7;
+  });
+  commits.add(slowWrite('batch 2')); // added while the first batch runs: it waits for the lone one
+  assert.equal(await alone, 7);
+  await commits.flush();
+  assert.deepEqual(events, ['batch 1 begins', 'batch 1 ends', 'alone begins', 'alone ends', 'batch 2 begins', 'batch 2 ends']);
+  // A lone run that fails fails for its caller only: the queue goes on.
+  await assert.rejects(commits.runAlone(async () => { throw new Error('deadlock detected'); }), /deadlock/);
+  commits.add(slowWrite('batch 3'));
+  await commits.flush();
+  assert.deepEqual(events.slice(-2), ['batch 3 begins', 'batch 3 ends']);
+});
+
 test('a full disk during a batch acknowledges none of its statuses, and the devices resend them after space returns', { skip: sqliteOnly('fills the SQLite file up to DATABASE_MAX_BYTES') }, async (t) => {
   const { dir, env } = durableFiles(t, 'gc-full');
   const first = await startTestService(t, { env, logLevel: 'warn' });

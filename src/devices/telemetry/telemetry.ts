@@ -139,7 +139,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
     touched.clear();
     const logs = pendingLogs.splice(0);
     try {
-      await writeBatch(seen, logs);
+      await commits.runAlone(() => writeBatch(seen, logs));
     } catch (err) {
       // Kept for the next flush: merged under what arrived since (newer fields win), logs back in front.
       for (const { id, heartbeat } of seen) {
