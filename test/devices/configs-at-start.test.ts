@@ -109,6 +109,9 @@ test('a player banned while offline and a deleted player: after a restart the on
   const spare = await registerPlayer(svc.current(), person, mosque.id, 'spare');
   await setStatus(svc.current(), owner.token, membership.id, 'banned');
   assert.equal((await svc.current().http.delete(`/api/v1/devices/${spare.device.id}`, owner.token)).status, 204);
+  // The ban's lease revocation is written after its answer; a stop before it lands is another case (a ban
+  // whose write was cut off), not this one's.
+  await waitFor('the ban\'s revocation written', async () => (await storedLease(svc.current(), player.device.id)).lease_token === null, 10_000);
   await svc.stop();
   const ts = await svc.start();
   assert.equal(retainedLine(ts)?.devices, 1, 'only the devices that exist');
