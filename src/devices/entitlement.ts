@@ -124,9 +124,13 @@ export async function createEntitlement(deps: Deps) {
     } else leases.delete(id);
   };
 
-  /** Drops the lease from memory at once; the row's follows in `q` (the caller's transaction, or the store). */
-  async function revoke(q: Queries, id: string): Promise<void> {
-    if (leases.delete(id)) await saveLease(q, null, null, id);
+  /**
+   * Drops the lease from memory at once; the row's follows in `q` (the caller's transaction, or the store).
+   * `rowHolds`: the row still carries a lease memory never loaded (a start reads only entitled players' leases,
+   * so a ban whose own write a stop cut off left its token in the row).
+   */
+  async function revoke(q: Queries, id: string, rowHolds = false): Promise<void> {
+    if (leases.delete(id) || rowHolds) await saveLease(q, null, null, id);
   }
 
   /** Not yet half spent (the renewal rule), not longer than the TTL now set, and signed with the key in use. */
@@ -156,7 +160,7 @@ export async function createEntitlement(deps: Deps) {
       if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, null) : null, lease: null, unbound_reason: null };
       const decision = await decisionFor(row, q);
       if (!decision.entitled) {
-        await revoke(q, row.id);
+        await revoke(q, row.id, row.lease_token !== null || row.lease_expires_at !== null);
         return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
       }
       const issuedAt = nowSeconds();
