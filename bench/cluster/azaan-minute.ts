@@ -2,7 +2,7 @@
  * The azaan minute: every mosque's azaan due in the same minute, started by the scheduler itself (auto_start,
  * docs/schedule.md), against the same fan-out on bare aedes (one retained start per mosque topic, all published
  * at once). Latency is from the instant every azaan is due (the whole minute the schedule names; bare: the
- * instant the publishes are issued) to each player's receipt of its mosque's `start`.
+ * instant the publishes are sent) to each player's receipt of its mosque's `start`.
  */
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
@@ -87,7 +87,7 @@ export async function scheduledMinute(o: {
   return { ...f, spent, patchS };
 }
 
-/** Bare aedes: one retained QoS 1 start per mosque topic, all issued at once from one publisher. */
+/** Bare aedes: one retained QoS 1 start per mosque topic, all sent at once by one publisher. */
 export async function bareMinute(o: { fleet: Fleet; url: string; topicOf: (m: number) => string; mosques: number; mosqueOf: (i: number) => number; watched: Watched[] }): Promise<MinuteFigures> {
   const n = o.fleet.clients.length;
   const publisher = await mqtt.connectAsync(o.url, { clientId: 'bench-minute-publisher', reconnectPeriod: 0 });

@@ -19,7 +19,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
 import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, openFilesLimit, percentile, range, ratios, writeSubsection } from '../support.ts';
-import { Child, HOST, cpuWindow, killAll, serviceEnv as sharedServiceEnv, startRedisServer, type RedisServer, type Spent } from './processes.ts';
+import { Child, HOST, cpuWindow, runBench, serviceEnv as sharedServiceEnv, startRedisServer, type RedisServer, type Spent } from './processes.ts';
 import { SECTION, SECTION_INTRO, subsectionOrder } from './sections.ts';
 import { api } from '../world/registration.ts';
 import { Watch, buildWorld, burst, connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type World } from './world.ts';
@@ -187,12 +187,4 @@ async function main(): Promise<void> {
   }
 }
 
-process.on('exit', killAll);
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(`cluster bench failed: ${err instanceof Error ? err.stack : String(err)}`);
-    process.exit(1);
-  },
-);
+runBench('cluster bench', main);

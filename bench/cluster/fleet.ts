@@ -31,7 +31,7 @@ import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, openFilesLimit, ra
 import { createFirstSuperadminRow, registerWorld, superadminToken } from '../world/registration.ts';
 import { PRAYERS, bareMinute, scheduledMinute, type MinuteFigures } from './azaan-minute.ts';
 import { migrateInto, startBenchPostgres, type BenchPostgres } from './postgres.ts';
-import { Child, HOST, cpuWindow, killAll, serviceEnv, startRedisServer, type RedisServer, type Spent } from './processes.ts';
+import { Child, HOST, cpuWindow, runBench, serviceEnv, startRedisServer, type RedisServer, type Spent } from './processes.ts';
 import { SECTION, SECTION_INTRO, subsectionOrder } from './sections.ts';
 import { sizingTable, type Costs } from './sizing.ts';
 import { reconnectStorm, type StormFigures } from './storm.ts';
@@ -320,12 +320,4 @@ async function main(): Promise<void> {
   }
 }
 
-process.on('exit', killAll);
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(`fleet bench failed: ${err instanceof Error ? err.stack : String(err)}`);
-    process.exit(1);
-  },
-);
+runBench('fleet bench', main);

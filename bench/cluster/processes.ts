@@ -31,6 +31,22 @@ export function killAll(): void {
   for (const c of live) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 }
 
+/**
+ * Runs a bench's `main` as the process: every child it started is killed at the exit, whatever ends it (an
+ * interrupt too), and a failure prints its stack under the bench's `name` and exits 1.
+ */
+export function runBench(name: string, main: () => Promise<void>): void {
+  process.on('exit', killAll);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(`${name} failed: ${err instanceof Error ? err.stack : String(err)}`);
+      process.exit(1);
+    },
+  );
+}
+
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();

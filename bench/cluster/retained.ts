@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import mqtt from 'mqtt';
 import { createIndexedRedisPersistence } from '../../broker/delivery/retained-index.ts';
 import { CONTENDED_CORES, cli, cpuPerMessageUs, fmt, machine, percentile, pool, range, ratios, writeSubsection } from '../support.ts';
-import { HOST, cpuWindow, killAll, startRedisServer, type RedisServer } from './processes.ts';
+import { HOST, cpuWindow, runBench, startRedisServer, type RedisServer } from './processes.ts';
 import { SECTION, SECTION_INTRO, subsectionOrder } from './sections.ts';
 
 const args = process.argv.slice(2);
@@ -197,12 +197,4 @@ async function main(): Promise<void> {
   if (WRITE) writeSubsection(SECTION, SECTION_INTRO, text, subsectionOrder);
 }
 
-process.on('exit', killAll);
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(`retained bench failed: ${err instanceof Error ? err.stack : String(err)}`);
-    killAll();
-    process.exit(1);
-  },
-);
+runBench('retained bench', main);

@@ -4,8 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
-import { sqliteStore, type Store } from '../../src/platform/store/store.ts';
+import type { Store } from '../../src/platform/store/store.ts';
 import { createChangeLog } from '../../src/platform/store/change-log.ts';
 import { createRedisChangeFeed } from '../../src/platform/net/redis-changes.ts';
 import { createManualClock, systemClock, type Clock } from '../../src/platform/clock.ts';
@@ -15,24 +14,14 @@ import { redisInstalled, startRedis } from '../support/redis.ts';
 import { startTestService } from '../support/service.ts';
 import { API, joinMosque, member, setStatus } from '../support/people.ts';
 import { connectDevice, connectOnce, mosqueWithOwner, nextMessage, registerPlayer, registerTransmitter, settle, subscribeCode, waitFor } from '../support/devices.ts';
-import { postgresInstalled, startPostgres } from './postgres.ts';
+import { postgresInstalled } from './postgres.ts';
+import { testStore } from '../support/database.ts';
 
 // docs/decisions.md, "The change log": with several processes every change the feed announces is also numbered in
 // the store, so a process that missed Redis messages (pub/sub keeps nothing for a subscriber that is away) reads
 // them back instead of missing them, and reads them every second while its subscription is down.
 
 const skipRedis = redisInstalled() ? false : 'redis-server is not installed';
-
-function sqliteFile(t: TestContext): Store {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-changelog-'));
-  const db = openDatabase(path.join(dir, 'minaret.db'));
-  migrate(db);
-  t.after(() => {
-    db.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  return sqliteStore(db);
-}
 
 /** Two processes' feeds on one store and one Redis, each with what its listeners heard. */
 async function twoFeeds(t: TestContext, store: Store, opts: { clock?: Clock; keepMs?: number } = {}) {
@@ -68,7 +57,7 @@ async function twoFeeds(t: TestContext, store: Store, opts: { clock?: Clock; kee
 }
 
 test('while Redis is away, a change made through one process reaches the other within seconds through the change log, once, without a full reload', { skip: skipRedis, timeout: 30_000 }, async (t) => {
-  const store = sqliteFile(t);
+  const { store } = await testStore(t, 'sqlite');
   const f = await twoFeeds(t, store);
   f.one.publish({ kind: 'device', id: 'before' });
   await waitFor('heard through Redis', () => f.atTwo.changes.length === 1);
@@ -95,7 +84,7 @@ test('while Redis is away, a change made through one process reaches the other w
 });
 
 test('a process away for longer than the log keeps reloads every cache instead of reading entry by entry', { skip: skipRedis, timeout: 30_000 }, async (t) => {
-  const store = sqliteFile(t);
+  const { store } = await testStore(t, 'sqlite');
   const clock = createManualClock(Date.now());
   const f = await twoFeeds(t, store, { clock, keepMs: 60_000 });
   f.stopRedis();
@@ -109,16 +98,7 @@ test('a process away for longer than the log keeps reloads every cache instead o
 for (const dialect of ['sqlite', 'postgres'] as const) {
   const skip = dialect === 'postgres' && !postgresInstalled() ? 'PostgreSQL 15 or newer is not installed (.ci/run installs it)' : false;
   test(`the change log on ${dialect}: numbers grow and are never reused, reads page above a number, pruning deletes by age`, { skip, timeout: 60_000 }, async (t) => {
-    let store: Store;
-    if (dialect === 'sqlite') store = sqliteFile(t);
-    else {
-      const cluster = await startPostgres();
-      t.after(() => cluster.stop());
-      const { openPostgres } = await import('../../src/platform/store/postgres.ts');
-      const opened = await openPostgres(await cluster.database(), { poolSize: 2, statementTimeoutMs: 5000 }, 'DATABASE_URL');
-      t.after(() => opened.store.destroy());
-      store = opened.store;
-    }
+    const { store } = await testStore(t, dialect);
     const log = createChangeLog(store);
     assert.equal(await log.head(), 0);
     const first = await log.append('p1', [{ kind: 'device', id: 'd1' }, { kind: 'user', id: 'u1' }], 1000);

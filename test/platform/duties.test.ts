@@ -1,43 +1,20 @@
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { migrate, openDatabase } from '../../src/platform/db.ts';
-import { sqliteStore, type Store } from '../../src/platform/store/store.ts';
 import { createDuties } from '../../src/platform/store/duties.ts';
 import { createManualClock } from '../../src/platform/clock.ts';
-import { postgresInstalled, startPostgres } from './postgres.ts';
+import { postgresInstalled } from './postgres.ts';
+import { testStore } from '../support/database.ts';
 
 // docs/operator.md, "Several hosts": a periodic duty of the deployment (pruning a table) runs once per period across
 // every node on the store, and a run whose node died is taken over by another node's next check.
 
 const HOUR = 3_600_000;
 
-async function storeOf(t: TestContext, dialect: 'sqlite' | 'postgres'): Promise<Store> {
-  if (dialect === 'sqlite') {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-duties-'));
-    const db = openDatabase(path.join(dir, 'minaret.db'));
-    migrate(db);
-    t.after(() => {
-      db.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    });
-    return sqliteStore(db);
-  }
-  const cluster = await startPostgres();
-  t.after(() => cluster.stop());
-  const { openPostgres } = await import('../../src/platform/store/postgres.ts');
-  const opened = await openPostgres(await cluster.database(), { poolSize: 4, statementTimeoutMs: 5000 }, 'DATABASE_URL');
-  t.after(() => opened.store.destroy());
-  return opened.store;
-}
-
 for (const dialect of ['sqlite', 'postgres'] as const) {
   const skip = dialect === 'postgres' && !postgresInstalled() ? 'PostgreSQL 15 or newer is not installed (.ci/run installs it)' : false;
 
   test(`on ${dialect}: three nodes checking at once run a duty once per period; a new period runs it once more`, { skip, timeout: 60_000 }, async (t) => {
-    const store = await storeOf(t, dialect);
+    const { store } = await testStore(t, dialect);
     const clock = createManualClock(Date.UTC(2026, 10, 26, 10, 0, 0));
     const runs: string[] = [];
     const errors: unknown[] = [];
@@ -56,7 +33,7 @@ for (const dialect of ['sqlite', 'postgres'] as const) {
   });
 
   test(`on ${dialect}: a node that dies mid-run loses its claim within 15 s and another node runs the duty; one that failed runs again`, { skip, timeout: 60_000 }, async (t) => {
-    const store = await storeOf(t, dialect);
+    const { store } = await testStore(t, dialect);
     const clock = createManualClock(Date.UTC(2026, 10, 26, 10, 0, 0));
     const errors: unknown[] = [];
     const onError = (_w: string, err: unknown) => void errors.push(err);

@@ -64,7 +64,7 @@ function sharedCluster(): Promise<{ cluster: PostgresCluster; template: string }
   return cluster;
 }
 
-/** A fresh PostgreSQL database of this process's cluster, migrated: its URL (MINARET_TEST_STORE=postgres only). */
+/** A fresh PostgreSQL database of this process's cluster, migrated: its URL. */
 export async function freshPostgresUrl(): Promise<string> {
   const { cluster: c, template } = await sharedCluster();
   return c.database(template);
@@ -77,12 +77,12 @@ export async function copyPostgresDatabase(url: string): Promise<string> {
 }
 
 /**
- * A migrated store of the selected dialect, for the tests of a repository: SQLite, a file in a temp folder
- * (`db`, its connection, for what only SQLite can say); PostgreSQL, a fresh database (`db` null). Closed (and
- * the file removed) when the test ends.
+ * A migrated store of the selected dialect (or of `dialect`, for a test that runs on each), for the tests of a
+ * repository: SQLite, a file in a temp folder (`db`, its connection, for what only SQLite can say); PostgreSQL, a
+ * fresh database of this process's cluster (`db` null). Closed (and the file removed) when the test ends.
  */
-export async function testStore(t: Pick<TestContext, 'after'>): Promise<{ store: Store; dialect: TestDialect; db: Db | null }> {
-  if (onPostgres) {
+export async function testStore(t: Pick<TestContext, 'after'>, dialect: TestDialect = testDialect): Promise<{ store: Store; dialect: TestDialect; db: Db | null }> {
+  if (dialect === 'postgres') {
     const { postgresStore } = await import('../../src/platform/store/postgres.ts');
     const store = postgresStore(await freshPostgresUrl(), { poolSize: 4, statementTimeoutMs: 30_000 });
     t.after(() => store.destroy());
