@@ -125,7 +125,7 @@ export async function createRedisChangeFeed(deps: {
 
   // The changes of one turn go out as one message, after the turn's transactions have all committed.
   const pending = new Map<string, Change>();
-  const timers: NodeJS.Timeout[] = [];
+  let logPoll: NodeJS.Timeout | null = null;
   // Logged first, so the message can carry the entries' numbers (a receiver's catch-up starts above them).
   const flush = async () => {
     const changes = [...pending.values()];
@@ -182,15 +182,14 @@ export async function createRedisChangeFeed(deps: {
       missedBeforeStart = false;
       if (!reader) return;
       // Every second while the subscription is down, the log stands in for it.
-      const poll = setInterval(() => {
+      logPoll = setInterval(() => {
         if (!subscribed || deps.conn.status !== 'ready') void reader.catchUp();
       }, LOG_POLL_MS);
-      poll.unref();
-      timers.push(poll);
+      logPoll.unref();
     },
     async close() {
       closed = true;
-      for (const timer of timers) clearInterval(timer);
+      if (logPoll) clearInterval(logPoll);
       sub.disconnect();
     },
   };
