@@ -124,7 +124,9 @@ export class Child {
 
   constructor(readonly name: string, script: string, env: Record<string, string>) {
     // The service runs with the node flags npm start gives it (device-server.ts is the whole service).
-    const flags = script === 'device-server.ts' ? SERVICE_NODE_FLAGS : [];
+    // BENCH_CPU_PROF=<dir>: each service node writes a V8 CPU profile there as it exits (not for a SIGKILLed one).
+    const prof = process.env['BENCH_CPU_PROF'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['BENCH_CPU_PROF']}`] : [];
+    const flags = script === 'device-server.ts' ? [...SERVICE_NODE_FLAGS, ...prof] : [];
     this.proc = spawn(process.execPath, ['--expose-gc', ...flags, '--import', 'tsx', path.join(ROOT, 'bench', script)], {
       cwd: ROOT,
       env: { ...process.env, ...env },

@@ -147,10 +147,15 @@ export function createFanout(deps: {
         const b = named(start, prayer);
         if (opts.transmitters !== false) commandTransmitters(b, 'start');
         const title = b.title ?? `${b.kind === 'azaan' ? 'Azaan' : b.kind[0]!.toUpperCase() + b.kind.slice(1)}${b.prayer ? ` (${b.prayer})` : ''}`;
-        // Who is notified and the mosque's name: two reads per broadcast, whatever the number of its members.
-        void Promise.all([deps.memberships.notifiedMembers(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE]), deps.mosques.findById(b.mosque_id)])
-          .then(([users, mosque]) => deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer }))
-          .then(() => deps.outbox.drain())
+        // Who is notified, then (only if anyone is) the mosque's name: a few reads per broadcast, whatever the
+        // number of its members, and one when no member has the toggle on.
+        void deps.memberships.notifiedMembers(b.mosque_id, TOGGLE[b.kind as keyof typeof TOGGLE])
+          .then(async (users) => {
+            if (users.length === 0) return;
+            const mosque = await deps.mosques.findById(b.mosque_id);
+            const queued = await deps.outbox.enqueue(b.id, users, { title, body: mosque?.name ?? '', broadcast_id: b.id, mosque_id: b.mosque_id, kind: b.kind, prayer: b.prayer });
+            if (queued > 0) await deps.outbox.drain();
+          })
           .catch((err: Error) => deps.logger.error({ broadcast_id: b.id, err: err.message }, 'broadcast push failed'));
       };
       const afterWrites = () => afterFanoutWrites(deps.link(), topics.broadcast(start.mosque_id), () => {

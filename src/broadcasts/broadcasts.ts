@@ -71,10 +71,12 @@ export interface StartBroadcast {
   /** Plays the recorded azaan (a missed live one). */
   fallback?: boolean;
   /**
-   * Asked first, inside the start's transaction: false refuses the start (`conflict`) and writes nothing. A
-   * scheduled start checks that its claim on the slot is still its own (src/schedule/scheduler.ts).
+   * Asked inside the start's transaction once its row is written, with the new broadcast's id: false refuses the
+   * start (`conflict`) and the transaction is rolled back, so nothing is written. A scheduled start checks that
+   * its claim on the slot is still its own and records the slot as served by this broadcast, in one write
+   * (src/schedule/scheduler.ts).
    */
-  guard?: (trx: Queries) => Promise<boolean>;
+  guard?: (trx: Queries, broadcastId: string) => Promise<boolean>;
 }
 
 /**
@@ -133,20 +135,26 @@ export function createBroadcasts(deps: { store: Store; clock: Clock; activity: P
     async start(mosqueId: string, input: StartBroadcast, actorId: string | null): Promise<Result<BroadcastRow>> {
       // Asked before the transaction: the source follow reads the store, which waits while a transaction holds it.
       const waits = !input.fallback && (input.waitForSource ?? await waitsForSource(mosqueId));
+      const refused = new Error('guard refused');
       const started = await store.transaction().execute(async (trx): Promise<Result<BroadcastRow>> => {
-        if (input.guard && !(await input.guard(trx))) return fail('conflict', 'This scheduled start was taken over by another process.');
         const id = crypto.randomUUID();
         // One live broadcast per mosque is the unique index broadcasts_one_live (migration 002): a start while
         // one is live inserts nothing, whichever process or connection started the other (on PostgreSQL the
-        // second insert waits for the first one's transaction, then does nothing).
-        const inserted = await trx.insertInto('broadcasts').values({
+        // second insert waits for the first one's transaction, then does nothing). RETURNING (SQLite 3.35,
+        // PostgreSQL) hands back the row as stored, without a read of its own.
+        const row = await trx.insertInto('broadcasts').values({
           id, mosque_id: mosqueId, kind: input.kind, prayer: input.prayer, title: input.title, status: 'live',
           started_by: actorId, started_at: now(), waiting_for_source: waits ? 1 : 0, fallback: input.fallback ? 1 : 0,
-        }).onConflict((oc) => oc.column('mosque_id').where('status', '=', sql.lit('live')).doNothing()).executeTakeFirst();
-        if (inserted.numInsertedOrUpdatedRows === 0n) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
+        }).onConflict((oc) => oc.column('mosque_id').where('status', '=', sql.lit('live')).doNothing())
+          .returningAll().$castTo<BroadcastRow>().executeTakeFirst();
+        if (!row) return fail('conflict', 'A broadcast is already live for this mosque; stop it first.');
+        if (input.guard && !(await input.guard(trx, id))) throw refused; // rolls the row back
         const data = { kind: input.kind, prayer: input.prayer, ...(waits && { waiting_for_source: true }), ...(input.fallback && { fallback: true }) };
         await activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'broadcast.started', subjectId: id, data });
-        return ok((await rows(trx).where('id', '=', id).where('mosque_id', '=', mosqueId).executeTakeFirstOrThrow()));
+        return ok(row);
+      }).catch((err: unknown): Result<BroadcastRow> => {
+        if (err === refused) return fail('conflict', 'This scheduled start was taken over by another process.');
+        throw err;
       });
       if (started.ok) await Promise.all(listeners.map((l) => l.started(started.value)));
       return started;

@@ -1,5 +1,5 @@
 import { sql, type Selectable } from 'kysely';
-import type { Store } from '../platform/store/store.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/log.ts';
 import type { PushSubscriptions } from './push-subscriptions.ts';
@@ -120,18 +120,24 @@ export function createPushOutbox(deps: { store: Store; clock: Clock; sender: Pus
   const pumpSafely = () => pump().catch((err: Error) => deps.logger.error({ err: err.message }, 'push outbox failed'));
 
   /** One row per subscription of each recipient, in one transaction. Returns how many were queued. */
-  function enqueue(broadcastId: string | null, userIds: string[], payload: Record<string, unknown>): Promise<number> {
+  // Without a recipient or a subscription nothing is written and no transaction is opened: most members of a
+  // mosque have no browser subscribed, and a thousand azaans starting in one minute each ask here.
+  async function enqueue(broadcastId: string | null, userIds: string[], payload: Record<string, unknown>): Promise<number> {
+    if (userIds.length === 0) return 0;
+    const subs = await deps.subscriptions.listForUsers(store, userIds);
+    if (subs.length === 0) return 0;
     const body = JSON.stringify(payload);
-    return store.transaction().execute(async (trx) => {
-      const subs = await deps.subscriptions.listForUsers(trx, userIds);
-      const at = now();
-      const rows = subs.map((sub) => ({
-        broadcast_id: broadcastId, user_id: sub.user_id, endpoint: sub.endpoint, payload: body, status: 'queued', next_attempt_at: at, created_at: at, updated_at: at,
-      }));
-      // 8 parameters a row: 500 rows a statement stays far below either engine's bound on parameters.
-      for (let i = 0; i < rows.length; i += 500) await trx.insertInto('push_outbox').values(rows.slice(i, i + 500)).execute();
-      return rows.length;
-    });
+    const at = now();
+    const rows = subs.map((sub) => ({
+      broadcast_id: broadcastId, user_id: sub.user_id, endpoint: sub.endpoint, payload: body, status: 'queued', next_attempt_at: at, created_at: at, updated_at: at,
+    }));
+    // 8 parameters a row: 500 rows a statement stays far below either engine's bound on parameters. One
+    // statement is atomic by itself; more share a transaction, so a broadcast's pushes are queued all or none.
+    const write = async (q: Queries) => {
+      for (let i = 0; i < rows.length; i += 500) await q.insertInto('push_outbox').values(rows.slice(i, i + 500)).execute();
+    };
+    await (rows.length <= 500 ? write(store) : store.transaction().execute(write));
+    return rows.length;
   }
 
   /** Starts what is due in the free slots; resolves once nothing is in flight. */

@@ -156,19 +156,24 @@ export async function createScheduleStore(store: Store, mosques: Pick<MosqueStor
     /**
      * Whether the auto_start claim made at `claimedMs` is still the claimer's: no broadcast yet, not taken over
      * (a takeover writes its own time). On PostgreSQL the UPDATE also locks the row until `q`'s transaction ends,
-     * so a takeover's claim waits for the start it would race.
+     * so a takeover's claim waits for the start it would race. Given the broadcast being started in `q`, the
+     * same write records the slot as served by it (live, no reason left), so the start's transaction holds the
+     * slot's outcome too.
      */
-    async holdsAutoStart(slot: Slot, claimedMs: number, q: Queries): Promise<boolean> {
-      const r = await q.updateTable('schedule_slots').set((eb) => ({ updated_at: eb.ref('updated_at') }))
+    async holdsAutoStart(slot: Slot, claimedMs: number, q: Queries, broadcastId?: string): Promise<boolean> {
+      const r = await q.updateTable('schedule_slots')
+        .set((eb) => (broadcastId === undefined ? { updated_at: eb.ref('updated_at') } : { status: 'live', reason: null, broadcast_id: broadcastId }))
         .where('mosque_id', '=', slot.mosqueId).where('date', '=', slot.date).where('prayer', '=', slot.prayer).where('idx', '=', slot.index)
         .where('auto_started', '=', 1).where('broadcast_id', 'is', null).where('updated_at', '=', seconds(claimedMs))
         .executeTakeFirst();
       return Number(r.numUpdatedRows) === 1;
     },
-    async releaseAutoStart(slot: Slot): Promise<void> {
+    /** Given the claim's time, only that claim is given back: not one another process took over meanwhile. */
+    async releaseAutoStart(slot: Slot, claimedMs?: number): Promise<void> {
       await store.updateTable('schedule_slots').set({ auto_started: 0 })
         .where('mosque_id', '=', slot.mosqueId).where('date', '=', slot.date).where('prayer', '=', slot.prayer).where('idx', '=', slot.index)
         .where('broadcast_id', 'is', null)
+        .$if(claimedMs !== undefined, (qb) => qb.where('updated_at', '=', seconds(claimedMs!)))
         .execute();
     },
 

@@ -47,9 +47,12 @@ export interface SchedulerDeps {
   /** Where a slot's recorded status change is told: the mosque's open event streams (the console's live schedule page). */
   announce?: (mosqueId: string, event: () => ScheduleEvent) => void;
   /** The auto_start port: starts the broadcast of a slot, as a trigger admin would. */
-  /** `guard` runs inside the start's transaction; false refuses the start and writes nothing. */
+  /**
+   * `guard` runs inside the start's transaction once the broadcast's row is written, given its id; false refuses
+   * the start and nothing is written.
+   */
   startAzaan: (
-    mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }, guard?: (q: Queries) => Promise<boolean>,
+    mosqueId: string, call: { kind: 'azaan' | 'jummah'; prayer: string }, guard?: (q: Queries, broadcastId: string) => Promise<boolean>,
   ) => Promise<{ ok: true; broadcastId: string } | { ok: false; message: string }>;
   /**
    * With an audio server (src/broadcasts/source-follow.ts), what it saw decides: whether the mosque's source was
@@ -139,7 +142,36 @@ export function createScheduler(deps: SchedulerDeps) {
     deps.push(admins.map((a) => a.user_id), { title: kind === 'azaan_missed' ? `Missed azaan: ${title(slot.prayer)}` : `Azaan not ready: ${title(slot.prayer)}`, body: text, mosque_id: row.id, kind, prayer: slot.prayer, date: slot.date });
   }
 
+  /** Broadcasts this process is auto-starting, by id, with their slot: the start's transaction recorded it already. */
+  const startingHere = new Map<string, Slot>();
+
+  /**
+   * An auto start (docs/schedule.md, "Auto start"): the claim, then one transaction that writes the broadcast,
+   * checks the claim is still this pass's and records the slot as served by it. Its claim's conditions are the
+   * slot's outcome (no broadcast, not live, done or missed), so no read comes first: with a thousand mosques
+   * due in one minute, each round trip saved is one the last mosque's players no longer wait for.
+   */
+  async function autoStart(row: MosqueRow, slot: Slot, now: number): Promise<void> {
+    if (now > slot.azaanAt + graceMs) return;
+    if (!(await store.claimAutoStart(slot, now))) return; // another process holds it (or started it), or the slot is served
+    // A Jumu'ah slot's call is a jummah broadcast (its own notification toggle); every other slot's an azaan.
+    // The start holds only while the claim is still this pass's: a process cut off between its claim and its
+    // start (its write waiting on a dead network) may finish the write long after another took the slot over.
+    let startedId: string | null = null;
+    const started = await deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer }, async (q, id) => {
+      if (!(await store.holdsAutoStart(slot, now, q, id))) return false;
+      startingHere.set((startedId = id), slot);
+      return true;
+    }).finally(() => startedId !== null && startingHere.delete(startedId));
+    if (!started.ok) {
+      await store.releaseAutoStart(slot, now);
+      return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
+    }
+    deps.announce?.(slot.mosqueId, () => ({ type: 'schedule', date: slot.date, prayer: slot.prayer, index: slot.index, status: 'live', at: new Date(clock()).toISOString() }));
+  }
+
   async function handle(kind: EventKind, row: MosqueRow, slot: Slot, now: number): Promise<void> {
+    if (kind === 'start') return autoStart(row, slot, now);
     const outcome = await store.outcome(slot);
     const served = outcome !== null && (outcome.status === 'live' || outcome.status === 'done' || outcome.broadcast_id !== null);
     if (kind === 'ready') {
@@ -147,21 +179,6 @@ export function createScheduler(deps: SchedulerDeps) {
       const r = await deps.readiness(row.id);
       await store.record(slot, { status: r.ready ? 'ready' : 'not_ready', reason: r.reason, readiness: summary(r) }, now);
       if (!r.ready) await alertAdmins(row, slot, 'azaan_not_ready', r);
-      return;
-    }
-    if (kind === 'start') {
-      if (served || outcome?.status === 'missed' || now > slot.azaanAt + graceMs) return;
-      if (!(await store.claimAutoStart(slot, now))) return; // another process holds it (or started it)
-      // A Jumu'ah slot's call is a jummah broadcast (its own notification toggle); every other slot's an azaan.
-      // The start holds only while the claim is still this pass's: a process cut off between its claim and its
-      // start (its write waiting on a dead network) may finish the write long after another took the slot over.
-      const started = await deps.startAzaan(row.id, { kind: slot.prayer === 'jumuah' ? 'jummah' : 'azaan', prayer: slot.prayer },
-        (q) => store.holdsAutoStart(slot, now, q));
-      if (!started.ok) {
-        await store.releaseAutoStart(slot);
-        return void deps.logger.warn({ mosque_id: row.id, prayer: slot.prayer, err: started.message }, 'scheduled azaan not started');
-      }
-      await store.record(slot, { status: 'live', broadcastId: started.broadcastId, autoStarted: true }, now);
       return;
     }
     // With an audio server, only a source on air serves the slot (a broadcast may wait for one that never came).
@@ -317,6 +334,8 @@ export function createScheduler(deps: SchedulerDeps) {
      */
     async broadcastStarted(b: BroadcastSignal): Promise<Slot | null> {
       if (b.kind !== 'azaan' && b.kind !== 'jummah') return null;
+      const own = startingHere.get(b.id);
+      if (own) return own; // an auto start of this process: its transaction recorded the slot
       const now = clock();
       try {
         const row = await deps.mosques.findById(b.mosqueId);

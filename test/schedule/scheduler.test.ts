@@ -314,6 +314,19 @@ test('an auto_start claimed by a process that then died is claimed again by anot
   assert.equal(await storeA.claimAutoStart(slot, T('17:00') + 16_000), false, 'and holds it in turn');
 });
 
+test('a process whose start failed gives back its own auto_start claim, never one another process took over meanwhile', async (t) => {
+  const { ts, mosque } = await world(t, { auto_start: true });
+  const [storeA, storeB] = [await otherProcessStore(t, ts), await otherProcessStore(t, ts)];
+  const slot = dhuhrSlot(mosque.id);
+  assert.equal(await storeA.claimAutoStart(slot, T('12:00')), true);
+  assert.equal(await storeB.claimAutoStart(slot, T('12:00') + 15_000), true, 'taken over');
+  await storeA.releaseAutoStart(slot, T('12:00')); // A's late failure
+  assert.equal((await storeA.outcome(slot))?.auto_started, 1, "B's claim stands");
+  assert.equal(await storeA.claimAutoStart(slot, T('12:00') + 16_000), false, 'so no third process starts it beside B');
+  await storeB.releaseAutoStart(slot, T('12:00') + 15_000);
+  assert.equal((await storeA.outcome(slot))?.auto_started, 0, 'its own claim is given back');
+});
+
 test('with REDIS_URL a transmitter connected to the other process counts at the ready check, and its going offline there counts too', { timeout: 60_000 }, async (t) => {
   if (!redisInstalled()) return t.skip('redis-server is not installed; the Redis mode is untested here');
   const redis = await startRedis();
