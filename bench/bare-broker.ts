@@ -1,13 +1,14 @@
 /**
  * Child process of bench/devices.ts: the baseline, a bare aedes broker (no hooks, in-memory store, no
  * database) on a TCP listener made the way Minaret makes its own (noDelay). Any credentials are accepted.
+ * With REDIS_URL its persistence and pub/sub are in Redis (below).
  *
  *   node --expose-gc --import tsx bench/bare-broker.ts        (started by bench/devices.ts, IPC channel required)
  *
  * IPC protocol: the one of bench/device-server.ts ('ready' carries only mqttUrl; no 'otp').
  */
 import net from 'node:net';
-import { Aedes } from 'aedes';
+import { Aedes, type AedesOptions } from 'aedes';
 
 const send = (msg: Record<string, unknown>): void => {
   if (process.connected) process.send?.(msg);
@@ -23,9 +24,22 @@ function memory(): Record<string, unknown> {
   return { type: 'mem', rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, gc: gc !== undefined };
 }
 
+/**
+ * REDIS_URL: the persistence and the pub/sub a broker shared by several hosts needs, as their libraries ship
+ * (aedes-persistence-redis, mqemitter-redis), none of Minaret's own parts: the baseline of the cluster benches'
+ * reconnect storm. Without it, the in-memory broker.
+ */
+async function redisOptions(url: string | undefined): Promise<AedesOptions> {
+  if (!url) return {};
+  const { default: redisPersistence } = await import('aedes-persistence-redis');
+  const { default: redisEmitter } = await import('mqemitter-redis');
+  const { Redis } = await import('ioredis');
+  return { persistence: redisPersistence({ conn: new Redis(url) }), mq: redisEmitter({ connectionString: url }) } as unknown as AedesOptions;
+}
+
 async function main(): Promise<void> {
   if (!process.send) throw new Error('bench/bare-broker.ts is started by bench/devices.ts (it needs an IPC channel)');
-  const aedes = await Aedes.createBroker();
+  const aedes = await Aedes.createBroker(await redisOptions(process.env['REDIS_URL']));
   const sockets = new Set<net.Socket>();
   const server = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);

@@ -9,7 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
 import { pool } from '../support.ts';
-import { Child, cpuWindow, type Spent, type Watched } from './processes.ts';
+import { Child, HOST, cpuWindow, type Spent, type Watched } from './processes.ts';
 import { onlineDevices } from './postgres.ts';
 import { connectAll, endAll, heartbeatBody, readyAll, statusBody, type Fleet, type Player } from './world.ts';
 
@@ -56,6 +56,47 @@ async function rejoin(url: string, p: Player, broadcastTopic: string): Promise<{
   const lost = await Promise.race([acked, unacked]);
   clearTimeout(timer);
   return { client, lost };
+}
+
+/** The same return on bare aedes: the wall time and the window [broker, ...watched]. */
+export interface BareStormFigures {
+  seconds: number;
+  spent: Spent;
+}
+
+/**
+ * The baseline of the storm's work: the same return of every player (the CONNECTs with as many in flight, the
+ * config SUBSCRIBE answered by a retained leased config, the broadcast SUBSCRIBE, a retained QoS 1 status and a
+ * heartbeat) on bare aedes with its persistence and pub/sub in Redis as the libraries ship them (bench/bare-broker.ts),
+ * the parts a broker shared by several hosts needs. Each player's retained config is published first, outside the
+ * window; `redisUrl` names a database of its own, emptied at the end (Minaret's retained configs are in another).
+ */
+export async function bareStorm(o: { players: Player[]; topicOf: (i: number) => string; redisUrl: string; concurrency: number; watched: Watched[] }): Promise<BareStormFigures> {
+  const broker = new Child('bare aedes on Redis', 'bare-broker.ts', { HOST, REDIS_URL: o.redisUrl });
+  const fleet: Fleet = { clients: [], watch: null };
+  try {
+    const url = String((await broker.next('ready'))['mqttUrl']);
+    const publisher = await mqtt.connectAsync(url, { clientId: 'bench-storm-configs', reconnectPeriod: 0 });
+    await pool(o.players.length, o.concurrency, async (i) => {
+      const id = o.players[i]!.id;
+      await publisher.publishAsync(`devices/${id}/config`, JSON.stringify({ v: '1.0', device_id: id, lease: { token: 'bench', expires_at: 0 } }), { qos: 1, retain: true });
+    });
+    await publisher.endAsync();
+    const t0 = performance.now();
+    const w = cpuWindow([broker.pid, ...o.watched]);
+    await pool(o.players.length, o.concurrency, async (i) => {
+      fleet.clients[i] = (await rejoin(url, o.players[i]!, o.topicOf(i))).client;
+    });
+    const spent = w();
+    return { seconds: (performance.now() - t0) / 1000, spent };
+  } finally {
+    await endAll(fleet);
+    await broker.stop();
+    const { Redis } = await import('ioredis');
+    const db = new Redis(o.redisUrl);
+    await db.flushdb();
+    db.disconnect();
+  }
 }
 
 /** How long a status may wait for its PUBACK before the storm counts it as never acknowledged. */

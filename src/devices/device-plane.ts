@@ -169,8 +169,8 @@ export async function createDevicePlane(deps: {
     return service.ensureConfigPublished(trx, id, row);
   };
   /**
-   * A device that authenticated is configured after its CONNACK, in the turn's group commit:
-   * its lease write shares the commit of its connected note and of the turn's statuses, and its config is
+   * A device that authenticated and whose lease must change is configured after its CONNACK, in the turn's group
+   * commit: its lease write shares the commit of its connected note and of the turn's statuses, and its config is
    * published once that committed. Still before it can subscribe: a SUBSCRIBE needs the CONNACK's round trip.
    */
   const arrivalWrite = (id: string): GroupWrite => {
@@ -211,9 +211,25 @@ export async function createDevicePlane(deps: {
    * config whose publish failed, is still seen to after the CONNACK as before.
    */
   let retainedAtStart = false;
+  /**
+   * Most arrivals write nothing: the device's row and its owner's membership are read on the pool, outside the
+   * turn's group commit, and only a player whose lease must change joins it (arrivalWrite). In a reconnect storm
+   * on PostgreSQL the reads then run side by side instead of one after another inside the batch's transaction,
+   * between savepoints of their own. What a config still writes when built here (a lease signed with a key no
+   * longer in use, the lease left in the row of a player no longer entitled) is one statement of its own, so it
+   * commits before the config is published all the same.
+   */
+  const readArrival = async (id: string): Promise<void> => {
+    const row = await devices.findById(id);
+    if (!row) return;
+    if (row.kind === 'stream_player' && (entitlement.isDue(id) || (await entitlement.isStale(row)))) return void commits.add(arrivalWrite(id));
+    const config = await service.ensureConfigPublished(store, id, row);
+    if (config) await service.publishConfig(config.id, config.payload);
+  };
   const configureAfterConnect = (id: string) => {
-    if (retainedAtStart && service.isPublished(id) && !entitlement.isDue(id)) return;
-    commits.add(arrivalWrite(id));
+    if (entitlement.isDue(id)) return void commits.add(arrivalWrite(id));
+    if (retainedAtStart && service.isPublished(id)) return;
+    readArrival(id).catch((err: unknown) => telemetry.writeFailed(id, 'connect', err)); // it keeps the retained config it has
   };
 
   /**
