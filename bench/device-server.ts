@@ -10,6 +10,7 @@
  *   child -> {type:'otp', purpose, code}                 a one-time code the notifier delivered (superadmin login)
  *   parent -> {type:'mem'}   child -> {type:'mem', rss, heapUsed, heapTotal, external, arrayBuffers}  after a full GC
  *   parent -> {type:'stop'}  child closes the service and exits 0
+ *   parent -> {type:'starts'}  child -> {type:'starts', starts: {broadcast id: epoch ms}}  each start since the last ask
  * The child exits by itself when the IPC channel closes (the parent died).
  */
 import { pathToFileURL } from 'node:url';
@@ -55,9 +56,16 @@ async function main(): Promise<void> {
   process.on('disconnect', () => void stop(0));
   process.on('SIGTERM', () => void stop(0));
   process.on('SIGINT', () => void stop(0));
+  // Each broadcast's start as this process told its listeners (wall clock, ms), by id: the azaan minute's
+  // latency from a mosque's start (bench/cluster/azaan-minute.ts). {type:'starts'} answers and forgets them.
+  const starts = new Map<string, number>();
   process.on('message', (msg: { type?: string }) => {
     if (msg?.type === 'mem') send(memory());
     else if (msg?.type === 'stop') void stop(0);
+    else if (msg?.type === 'starts') {
+      send({ type: 'starts', starts: Object.fromEntries(starts) });
+      starts.clear();
+    }
   });
 
   service = await startService(loaded.config, {
@@ -69,6 +77,7 @@ async function main(): Promise<void> {
       },
     },
   });
+  service.broadcasts.listen({ started: (b) => void starts.set(b.id, Date.now()), stopped: () => undefined });
   send({ type: 'ready', pid: process.pid, httpUrl: service.httpUrl, mqttUrl: service.mqttUrl });
 }
 

@@ -13,7 +13,7 @@ import { createTransport } from '../notify/index.ts';
 import { createActivityLog } from './mosques/activity.ts';
 import { createAdminStore } from './mosques/admins.ts';
 import { createPeopleAuth } from './people/auth.ts';
-import { createBroadcasts } from './broadcasts/broadcasts.ts';
+import { createBroadcasts, type Broadcasts } from './broadcasts/broadcasts.ts';
 import { createDeliveryReports } from './broadcasts/who-heard.ts';
 import { listenToAudio } from './broadcasts/on-air-story.ts';
 import { slotBroadcasts } from './broadcasts/slot-story.ts';
@@ -107,6 +107,8 @@ export interface Service {
   broker: Pick<Broker, 'counters' | 'session'>;
   /** The one azaan scheduler (tests that move a manual clock call `schedule.runDue()`). */
   schedule: Pick<Scheduler, 'runDue'>;
+  /** Told of every broadcast start and stop once committed, after the fan-out began (the benches time starts with it). */
+  broadcasts: Pick<Broadcasts, 'listen'>;
   close(): Promise<void>;
 }
 
@@ -373,6 +375,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       },
       broker: { counters: () => broker.counters(), session: (id) => broker.session(id) },
       schedule: { runDue: () => scheduler.runDue() },
+      broadcasts: { listen: (l) => broadcasts.listen(l) },
       close: async () => {
         await closeAll();
         logger.info({}, 'minaret stopped');

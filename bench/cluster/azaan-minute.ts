@@ -2,7 +2,8 @@
  * The azaan minute: every mosque's azaan due in the same minute, started by the scheduler itself (auto_start,
  * docs/schedule.md), against the same fan-out on bare aedes (one retained start per mosque topic, all published
  * at once). Latency is from the instant every azaan is due (the whole minute the schedule names; bare: the
- * instant the publishes are sent) to each player's receipt of its mosque's `start`.
+ * instant the publishes are sent) to each player's receipt of its mosque's `start`, and from that mosque's own
+ * start (the broadcast committed and its event handed to the broker) to the same receipt.
  */
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
@@ -21,6 +22,12 @@ export interface MinuteFigures {
   last: number;
   /** p99 over the mosques of (its last player's receipt - its first player's): the fan-out within a mosque. */
   spreadP99: number;
+  /**
+   * ms from each player's mosque's start to the player's receipt: p50 and p99 over the players, the last (absent
+   * from rounds files older than it). Minaret: the start as the node that started it told its listeners, once the
+   * broadcast was committed and its event handed to the broker; bare aedes: the instant the publishes were sent.
+   */
+  fromStart?: { p50: number; p99: number; last: number };
   /** The window: from 2 s before the due instant to the last receipt. */
   spent: Spent;
   /** How long the 1,000 PATCHes took (Minaret only), and how many of them each node served. */
@@ -30,10 +37,12 @@ export interface MinuteFigures {
 const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
 const sleepUntil = (epochMs: number) => new Promise((r) => setTimeout(r, Math.max(0, epochMs - Date.now())));
 
-function figures(watch: Watch, dueEpochMs: number, mosqueOf: (i: number) => number, mosques: number): Omit<MinuteFigures, 'spent' | 'patchS'> {
+function figures(watch: Watch, dueEpochMs: number, mosqueOf: (i: number) => number, mosques: number, startOf: (i: number) => number = () => dueEpochMs): Omit<MinuteFigures, 'spent' | 'patchS'> {
   // Receipts are performance.now() times; the due instant is wall-clock: one offset converts (same process, same clock).
   const offset = Date.now() - performance.now();
   const after = Array.from(watch.at, (t) => t + offset - dueEpochMs);
+  const fromStart = Array.from(watch.at, (t, i) => t + offset - startOf(i));
+  if (fromStart.some((x) => Number.isNaN(x))) throw new Error('a player heard a start no node reported');
   const lo = new Float64Array(mosques).fill(Infinity);
   const hi = new Float64Array(mosques).fill(-Infinity);
   after.forEach((t, i) => {
@@ -44,6 +53,7 @@ function figures(watch: Watch, dueEpochMs: number, mosqueOf: (i: number) => numb
   return {
     first: Math.min(...after), p50: percentile(after, 50), p99: percentile(after, 99), last: Math.max(...after),
     spreadP99: percentile(Array.from(hi, (h, m) => h - lo[m]!), 99),
+    fromStart: { p50: percentile(fromStart, 50), p99: percentile(fromStart, 99), last: Math.max(...fromStart) },
   };
 }
 
@@ -55,6 +65,8 @@ function figures(watch: Watch, dueEpochMs: number, mosqueOf: (i: number) => numb
  */
 export async function scheduledMinute(o: {
   fleet: Fleet; bases: string[]; ownerToken: string; mosqueIds: string[]; mosqueOf: (i: number) => number; prayer: (typeof PRAYERS)[number]; watched: Watched[];
+  /** Every start the nodes made since the last ask: epoch ms by broadcast id (bench/device-server.ts, 'starts'). */
+  starts: () => Promise<Record<string, number>>;
 }): Promise<MinuteFigures> {
   const n = o.fleet.clients.length;
   const due = Math.ceil((Date.now() + 30_000) / 60_000) * 60_000;
@@ -73,7 +85,9 @@ export async function scheduledMinute(o: {
   const w = cpuWindow(o.watched);
   await o.fleet.watch.all(due + 120_000 - Date.now());
   const spent = w();
-  const f = figures(o.fleet.watch, due, o.mosqueOf, o.mosqueIds.length);
+  const starts = await o.starts();
+  const ids = o.fleet.watch.ids;
+  const f = figures(o.fleet.watch, due, o.mosqueOf, o.mosqueIds.length, (i) => starts[ids[i] ?? ''] ?? Number.NaN);
   // The broadcast each mosque's players heard, stopped as its admin would; every player hears the stop.
   const started = new Map<number, string>();
   o.fleet.watch.ids.forEach((id, i) => id && started.set(o.mosqueOf(i), id));

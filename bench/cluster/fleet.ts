@@ -120,6 +120,11 @@ async function twoNodes(store: Store, round: number, players: Player[], topicOf:
       log(`round ${round + 1}: the azaan minute (${PRAYERS[round]}) ...`);
       minute = await scheduledMinute({
         fleet, bases: readies.map((r) => String(r['httpUrl'])), ownerToken: world.ownerToken, mosqueIds: world.mosqueIds, mosqueOf, prayer: PRAYERS[round]!, watched,
+        starts: async () => Object.assign({}, ...(await Promise.all(nodes.map(async (c) => {
+          const reply = c.next('starts');
+          c.proc.send({ type: 'starts' });
+          return (await reply)['starts'] as Record<string, number>;
+        })))),
       });
     }
     return { phases: { connect, status, heartbeat }, minute };
@@ -178,21 +183,31 @@ function report(rounds: Round[], o: Meta): string {
     '',
     `#### The azaan minute: ${n(M)} scheduled azaans with auto_start in the same minute`,
     '',
-    `Each round PATCHes every mosque (as its owner, through both nodes: ${col((r) => r.minute.patchS, 1)} s for ${n(M)}) so that one prayer's azaan is fixed at the next whole minute at least 30 s away, auto_start on (docs/schedule.md); both nodes' schedulers hear the change on the feed, and at the minute one of them claims each slot and starts its broadcast. Times are from the due minute to each player's \`start\` (bare aedes: from the instant one publisher sends ${n(M)} retained QoS 1 starts, one per mosque topic, to ${P} subscribers each). CPU is over the window from 2 s before the minute to the last receipt, per player.`,
+    `Each round PATCHes every mosque (as its owner, through both nodes: ${col((r) => r.minute.patchS, 1)} s for ${n(M)}) so that one prayer's azaan is fixed at the next whole minute at least 30 s away, auto_start on (docs/schedule.md); both nodes' schedulers hear the change on the feed, and at the minute one of them claims each slot and starts its broadcast. Times are to each player's \`start\`, from its mosque's start (the broadcast committed and its event handed to the broker, as the node that started it timed it) and from the due minute (bare aedes: both from the instant one publisher sends ${n(M)} retained QoS 1 starts, one per mosque topic, to ${P} subscribers each). CPU is over the window from 2 s before the minute to the last receipt, per player.`,
     '',
     '| Figure | Minaret: scheduler, 2 nodes, PostgreSQL + Redis | bare aedes | Minaret / bare |',
     '|---|---:|---:|---:|',
   ];
+  const fromStart = rounds.every((r) => r.minute.fromStart && r.bareMinute.fromStart);
   const minuteRows: Array<[string, (f: MinuteFigures) => number, number]> = [
-    ['First player (ms)', (f) => f.first, 0],
-    ['p50 of the players (ms)', (f) => f.p50, 0],
-    [`**p99 of the ${n(N)} players** (ms)`, (f) => f.p99, 0],
-    ['Last player (ms)', (f) => f.last, 0],
+    ...(fromStart ? [
+      [`From its mosque's start: p50 of the players (ms)`, (f: MinuteFigures) => f.fromStart!.p50, 0],
+      [`**From its mosque's start: p99 of the ${n(N)} players** (ms; goal ≤ 1 s)`, (f: MinuteFigures) => f.fromStart!.p99, 0],
+      [`From its mosque's start: the last player (ms)`, (f: MinuteFigures) => f.fromStart!.last, 0],
+    ] as Array<[string, (f: MinuteFigures) => number, number]> : []),
+    ['From the due minute: first player (ms)', (f) => f.first, 0],
+    ['From the due minute: p50 of the players (ms)', (f) => f.p50, 0],
+    [`${fromStart ? '' : '**'}From the due minute: p99 of the ${n(N)} players${fromStart ? '' : '**'} (ms)`, (f) => f.p99, 0],
+    ['From the due minute: the last player (ms)', (f) => f.last, 0],
     [`p99 over the mosques of the spread within one (its last player − its first, ms)`, (f) => f.spreadP99, 0],
     ['Service CPU per player, all nodes (µs)', (f) => us(f.spent.cpu[0]! + (f.spent.cpu.length > 3 ? f.spent.cpu[1]! : 0), N), 0],
   ];
   for (const [label, fn, d] of minuteRows) L.push(`| ${label} | ${col((r) => fn(r.minute), d)} | ${col((r) => fn(r.bareMinute), d)} | ${rat((r) => fn(r.minute), (r) => fn(r.bareMinute))} |`);
   L.push(`| PostgreSQL / Redis CPU per player (µs) | ${col((r) => us(r.minute.spent.cpu[2]!, N), 1)} / ${col((r) => us(r.minute.spent.cpu[3]!, N), 1)} | | |`);
+  if (fromStart) {
+    const worst = Math.max(...rounds.map((r) => r.minute.fromStart!.p99));
+    L.push('', `Goal, p99 from each mosque's start to its players' \`start\` ≤ 1 s: **${worst <= 1000 ? 'met' : 'not met'}** (${fmt(worst, 0)} ms in the worst round). From the due minute, the p99 also holds the time the schedulers take to start the last of the ${n(M)} mosques.`);
+  }
   const stormService = (r: Round) => us(r.storm.spent.cpu[0]! + r.storm.spent.cpu[1]!, N);
   const bareConnect = (r: Round) => us(r.bareConnect.n1, N);
   const worstRatio = Math.max(...rounds.map((r) => stormService(r) / bareConnect(r)));

@@ -79,8 +79,11 @@ function removeTree(): void {
  * must be this tree's, or the bench would wait for a reply that never comes.
  */
 function ipcTypes(file: string): string {
-  return [...new Set([...fs.readFileSync(file, 'utf8').matchAll(/type\s*(?:===|:)\s*'(\w+)'/g)].map((m) => m[1]!))].sort().join(', ');
+  return [...new Set([...fs.readFileSync(file, 'utf8').matchAll(/type\s*(?:===|:)\s*'(\w+)'/g)].map((m) => m[1]!))]
+    .filter((t) => !CLUSTER_ONLY.has(t)).sort().join(', ');
 }
+/** Messages only the cluster benches send (bench/cluster/azaan-minute.ts), never the compared ones: an older tree may lack them. */
+const CLUSTER_ONLY = new Set(['starts']);
 
 function checkOut(sha: string): string {
   const dir = path.join(ROOT, '.tmp', `compare-${sha.slice(0, 7)}-${process.pid}`);

@@ -16,6 +16,7 @@ import { API, joinMosque, member, setStatus } from '../support/people.ts';
 import { connectDevice, connectOnce, mosqueWithOwner, nextMessage, registerPlayer, registerTransmitter, settle, subscribeCode, waitFor } from '../support/devices.ts';
 import { postgresInstalled } from './postgres.ts';
 import { testStore } from '../support/database.ts';
+import { migrate, openDatabase } from '../../src/platform/db.ts';
 
 // docs/decisions.md, "The change log": with several processes every change the feed announces is also numbered in
 // the store, so a process that missed Redis messages (pub/sub keeps nothing for a subscriber that is away) reads
@@ -162,4 +163,32 @@ test('Redis restarted under two processes: caches follow through the change log 
     }
     return false;
   }, 20_000);
+});
+
+test('with REDIS_URL the service prunes the change log past CHANGE_LOG_KEEP_S as a duty from its start, and keeps what is newer', { skip: skipRedis, timeout: 30_000 }, async (t) => {
+  const redis = await startRedis();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-changelog-prune-'));
+  t.after(() => {
+    redis.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const env = { REDIS_URL: redis.url, DATABASE_PATH: path.join(dir, 'minaret.db'), DATA_DIR: dir, CHANGE_LOG_KEEP_S: '60' };
+  // Entries two hours and ten seconds old, as a process left them, in a file no service has opened since.
+  const db = openDatabase(env.DATABASE_PATH);
+  migrate(db);
+  const insert = db.prepare('INSERT INTO change_log (kind, entity_id, origin, at) VALUES (?, ?, ?, ?)');
+  for (const [id, ageMs] of [['old-1', 7_200_000], ['old-2', 7_200_000], ['new-1', 10_000]] as const) insert.run('mosque', id, 'gone', Date.now() - ageMs);
+  db.close();
+  const ids = () => {
+    const read = openDatabase(env.DATABASE_PATH);
+    try {
+      return (read.prepare("SELECT entity_id FROM change_log WHERE origin = 'gone' ORDER BY entity_id").all() as Array<{ entity_id: string }>).map((r) => r.entity_id);
+    } finally {
+      read.close();
+    }
+  };
+  assert.deepEqual(ids(), ['new-1', 'old-1', 'old-2']);
+  await startTestService(t, { env, logLevel: 'warn' });
+  await waitFor('the old entries pruned', () => ids().length === 1, 10_000);
+  assert.deepEqual(ids(), ['new-1'], 'an entry younger than CHANGE_LOG_KEEP_S stays');
 });
