@@ -146,10 +146,10 @@ export function createScheduler(deps: SchedulerDeps) {
   const startingHere = new Map<string, Slot>();
 
   /**
-   * An auto start (docs/schedule.md, "Auto start"): the claim, then one transaction that writes the broadcast,
-   * checks the claim is still this pass's and records the slot as served by it. Its claim's conditions are the
-   * slot's outcome (no broadcast, not live, done or missed), so no read comes first: with a thousand mosques
-   * due in one minute, each round trip saved is one the last mosque's players no longer wait for.
+   * An auto start (docs/schedule.md, "What admins receive, and when"): the claim, then one transaction that
+   * writes the broadcast, checks the claim is still this pass's and records the slot as served by it. Its claim's
+   * conditions are the slot's outcome (no broadcast, not live, done or missed), so no read comes first: with a
+   * thousand mosques due in one minute, each round trip saved is one the last mosque's players no longer wait for.
    */
   async function autoStart(row: MosqueRow, slot: Slot, now: number): Promise<void> {
     if (now > slot.azaanAt + graceMs) return;
