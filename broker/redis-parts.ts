@@ -14,10 +14,16 @@ export async function redisParts(url: string, onError: (what: string, err: Error
   // Loaded only with REDIS_URL: ioredis alone is megabytes of RSS a single-process service never uses
   // (bench/RESULTS.md, "Idle memory").
   const { Redis } = await import('ioredis');
-  const conn = new Redis(url, { maxRetriesPerRequest: 3 });
+  // Auto-pipelining (ioredis): the commands issued in one turn of the event loop go out in one write, as Redis
+  // answers them in order anyway. A packet costs the persistence several commands (a retained store, a
+  // subscription, a session), so under a reconnect storm one write carries many devices' commands instead of a
+  // system call each.
+  const conn = new Redis(url, { maxRetriesPerRequest: 3, enableAutoPipelining: true });
   // ioredis reconnects by itself; without a listener it prints every failed attempt to stderr.
   conn.on('error', (err: Error) => onError('redis connection', err));
-  const mq = redisEmitter({ connectionString: url });
+  // The emitter's publishing connection too (mqemitter-redis asks for auto-pipelining, but with a connection
+  // string its own connections are made without it). Subscribing stays a connection of the emitter's own.
+  const mq = redisEmitter({ connectionString: url, pubConn: new Redis(url, { enableAutoPipelining: true }) });
   // mqemitter-redis re-emits its connections' errors on `state`: with no listener that EventEmitter throws.
   (mq as unknown as { state: EventEmitter }).state.on('error', (err: Error) => onError('redis pub/sub', err));
   // Its close() sends QUIT on both connections and drops the promises: when a connection closes before QUIT is
