@@ -21,9 +21,12 @@
  * wall-clock time tightly enough that a loaded machine could fail them. Each list starts with its longest
  * files, as the last whole run measured them (.tmp/test-times.json), so no long file starts last.
  *
+ * A file that fails runs once more, alone, after all the others (at most FLAKY_RETRIES of them); its second run's
+ * result counts, and the closing lines name a file that passed only alone as flaky.
+ *
  * The output: one line per passing file (its whole TAP with TEST_VERBOSE), the whole TAP of a failing one,
  * the slowest files, and last the totals in node --test's own form (`# tests`, `# pass`, `# fail`, ...),
- * which .ci/run reads. The exit code is 1 when the type check or any file fails.
+ * which .ci/run reads. The exit code is 1 when the type check or any file fails (alone too).
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -185,6 +188,15 @@ function cpuTimes(): { idle: number; total: number } {
   return { idle, total };
 }
 
+/**
+ * How many failed files run once more, alone, before the run is judged. Two of this suite's files have failed in
+ * a clean-clone run beside the others and passed alone, from what their own parts do under load: Debian's
+ * icecast2 dying after it answered (test/audio/icecast-plain.ts says how it also crashes while it starts), and a
+ * first page in chromium not rendered within 30 s. A file that fails again alone fails the run; one that passes
+ * alone is named in the closing lines as flaky, so it is seen, not hidden. More failures than this are not a flake.
+ */
+const FLAKY_RETRIES = 2;
+
 /** The most files the pools ran at once, for the closing lines. */
 let mostAtOnce = 0;
 
@@ -332,8 +344,18 @@ async function main(): Promise<void> {
   if (postgresMissing) process.stdout.write(`# PostgreSQL 15 or newer is not installed: ${again.length} files do not run a second time on it (.ci/run installs it)\n`);
   const onPostgres = postgresMissing ? 0 : again.length;
   process.stdout.write(`# ${files.length} test files${onPostgres ? ` and ${onPostgres} of them again on PostgreSQL` : ''}${chosen ? ` (MINARET_TEST_STORE=${chosen})` : ''}: ${together.length} ${width} at a time${upTo > width ? ` (up to ${upTo} while a CPU is idle)` : ''}${typecheck.length ? ' beside tsc --noEmit' : ''}${timed.length ? `, then ${timed.length} timed ones ${cores} at a time` : ''} (${cores} cores)\n`);
-  const results = await pool([...typecheck, ...together], width, (f) => report(f, verbose), upTo);
-  results.push(...(await pool(timed, cores, (f) => report(f, verbose))));
+  const first = await pool([...typecheck, ...together], width, (f) => report(f, verbose), upTo);
+  first.push(...(await pool(timed, cores, (f) => report(f, verbose))));
+  // A file that failed beside the others runs once more, alone: it passes only if it passes then, and the closing
+  // lines name it (see FLAKY_RETRIES). The type check, and a file that failed alone already, are not run again.
+  const retried: Finished[] = [];
+  const failedFiles = first.filter((f) => failed(f) && f.job.counted);
+  for (const f of failedFiles.length <= FLAKY_RETRIES ? failedFiles : []) {
+    process.stdout.write(`# running ${f.job.name} again, alone\n`);
+    retried.push(...(await pool([f.job], 1, (again) => report(again, verbose))));
+  }
+  const flaky = retried.filter((f) => !failed(f)).map((f) => f.job.name);
+  const results = first.map((f) => retried.find((r) => r.job.name === f.job.name) ?? f);
 
   const totals = Object.fromEntries(TOTALS.map((k) => [k, 0])) as Totals;
   for (const f of results) if (f.totals) for (const k of TOTALS) totals[k] += f.totals[k];
@@ -347,6 +369,7 @@ async function main(): Promise<void> {
   for (const f of slowest) process.stdout.write(`#   ${f.seconds.toFixed(1).padStart(6)} s  ${f.cpu === null ? '' : `cpu ${f.cpu.toFixed(1).padStart(5)} s  `}${f.job.name}${TIMED.has(fileOf(f.job.name)) ? ' (timed)' : ''}\n`);
   const cpu = results.reduce((sum, f) => sum + (f.cpu ?? 0), 0);
   process.stdout.write(`# cpu: ${cpu.toFixed(0)} s of user and system time in all (the type check too) on ${os.availableParallelism()} cores, at most ${mostAtOnce} running at once, ${os.loadavg()[0]!.toFixed(1)} load at the end\n`);
+  if (flaky.length) process.stdout.write(`# flaky (failed beside the others, passed alone): ${flaky.join(', ')}\n`);
   if (bad.length) process.stdout.write(`# failed: ${bad.map((f) => f.job.name).join(', ')}\n`);
   for (const k of TOTALS) process.stdout.write(`# ${k} ${totals[k]}\n`);
   process.stdout.write(`# duration_ms ${Math.round(performance.now() - started)}\n`);

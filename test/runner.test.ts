@@ -68,6 +68,30 @@ test('a failing file fails the run, its TAP is printed, and its failures are cou
   assert.match(run.out, /^# failed: .*bad\.test\.ts$/m);
 });
 
+test('a file that failed beside the others runs once more alone: passing then, it passes the run and is named flaky; failing again, it fails the run', async (t) => {
+  const marker = path.join(os.tmpdir(), `minaret-runner-flaky-${process.pid}-${Date.now()}`);
+  t.after(() => fs.rmSync(marker, { force: true }));
+  const dir = fixtures(t, {
+    'good.test.ts': "test('fine', () => {});",
+    // Fails the first time it runs, passes the second: what a file that fails only under load looks like here.
+    'flaky.test.ts': `import fs from 'node:fs';\ntest('fails once', () => { const seen = fs.existsSync(${JSON.stringify(marker)}); fs.writeFileSync(${JSON.stringify(marker)}, ''); assert.ok(seen, 'the first run fails'); });`,
+  });
+  const run = await runner([dir]);
+  assert.equal(run.code, 0, run.out);
+  assert.match(run.out, /^# FAILED .*flaky\.test\.ts: 0\/1 passed/m, 'the first failure is shown');
+  assert.match(run.out, /^# running .*flaky\.test\.ts again, alone$/m);
+  assert.match(run.out, /^# flaky \(failed beside the others, passed alone\): .*flaky\.test\.ts$/m);
+  assert.equal(last(run.out, 'pass'), 2);
+  assert.equal(last(run.out, 'fail'), 0);
+
+  const broken = fixtures(t, { 'bad.test.ts': "test('broken on purpose', () => assert.equal(1, 2));" });
+  const again = await runner([broken]);
+  assert.equal(again.code, 1, again.out);
+  assert.match(again.out, /^# running .*bad\.test\.ts again, alone$/m);
+  assert.doesNotMatch(again.out, /^# flaky/m);
+  assert.equal(last(again.out, 'fail'), 1);
+});
+
 test('a file whose process dies before its summary counts as a failure', async (t) => {
   const dir = fixtures(t, {
     'ok.test.ts': "test('fine', () => {});",
