@@ -3,6 +3,7 @@ import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/log.ts';
 import type { PushSubscriptions } from './push-subscriptions.ts';
+import { coalescedPass } from '../platform/flow/coalesced-pass.ts';
 import type { PushOutboxTable } from '../../generated/tables.ts';
 
 /** The edge that talks to push services (notify/webpush.ts): one attempt at one delivery. */
@@ -95,28 +96,8 @@ export function createPushOutbox(deps: { store: Store; clock: Clock; sender: Pus
     }
   }
 
-  // One pass at a time: two passes overlapping would both count the same free slots. A pass asked for while
-  // one runs is run once more after it (however many asked), and every asker waits for that one.
-  let pumping: Promise<void> | null = null;
-  let again = false;
-  function pump(): Promise<void> {
-    if (pumping) {
-      again = true;
-      return pumping;
-    }
-    const run = async () => {
-      try {
-        do {
-          again = false;
-          await fill();
-        } while (again);
-      } finally {
-        pumping = null;
-      }
-    };
-    pumping = run();
-    return pumping;
-  }
+  // One pass at a time: two passes overlapping would both count the same free slots.
+  const pump = coalescedPass(fill);
   const pumpSafely = () => pump().catch((err: Error) => deps.logger.error({ err: err.message }, 'push outbox failed'));
 
   /** One row per subscription of each recipient, in one transaction. Returns how many were queued. */

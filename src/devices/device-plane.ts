@@ -26,6 +26,7 @@ import { createDescriber } from './plane/describe.ts';
 import { createCommandEffects } from './plane/command-effects.ts';
 import { createDeviceVerbs } from './plane/verbs.ts';
 import { inTransaction } from '../platform/store/after-commit.ts';
+import { coalescedPass } from '../platform/flow/coalesced-pass.ts';
 
 export const SWEEP_INTERVAL_MS = 1000;
 export const FLUSH_INTERVAL_MS = 2000;
@@ -145,7 +146,6 @@ export async function createDevicePlane(deps: {
   // Hourly and once across nodes (src/platform/store/duties.ts); the first check runs it as the service starts.
   deps.duties.add('timeline prune', PRUNE_INTERVAL_MS, prune);
   let timers: NodeJS.Timeout[] = [];
-  const reload: { running: Promise<void> | null; again: boolean } = { running: null, again: false };
 
   /** Rotated, deleted or disabled elsewhere, a live connection here is closed at once. */
   const cutOffIfRevoked = (id: string, before: DeviceInfo) => {
@@ -395,30 +395,18 @@ export async function createDevicePlane(deps: {
       if (before) cutOffIfRevoked(id, before);
     },
 
-    /** Everything again from the database (the feed was away, or the safety-net poll), with the same cut-offs. */
     /**
+     * Everything again from the database (the feed was away, or the safety-net poll), with the same cut-offs.
      * One pass at a time: on a large fleet a pass (a membership read per leased player) can outlast the
      * SHARED_CACHE_RELOAD_S poll that asks for it, and passes piled up behind one another starved the devices'
      * own writes. Asked while one runs, one more pass follows it (what changed after it read a row is not in it).
      */
-    reloadAll(): Promise<void> {
-      if (reload.running) {
-        reload.again = true;
-        return reload.running;
-      }
-      reload.running = (async () => {
-        do {
-          reload.again = false;
-          const before = devices.snapshot();
-          await devices.reloadAll();
-          await entitlement.reloadAll();
-          for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
-        } while (reload.again);
-      })().finally(() => {
-        reload.running = null;
-      });
-      return reload.running;
-    },
+    reloadAll: coalescedPass(async () => {
+      const before = devices.snapshot();
+      await devices.reloadAll();
+      await entitlement.reloadAll();
+      for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
+    }),
   };
 }
 

@@ -10,6 +10,7 @@ import type { Readiness, ReadinessCheck } from './readiness.ts';
 import { AUTO_START_CLAIM_S, type Outcome, type ScheduleStore } from './schedule-store.ts';
 import { mosqueTimes, slotKey, slotsOn, type MosqueTimes, type Slot } from './slots.ts';
 import { addDays, civilDateAt, type CivilDate } from './zone.ts';
+import { coalescedPass } from '../platform/flow/coalesced-pass.ts';
 
 /** How many mosques' due events a pass handles at once (each mosque's own in order). */
 const MOSQUES_AT_ONCE = 32;
@@ -248,31 +249,9 @@ export function createScheduler(deps: SchedulerDeps) {
     return next;
   }
 
-  // One pass at a time: a pass asked for while one runs (the timer, a mosque's change, a test's runDue) runs
-  // once more right after it, and every asker waits for that one. Two passes at once would both see an
-  // event as not yet handled before either marked it.
-  let pass: Promise<number | null> | null = null;
-  let passAgain = false;
-  function runDue(): Promise<number | null> {
-    if (pass) {
-      passAgain = true;
-      return pass;
-    }
-    const run = async () => {
-      try {
-        let next: number | null;
-        do {
-          passAgain = false;
-          next = await passOnce();
-        } while (passAgain);
-        return next;
-      } finally {
-        pass = null;
-      }
-    };
-    pass = run();
-    return pass;
-  }
+  // One pass at a time (the timer, a mosque's change, a test's runDue may ask together): two passes at once would
+  // both see an event as not yet handled before either marked it.
+  const runDue = coalescedPass(passOnce);
 
   /** A pass, then the timer for the next event; a pass that fails is logged and the timer set all the same. */
   async function arm(): Promise<void> {

@@ -4,6 +4,7 @@ import { createListeners, decodeChanges, encodeChanges, type Change, type Change
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import type { ChangeLog } from '../store/change-log.ts';
+import { coalescedPass } from '../flow/coalesced-pass.ts';
 
 /** The one channel every process of a deployment publishes its changes on and listens to. */
 export const CHANGES_CHANNEL = 'minaret:changes';
@@ -208,8 +209,6 @@ function createLogReader(
   let cursor: number | null = null;
   const applied = new Set<number>();
   let lostAt: number | null = null;
-  let running: Promise<void> | null = null;
-  let again = false;
 
   const advance = (seq: number) => {
     applied.add(seq);
@@ -267,24 +266,12 @@ function createLogReader(
       forget();
     },
     /** Applies every entry not seen yet; a call while one runs makes it run once more after. */
-    catchUp(): Promise<void> {
-      if (running) {
-        again = true;
-        return running;
+    catchUp: coalescedPass(async () => {
+      try {
+        await pass();
+      } catch (err) {
+        onError('change log catch-up', err); // the next poll, message or reconnect tries again
       }
-      running = (async () => {
-        do {
-          again = false;
-          try {
-            await pass();
-          } catch (err) {
-            onError('change log catch-up', err); // the next poll, message or reconnect tries again
-          }
-        } while (again);
-      })().finally(() => {
-        running = null;
-      });
-      return running;
-    },
+    }),
   };
 }
