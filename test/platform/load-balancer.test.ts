@@ -2,13 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
 import pg from 'pg';
-import { postgresInstalled, startPostgres } from './postgres.ts';
-import { hostsUnavailable, startHosts, type Host } from './hosts.ts';
-import { haproxyInstalled, startBalancer } from './balancer.ts';
-import { durableFiles, startTestService, httpClient, TEST_JWT_SECRET } from '../support/service.ts';
+import { startBalancer } from './balancer.ts';
+import { backend, deploymentSkip, nodeEnv, startDeployment } from './deployment.ts';
+import { startTestService, httpClient } from '../support/service.ts';
 import { mosqueWithOwner, nextMessage, publish, registerTransmitter, statusPayload, subscribeCode, waitFor } from '../support/devices.ts';
-import { baseEnv, listening, withTimeout } from '../support/process.ts';
-import { redisInstalled, startRedis } from '../support/redis.ts';
+import { listening, withTimeout } from '../support/process.ts';
 
 // docs/operator.md, "Several hosts": nodes on one PostgreSQL and one Redis behind HAProxy with deploy/haproxy.cfg,
 // each node a host of its own (a network namespace, test/platform/hosts.ts) reaching PostgreSQL, Redis and the
@@ -16,25 +14,10 @@ import { redisInstalled, startRedis } from '../support/redis.ts';
 // node within its reconnect period, with its persistent session (its subscription) and its acknowledged status
 // intact, and a broadcast started afterwards reaches it there.
 
-const skip = !postgresInstalled() ? 'PostgreSQL 15 or newer is not installed (.ci/run installs it)'
-  : !redisInstalled() ? 'redis-server is not installed'
-  : !haproxyInstalled() ? 'haproxy is not installed (.ci/run installs it)'
-  : hostsUnavailable();
-
-/** A node's settings on its host: its own address, the ports the compose file gives it. */
-const nodeEnv = (host: Host, dir: string, shared: Record<string, string>) =>
-  baseEnv(dir, { ...shared, HOST: host.address, HTTP_PORT: '8080', MQTT_PORT: '1883', JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'info' });
-const backend = (host: Host) => ({ http: `${host.address}:8080`, mqtt: `${host.address}:1883`, mqtts: `${host.address}:8883` });
+const skip = deploymentSkip();
 
 test('a node killed with SIGKILL: its device reconnects through HAProxy to the other node with its session and its acknowledged status, and a broadcast reaches it there', { skip, timeout: 90_000 }, async (t) => {
-  const { gateway, network, hosts: [hostA, hostB] } = startHosts(t, ['a', 'b']);
-  const cluster = await startPostgres({ listen: { address: gateway, allow: network } });
-  t.after(() => cluster.stop());
-  const redis = await startRedis(undefined, gateway);
-  t.after(() => redis.stop());
-  const files = durableFiles(t, 'lb');
-  // One DATA_DIR for both nodes: the same lease key and Web Push keys, as the docs tell each node to have.
-  const shared = { DATABASE_URL: await cluster.database(), REDIS_URL: redis.url, DATA_DIR: files.dir, DATABASE_PATH: files.env.DATABASE_PATH };
+  const { hosts: [hostA, hostB], files, shared, localDatabaseUrl } = await startDeployment(t, 'lb');
 
   // Accounts and the device, made through a service in this process on the same PostgreSQL and Redis, then stopped.
   const setup = await startTestService(t, { env: shared, logLevel: 'warn' });
@@ -43,9 +26,9 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   await setup.service.close();
 
   // Node B on its host (the one to kill), and the balancer in front of both while A is still down.
-  const nodeB = hostB!.start(nodeEnv(hostB!, files.dir, shared));
+  const nodeB = hostB.start(nodeEnv(hostB, files.dir, shared));
   await listening(nodeB).catch(() => assert.fail(`node B did not start: ${nodeB.stderr()}\n${nodeB.stdout()}`));
-  const lb = await startBalancer(t, backend(hostA!), backend(hostB!));
+  const lb = await startBalancer(t, backend(hostA), backend(hostB));
 
   // With A down, the device lands on B: a persistent session, a subscription, an acknowledged status.
   const device = mqtt.connect(lb.mqttUrl, {
@@ -59,7 +42,7 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE', { fw: 'before-the-kill/1' }), { qos: 1 });
 
   // A comes up on its host; then B dies without a goodbye.
-  const nodeA = hostA!.start(nodeEnv(hostA!, files.dir, shared));
+  const nodeA = hostA.start(nodeEnv(hostA, files.dir, shared));
   await listening(nodeA).catch(() => assert.fail(`node A did not start: ${nodeA.stderr()}\n${nodeA.stdout()}`));
   const reconnected = new Promise<mqtt.IConnackPacket>((resolve) => device.once('connect', resolve));
   const killedAt = Date.now();
@@ -70,7 +53,7 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   assert.equal(connack.sessionPresent, true, 'its session waited in Redis');
   assert.equal((await nodeB.exited).signal, 'SIGKILL');
 
-  const client = new pg.Client(shared.DATABASE_URL.replace(gateway, '127.0.0.1')); // this side's own way in: the bridge goes first at the end
+  const client = new pg.Client(localDatabaseUrl); // this side's own way in: the bridge goes first at the end
   client.on('error', () => undefined); // a lost connection fails the query that needed it, not the whole file
   await client.connect();
   t.after(() => client.end());
@@ -82,7 +65,7 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   await publish(device, `devices/${tx.device.id}/status`, statusPayload('ONLINE', { fw: 'after-the-kill/1' }), { qos: 1 });
   await waitFor('A wrote it', async () => (await client.query('SELECT fw FROM devices WHERE id = $1', [tx.device.id])).rows[0].fw === 'after-the-kill/1', 5000);
   // The balancer's HTTP check (every 2 s, up after 2 passes) has taken A back in by now or within seconds.
-  const nodeAHttp = httpClient(`http://${hostA!.address}:8080`);
+  const nodeAHttp = httpClient(`http://${hostA.address}:8080`);
   await waitFor('the balancer serves through A', async () => (await lb.http.get('/healthz').catch(() => ({ status: 0 }))).status === 200, 10_000)
     .catch(async (err: Error) => assert.fail(`${err.message}; A's own /healthz: ${JSON.stringify((await nodeAHttp.get('/healthz')).body)}; haproxy: ${lb.output()}`));
   const start = nextMessage(device, `devices/${tx.device.id}/cmd`, 5000, (m) => m.name === 'broadcast_start');

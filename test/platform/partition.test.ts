@@ -2,13 +2,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
 import pg from 'pg';
-import { postgresInstalled, startPostgres } from './postgres.ts';
-import { hostsUnavailable, startHosts, type Host } from './hosts.ts';
-import { haproxyInstalled, startBalancer } from './balancer.ts';
-import { durableFiles, startTestService, httpClient, TEST_JWT_SECRET } from '../support/service.ts';
+import type { Host } from './hosts.ts';
+import { startBalancer } from './balancer.ts';
+import { backend, deploymentSkip, nodeEnv, startDeployment } from './deployment.ts';
+import { startTestService, httpClient } from '../support/service.ts';
 import { mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, subscribeCode, waitFor } from '../support/devices.ts';
-import { baseEnv, ensureBuilt, listening, withTimeout } from '../support/process.ts';
-import { redisInstalled, startRedis } from '../support/redis.ts';
+import { ensureBuilt, listening, withTimeout } from '../support/process.ts';
 
 // docs/operator.md, "Several hosts": two nodes on PostgreSQL and Redis behind HAProxy, each a host of its own
 // (test/platform/hosts.ts). One is cut off from the network (its link down: every packet dropped, nothing
@@ -17,10 +16,7 @@ import { redisInstalled, startRedis } from '../support/redis.ts';
 // PostgreSQL, src/schedule/schedule-store.ts); the cut-off node, whose queries hang until the link is back, does
 // not crash, and once restored serves again without starting that azaan a second time.
 
-const skip = !postgresInstalled() ? 'PostgreSQL 15 or newer is not installed (.ci/run installs it)'
-  : !redisInstalled() ? 'redis-server is not installed'
-  : !haproxyInstalled() ? 'haproxy is not installed (.ci/run installs it)'
-  : hostsUnavailable();
+const skip = deploymentSkip();
 
 /**
  * From the clock's reading to the azaan: the nodes' start, the balancer, the device and the cut (about 10 s here).
@@ -42,9 +38,6 @@ const shiftedClock = (offsetMs: number) =>
 const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
 const HOUR = 3_600_000;
 
-const nodeEnv = (host: Host, dir: string, shared: Record<string, string>) =>
-  baseEnv(dir, { ...shared, HOST: host.address, HTTP_PORT: '8080', MQTT_PORT: '1883', JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'info' });
-const backend = (host: Host) => ({ http: `${host.address}:8080`, mqtt: `${host.address}:1883`, mqtts: `${host.address}:8883` });
 
 /** True while the host has an MQTT connection open for longer than HAProxy's health checks keep theirs (5 looks over 0.4 s). */
 async function holdsAConnection(host: Host): Promise<boolean> {
@@ -56,14 +49,8 @@ async function holdsAConnection(host: Host): Promise<boolean> {
 }
 
 test('a node cut off from the network: its device reconnects to the other node, which starts the azaan once; the cut-off one does not crash and rejoins without starting it again', { skip, timeout: 150_000 }, async (t) => {
-  const { gateway, network, hosts } = startHosts(t, ['a', 'b']);
-  const cluster = await startPostgres({ listen: { address: gateway, allow: network } });
-  t.after(() => cluster.stop());
-  const redis = await startRedis(undefined, gateway);
-  t.after(() => redis.stop());
-  const files = durableFiles(t, 'partition');
-  const shared = { DATABASE_URL: await cluster.database(), REDIS_URL: redis.url, DATA_DIR: files.dir, DATABASE_PATH: files.env.DATABASE_PATH };
-  const db = new pg.Client(shared.DATABASE_URL.replace(gateway, '127.0.0.1')); // this side's own way in: the bridge goes first at the end
+  const { hosts, files, shared, localDatabaseUrl } = await startDeployment(t, 'partition');
+  const db = new pg.Client(localDatabaseUrl); // this side's own way in: the bridge goes first at the end
   db.on('error', () => undefined);
   await db.connect();
   t.after(() => db.end());
