@@ -90,6 +90,13 @@ test('a file that failed beside the others runs once more alone: passing then, i
   assert.match(again.out, /^# running .*bad\.test\.ts again, alone$/m);
   assert.doesNotMatch(again.out, /^# flaky/m);
   assert.equal(last(again.out, 'fail'), 1);
+
+  // Three failing files are not a flake: none runs again.
+  const many = fixtures(t, Object.fromEntries([1, 2, 3].map((n) => [`bad${n}.test.ts`, "test('broken on purpose', () => assert.equal(1, 2));"])));
+  const all = await runner([many]);
+  assert.equal(all.code, 1, all.out);
+  assert.doesNotMatch(all.out, /again, alone/);
+  assert.equal(last(all.out, 'fail'), 3);
 });
 
 test('a file whose process dies before its summary counts as a failure', async (t) => {
