@@ -3,6 +3,7 @@ import { standingOf, type Actor, type AdminStore, type Standing } from '../src/m
 import type { Memberships } from '../src/mosques/memberships.ts';
 import type { MosqueRow, MosqueStore } from '../src/mosques/mosques.ts';
 import type { AccessTokens } from '../src/people/tokens.ts';
+import { mayHold, type UserStore } from '../src/people/users.ts';
 import { ApiError } from './errors.ts';
 import { requestHeader, type AppContext, type AppEnv } from './context.ts';
 
@@ -30,6 +31,20 @@ export const superadminOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (c.var.user.role !== 'superadmin') throw new ApiError('forbidden');
   await next();
 };
+
+/**
+ * Routes by which an account would gain something (a membership, a device, a push subscription): an account whose
+ * every address is unproven holds nothing (docs/api.md, "Addresses: claims and proof"), so it is told to confirm
+ * one first. One read of the caller's row; these routes are not hot.
+ */
+export function holderOnly(users: Pick<UserStore, 'findById'>): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const row = await users.findById(c.var.user.id);
+    if (!row) throw new ApiError('unauthorized');
+    if (!mayHold(row)) throw new ApiError('address_unproven');
+    await next();
+  };
+}
 
 export function actorOf(c: AppContext): Actor {
   const user = c.get('user');

@@ -1,6 +1,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { bodyLimit } from 'hono/body-limit';
+import type { AddressChange } from '../src/people/addresses/address-change.ts';
 import type { PeopleAuth } from '../src/people/auth.ts';
 import type { FirstSuperadmin } from '../src/people/first-superadmin.ts';
 import type { Clock } from '../src/platform/clock.ts';
@@ -79,6 +80,7 @@ export interface ApiDeps {
   users: UserStore;
   tokens: AccessTokens;
   peopleAuth: PeopleAuth;
+  addressChange: AddressChange;
   /** The setup link of a service without a superadmin (src/people/first-superadmin.ts). */
   firstSuperadmin: FirstSuperadmin;
   superadminAuth: SuperadminAuth;

@@ -355,6 +355,8 @@ export interface UsersTable {
   created_at: number;
   updated_at: number;
   claim_seq: Generated<number>;
+  email_claim_order: Generated<number>;
+  phone_claim_order: Generated<number>;
 }
 
 export interface WrongGuessesTable {

@@ -6,6 +6,7 @@ const SUBJECTS: Record<OutgoingMessage['purpose'], string> = {
   login_code: 'Your Minaret sign-in code',
   confirm_address: 'Confirm your address for Minaret',
   signup_attempt: 'Someone tried to sign up to Minaret with your address',
+  address_changed: 'The address of your Minaret account was changed',
   password_reset: 'Reset your Minaret password',
   superadmin_otp: 'Minaret superadmin sign-in code',
   superadmin_reset: 'Minaret superadmin password reset code',

@@ -38,6 +38,7 @@ import { createDevicePlane } from './devices/device-plane.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
 import { createAddressProof } from './people/addresses/address-proof.ts';
+import { createAddressChange } from './people/addresses/address-change.ts';
 import { createAddressClaims } from './devices/address-claims.ts';
 import { accountDeletionStory } from './devices/stories/account-deletion.ts';
 import { membershipStory } from './devices/stories/membership.ts';
@@ -142,10 +143,11 @@ async function buildPeople(store: Store, clock: Clock, config: Config, logger: L
   const memberships = createMemberships({ store, clock, activity, users, changes });
   const grants = createAddressGrants({ store, clock, activity, memberships, admins });
   const proof = createAddressProof({ users });
+  const addressChange = createAddressChange({ users, hasher, codes, guesses, notifier, proof });
   const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
   const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
   return {
-    users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof,
+    users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof, addressChange,
     peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
@@ -241,7 +243,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       grants: people.grants, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
     const userAdmin = createUserAdmin({
-      users: people.users, admins: people.admins, hasher,
+      users: people.users, admins: people.admins, hasher, addressChange: people.addressChange,
       beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
     });
     const broker = await createBroker({
@@ -258,7 +260,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     plane.attach(broker.link);
     plane.onStatusChange(presence.statusChanged);
     people.memberships.listen(membershipStory(plane));
-    people.proof.listen(createAddressClaims({ store, grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane }));
+    people.proof.listen(createAddressClaims({
+      store, grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane,
+      forgetPushSubscriptions: pushSubscriptions.removeAllFor,
+    }));
     broadcasts.gateOnSource(follow.waitsForSource);
     broadcasts.listen(createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock }));
     if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, listened: mosqueEvents.listens, clock, onError: (what, err) => void faults.report(what, err) });

@@ -6,7 +6,8 @@ import type { Audio } from '../../src/audio/audio.ts';
 import { DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS } from '../../src/devices/commands.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { unwrap } from '../errors.ts';
-import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
+import { actorOf, holderOnly, mosqueGate, type GateDeps } from '../guards.ts';
+import type { UserStore } from '../../src/people/users.ts';
 import { before, freeText, id, limit } from '../schemas.ts';
 import { parseOrThrow, readJson, readQuery } from '../validate.ts';
 
@@ -44,6 +45,7 @@ const SetLogLevelArgs = v.object({
 });
 
 interface Deps extends GateDeps {
+  users: Pick<UserStore, 'findById'>;
   /** The audio gate, null while ICECAST_URL is unset. */
   audio: Pick<Audio, 'isOnAir'> | null;
   plane: DevicePlane;
@@ -82,12 +84,12 @@ export function deviceRoutes(deps: Deps) {
   };
   const issued = (c: AppContext, given: { device: { id: string }; password: string }) => ({ device: given.device, credentials: credentials(c, given.device.id, given.password) });
 
-  app.post('/mosques/:id/devices', mosqueGate(deps, 'manager'), async (c) => {
+  app.post('/mosques/:id/devices', holderOnly(deps.users), mosqueGate(deps, 'manager'), async (c) => {
     const b = await readJson(c, TransmitterCreate);
     return c.json(issued(c, await plane.registerTransmitter(c.var.mosque.id, b.name ?? null, c.var.user.id)), 201);
   });
 
-  app.post('/devices', async (c) => {
+  app.post('/devices', holderOnly(deps.users), async (c) => {
     const b = await readJson(c, PlayerCreate);
     return c.json(issued(c, unwrap(await plane.registerPlayer(actorOf(c), b.name ?? null, b.mosque_id ?? null))), 201);
   });

@@ -9,7 +9,8 @@ import { isSyntheticEmail } from '../../src/platform/identifiers.ts';
 import type { MosqueStore } from '../../src/mosques/mosques.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
-import { actorOf } from '../guards.ts';
+import { actorOf, holderOnly } from '../guards.ts';
+import type { UserStore } from '../../src/people/users.ts';
 import { readJson, parseOrThrow } from '../validate.ts';
 
 export const JoinByCode = v.object({ code: v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(32, 'is too long')) });
@@ -26,6 +27,7 @@ export const MembershipPatch = v.strictObject({
 const PatchKeys = v.pipe(v.unknown(), v.check((b) => !Array.isArray(b), 'must be a JSON object'), v.record(v.string(), v.unknown()));
 
 interface Deps {
+  users: Pick<UserStore, 'findById'>;
   mosques: MosqueStore;
   admins: AdminStore;
   memberships: Memberships;
@@ -83,7 +85,7 @@ export function membershipRoutes(deps: Deps) {
     });
   });
 
-  app.post('/join', async (c) => {
+  app.post('/join', holderOnly(deps.users), async (c) => {
     const b = await readJson(c, JoinByCode);
     const mosque = await deps.mosques.findByJoinCode(b.code);
     if (!mosque) throw new ApiError('not_found', 'No mosque has that join code.');

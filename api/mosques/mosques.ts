@@ -6,10 +6,11 @@ import { MEMBERSHIP_STATUSES, toMembership, type Memberships } from '../../src/m
 import { memberBody } from './memberships.ts';
 import type { MosqueOps } from '../../src/mosques/mosque-ops.ts';
 import { CALCULATION_METHODS, HIGH_LATITUDE_RULES, streamUrlProblem, toMosque, type MosqueRow, type MosqueStore, type ScheduleFields } from '../../src/mosques/mosques.ts';
-import type { UserStore } from '../../src/people/users.ts';
+import { mayHold, type UserStore } from '../../src/people/users.ts';
+import { UNPROVEN_TARGET } from '../../src/mosques/mosque-ops.ts';
 import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, errorBody, unwrap } from '../errors.ts';
-import { actorOf, mosqueGate, type GateDeps } from '../guards.ts';
+import { actorOf, holderOnly, mosqueGate, type GateDeps } from '../guards.ts';
 import { before, email, httpUrl, id, limit, name, timezone } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
@@ -172,7 +173,10 @@ export function mosqueRoutes(deps: Deps) {
 
   app.post('/:id/memberships', gate('admin'), async (c) => {
     const b = await readJson(c, Enrol);
-    if (!(await deps.users.findById(b.user_id))) throw new ApiError('not_found', 'No user has that user_id.');
+    const target = await deps.users.findById(b.user_id);
+    if (!target) throw new ApiError('not_found', 'No user has that user_id.');
+    // docs/api.md, "Addresses: claims and proof": an account that has proven nothing holds nothing.
+    if (!mayHold(target)) throw new ApiError('conflict', UNPROVEN_TARGET);
     const result = await deps.memberships.enrol(c.var.mosque.id, b.user_id, actorOf(c));
     // As for invites (docs/decisions.md, "Enrolment never lifts a ban."): enrolling a banned user conflicts with the ban, 409 rather than the
     // table's 403, which is the banned member's own join.
@@ -181,7 +185,7 @@ export function mosqueRoutes(deps: Deps) {
     return c.json(toMembership(membership), created ? 201 : 200);
   });
 
-  app.post('/:id/join', gate('member'), async (c) => {
+  app.post('/:id/join', holderOnly(deps.users), gate('member'), async (c) => {
     const { membership, created } = unwrap(await deps.memberships.join(c.var.mosque, c.var.user.id));
     return c.json(toMembership(membership), created ? 201 : 200);
   });

@@ -4,14 +4,15 @@ import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
 import { toMembership, type Memberships } from '../../src/mosques/memberships.ts';
 import type { PushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
 import { checkPushEndpoint } from '../../src/broadcasts/push-endpoint.ts';
-import { toUser, type UserStore, type UserUpdate } from '../../src/people/users.ts';
+import { toUser, type UserStore } from '../../src/people/users.ts';
+import type { AddressChange } from '../../src/people/addresses/address-change.ts';
 import type { PeopleAuth } from '../../src/people/auth.ts';
 import type { AccessTokens } from '../../src/people/tokens.ts';
-import { identifierHash, isSyntheticEmail } from '../../src/platform/identifiers.ts';
 import type { ChangeFeed } from '../../src/platform/changes.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
-import { email, httpUrl, phone } from '../schemas.ts';
+import { holderOnly } from '../guards.ts';
+import { email, hex64, httpUrl, phone } from '../schemas.ts';
 import { createLimiter } from '../rate-limit.ts';
 import { readJson } from '../validate.ts';
 
@@ -33,18 +34,28 @@ export const PushUnsubscribe = v.object({ endpoint: httpUrl });
 export const AddressConfirm = v.object({ channel: v.picklist(['email', 'sms']) });
 export const AddressVerify = v.object({ code: v.pipe(v.string(), v.regex(/^\d{6}$/, 'must be 6 digits')) });
 export const MeUpdate = v.pipe(
-  v.object({ email: v.optional(email), phone: v.optional(v.nullable(phone)) }),
+  v.object({
+    email: v.optional(email),
+    phone: v.optional(v.nullable(phone)),
+    // docs/api.md, "Changing your email or phone": an account with a proven address shows the change is its own.
+    current_password_hash: v.optional(v.nullable(hex64)),
+    code: v.optional(v.nullable(v.pipe(v.string(), v.regex(/^\d{6}$/, 'must be 6 digits')))),
+  }),
   v.check((b) => b.email !== undefined || b.phone !== undefined, 'give email or phone'),
 );
 
 /** Confirmation codes a person may ask for per minute: a retry or two, never a way to flood an inbox. */
 export const CONFIRMATIONS_PER_MINUTE = 3;
 
+/** Address changes a person may try per minute (each may cost a bcrypt comparison of the current password). */
+export const ADDRESS_CHANGES_PER_MINUTE = 5;
+
 /** Test notifications per user and minute: enough to try again after fixing a setting, too few to spam a push service. */
 export const TEST_PUSHES_PER_MINUTE = 3;
 
 interface Deps {
   users: UserStore;
+  addressChange: AddressChange;
   peopleAuth: PeopleAuth;
   tokens: AccessTokens;
   admins: AdminStore;
@@ -96,6 +107,8 @@ export function meRoutes(deps: Deps) {
   const app = new Hono<AppEnv>();
   const testLimit = createLimiter(TEST_PUSHES_PER_MINUTE);
   const confirmLimit = createLimiter(CONFIRMATIONS_PER_MINUTE);
+  // Each change may cost a bcrypt comparison: a signed-in script must not fill the queue everyone's sign-in waits in.
+  const changeLimit = createLimiter(ADDRESS_CHANGES_PER_MINUTE);
 
   const me = createMeCache(deps, async (userId) => {
     const row = await deps.users.findById(userId);
@@ -113,21 +126,15 @@ export function meRoutes(deps: Deps) {
     return c.body(body, 200, { 'Content-Type': 'application/json' });
   });
 
-  // docs/api.md, "Changing your email or phone": the new address is a claim until proven, and the change ends
-  // every older token (a stolen session must not quietly move the account); the answer carries a fresh one.
+  // docs/api.md, "Changing your email or phone": the new address is a claim until proven; on a proven account
+  // the change needs the current password (or a code sent to a proven address); an email change ends every
+  // older token (a stolen session must not quietly move the account); the answer carries a fresh one.
   app.patch('/', async (c) => {
     const b = await readJson(c, MeUpdate);
-    const row = await deps.users.findById(c.var.user.id);
-    if (!row) throw new ApiError('unauthorized');
-    const change: UserUpdate = {};
-    if (b.email !== undefined && identifierHash(b.email) !== row.email_hash) change.email = { email: b.email, emailHash: identifierHash(b.email) };
-    if (b.phone !== undefined && (b.phone === null ? row.phone !== null : identifierHash(b.phone) !== row.phone_hash)) {
-      change.phone = { phone: b.phone, phoneHash: b.phone === null ? null : identifierHash(b.phone) };
-    }
-    if (change.phone?.phone === null && isSyntheticEmail(change.email?.email ?? row.email)) {
-      throw new ApiError('validation_failed', 'An account needs an email or a phone.', { details: [{ path: 'phone', message: 'cannot remove the only address' }] });
-    }
-    const updated = Object.keys(change).length > 0 ? await deps.users.update(row.id, change) : row;
+    await changeLimit(c.var.user.id);
+    const fields = { ...(b.email !== undefined && { email: b.email }), ...(b.phone !== undefined && { phone: b.phone }) };
+    const shown = { currentPasswordHash: b.current_password_hash ?? null, code: b.code ?? null };
+    const updated = unwrap(await deps.addressChange.changeOwn(c.var.user.id, fields, shown));
     return c.json(await deps.tokens.issue(updated), 200);
   });
 
@@ -146,7 +153,7 @@ export function meRoutes(deps: Deps) {
 
   app.get('/memberships', async (c) => c.json((await deps.memberships.listForUser(c.var.user.id)).map(toMembership)));
 
-  app.post('/push-subscriptions', async (c) => {
+  app.post('/push-subscriptions', holderOnly(deps.users), async (c) => {
     const b = await readJson(c, PushSubscription);
     unwrap(await deps.pushSubscriptions.save(c.var.user.id, b.endpoint, b.keys.p256dh, b.keys.auth));
     return c.json({ endpoint: b.endpoint }, 201);

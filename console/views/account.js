@@ -50,9 +50,20 @@ function addressBadge(proven) {
   return h('span', { class: proven ? 'badge approved' : 'badge pending' }, t(proven ? 'account.proven' : 'account.unproven'));
 }
 
-/** "Confirm your email to receive invitations": one button sends the code, then the code is typed here. */
+/** Whether the account may hold anything: one of its addresses is confirmed (docs/api.md, "Addresses: claims and proof"). */
+export function holds(user) {
+  return user.role === 'superadmin' || user.email_proven || user.phone_proven;
+}
+
+/**
+ * "Confirm your email first": one button sends the code, then the code is typed here. An account with no
+ * confirmed address holds nothing, so this comes before joining, players and notifications. A phone-only account
+ * confirms its phone.
+ */
 export function confirmEmail(user, done) {
-  if (user.email_proven) return null;
+  const byPhone = user.email_is_placeholder;
+  if (byPhone ? user.phone_proven || !user.phone : user.email_proven) return null;
+  const address = byPhone ? user.phone : user.email;
   const codeForm = form({ 'aria-labelledby': 'code-h', hidden: true }, [
     h('h3', { id: 'code-h' }, t('account.enter_code')),
     field(t('account.code'), { name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', pattern: '[0-9]{6}', maxlength: 6, required: true }),
@@ -63,12 +74,12 @@ export function confirmEmail(user, done) {
     flash(t('account.confirmed'));
   });
   return h('div', { class: 'card', 'data-unproven': 'email' },
-    h('p', {}, h('strong', {}, t('account.confirm_email_title'))),
-    h('p', { class: 'muted' }, t('account.confirm_email_help', { email: user.email })),
+    h('p', {}, h('strong', {}, t(holds(user) ? 'account.confirm_email_title' : 'account.confirm_first_title'))),
+    h('p', { class: 'muted' }, t(holds(user) ? 'account.confirm_email_help' : 'account.confirm_first_help', { email: address })),
     button(t('account.send_code'), async () => {
-      await api('POST', '/me/addresses/confirm', { channel: 'email' });
+      await api('POST', '/me/addresses/confirm', { channel: byPhone ? 'sms' : 'email' });
       codeForm.hidden = false;
-      flash(t('account.code_sent', { email: user.email }));
+      flash(t('account.code_sent', { email: address }));
       codeForm.querySelector('input')?.focus();
     }, flash),
     codeForm);

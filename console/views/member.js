@@ -4,7 +4,7 @@ import { field, form, h, replace } from '../dom.js';
 import { t } from '../i18n.js';
 import { flash, navigate } from '../nav.js';
 import { pushSection } from './push.js';
-import { confirmEmail } from './account.js';
+import { confirmEmail, holds } from './account.js';
 import { prayerSection } from './schedule.js';
 import { badge, seenText, whyText } from './why.js';
 
@@ -63,22 +63,23 @@ export async function homeView(page) {
 
   replace(page,
     h('h1', {}, t('home.title')),
-    // An unproven email receives no invitation (docs/api.md, "Addresses: claims and proof"): say so first.
-    !me.user.email_is_placeholder && confirmEmail(me.user, () => navigate('/', true)),
+    // An account with no confirmed address holds nothing (docs/api.md, "Addresses: claims and proof"): it is
+    // led to confirm one first, and offered nothing it could not keep.
+    confirmEmail(me.user, () => navigate('/', true)),
     prayers.section,
     me.admin_of.length > 0 && h('section', { 'aria-labelledby': 'run-h' }, h('h2', { id: 'run-h' }, t('home.you_run')),
       h('ul', { class: 'list' }, me.admin_of.map((a) => h('li', {}, h('a', { href: `/mosques/${a.mosque_id}`, 'data-nav': '' }, names.get(a.mosque_id) ?? a.mosque_id))))),
     h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('home.memberships')),
       me.memberships.length === 0 ? h('p', { class: 'muted' }, t('home.no_memberships')) : h('ul', { class: 'list' }, me.memberships.map(membership)),
-      form({ 'aria-labelledby': 'join-h' }, [
+      holds(me.user) && form({ 'aria-labelledby': 'join-h' }, [
         h('h3', { id: 'join-h' }, t('join.by_code')),
         field(t('join.code'), { name: 'code', autocomplete: 'off', required: true }),
         h('button', { type: 'submit', class: 'secondary' }, t('join.button')),
       ], async (data) => {
         await joinByCode(String(data.get('code')).trim());
       })),
-    pushSection(),
-    h('section', { 'aria-labelledby': 'pl-h' }, h('h2', { id: 'pl-h' }, t('home.players')), players, credentials, registerForm));
+    holds(me.user) && pushSection(),
+    holds(me.user) && h('section', { 'aria-labelledby': 'pl-h' }, h('h2', { id: 'pl-h' }, t('home.players')), players, credentials, registerForm));
   await Promise.all([refreshPlayers(), prayers.load()]);
   // One timer for the page: the countdown ticks every second, and members get no event stream (it is for
   // admins), so the player list is read again every PLAYER_REFRESH_S ticks. Cleared when the page is left.
@@ -126,9 +127,12 @@ async function joinByCode(code) {
 }
 
 /** /join/<code>: the link an admin shares; a signed-out visitor signs in first and lands back here. */
-export function joinView(page, code) {
+export async function joinView(page, code) {
+  const me = await api('GET', '/me');
   replace(page,
     h('h1', {}, t('join.title')),
+    // Joining waits on a confirmed address: the code is confirmed here, then the page comes back to the join.
+    confirmEmail(me.user, () => void joinView(page, code)),
     h('section', {}, h('p', {}, t('join.confirm', { code })),
       form({}, [h('button', { type: 'submit' }, t('join.button'))], () => joinByCode(code))));
 }

@@ -37,6 +37,13 @@ export function createPushSubscriptions(store: Store, clock: Clock, maxPerUser: 
       const r = await store.deleteFrom('push_subscriptions').where('endpoint', '=', endpoint).where('user_id', '=', userId).executeTakeFirst();
       return Number(r.numDeletedRows) > 0;
     },
+    /**
+     * Every subscription of the account ends: it changed hands or holds nothing any more (docs/api.md,
+     * "Addresses: claims and proof"), so its azaans and alerts must not reach an earlier holder's browser.
+     */
+    async removeAllFor(userId: string): Promise<void> {
+      await store.deleteFrom('push_subscriptions').where('user_id', '=', userId).execute();
+    },
     /** The push service said the subscription is gone (404/410). */
     async forget(endpoint: string): Promise<void> {
       await store.deleteFrom('push_subscriptions').where('endpoint', '=', endpoint).execute();

@@ -7,14 +7,13 @@ import type { DevicePlane } from './device-plane.ts';
 import type { Store } from '../platform/store/store.ts';
 import { transact } from '../mosques/work.ts';
 
-/** Why the feed says a membership, an admin row or a device went. */
-export const CLAIM_LOST = 'address_claim_lost';
 
 /**
- * The story of an address proven for the first time (docs/api.md, "Addresses: claims and proof"), told by
- * src/people/addresses/address-proof.ts after its commit: whatever an account gained while its claim was unproven,
- * and lost with the claim, goes (its devices cut off at once, its memberships and admin rows removed, each
- * noted in the mosque's activity feed); then what waited on the address is given to the account that proved it.
+ * The story of an address proven for the first time, or of an account letting its last proven address go
+ * (docs/api.md, "Addresses: claims and proof"), told by src/people/addresses/address-proof.ts after its commit:
+ * whatever a revoked account holds goes (its push subscriptions, its devices cut off at once, its memberships and
+ * admin rows removed, each noted in the mosque's activity feed with the event's reason); then what waited on a
+ * proven address is given to the account that proved it.
  */
 export function createAddressClaims(deps: {
   store: Store;
@@ -23,21 +22,25 @@ export function createAddressClaims(deps: {
   admins: AdminStore;
   activity: ActivityLog;
   plane: Pick<DevicePlane, 'removeOwnedBy'>;
+  /** The account's Web Push subscriptions end (a later domain's store, handed in by src/service.ts). */
+  forgetPushSubscriptions: (userId: string) => Promise<void>;
 }) {
-  async function revokeGains(userId: string): Promise<void> {
+  async function revokeGains(userId: string, reason: string): Promise<void> {
+    // Push first: an azaan or alert sent meanwhile must not reach a browser of whoever held the account before.
+    await deps.forgetPushSubscriptions(userId);
     // Each device's feed entry is written in its delete's transaction (the plane notes it with the reason).
-    await deps.plane.removeOwnedBy(userId, CLAIM_LOST);
-    for (const membership of await deps.memberships.listForUser(userId)) await deps.memberships.remove(membership, null, CLAIM_LOST);
+    await deps.plane.removeOwnedBy(userId, reason);
+    for (const membership of await deps.memberships.listForUser(userId)) await deps.memberships.remove(membership, null, reason);
     for (const admin of await deps.admins.listForUser(userId)) {
       await transact(deps.store, async (w) => {
         await deps.admins.remove(w, admin.mosque_id, userId);
-        await deps.activity.record(w.q, { mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason: CLAIM_LOST, was_owner: admin.is_owner === 1 } });
+        await deps.activity.record(w.q, { mosqueId: admin.mosque_id, actorUserId: null, kind: 'admin.removed', subjectId: userId, data: { reason, was_owner: admin.is_owner === 1 } });
       });
     }
   }
 
   return async (event: AddressProven): Promise<void> => {
-    for (const userId of event.revoked) await revokeGains(userId);
-    await deps.grants.giveAll(event.addressHash, event.userId);
+    for (const userId of event.revoked) await revokeGains(userId, event.reason);
+    if (event.addressHash !== null) await deps.grants.giveAll(event.addressHash, event.userId);
   };
 }

@@ -5,9 +5,13 @@ import { toFlags, type Actor, type AdminFlags, type AdminRow, type AdminStore } 
 import { fail, ok, type Result } from '../platform/failure.ts';
 import type { Memberships } from './memberships.ts';
 import type { MosqueFields, MosqueRow, MosqueStore } from './mosques.ts';
-import type { UserStore } from '../people/users.ts';
+import { mayHold, type UserStore } from '../people/users.ts';
 import { identifierHash } from '../platform/identifiers.ts';
 import { claimUnclaimed, type AddressGrants, type NewGrant } from './address-grants.ts';
+
+/** Why an account named by id that has proven nothing is refused a membership, an admin row or a mosque. */
+export const UNPROVEN_TARGET = 'That account has not confirmed an email or phone yet, so it can hold nothing: name it by its address '
+  + '(an invitation, an admin or owner by email), which waits until the address is confirmed.';
 
 const ALL_FLAGS: AdminFlags = { is_owner: true, can_trigger: true, can_manage: true };
 
@@ -43,6 +47,16 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
     return owner;
   }
 
+  /**
+   * An account named by id that has proven nothing: it holds nothing (docs/api.md, "Addresses: claims and proof"),
+   * so naming it is refused with what to do instead; null for a known account that may hold.
+   */
+  const refusedTarget = async (userId: string, field: string): Promise<Result<never> | null> => {
+    const row = await deps.users.findById(userId);
+    if (!row) return fail('not_found', `No user has that ${field}.`);
+    return mayHold(row) ? null : fail('conflict', UNPROVEN_TARGET);
+  };
+
   /** The account a grantee names now: by id as given, by email only the account that proved it. */
   const accountOf = async (who: Grantee): Promise<string | null> =>
     'userId' in who ? who.userId : (await deps.users.findProvenHolder(identifierHash(who.email)))?.id ?? null;
@@ -60,7 +74,8 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
     /** An owner named by an address nobody has proven waits on it: the mosque has no owner until someone proves it. */
     async create(fields: MosqueFields, owner: Grantee | null, actor: Actor): Promise<Result<MosqueRow>> {
       const ownerUserId = owner ? await accountOf(owner) : null;
-      if (owner && 'userId' in owner && !(await deps.users.findById(owner.userId))) return fail('not_found', 'No user has that owner_user_id.');
+      const refused = owner && 'userId' in owner ? await refusedTarget(owner.userId, 'owner_user_id') : null;
+      if (refused) return refused;
       const waits = owner && 'email' in owner && !ownerUserId ? owner.email : null;
       if (waits !== null) await claimFor(waits);
       return ok(await tx(async (w) => {
@@ -108,7 +123,9 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
         await tx((w) => waitOn(w, mosque.id, who.email, { kind: 'admin', canTrigger: flags.can_trigger, canManage: flags.can_manage }, actor));
         return ok('waiting');
       }
-      if (!userId || !(await deps.users.findById(userId))) return fail('not_found', 'No user has that user_id.');
+      if (!userId) return fail('not_found', 'No user has that user_id.');
+      const refused = await refusedTarget(userId, 'user_id');
+      if (refused) return refused;
       return tx(async (w): Promise<Result<AdminRow | 'waiting'>> => {
         // Checked in the transaction that inserts: two requests adding the same admin cannot both pass.
         if (await admins.find(mosque.id, userId, w.q)) return fail('conflict', 'That user is already an admin of this mosque.');

@@ -7,7 +7,7 @@ import type { Logger } from '../platform/log.ts';
 import type { Channel, Notifier } from '../platform/notify.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { AccessTokens, TokenResponse } from './tokens.ts';
-import { hasProvenAddress, type UserRow, type UserStore } from './users.ts';
+import type { UserRow, UserStore } from './users.ts';
 import type { AddressProof } from './addresses/address-proof.ts';
 
 export interface PeopleAuthDeps {
@@ -35,45 +35,66 @@ export type SignupOutcome = { created: boolean; token: TokenResponse };
 export const SIGNUP_NOTICE_GAP_SECONDS = 86_400;
 
 /**
+ * The accounts a password sign-in tries for one address: its proven holder and the earliest claims. Each costs
+ * a bcrypt comparison for a wrong password, so claims past these (someone making accounts on one address) are
+ * reachable by a code sent to the address, not by password.
+ */
+export const PASSWORD_CANDIDATES = 4;
+
+/**
  * Sign-in for members and mosque admins (docs/api.md, "Signing in"). Every flow answers an unknown account
  * the way it answers a known one, and spends the same bcrypt time on it (a dummy comparison).
  */
 export function createPeopleAuth(deps: PeopleAuthDeps) {
   const { users, codes, hasher, guesses, tokens, notifier, proof } = deps;
 
-  /** True when the password matches a non-superadmin account; always spends one bcrypt comparison (or is busy). */
-  async function passwordMatches(user: UserRow | null, passwordHash: string | null): Promise<Result<boolean>> {
-    const usable = user !== null && user.role !== 'superadmin' && passwordHash !== null ? user.password_bcrypt : null;
-    return hasher.verify(passwordHash ?? '', usable);
-  }
-
-  /** A token for someone who signed in without proving an address: a later proof by another may start the account afresh. */
-  async function signedIn(user: UserRow): Promise<TokenResponse> {
-    if (!hasProvenAddress(user)) await users.markUsedUnproven(user.id);
-    return tokens.issue((await users.findById(user.id)) ?? user);
+  /**
+   * The accounts a password sign-in with this address may reach, in the order it tries them: the one that
+   * proved it, then each claim in the order made (docs/api.md, "Signup"), at most PASSWORD_CANDIDATES of them.
+   */
+  async function reachedBy(hash: string): Promise<UserRow[]> {
+    const holder = await users.findProvenHolder(hash);
+    const claims = await users.listUnprovenClaimants(hash);
+    return (holder ? [holder, ...claims] : claims).slice(0, PASSWORD_CANDIDATES);
   }
 
   /**
-   * docs/api.md, "Signup": the right password for the account an address reaches signs in (200). Anything
-   * else makes a new account whose addresses are claims (201), with the same work and the same body: an
-   * address that has an account and one that has none cannot be told apart. The address is told (at most
-   * once a day) that someone tried.
+   * The first of the candidates whose password this is (never a superadmin's: they sign in in two steps).
+   * Always spends at least one bcrypt comparison, a dummy when no candidate has a password, so an address
+   * nobody claims costs what a claimed one costs.
+   */
+  async function firstMatching(candidates: UserRow[], passwordHash: string | null): Promise<Result<UserRow | null>> {
+    const usable = passwordHash === null ? [] : candidates.filter((u) => u.role !== 'superadmin' && u.password_bcrypt !== null);
+    if (usable.length === 0) {
+      const spent = await hasher.verify(passwordHash ?? '', null);
+      return spent.ok ? ok(null) : spent;
+    }
+    for (const user of usable) {
+      const checked = await hasher.verify(passwordHash!, user.password_bcrypt);
+      if (!checked.ok) return checked;
+      if (checked.value) return ok(user);
+    }
+    return ok(null);
+  }
+
+  /**
+   * docs/api.md, "Signup": a password that is the password of an account the address reaches (email and phone,
+   * when both are given, must reach the same one) signs in to it (200). Anything else makes a new account whose
+   * addresses are claims (201), with the same work and the same body: whichever claimant's password matches,
+   * signup and login answer alike for an address that has an account and one that has none. An address someone
+   * holds is told (at most once a day) that someone tried, after the answer.
    */
   async function signup(input: SignupInput): Promise<Result<SignupOutcome>> {
     const emailHash = input.email ? identifierHash(input.email) : null;
     const phoneHash = input.phone ? identifierHash(input.phone) : null;
-    const byEmail = emailHash ? await users.findByIdentifierHash(emailHash) : null;
-    const byPhone = phoneHash ? await users.findByIdentifierHash(phoneHash) : null;
-    const existing = byEmail ?? byPhone;
-    const checked = await passwordMatches(existing, input.passwordHash);
-    if (!checked.ok) return checked;
-    // The email and the phone reach two different accounts: neither is "the" account.
-    const sameAccount = !byEmail || !byPhone || byEmail.id === byPhone.id;
-    if (existing && checked.value && sameAccount) return ok({ created: false, token: await signedIn(existing) });
+    const byEmail = emailHash ? await reachedBy(emailHash) : [];
+    const byPhone = phoneHash ? await reachedBy(phoneHash) : [];
+    const candidates = emailHash && phoneHash ? byEmail.filter((u) => u.phone_hash === phoneHash) : emailHash ? byEmail : byPhone;
+    const matched = await firstMatching(candidates, input.passwordHash);
+    if (!matched.ok) return matched;
+    if (matched.value) return ok({ created: false, token: await tokens.issue(matched.value) });
     const hashed = input.passwordHash ? await hasher.hash(input.passwordHash) : null;
     if (hashed && !hashed.ok) return hashed;
-    if (byEmail) await tellOfSignupAttempt(emailHash!, { channel: 'email', to: input.email! });
-    if (byPhone) await tellOfSignupAttempt(phoneHash!, { channel: 'sms', to: input.phone! });
     const user = await users.create({
       email: input.email ?? syntheticEmailForPhone(phoneHash!),
       emailHash: emailHash ?? identifierHash(syntheticEmailForPhone(phoneHash!)),
@@ -81,9 +102,15 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
       phoneHash,
       passwordBcrypt: hashed ? hashed.value : null,
       role: 'member',
-      usedUnproven: true,
     });
+    if (byEmail.length > 0) tellLater(emailHash!, { channel: 'email', to: input.email! });
+    if (byPhone.length > 0) tellLater(phoneHash!, { channel: 'sms', to: input.phone! });
     return ok({ created: true, token: await tokens.issue(user) });
+  }
+
+  /** The notice's write and message come after the answer: a taken address must not answer later than a free one. */
+  function tellLater(hash: string, to: { channel: Channel; to: string }): void {
+    setImmediate(() => void tellOfSignupAttempt(hash, to).catch((err: unknown) => deps.logger.error({ err }, 'signup notice failed')));
   }
 
   async function tellOfSignupAttempt(hash: string, to: { channel: Channel; to: string }): Promise<void> {
@@ -96,12 +123,12 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     });
   }
 
+  /** Reaches whichever account the address reaches whose password this is (docs/api.md, "Signing in"). */
   async function login(identifier: string, passwordHash: string): Promise<Result<TokenResponse>> {
-    const user = await users.findByIdentifierHash(identifier);
-    const checked = await passwordMatches(user, passwordHash);
-    if (!checked.ok) return checked;
-    if (!checked.value) return fail('invalid_credentials');
-    return ok(await signedIn(user!));
+    const matched = await firstMatching(await reachedBy(identifier), passwordHash);
+    if (!matched.ok) return matched;
+    if (!matched.value) return fail('invalid_credentials');
+    return ok(await tokens.issue(matched.value));
   }
 
   /** Sends a login code when a non-superadmin account exists; the caller answers 202 either way. */

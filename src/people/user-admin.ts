@@ -3,6 +3,7 @@ import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.
 import { isUniqueViolation } from '../platform/store/store.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { Role, UserRow, UserStore, UserUpdate } from './users.ts';
+import type { AddressChange } from './addresses/address-change.ts';
 
 export interface UserFields {
   email?: string | null;
@@ -23,7 +24,9 @@ export interface MosqueOwnership {
 export type BeforeUserDelete = (userId: string, actorId: string | null) => Promise<(() => Promise<void>) | void> | (() => void) | void;
 
 /** Superadmin user administration (users list/create/update/delete; docs/walkthrough.md, "3. The mosque and its members"). */
-export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnership; hasher: PasswordHasher; beforeDelete?: BeforeUserDelete }) {
+export function createUserAdmin(deps: {
+  users: UserStore; admins: MosqueOwnership; hasher: PasswordHasher; addressChange: Pick<AddressChange, 'apply'>; beforeDelete?: BeforeUserDelete;
+}) {
   const { users } = deps;
 
   /** The other account holding this email or phone, if any. */
@@ -65,7 +68,8 @@ export function createUserAdmin(deps: { users: UserStore; admins: MosqueOwnershi
         change.passwordBcrypt = hashed.value;
       }
       try {
-        return ok(await users.update(id, change));
+        // An address change has the same consequences as the person's own (docs/api.md, "Changing your email or phone").
+        return ok(await deps.addressChange.apply(id, change));
       } catch (err) {
         if (isUniqueViolation(err)) return fail('conflict', 'A user with that email or phone already exists.');
         throw err;

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { prepared } from '../platform/store/prepared.ts';
 import { afterCommit, inTransaction } from '../platform/store/after-commit.ts';
@@ -13,7 +13,10 @@ export type Role = 'member' | 'superadmin';
 /**
  * A row of `users` (generated/tables.ts), its role narrowed to the values written here. `email_proven_at` and
  * `phone_proven_at`: when the account proved the address, null while it is only claimed (docs/api.md,
- * "Addresses: claims and proof"); `used_unproven` 1: someone signed in while none of its addresses was proven.
+ * "Addresses: claims and proof"). `email_claim_order` / `phone_claim_order`: when the address was claimed, in one
+ * number space (claims of one address are ordered by it). `used_unproven` is no longer read: an account with no
+ * proven address holds nothing, so whoever used it before a proof has nothing to keep (docs/decisions.md,
+ * "An account that has proven nothing holds nothing").
  */
 export type UserRow = Omit<Selectable<UsersTable>, 'role'> & { role: Role };
 
@@ -61,13 +64,20 @@ export interface NewUser {
   role: Role;
   /** Addresses the creator vouches for (the operator's CLI); otherwise both are claims. */
   proven?: { email?: boolean; phone?: boolean };
-  /** The creator signs in to it at once (signup): see UserRow.used_unproven. */
-  usedUnproven?: boolean;
 }
 
 /** Whether the account has proven an email or a phone. */
 export function hasProvenAddress(row: Pick<UserRow, 'email_proven_at' | 'phone_proven_at'>): boolean {
   return row.email_proven_at !== null || row.phone_proven_at !== null;
+}
+
+/**
+ * Whether the account may hold anything: a membership, an admin or owner row, a device, a push subscription
+ * (docs/api.md, "Addresses: claims and proof"). An account whose every address is unproven holds nothing; a
+ * superadmin is vouched for by the operator who made it.
+ */
+export function mayHold(row: Pick<UserRow, 'email_proven_at' | 'phone_proven_at' | 'role'>): boolean {
+  return row.role === 'superadmin' || hasProvenAddress(row);
 }
 
 /** Which of the account's addresses `hash` names, if any. */
@@ -98,7 +108,7 @@ export interface UserStore {
   findByIdentifierHash(hash: string): Promise<UserRow | null>;
   /** The account that proved this address, if any. */
   findProvenHolder(hash: string, q?: Queries): Promise<UserRow | null>;
-  /** Every account claiming this address without having proven it, oldest first. */
+  /** Every account claiming this address without having proven it, in the order the claims were made. */
   listUnprovenClaimants(hash: string, q?: Queries): Promise<UserRow[]>;
   findByEmail(email: string): Promise<UserRow | null>;
   /** The email and phone of each of these accounts, by id (another domain's list names its people by them). */
@@ -108,11 +118,9 @@ export interface UserStore {
   markProven(id: string, hash: string, q?: Queries): Promise<void>;
   /** The account loses its claim to this address (another proved it): an email becomes a placeholder, a phone goes. Raises the token version. */
   dropClaim(id: string, hash: string, q?: Queries): Promise<void>;
-  /** Someone signed in to the account while none of its addresses was proven. */
-  markUsedUnproven(id: string): Promise<void>;
   /**
    * The owner of the address took the account over without its token: the password whoever used it before
-   * set goes, and with it every token (src/people/addresses/address-proof.ts).
+   * set goes, and with it every token and console session (src/people/addresses/address-proof.ts).
    */
   resetAfterTakeover(id: string, q?: Queries): Promise<void>;
   /** Whether any superadmin exists (the first start in the browser: src/people/first-superadmin.ts). */
@@ -124,8 +132,12 @@ export interface UserStore {
   revokeTokens(id: string): Promise<void>;
   delete(id: string): Promise<boolean>;
   list(limit: number, offset: number): Promise<UserRow[]>;
-  /** Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Signing in"). */
-  update(id: string, fields: UserUpdate): Promise<UserRow>;
+  /**
+   * Changes contact fields or role; a role or email change raises the token version (docs/api.md, "Signing in"),
+   * and so does a change that leaves the account with no proven address. A new address is a claim made now.
+   * Answers the row before and after.
+   */
+  update(id: string, fields: UserUpdate): Promise<{ before: UserRow; after: UserRow }>;
   /**
    * In memory: asked on every authenticated request. A user memory does not know yet (created by another
    * process or the CLI a moment ago) is read once from the store: then the answer is a promise.
@@ -203,18 +215,21 @@ export async function createUserStore(
   const provenHolder = (q: Queries, hash: string) => q.selectFrom('users').selectAll().where('email_hash', '=', hash).where('email_proven_at', 'is not', null)
     .unionAll((eb) => eb.selectFrom('users').selectAll().where('phone_hash', '=', hash).where('phone_proven_at', 'is not', null))
     .limit(1).executeTakeFirst() as Promise<UserRow | undefined>;
+  // Ordered by when each claim was made (docs/api.md, "Addresses: claims and proof"), the account's age only
+  // breaking a tie (two claims written at once on PostgreSQL may take the same number).
   const claimants = (q: Queries, hash: string) => q.selectFrom('users').selectAll()
+    .select(sql<number>`CASE WHEN email_hash = ${hash} THEN email_claim_order ELSE phone_claim_order END`.as('claim_order'))
     .where((eb) => eb.or([
       eb.and([eb('email_hash', '=', hash), eb('email_proven_at', 'is', null)]),
       eb.and([eb('phone_hash', '=', hash), eb('phone_proven_at', 'is', null)]),
     ]))
-    .orderBy('created_at').orderBy('claim_seq');
+    .orderBy('claim_order').orderBy('claim_seq');
 
   return {
     findById: async (id, q = store) => (await byId(q, id)) ?? null,
-    findByIdentifierHash: async (hash) => (await provenHolder(store, hash)) ?? ((await claimants(store, hash).executeTakeFirst()) as UserRow | undefined) ?? null,
+    findByIdentifierHash: async (hash) => (await provenHolder(store, hash)) ?? withoutOrder((await claimants(store, hash).executeTakeFirst()) as ClaimRow | undefined) ?? null,
     findProvenHolder: async (hash, q = store) => (await provenHolder(q, hash)) ?? null,
-    listUnprovenClaimants: (hash, q = store) => claimants(q, hash).execute() as Promise<UserRow[]>,
+    listUnprovenClaimants: async (hash, q = store) => ((await claimants(q, hash).execute()) as ClaimRow[]).map((r) => withoutOrder(r)!),
     async markProven(id, hash, q = store) {
       const at = now();
       await q.updateTable('users').set({ email_proven_at: at, updated_at: at }).where('id', '=', id).where('email_hash', '=', hash).execute();
@@ -247,10 +262,6 @@ export async function createUserStore(
         .executeTakeFirst();
       return (result.numInsertedOrUpdatedRows ?? 0n) > 0n;
     },
-    async markUsedUnproven(id) {
-      const result = await store.updateTable('users').set({ used_unproven: 1 }).where('id', '=', id).where('used_unproven', '=', 0).executeTakeFirst();
-      if (result.numUpdatedRows > 0n) changed(id);
-    },
     findByEmail: async (email) => ((await store.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst()) as UserRow | undefined) ?? null,
     async contactsOf(ids, q = store) {
       const found = new Map<string, Contact>();
@@ -262,7 +273,8 @@ export async function createUserStore(
       return found;
     },
     async create(user, q = store) {
-      const row = await q.insertInto('users').values(newUserRow(user, clock)).returningAll().executeTakeFirstOrThrow() as UserRow;
+      const row = await q.insertInto('users').values({ ...newUserRow(user, clock), email_claim_order: nextClaimOrder(), phone_claim_order: nextClaimOrder() })
+        .returningAll().executeTakeFirstOrThrow() as UserRow;
       afterCommit(q, () => setVersion(row.id, 0));
       changed(row.id, q);
       return row;
@@ -306,21 +318,27 @@ export async function createUserStore(
         // where codes and reset links go: a session must not outlive the address it was opened under).
         const emailChanged = f.email !== undefined && f.email.emailHash !== row.email_hash;
         const phoneChanged = f.phone !== undefined && f.phone.phoneHash !== row.phone_hash;
-        const bump = roleChanged || emailChanged || f.passwordBcrypt !== undefined ? 1 : 0;
-        return await trx.updateTable('users').set((eb) => ({
+        const emptied = hasProvenAddress(row) && !hasProvenAddress({
+          email_proven_at: emailChanged ? null : row.email_proven_at, phone_proven_at: phoneChanged ? null : row.phone_proven_at,
+        });
+        const bump = roleChanged || emailChanged || emptied || f.passwordBcrypt !== undefined ? 1 : 0;
+        const after = await trx.updateTable('users').set((eb) => ({
           email: f.email?.email ?? row.email,
           email_hash: f.email?.emailHash ?? row.email_hash,
           email_proven_at: emailChanged ? null : row.email_proven_at,
+          email_claim_order: emailChanged ? nextClaimOrder() : row.email_claim_order,
           phone: f.phone === undefined ? row.phone : f.phone.phone,
           phone_hash: f.phone === undefined ? row.phone_hash : f.phone.phoneHash,
           phone_proven_at: phoneChanged ? null : row.phone_proven_at,
+          phone_claim_order: phoneChanged ? nextClaimOrder() : row.phone_claim_order,
           role: f.role ?? row.role,
           password_bcrypt: f.passwordBcrypt ?? row.password_bcrypt,
           token_version: eb('token_version', '+', bump),
           updated_at: now(),
         })).where('id', '=', id).returningAll().executeTakeFirstOrThrow() as UserRow;
+        return { before: row, after };
       });
-      versionWritten(id, updated);
+      versionWritten(id, updated.after);
       return updated;
     },
     tokenVersion(id) {
@@ -336,6 +354,23 @@ export async function createUserStore(
   };
 }
 
+type ClaimRow = UserRow & { claim_order: number };
+
+/** A claimant's row without the order it was listed by. */
+function withoutOrder(row: ClaimRow | undefined): UserRow | undefined {
+  if (!row) return undefined;
+  const { claim_order: _order, ...user } = row;
+  return user;
+}
+
+/**
+ * The next number of the claims' one order: past every claim made yet. Evaluated by the write that makes the
+ * claim, so on SQLite, one writer at a time, no two claims share one.
+ */
+function nextClaimOrder() {
+  return sql<number>`(SELECT COALESCE(MAX(n), 0) + 1 FROM (SELECT MAX(email_claim_order) AS n FROM users UNION ALL SELECT MAX(phone_claim_order) FROM users) AS claims)`;
+}
+
 /** The row `create` inserts (token_version starts at 0). */
 function newUserRow(user: NewUser, clock: Clock) {
   const at = toUnixSeconds(clock());
@@ -347,7 +382,6 @@ function newUserRow(user: NewUser, clock: Clock) {
     phone_hash: user.phoneHash,
     email_proven_at: user.proven?.email && !isSyntheticEmail(user.email) ? at : null,
     phone_proven_at: user.proven?.phone && user.phone ? at : null,
-    used_unproven: user.usedUnproven ? 1 : 0,
     password_bcrypt: user.passwordBcrypt,
     role: user.role,
     token_version: 0,

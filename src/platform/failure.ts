@@ -11,6 +11,7 @@ export type Failure =
   | 'invalid_otp'
   | 'stale_timestamp'
   | 'forbidden'
+  | 'address_unproven'
   | 'membership_banned'
   | 'not_found'
   | 'conflict'

@@ -2,7 +2,7 @@ import type { Logger } from './log.ts';
 
 export type Channel = 'email' | 'sms' | 'whatsapp';
 export type Purpose =
-  | 'login_code' | 'confirm_address' | 'signup_attempt' | 'password_reset' | 'superadmin_otp' | 'superadmin_reset' | 'invite'
+  | 'login_code' | 'confirm_address' | 'signup_attempt' | 'address_changed' | 'password_reset' | 'superadmin_otp' | 'superadmin_reset' | 'invite'
   | 'azaan_not_ready' | 'azaan_missed';
 
 /** The body a webhook receives (docs/settings.md, `NOTIFY_WEBHOOK_URL`), and what the console transport prints. */

@@ -8,14 +8,19 @@ import { hasProvenAddress, type UserRow, type UserStore } from '../users.ts';
  * accounts gained while their claims were unproven.
  */
 export interface AddressProven {
-  /** The account that now holds the address. */
+  /** The account that now holds the address (or, for a release, the account that let its last one go). */
   userId: string;
-  addressHash: string;
+  /** The address proven; null when an account let its last proven address go (`release`). */
+  addressHash: string | null;
   /**
-   * Accounts whose memberships, admin rows and devices go: the other unproven claimants left with no proven
-   * address, and the prover's account itself when the proof came without its token after someone used it.
+   * Accounts whose memberships, admin rows, devices and push subscriptions go: the other unproven claimants
+   * left with no proven address, the prover's account itself when the proof came without its token, and an
+   * account that let its last proven address go. Under the rule that an account with no proven address holds
+   * nothing there is usually nothing left to take; what an account gained before that rule goes here.
    */
   revoked: string[];
+  /** Why, as the mosques' activity feeds say it. */
+  reason: 'address_claim_lost' | 'address_unproven';
 }
 
 export type AddressProvenListener = (event: AddressProven) => void | Promise<void>;
@@ -28,9 +33,10 @@ export type ProofOutcome = { ok: true; user: UserRow } | { ok: false; message: s
  *
  * Who the prover is: a proof made while signed in (`signedIn`) is the account's own, and it keeps what it
  * has. A proof without the account's token (a login code or reset link, used by whoever reads the address)
- * proves the address, not the account: an account with no proven address is handed to the prover afresh
- * when someone had signed in to it (whoever did may not own the address), and an account that another
- * address already vouches for is someone else's, so the prover gets a new account of their own.
+ * proves the address, not the account: an account with no proven address is handed to the prover afresh (its
+ * password cleared, its tokens and console sessions ended: whoever knew it before may not own the address; it
+ * held nothing, so nothing else goes), and an account that another address already vouches for is someone
+ * else's, so the prover gets a new account of their own.
  */
 export function createAddressProof(deps: { users: UserStore }) {
   const { users } = deps;
@@ -39,6 +45,14 @@ export function createAddressProof(deps: { users: UserStore }) {
   return {
     /** Adds a listener told after each first proof's commit (src/devices/address-claims.ts is the story). */
     listen: (listener: AddressProvenListener) => void listeners.push(listener),
+    /**
+     * The account let its last proven address go (an email changed, a phone removed): it holds nothing from now
+     * on (docs/api.md, "Changing your email or phone"), so what it held goes, told as a proof's revocation is.
+     */
+    async release(userId: string): Promise<void> {
+      const event: AddressProven = { userId, addressHash: null, revoked: [userId], reason: 'address_unproven' };
+      for (const listener of listeners) await listener(event);
+    },
     /**
      * Proves `hash`, one of the account's addresses, through that account. Refused when the address is not
      * (or no longer) the account's, or another account proved it first. The checks and the settling run in one
@@ -70,7 +84,7 @@ export function createAddressProof(deps: { users: UserStore }) {
     let prover = claimant;
     if (!signedIn && hasProvenAddress(claimant)) {
       prover = await users.create(addressOnly(claimant, hash), trx);
-    } else if (!signedIn && claimant.used_unproven === 1) {
+    } else if (!signedIn) {
       await users.resetAfterTakeover(claimant.id, trx);
       revoked.push(claimant.id);
     }
@@ -81,7 +95,7 @@ export function createAddressProof(deps: { users: UserStore }) {
       if (after && !hasProvenAddress(after)) revoked.push(other.id);
     }
     await users.markProven(prover.id, hash, trx);
-    return { userId: prover.id, addressHash: hash, revoked };
+    return { userId: prover.id, addressHash: hash, revoked, reason: 'address_claim_lost' };
   }
 }
 
