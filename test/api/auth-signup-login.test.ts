@@ -136,9 +136,12 @@ test("signup for a superadmin's email never returns a token for the superadmin",
     { email: 'root@example.com', password_hash: sha256('guess') },
     { email: 'root@example.com' },
   ];
-  for (const body of attempts) {
+  // The second attempt repeats the first's password: it reaches the account the first made (docs/api.md,
+  // "Signup": whichever claimant's password matches), as it would on an address nobody held.
+  const statuses = [201, 200, 201, 201];
+  for (const [i, body] of attempts.entries()) {
     const res = await ts.http.post(`${AUTH}/signup`, body);
-    assertTokenResponse(res, 201, { email: 'root@example.com', role: 'member' });
+    assertTokenResponse(res, statuses[i]!, { email: 'root@example.com', role: 'member' });
     assert.notEqual(res.body.user.id, root.id);
     // A claim on an address the superadmin holds proven can never be proven.
     assert.equal((await ts.http.get('/api/v1/me', res.body.access_token)).body.user.email_proven, false);

@@ -296,8 +296,12 @@ const ROWS: Row[] = [
   },
   {
     // Every signed-in person changes their own address (docs/api.md, "Changing your email or phone").
+    // A confirmed account's address moves only with its current password (docs/api.md, "Changing your email or phone").
     route: `PATCH ${V1}/me`, expect: anyone(200), mutates: true,
-    request: () => ({ path: `${V1}/me`, body: { email: `${unique('moved')}@matrix.test` } }),
+    request: (_w, s) => ({
+      path: `${V1}/me`,
+      body: { email: `${unique('moved')}@matrix.test`, current_password_hash: sha256(s === 'superadmin' ? 'root password 123' : 'correct horse battery staple') },
+    }),
     check: (_w, _s, res) => assert.equal(typeof res.body.access_token, 'string'),
   },
   {

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { startTestService, type HttpResult, type TestService } from '../support/service.ts';
-import { createMosque, joinMosque, member, signInSuperadmin } from '../support/people.ts';
+import { confirmAddress, createMosque, joinMosque, member, signInSuperadmin } from '../support/people.ts';
 import { connectDevice, heartbeatPayload, publish, registerPlayer, registerTransmitter, statusPayload, waitForStatus } from '../support/devices.ts';
 import { DOCS_DIR, generatedDocs } from '../../scripts/docs.ts';
 import { createAjv } from '../support/json-schema.ts';
@@ -181,6 +181,7 @@ test('real answers of representative routes match their documented schemas, with
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@example.org');
   const amina = { token: signup.body.access_token as string, id: signup.body.user.id as string, email: 'amina@example.org' };
+  await confirmAddress(ts, amina.token, 'email', amina.email);
   const mosque = await createMosque(ts, root.token, owner, { stream_url: 'https://radio.example/noor' });
   const M = `${V}/mosques/${mosque.id}`;
   check.expect('GET', `${V}/mosques`, await get(ts, `${V}/mosques`, owner.token), 200);

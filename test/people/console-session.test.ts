@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { storeOf } from '../support/database.ts';
 import { AUTH, assertError, emailId, lastSent } from '../support/api.ts';
-import { signInSuperadmin } from '../support/people.ts';
+import { confirmAddress, signInSuperadmin } from '../support/people.ts';
 import { createManualClock, sha256, startTestService, type HttpResult, type TestService } from '../support/service.ts';
 
 // docs/api.md "Console sessions": a fresh sign-in token traded for an HttpOnly cookie, short-lived tokens minted
@@ -309,6 +309,7 @@ test("an admin's event stream opened with a session's token lives with the sessi
   const ts = await startTestService(t, { logLevel: 'warn', clock });
   const root = await signInSuperadmin(ts, 'root@session.test');
   const imam = await signup(ts, 'imam@session.test');
+  await confirmAddress(ts, imam.token, 'email', 'imam@session.test');
   const mosque = await ts.http.post('/api/v1/mosques', { name: 'Masjid Al-Noor', owner_user_id: imam.id }, root.token);
   assert.equal(mosque.status, 201);
   const s = await openSession(ts, imam.token);
@@ -323,7 +324,8 @@ test("an admin's event stream opened with a session's token lives with the sessi
   const next = await mint(ts, s.cookie);
   assert.equal(next.status, 200);
   // A change naming the user re-checks the stream at once (api/mosques/events.ts); the session is live, so it stays.
-  assert.equal((await ts.http.patch('/api/v1/me', { phone: '+442079460123' }, next.body.access_token)).status, 200);
+  const moved = await ts.http.patch('/api/v1/me', { phone: '+442079460123', current_password_hash: sha256(PASSWORD) }, next.body.access_token);
+  assert.equal(moved.status, 200);
   const started = await ts.http.post(`/api/v1/mosques/${mosque.body.id}/broadcasts`, { kind: 'azaan', prayer: 'fajr' }, next.body.access_token);
   assert.equal(started.status, 201);
   assert.equal(await readUntil(reader, 'event: broadcast'), true, 'the stream is still open and delivers');

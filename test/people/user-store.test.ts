@@ -108,7 +108,7 @@ test('an update is one read and one write: two at once keep both changes', async
   assert.equal(users.tokenVersion(user.id), row?.token_version);
 });
 
-test('two unproven claims of one address made in the same second are listed in the order the accounts were created', async (t) => {
+test('two unproven claims of one address made in the same second are listed in the order the claims were made', async (t) => {
   const { users, db } = await userStore(t);
   // Three accounts in one second: the claim order cannot come from created_at, nor from the random ids.
   const created = [];
@@ -119,11 +119,20 @@ test('two unproven claims of one address made in the same second are listed in t
   const listed = await users.listUnprovenClaimants('same');
   assert.deepEqual(listed.map((u) => u.id), created.map((u) => u.id));
   assert.equal((await users.findByIdentifierHash('same'))?.id, created[0]!.id);
-  // Against the order of the ids too, whichever way the random ids fell: swapping the first two rows' numbers swaps the answer.
-  const seq = async (id: string) => (await db.selectFrom('users').select('claim_seq').where('id', '=', id).executeTakeFirstOrThrow()).claim_seq;
-  const [a, b] = [await seq(created[0]!.id), await seq(created[1]!.id)];
-  assert.ok(a > 0 && b > a, `claim numbers ${a}, ${b} follow the insertion order`);
-  await db.updateTable('users').set({ claim_seq: b }).where('id', '=', created[0]!.id).execute();
-  await db.updateTable('users').set({ claim_seq: a }).where('id', '=', created[1]!.id).execute();
+  // Against the order of the ids too, whichever way the random ids fell: swapping the first two claims' numbers swaps the answer.
+  const order = async (id: string) => (await db.selectFrom('users').select('email_claim_order').where('id', '=', id).executeTakeFirstOrThrow()).email_claim_order;
+  const [a, b] = [await order(created[0]!.id), await order(created[1]!.id)];
+  assert.ok(a > 0 && b > a, `claim numbers ${a}, ${b} follow the order the claims were made`);
+  await db.updateTable('users').set({ email_claim_order: b }).where('id', '=', created[0]!.id).execute();
+  await db.updateTable('users').set({ email_claim_order: a }).where('id', '=', created[1]!.id).execute();
   assert.equal((await users.findByIdentifierHash('same'))?.id, created[1]!.id);
+});
+
+test('an older account that claims an address today queues behind the claim made yesterday', async (t) => {
+  const { users } = await userStore(t);
+  const old = await users.create({ email: 'old@example.com', emailHash: 'old', phone: null, phoneHash: null, passwordBcrypt: 'x', role: 'member' });
+  const invited = await users.create({ email: 'new@example.com', emailHash: 'new', phone: null, phoneHash: null, passwordBcrypt: null, role: 'member' });
+  await users.update(old.id, { email: { email: 'new@example.com', emailHash: 'new' } });
+  assert.deepEqual((await users.listUnprovenClaimants('new')).map((u) => u.id), [invited.id, old.id]);
+  assert.equal((await users.findByIdentifierHash('new'))?.id, invited.id);
 });
