@@ -1,7 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
-import { API, joinMosque, makeAdmin, member, mosqueMemberships, setStatus, type Person } from '../../support/people.ts';
+import { API, confirmAddress, joinMosque, makeAdmin, member, mosqueMemberships, setStatus, type Person } from '../../support/people.ts';
 import { connectDevice, mosqueWithOwner, registerPlayer, subscribeCode, waitFor, type Registered } from '../../support/devices.ts';
 import { sha256, startTestService, type TestService } from '../../support/service.ts';
 import { PASSWORD, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from '../browser.ts';
@@ -77,6 +77,8 @@ async function memberWith(w: Awaited<ReturnType<typeof world>>, person: Person, 
 async function withPhone(ts: TestService, email: string, phone: string): Promise<Person> {
   const res = await ts.http.post(`${API}/auth/signup`, { email, phone, password_hash: sha256(PASSWORD) });
   assert.equal(res.status, 201, `signup: ${JSON.stringify(res.body)}`);
+  // Confirmed, as the console leads a newcomer to: an account that has confirmed nothing cannot join.
+  await confirmAddress(ts, res.body.access_token, 'email', email);
   return { token: res.body.access_token, id: res.body.user.id, email };
 }
 
