@@ -34,6 +34,7 @@ const SCHEMAS = {
   User: r.User,
   Mosque: r.Mosque,
   Admin: r.Admin,
+  AdminAccepted: r.AdminAccepted,
   Membership: r.Membership,
   MembershipWithEmail: r.MembershipWithEmail,
   MemberDetail: r.MemberDetail,
@@ -79,6 +80,8 @@ export interface RouteDoc {
   /** The success body (absent for 204); `list` when it is a bare array of it. */
   response?: ResponseName;
   list?: boolean;
+  /** A second success the route may answer instead, with its own body (by email rather than by id, say). */
+  alsoSuccess?: { status: number; response: ResponseName; description: string };
   /** The success body's media type when it is not JSON (the ICS feed). */
   contentType?: string;
   /** The request body may also be `text/csv` (a timetable upload). */
@@ -133,7 +136,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'getMe', method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200, response: 'Me' },
   { operationId: 'listMyMemberships', method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200, response: 'Membership', list: true },
   { operationId: 'updateMe', method: 'PATCH', path: '/api/v1/me', summary: 'Change your own email or phone: the new address is a claim until proven; an email change ends every older token, the answer is a new one', gate: 'any', success: 200, body: MeUpdate, response: 'TokenResponse' },
-  { operationId: 'requestAddressConfirmation', method: 'POST', path: '/api/v1/me/addresses/confirm', summary: "Send a 6-digit code to the caller's own email or phone (3 a minute)", gate: 'any', success: 202, body: AddressConfirm, response: 'Accepted', errors: [429] },
+  { operationId: 'requestAddressConfirmation', method: 'POST', path: '/api/v1/me/addresses/confirm', summary: "Send a 6-digit code to the caller's own email or phone (3 a minute per account, and per address from every account claiming it)", gate: 'any', success: 202, body: AddressConfirm, response: 'Accepted', errors: [429] },
   { operationId: 'confirmAddress', method: 'POST', path: '/api/v1/me/addresses/verify', summary: 'Redeem the code: the address is proven and the account keeps all it has', gate: 'any', success: 200, body: AddressVerify, response: 'User', errors: [409, 429] },
   { operationId: 'changePassword', method: 'POST', path: '/api/v1/me/password', summary: 'Change the password (the current one is required unless the account has none and signed in within 10 minutes); every older token stops working, the answer is a new one', gate: 'any', success: 200, body: PasswordChange, response: 'TokenResponse', errors: [403, 429] },
   { operationId: 'addPushSubscription', method: 'POST', path: '/api/v1/me/push-subscriptions', summary: 'Register a Web Push subscription', gate: 'any', success: 201, body: PushSubscription, response: 'PushSubscriptionSaved' },
@@ -151,7 +154,8 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'deleteMosque', method: 'DELETE', path: M, summary: 'Delete a mosque: its owner or a superadmin; any other admin gets 403', gate: 'admin', success: 204 },
   { operationId: 'rotateJoinCode', method: 'POST', path: `${M}/join-code`, summary: 'Issue a new join code (the old one stops working)', gate: 'manager', success: 200, response: 'Mosque' },
   { operationId: 'listAdmins', method: 'GET', path: `${M}/admins`, summary: "The mosque's admins", gate: 'admin', success: 200, response: 'Admin', list: true },
-  { operationId: 'addAdmin', method: 'POST', path: `${M}/admins`, summary: 'Add an admin by user_id, or by email (202 while nobody has proven the address: the row waits on it)', gate: 'manager', success: 201, body: AdminCreate, response: 'Admin', errors: [409] },
+  { operationId: 'addAdmin', method: 'POST', path: `${M}/admins`, summary: 'Add an admin by user_id (201), or by email (202, the same whether or not an account holds the address; the row is added, or waits on the address, after the answer)', gate: 'manager', success: 201, body: AdminCreate, response: 'Admin', errors: [409],
+    alsoSuccess: { status: 202, response: 'AdminAccepted', description: 'Accepted: named by email; added (or waiting on the address) after the answer' } },
   { operationId: 'updateAdmin', method: 'PATCH', path: `${M}/admins/:user_id`, summary: "Change an admin's flags or hand over ownership", gate: 'manager', success: 200, body: AdminUpdate, response: 'Admin', errors: [409] },
   { operationId: 'removeAdmin', method: 'DELETE', path: `${M}/admins/:user_id`, summary: 'Remove an admin', gate: 'manager', success: 204, errors: [409] },
   { operationId: 'listMosqueMemberships', method: 'GET', path: `${M}/memberships`, summary: "The mosque's memberships", gate: 'admin', success: 200, query: MembershipQuery, response: 'MembershipWithEmail', list: true },
@@ -282,6 +286,9 @@ function operation(doc: RouteDoc) {
     ...(doc.formBody && { requestBody: { required: true, content: { 'application/x-www-form-urlencoded': { schema: schemaOf(doc.formBody) } } } }),
     responses: {
       [doc.success]: successResponse(doc),
+      ...(doc.alsoSuccess && {
+        [doc.alsoSuccess.status]: { description: doc.alsoSuccess.description, content: { 'application/json': { schema: { $ref: `#/components/schemas/${doc.alsoSuccess.response}` } } } },
+      }),
       ...Object.fromEntries(errorStatuses(doc).map((s) => [s, { $ref: `#/components/responses/Error${s}` }])),
     },
   };

@@ -86,6 +86,8 @@ export const Mosque = v.object({
 
 const flags = { is_owner: v.boolean(), can_trigger: v.boolean(), can_manage: v.boolean() };
 export const Admin = v.object({ user_id: v.string(), email: nullable(v.string()), ...flags });
+/** docs/api.md, "Addresses: claims and proof": an admin named by email, the same whether or not an account holds it. */
+export const AdminAccepted = v.object({ status: v.literal('accepted'), email: v.string(), can_trigger: v.boolean(), can_manage: v.boolean() });
 
 export const Membership = v.object({
   id: v.string(),

@@ -87,6 +87,7 @@ export interface ConsoleSessionsTable {
   created_at: number;
   last_used_at: number;
   expires_at: number;
+  auth_time: Generated<number>;
 }
 
 export interface DataStepsTable {

@@ -61,7 +61,7 @@ const TIMED = new Set<string>([
   'test/e2e/entitlement.test.ts', // ONLINE within 1 s of the approval, cut within 1 s of a deletion
   'test/hostile/mqtt/budgets.test.ts', // a neighbour's status within 1.5 s of a flood
   'test/mosques/event-stream-revocation.test.ts', // an event stream ended within 1 s
-  'test/people/address-claims.test.ts', // a device closed within 1 s of a reset
+  'test/people/addresses/account-holding.test.ts', // a player cut off within 2 s of its owner's account being emptied
   'test/people/sessions-across-processes.test.ts', // the other process refuses a token within 1 s
 ]);
 

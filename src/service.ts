@@ -49,6 +49,7 @@ import { createMemberships } from './mosques/memberships.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
 import { createMosqueStore } from './mosques/mosques.ts';
 import { createNotifier, type Notifier, type Transport } from './platform/notify.ts';
+import { createAfterAnswer, idleAfterAnswer, type AfterAnswer } from './platform/flow/after-answer.ts';
 import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
 import { deriveKey, loadOrCreateSecretFile } from './platform/secrets.ts';
@@ -130,7 +131,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 }
 
 /** People, their credentials, their mosques and standing. */
-async function buildPeople(store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher, faults: Faults) {
+async function buildPeople(store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher, faults: Faults, afterAnswer: AfterAnswer) {
   const reportTo = (what: string, err: unknown) => void faults.report(what, err);
   const users = await createUserStore(store, clock, changes, reportTo);
   const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
@@ -148,7 +149,7 @@ async function buildPeople(store: Store, clock: Clock, config: Config, logger: L
   const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
   return {
     users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof, addressChange,
-    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours }),
+    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours, afterAnswer }),
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
     invites: createInvites({ store, clock, users, memberships, grants, activity, notifier }),
@@ -182,8 +183,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push({ name: 'password hasher', close: () => hasher.close() });
     const transport = opts.transport ?? createTransport(config, logger);
-    const notifier = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
-    closers.push({ name: 'notifier', close: () => notifier.close() });
+    const messages = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
+    closers.push({ name: 'notifier', close: () => messages.close() });
+    // Work an answer must not wait for (docs/api.md "Signing in"); stopped before the notifier it may still send through.
+    const afterAnswer = createAfterAnswer(logger);
+    closers.push({ name: 'work after answers', close: () => afterAnswer.idle() });
+    const notifier = idleAfterAnswer(messages, afterAnswer);
     // The deployment's periodic duties, each run claimed once across nodes; started once everything they run is.
     const duties = createDuties({ store, clock, onError: (what, err) => void faults.report(what, err) });
     const { changes, redis, startFeed } = await openChangeFeed(config, { logger, faults, store, clock, duties });
@@ -192,7 +197,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       redis?.disconnect();
     } });
 
-    const people = await buildPeople(store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults);
+    const people = await buildPeople(store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults, afterAnswer);
     const recordings = createRecordings({ store, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
@@ -240,7 +245,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
     const mosqueOps = createMosqueOps({
       store, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
-      grants: people.grants, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
+      grants: people.grants, afterAnswer, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
     const userAdmin = createUserAdmin({
       users: people.users, admins: people.admins, hasher, addressChange: people.addressChange,

@@ -144,11 +144,15 @@ export function mosqueRoutes(deps: Deps) {
 
   app.post('/:id/admins', gate('manager'), async (c) => {
     const b = await readJson(c, AdminCreate);
-    const who = b.user_id !== undefined ? { userId: b.user_id } : { email: b.email! };
     const flags = { can_trigger: b.can_trigger ?? false, can_manage: b.can_manage ?? false };
-    const row = unwrap(await deps.mosqueOps.addAdmin(c.var.mosque, who, flags, actorOf(c)));
-    // docs/api.md, "Addresses: claims and proof": named by an address nobody has proven, the row waits on it.
-    if (row === 'waiting') return c.json({ status: 'waiting_for_proof', email: b.email!, ...flags }, 202);
+    // docs/api.md, "Addresses: claims and proof": by email, one answer whether or not an account holds the address,
+    // given before any of the work that depends on it.
+    if (b.user_id === undefined) {
+      deps.mosqueOps.addAdminByEmail(c.var.mosque, b.email!, flags, actorOf(c));
+      return c.json({ status: 'accepted', email: b.email!, ...flags }, 202);
+    }
+    const row = unwrap(await deps.mosqueOps.addAdmin(c.var.mosque, { userId: b.user_id }, flags, actorOf(c)));
+    if (row === 'waiting') throw new Error('an admin named by user_id never waits on an address');
     return c.json(await adminBody(deps.users, row), 201);
   });
 

@@ -12,8 +12,9 @@ import type { ChangeFeed } from '../../src/platform/changes.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { holderOnly } from '../guards.ts';
+import { isSyntheticEmail } from '../../src/platform/identifiers.ts';
 import { email, hex64, httpUrl, phone } from '../schemas.ts';
-import { createLimiter } from '../rate-limit.ts';
+import { createLimiter, type LimiterStore } from '../rate-limit.ts';
 import { readJson } from '../validate.ts';
 
 const key = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]+=*$/, 'must be base64url'), v.minLength(8, 'is too short'), v.maxLength(256, 'is too long'));
@@ -49,6 +50,11 @@ export const CONFIRMATIONS_PER_MINUTE = 3;
 
 /** Address changes a person may try per minute (each may cost a bcrypt comparison of the current password). */
 export const ADDRESS_CHANGES_PER_MINUTE = 5;
+/**
+ * Confirmation codes one email or phone may be sent per minute, by every account that claims it together
+ * (docs/api.md, "Addresses: claims and proof"): several accounts claiming one address must not multiply the mail.
+ */
+export const CONFIRMATIONS_PER_ADDRESS_PER_MINUTE = 3;
 
 /** Test notifications per user and minute: enough to try again after fixing a setting, too few to spam a push service. */
 export const TEST_PUSHES_PER_MINUTE = 3;
@@ -63,6 +69,8 @@ interface Deps {
   pushSubscriptions: PushSubscriptions;
   sendTestPush: (userId: string) => Promise<number>;
   changes: Pick<ChangeFeed, 'subscribe'>;
+  /** With REDIS_URL, the per-address limit is counted in Redis (under the address's hash): one budget for all processes. */
+  rateLimitStore: LimiterStore;
 }
 
 /** Bodies kept at most; past it the oldest goes (a burst of sign-ins must not grow memory without bound). */
@@ -109,6 +117,7 @@ export function meRoutes(deps: Deps) {
   const confirmLimit = createLimiter(CONFIRMATIONS_PER_MINUTE);
   // Each change may cost a bcrypt comparison: a signed-in script must not fill the queue everyone's sign-in waits in.
   const changeLimit = createLimiter(ADDRESS_CHANGES_PER_MINUTE);
+  const confirmAddressLimit = createLimiter(CONFIRMATIONS_PER_ADDRESS_PER_MINUTE, deps.rateLimitStore, 'confirm-address');
 
   const me = createMeCache(deps, async (userId) => {
     const row = await deps.users.findById(userId);
@@ -135,13 +144,17 @@ export function meRoutes(deps: Deps) {
     const fields = { ...(b.email !== undefined && { email: b.email }), ...(b.phone !== undefined && { phone: b.phone }) };
     const shown = { currentPasswordHash: b.current_password_hash ?? null, code: b.code ?? null };
     const updated = unwrap(await deps.addressChange.changeOwn(c.var.user.id, fields, shown));
-    return c.json(await deps.tokens.issue(updated), 200);
+    // The new token keeps the sign-in time of the one it replaces: a change is not a fresh sign-in (docs/api.md,
+    // "Console sessions").
+    return c.json(await deps.tokens.issue(updated, { authTime: c.var.user.authTime }), 200);
   });
 
   // docs/api.md, "Addresses: claims and proof": a 6-digit code to the account's own email or phone.
   app.post('/addresses/confirm', async (c) => {
     const b = await readJson(c, AddressConfirm);
     await confirmLimit(c.var.user.id);
+    const address = await confirmedAddressHash(deps.users, c.var.user.id, b.channel);
+    if (address) await confirmAddressLimit(address);
     unwrap(await deps.peopleAuth.requestAddressConfirmation(c.var.user.id, b.channel));
     return c.json({ status: 'accepted' }, 202);
   });
@@ -172,4 +185,12 @@ export function meRoutes(deps: Deps) {
   });
 
   return app;
+}
+
+/** identifier_hash of the address a confirmation code would go to; null when the account has none there (a placeholder is none). */
+async function confirmedAddressHash(users: Pick<UserStore, 'findById'>, userId: string, channel: 'email' | 'sms'): Promise<string | null> {
+  const row = await users.findById(userId);
+  if (!row) return null;
+  if (channel === 'sms') return row.phone_hash;
+  return isSyntheticEmail(row.email) ? null : row.email_hash;
 }

@@ -94,10 +94,12 @@ function addAdminForm(id, members, reload) {
     h('button', { type: 'submit' }, t('admins.add_button')),
   ], async (data, _submitter) => {
     const email = String(data.get('email')).trim();
-    // By address: the account that proved it gets the row now; otherwise it waits until someone proves it.
-    const added = await api('POST', `/mosques/${id}/admins`, { email, can_trigger: data.get('can_trigger') === 'on', can_manage: data.get('can_manage') === 'on' });
-    flash(t(added.status === 'waiting_for_proof' ? 'admins.waiting' : 'admins.added', { email }));
+    // By address (docs/api.md, "Addresses: claims and proof"): one answer whether or not someone proved it; the
+    // account that did gets the row just after the answer, so the list is read again a moment later too.
+    await api('POST', `/mosques/${id}/admins`, { email, can_trigger: data.get('can_trigger') === 'on', can_manage: data.get('can_manage') === 'on' });
+    flash(t('admins.accepted', { email }));
     await reload();
+    setTimeout(() => void reload(), 1000);
   });
 }
 

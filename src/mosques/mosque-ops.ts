@@ -8,6 +8,7 @@ import type { MosqueFields, MosqueRow, MosqueStore } from './mosques.ts';
 import { mayHold, type UserStore } from '../people/users.ts';
 import { identifierHash } from '../platform/identifiers.ts';
 import { claimUnclaimed, type AddressGrants, type NewGrant } from './address-grants.ts';
+import type { AfterAnswer } from '../platform/flow/after-answer.ts';
 
 /** Why an account named by id that has proven nothing is refused a membership, an admin row or a mosque. */
 export const UNPROVEN_TARGET = 'That account has not confirmed an email or phone yet, so it can hold nothing: name it by its address '
@@ -31,6 +32,8 @@ export type Grantee = { userId: string } | { email: string };
 
 export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admins: AdminStore; users: UserStore; activity: ActivityLog; memberships: Memberships;
   grants: AddressGrants;
+  /** Where naming an admin by email does its work: after the answer (docs/api.md, "Addresses: claims and proof"). */
+  afterAnswer: AfterAnswer;
   /** Called just before a mosque is deleted; the function it returns runs just after. */
   beforeDelete?: (mosqueId: string) => Promise<(() => Promise<void>) | void> | (() => void) | void;
   /** Told after a mosque's fields change (its devices' configs carry its stream). */
@@ -70,7 +73,7 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
   const waitOn = (w: Work, mosqueId: string, email: string, grant: NewGrant, actor: Actor) =>
     deps.grants.add(w, mosqueId, identifierHash(email), grant, actor.id);
 
-  return {
+  const ops = {
     /** An owner named by an address nobody has proven waits on it: the mosque has no owner until someone proves it. */
     async create(fields: MosqueFields, owner: Grantee | null, actor: Actor): Promise<Result<MosqueRow>> {
       const ownerUserId = owner ? await accountOf(owner) : null;
@@ -113,6 +116,15 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
       const after = await deps.beforeDelete?.(mosque.id);
       await mosques.delete(mosque.id);
       await after?.();
+    },
+
+    /**
+     * docs/api.md, "Addresses: claims and proof": an admin named by email is added after the answer, which is the
+     * same whether or not an account holds the address: the holder's row, or the grant that waits on the address.
+     * Adding someone who is an admin already changes nothing (the caller lists the admins to see them).
+     */
+    addAdminByEmail(mosque: MosqueRow, email: string, flags: { can_trigger: boolean; can_manage: boolean }, actor: Actor): void {
+      deps.afterAnswer.defer('admin by email', () => ops.addAdmin(mosque, { email }, flags, actor));
     },
 
     /** An admin named by an address nobody has proven waits on it (`waiting`), with the flags asked. */
@@ -174,6 +186,7 @@ export function createMosqueOps(deps: { store: Store; mosques: MosqueStore; admi
       });
     },
   };
+  return ops;
 }
 
 export type MosqueOps = ReturnType<typeof createMosqueOps>;

@@ -9,6 +9,7 @@ import type { PasswordHasher } from './passwords.ts';
 import type { AccessTokens, TokenResponse } from './tokens.ts';
 import type { UserRow, UserStore } from './users.ts';
 import type { AddressProof } from './addresses/address-proof.ts';
+import type { AfterAnswer } from '../platform/flow/after-answer.ts';
 
 export interface PeopleAuthDeps {
   users: UserStore;
@@ -21,6 +22,8 @@ export interface PeopleAuthDeps {
   clock: Clock;
   logger: Logger;
   passwordResetTtlHours: number;
+  /** Where the code and reset flows put what depends on the account existing: after the answer. */
+  afterAnswer: AfterAnswer;
 }
 
 export interface SignupInput {
@@ -110,7 +113,7 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
 
   /** The notice's write and message come after the answer: a taken address must not answer later than a free one. */
   function tellLater(hash: string, to: { channel: Channel; to: string }): void {
-    setImmediate(() => void tellOfSignupAttempt(hash, to).catch((err: unknown) => deps.logger.error({ err }, 'signup notice failed')));
+    deps.afterAnswer.defer('signup notice', () => tellOfSignupAttempt(hash, to));
   }
 
   async function tellOfSignupAttempt(hash: string, to: { channel: Channel; to: string }): Promise<void> {
@@ -131,12 +134,18 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     return ok(await tokens.issue(matched.value));
   }
 
-  /** Sends a login code when a non-superadmin account exists; the caller answers 202 either way. */
+  /**
+   * Sends a login code when a non-superadmin account exists; the caller answers 202 either way. docs/api.md
+   * "Signing in": the lookup, the code's write and the send all run after the answer, so a held address costs the
+   * answer no more than a free one.
+   */
   async function requestLoginCode(identifier: string, channel: Channel | null): Promise<void> {
-    const user = await users.findByIdentifierHash(identifier);
-    if (!user || user.role === 'superadmin') return;
-    await sendCode(user, destination(user, channel), 'login_code',
-      (code) => `Your Minaret sign-in code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
+    deps.afterAnswer.defer('login code', async () => {
+      const user = await users.findByIdentifierHash(identifier);
+      if (!user || user.role === 'superadmin') return;
+      await sendCode(user, destination(user, channel), 'login_code',
+        (code) => `Your Minaret sign-in code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
+    });
   }
 
   /** Issues a login code bound to the address it goes to (redeeming it proves that address), and sends it. */
@@ -175,19 +184,23 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     return proved.ok ? proved.user : null;
   }
 
-  /** Sends a reset link token when a non-superadmin account exists (superadmins use superadmin-forgot). */
+  /**
+   * Sends a reset link token when a non-superadmin account exists (superadmins use superadmin-forgot); after the
+   * answer, as for a login code.
+   */
   async function requestPasswordReset(identifier: string, channel: Channel | null): Promise<void> {
-    const user = await users.findByIdentifierHash(identifier);
-    if (!user || user.role === 'superadmin') return;
-    const to = destination(user, channel);
-    if (!to) return;
-    const token = await codes.issueResetToken(user.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
-    notifier.send({
-      channel: to.channel,
-      to: to.to,
-      purpose: 'password_reset',
-      text: `Use this token to reset your Minaret password within ${deps.passwordResetTtlHours} hours: ${token}`,
-      token,
+    deps.afterAnswer.defer('password reset', async () => {
+      const user = await users.findByIdentifierHash(identifier);
+      const to = user && user.role !== 'superadmin' ? destination(user, channel) : null;
+      if (!to) return;
+      const token = await codes.issueResetToken(user!.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
+      notifier.send({
+        channel: to.channel,
+        to: to.to,
+        purpose: 'password_reset',
+        text: `Use this token to reset your Minaret password within ${deps.passwordResetTtlHours} hours: ${token}`,
+        token,
+      });
     });
   }
 

@@ -19,6 +19,13 @@ import type { ConsoleSessionsTable } from '../../generated/tables.ts';
  */
 export const FRESH_SIGN_IN_SECONDS = 10 * 60;
 
+/**
+ * Every "fresh sign-in" rule asks this: it reads the token's sign-in time (`auth_time`, [OpenID Connect Core 1.0
+ * §2]), never its `iat`, since a console session mints tokens with a new `iat` for days (docs/api.md "Console
+ * sessions").
+ */
+export const isFreshSignIn = (claims: Pick<AccessClaims, 'authTime'>, nowSeconds: number) => nowSeconds - claims.authTime <= FRESH_SIGN_IN_SECONDS;
+
 interface Deps {
   users: UserStore;
   hasher: PasswordHasher;
@@ -46,7 +53,7 @@ export function createSessions(deps: Deps) {
   /** Guard for `current === null`: allowed only for an account without a password, from a fresh sign-in. */
   function mayOmitCurrent(hasPassword: boolean, claims: AccessClaims): Result<void> {
     if (hasPassword) return fail('invalid_credentials', 'current_password_hash is required: this account has a password.');
-    if (toUnixSeconds(deps.clock()) - claims.iat > FRESH_SIGN_IN_SECONDS) {
+    if (!isFreshSignIn(claims, toUnixSeconds(deps.clock()))) {
       return fail('forbidden', 'Setting a first password needs a sign-in from the last 10 minutes: sign in with a code, then try again.');
     }
     return ok(undefined);
@@ -78,7 +85,10 @@ export function createSessions(deps: Deps) {
     await users.setPassword(user.id, hashed.value); // raises the token version: every older token ends
     await endPending(user.id);
     const changed = await users.findById(user.id);
-    return changed ? ok(await deps.tokens.issue(changed)) : fail('unauthorized');
+    // The right current password is a sign-in now; a first password set without one keeps the sign-in it rode on,
+    // or its new token would stretch those 10 minutes.
+    const authTime = current === null ? claims.authTime : undefined;
+    return changed ? ok(await deps.tokens.issue(changed, { ...(authTime !== undefined && { authTime }) })) : fail('unauthorized');
   }
 
   /** Every token of the account, and every pending superadmin sign-in or reset, stops working. */
@@ -98,16 +108,16 @@ export function createSessions(deps: Deps) {
 
   /**
    * docs/api.md "Console sessions": a token from a sign-in in the last 10 minutes is traded for a session cookie and
-   * dies in the trade, so the page holds short-lived tokens only. A token minted from a session may not open
-   * another: that would stretch a session past its absolute lifetime.
+   * dies in the trade, so the page holds short-lived tokens only. The new session keeps that sign-in's time, so a
+   * token minted from it can open another only within the same 10 minutes (and the trade ends the one it came
+   * from): no chain of sessions outlives the sign-in that began it by more than that.
    */
   async function openConsoleSession(claims: AccessClaims): Promise<Result<{ cookie: string; token: TokenResponse }>> {
-    if (claims.sid) return fail('forbidden', 'A token minted from a console session cannot open another one: sign in again.');
-    if (toUnixSeconds(deps.clock()) - claims.iat > FRESH_SIGN_IN_SECONDS) {
+    if (!isFreshSignIn(claims, toUnixSeconds(deps.clock()))) {
       return fail('forbidden', 'A console session needs a sign-in from the last 10 minutes: sign in again.');
     }
     await logout(claims);
-    const cookie = await deps.consoleSessions.open(claims.id);
+    const cookie = await deps.consoleSessions.open(claims.id, claims.authTime);
     const token = cookie ? await deps.consoleSessions.mint(cookie) : null;
     return cookie && token ? ok({ cookie, token }) : fail('unauthorized');
   }
@@ -132,8 +142,11 @@ type ConsoleSessionRow = Selectable<ConsoleSessionsTable>;
 const COOKIE_VALUE = /^([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/;
 
 export interface ConsoleSessions {
-  /** A new session of the user at their current token version; the cookie value, or null when the user is gone. */
-  open(userId: string): Promise<string | null>;
+  /**
+   * A new session of the user at their current token version, opened by the sign-in at `authTime` (Unix seconds),
+   * which every token minted from it carries; the cookie value, or null when the user is gone.
+   */
+  open(userId: string, authTime: number): Promise<string | null>;
   /** A short-lived token from a live session, which counts as used now; null (and the row gone) otherwise. */
   mint(cookie: string): Promise<TokenResponse | null>;
   /** Whether the user's session is live now (an open event stream asks: it outlives the token it opened with). */
@@ -164,7 +177,7 @@ export function createConsoleSessions(deps: {
     row.expires_at > at && row.last_used_at + settings.idleSeconds > at && (await deps.users.tokenVersion(row.user_id)) === row.token_version;
 
   return {
-    async open(userId) {
+    async open(userId, authTime) {
       const version = await deps.users.tokenVersion(userId);
       if (version === undefined) return null;
       const at = now();
@@ -175,6 +188,7 @@ export function createConsoleSessions(deps: {
         await trx.deleteFrom('console_sessions').where((eb) => eb.or([eb('expires_at', '<=', at), eb('last_used_at', '<=', at - settings.idleSeconds)])).execute();
         await trx.insertInto('console_sessions').values({
           id, secret_hash: sha256Hex(secret), user_id: userId, token_version: version, created_at: at, last_used_at: at, expires_at: at + settings.absoluteSeconds,
+          auth_time: Math.min(authTime, at),
         }).execute();
         // The newest `maxPerUser` by use stay; a person signing in on an eleventh browser ends the one unused longest.
         await trx.deleteFrom('console_sessions').where('user_id', '=', userId).where('id', 'not in', (eb) => eb.selectFrom('console_sessions')
@@ -196,7 +210,7 @@ export function createConsoleSessions(deps: {
       }
       await store.updateTable('console_sessions').set({ last_used_at: at }).where('id', '=', row.id).execute();
       // Never past the session's own end.
-      return deps.tokens.issue(user, { sessionId: row.id, ttlSeconds: Math.min(settings.tokenTtlSeconds, row.expires_at - at) });
+      return deps.tokens.issue(user, { session: { id: row.id, ttlSeconds: Math.min(settings.tokenTtlSeconds, row.expires_at - at) }, authTime: row.auth_time });
     },
 
     async isLive(sessionId, userId) {

@@ -21,12 +21,22 @@ export interface AccessClaims {
    * sign-in. Signing such a token out ends its session too.
    */
   sid: string | null;
+  /**
+   * Unix seconds of the sign-in the token stems from, the `auth_time` claim of [OpenID Connect Core 1.0 §2]: the
+   * token's own `iat` for a token from a sign-in, the opening sign-in's for one minted from a console session
+   * (docs/api.md "Console sessions"). Every "fresh sign-in" rule reads this, never `iat`. A token issued before
+   * tokens carried it counts from its `iat`.
+   */
+  authTime: number;
 }
 
-/** A token minted from a console session: short-lived, and naming the session. */
+/**
+ * A token minted from a console session is short-lived, names the session and carries the session's sign-in time;
+ * a token that replaces one (a password change) may carry the sign-in time of the token it replaces.
+ */
 export interface IssueOptions {
-  sessionId: string;
-  ttlSeconds: number;
+  session?: { id: string; ttlSeconds: number };
+  authTime?: number;
 }
 
 export interface TokenResponse {
@@ -78,8 +88,12 @@ export function createAccessTokens(deps: Deps): AccessTokens {
   return {
     async issue(user, options) {
       const iat = Math.floor(deps.clock() / 1000);
-      const ttl = options?.ttlSeconds ?? ttlSeconds;
-      const claims = { id: user.id, email: user.email, role: user.role, ver: user.token_version, ...(options && { sid: options.sessionId }) };
+      const ttl = options?.session?.ttlSeconds ?? ttlSeconds;
+      const claims = {
+        id: user.id, email: user.email, role: user.role, ver: user.token_version,
+        auth_time: Math.min(options?.authTime ?? iat, iat),
+        ...(options?.session && { sid: options.session.id }),
+      };
       const token = await new SignJWT(claims)
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setJti(crypto.randomBytes(16).toString('base64url'))
@@ -112,11 +126,16 @@ async function verifySignature(token: string, key: Uint8Array, clock: Clock): Pr
       requiredClaims: ['exp', 'iat'],
       currentDate: new Date(clock()),
     });
-    const { id, email, role, ver, iat, exp, jti, sid } = payload as Record<string, unknown>;
+    const { id, email, role, ver, iat, exp, jti, sid, auth_time: authTime } = payload as Record<string, unknown>;
     if (typeof id !== 'string' || typeof email !== 'string' || typeof ver !== 'number') return null;
     if (role !== 'member' && role !== 'superadmin') return null;
     const tokenIdHash = sha256Hex(typeof jti === 'string' ? jti : token);
-    return { id, email, role, ver, iat: iat as number, exp: exp as number, tokenIdHash, sid: typeof sid === 'string' ? sid : null };
+    const issuedAt = iat as number;
+    return {
+      id, email, role, ver, iat: issuedAt, exp: exp as number, tokenIdHash, sid: typeof sid === 'string' ? sid : null,
+      // Never later than the token itself: a sign-in cannot happen after the token it gave.
+      authTime: typeof authTime === 'number' && Number.isFinite(authTime) ? Math.min(authTime, issuedAt) : issuedAt,
+    };
   } catch (err) {
     if (err instanceof joseErrors.JOSEError || err instanceof TypeError) return null;
     throw err;

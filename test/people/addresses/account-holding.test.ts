@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { sha256, signupMember, startTestService, type TestService } from '../support/service.ts';
-import { API, confirmAddress, createMosque, joinMosque, member, signInSuperadmin, type Person } from '../support/people.ts';
-import { closed, connectDevice, registerPlayer } from '../support/devices.ts';
-import { storeOf } from '../support/database.ts';
-import { assertError } from '../support/api.ts';
+import { sha256, signupMember, startTestService, type TestService } from '../../support/service.ts';
+import { API, confirmAddress, createMosque, joinMosque, member, signInSuperadmin, type Person } from '../../support/people.ts';
+import { closed, connectDevice, registerPlayer } from '../../support/devices.ts';
+import { storeOf } from '../../support/database.ts';
+import { assertError } from '../../support/api.ts';
 
 /**
  * docs/api.md, "Addresses: claims and proof": an account whose every address is unproven holds nothing, so a
