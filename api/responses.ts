@@ -85,7 +85,9 @@ export const Mosque = v.object({
 });
 
 const flags = { is_owner: v.boolean(), can_trigger: v.boolean(), can_manage: v.boolean() };
-export const Admin = v.object({ user_id: v.string(), email: nullable(v.string()), ...flags });
+/** Whether the person's addresses are proven or only claimed (docs/api.md, "Addresses: claims and proof"). */
+const proof = { email_proven: v.boolean(), phone_proven: v.boolean() };
+export const Admin = v.object({ user_id: v.string(), email: nullable(v.string()), ...proof, ...flags });
 
 export const Membership = v.object({
   id: v.string(),
@@ -99,7 +101,7 @@ export const Membership = v.object({
   created_at: isoTime,
   updated_at: isoTime,
 });
-export const MembershipWithEmail = v.object({ ...Membership.entries, user_email: v.string(), user_email_is_placeholder: v.boolean(), user_phone: nullable(v.string()) });
+export const MembershipWithEmail = v.object({ ...Membership.entries, user_email: v.string(), user_email_is_placeholder: v.boolean(), user_phone: nullable(v.string()), ...proof });
 
 export const Me = v.object({
   user: User,

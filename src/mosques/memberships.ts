@@ -8,7 +8,7 @@ import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { MosqueRow } from './mosques.ts';
-import type { UserStore } from '../people/users.ts';
+import type { Contact, UserStore } from '../people/users.ts';
 import type { MembershipsTable } from '../../generated/tables.ts';
 
 export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
@@ -47,8 +47,8 @@ export function toMembership(row: MembershipRow): Membership {
   };
 }
 
-/** A membership with its member's addresses: what a mosque's admins see of them. */
-export type MemberRow = MembershipRow & { email: string; phone: string | null };
+/** A membership with its member's addresses and whether each is proven: what a mosque's admins see of them. */
+export type MemberRow = MembershipRow & Contact;
 
 /** The activity kind of a person's own join: the one way to approval that does not lift an admin's removal. */
 const JOINED = 'membership.joined';
@@ -92,12 +92,12 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
     (await q.selectFrom('memberships').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()) as MembershipRow[];
   const removedEntry = (q: Queries, mosqueId: string, userId: string) =>
     q.selectFrom('membership_removals').select('by_self').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
-  /** Each membership with its member's email and phone, which the people's store keeps (a statement per 512 members). */
+  /** Each membership with its member's email and phone and their proof, which the people's store keeps (a statement per 512 members). */
   const withMembers = async (rows: MembershipRow[]): Promise<MemberRow[]> => {
     const contacts = await deps.users.contactsOf(rows.map((r) => r.user_id));
     return rows.flatMap((r) => {
       const c = contacts.get(r.user_id);
-      return c ? [{ ...r, email: c.email, phone: c.phone }] : [];
+      return c ? [{ ...r, ...c }] : [];
     });
   };
   const now = () => toUnixSeconds(deps.clock());
