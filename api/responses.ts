@@ -173,6 +173,8 @@ export const Broadcast = v.object({
 export const EventTicket = v.object({ ticket: v.string(), expires_in: v.pipe(v.number(), v.integer()) });
 
 export const PushSubscriptionSaved = v.object({ endpoint: v.string() });
+/** One of the caller's own subscriptions: never its keys (docs/api.md, "Web Push, from a browser's side"). */
+export const PushSubscriptionEntry = v.object({ endpoint: v.string(), created_at: isoTime });
 export const PushTestQueued = v.object({ queued: v.pipe(v.number(), v.integer(), v.minValue(0)) });
 export const VapidKey = v.object({ public_key: v.string() });
 
