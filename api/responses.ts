@@ -85,7 +85,9 @@ export const Mosque = v.object({
 });
 
 const flags = { is_owner: v.boolean(), can_trigger: v.boolean(), can_manage: v.boolean() };
-export const Admin = v.object({ user_id: v.string(), email: nullable(v.string()), ...flags });
+/** Whether the person's addresses are proven or only claimed (docs/api.md, "Addresses: claims and proof"). */
+const proof = { email_proven: v.boolean(), phone_proven: v.boolean() };
+export const Admin = v.object({ user_id: v.string(), email: nullable(v.string()), ...proof, ...flags });
 /** docs/api.md, "Addresses: claims and proof": an admin named by email, the same whether or not an account holds it. */
 export const AdminAccepted = v.object({ status: v.literal('accepted'), email: v.string(), can_trigger: v.boolean(), can_manage: v.boolean() });
 
@@ -101,7 +103,7 @@ export const Membership = v.object({
   created_at: isoTime,
   updated_at: isoTime,
 });
-export const MembershipWithEmail = v.object({ ...Membership.entries, user_email: v.string(), user_email_is_placeholder: v.boolean(), user_phone: nullable(v.string()) });
+export const MembershipWithEmail = v.object({ ...Membership.entries, user_email: v.string(), user_email_is_placeholder: v.boolean(), user_phone: nullable(v.string()), ...proof });
 
 export const Me = v.object({
   user: User,
@@ -173,6 +175,8 @@ export const Broadcast = v.object({
 export const EventTicket = v.object({ ticket: v.string(), expires_in: v.pipe(v.number(), v.integer()) });
 
 export const PushSubscriptionSaved = v.object({ endpoint: v.string() });
+/** One of the caller's own subscriptions: never its keys (docs/api.md, "Web Push, from a browser's side"). */
+export const PushSubscriptionEntry = v.object({ endpoint: v.string(), created_at: isoTime });
 export const PushTestQueued = v.object({ queued: v.pipe(v.number(), v.integer(), v.minValue(0)) });
 export const VapidKey = v.object({ public_key: v.string() });
 

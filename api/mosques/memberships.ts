@@ -39,11 +39,15 @@ interface Deps {
 const HISTORY_LIMIT = 100;
 
 /**
- * A membership as a mosque's admins see it: with the member's email and phone. A phone-only account's
+ * A membership as a mosque's admins see it: with the member's email and phone, and whether each is proven (an
+ * unproven one is only a claim: docs/api.md, "Addresses: claims and proof"). A phone-only account's
  * placeholder email is flagged, so a console shows the phone instead (docs/console.md, "Users").
  */
 export function memberBody(r: MemberRow) {
-  return { ...toMembership(r), user_email: r.email, user_email_is_placeholder: isSyntheticEmail(r.email), user_phone: r.phone };
+  return {
+    ...toMembership(r), user_email: r.email, user_email_is_placeholder: isSyntheticEmail(r.email), user_phone: r.phone,
+    email_proven: r.email_proven, phone_proven: r.phone_proven,
+  };
 }
 
 /** POST /join, PATCH and DELETE /memberships/{id} (docs/api.md, "Memberships"). */

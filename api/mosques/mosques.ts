@@ -139,7 +139,7 @@ export function mosqueRoutes(deps: Deps) {
   app.post('/:id/join-code', gate('manager'), async (c) => c.json(show(c, await deps.mosqueOps.rotateJoinCode(c.var.mosque, actorOf(c)))));
 
   app.get('/:id/admins', gate('admin'), async (c) =>
-    c.json((await deps.admins.listForMosque(c.var.mosque.id)).map((a) => ({ user_id: a.user_id, email: a.email, ...toFlags(a) }))),
+    c.json((await deps.admins.listForMosque(c.var.mosque.id)).map((a) => ({ user_id: a.user_id, email: a.email, email_proven: a.email_proven, phone_proven: a.phone_proven, ...toFlags(a) }))),
   );
 
   app.post('/:id/admins', gate('manager'), async (c) => {
@@ -218,5 +218,9 @@ function requireSomething(body: Record<string, unknown>): void {
 }
 
 async function adminBody(users: UserStore, row: Parameters<typeof toFlags>[0]) {
-  return { user_id: row.user_id, email: (await users.findById(row.user_id))?.email ?? null, ...toFlags(row) };
+  const user = await users.findById(row.user_id);
+  return {
+    user_id: row.user_id, email: user?.email ?? null,
+    email_proven: user ? user.email_proven_at !== null : false, phone_proven: user ? user.phone_proven_at !== null : false, ...toFlags(row),
+  };
 }

@@ -2,7 +2,7 @@ import { Hono } from 'hono';
 import * as v from 'valibot';
 import { toFlags, type AdminStore } from '../../src/mosques/admins.ts';
 import { toMembership, type Memberships } from '../../src/mosques/memberships.ts';
-import type { PushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
+import { toPushSubscription, type PushSubscriptions } from '../../src/broadcasts/push-subscriptions.ts';
 import { checkPushEndpoint } from '../../src/broadcasts/push-endpoint.ts';
 import { toUser, type UserStore } from '../../src/people/users.ts';
 import type { AddressChange } from '../../src/people/addresses/address-change.ts';
@@ -165,6 +165,9 @@ export function meRoutes(deps: Deps) {
   });
 
   app.get('/memberships', async (c) => c.json((await deps.memberships.listForUser(c.var.user.id)).map(toMembership)));
+
+  // Only the caller's own, oldest first: the list they manage (docs/api.md, "Web Push, from a browser's side").
+  app.get('/push-subscriptions', async (c) => c.json((await deps.pushSubscriptions.listForUser(c.var.user.id)).map(toPushSubscription)));
 
   app.post('/push-subscriptions', holderOnly(deps.users), async (c) => {
     const b = await readJson(c, PushSubscription);

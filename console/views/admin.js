@@ -28,6 +28,15 @@ export async function mosqueContext(id) {
 /** How a member is named to admins: their email, or their phone when the email is an account's placeholder. */
 export const memberName = (m) => (m.user_email_is_placeholder ? m.user_phone ?? m.user_email : m.user_email);
 
+/** Whether the address memberName shows is proven. */
+export const nameProven = (m) => (m.user_email_is_placeholder && m.user_phone ? m.phone_proven : m.email_proven);
+
+/**
+ * The mark beside an address its owner has not proven: until they do, it is only a claim, and approving the
+ * member approves whoever claimed it (docs/api.md, "Addresses: claims and proof"). Nothing beside a proven one.
+ */
+export const unprovenMark = (proven, which) => !proven && h('span', { class: 'badge unproven', 'data-unproven': which, title: t('proof.unproven_hint') }, t('proof.unproven'));
+
 /** The mosque's heading and its tabs; the open tab carries aria-current. */
 export function mosqueHeader(mosque, current, canManage = false) {
   return [
@@ -49,7 +58,7 @@ export async function mosqueView(page, id) {
     const all = await api('GET', `/mosques/${id}/memberships`);
     const waiting = all.filter((m) => m.status === 'pending');
     replace(pending, waiting.length === 0 ? h('li', { class: 'muted' }, t('admin.no_pending')) : waiting.map((m) => h('li', {},
-      h('div', {}, h('a', { href: `/mosques/${id}/members/${m.id}`, 'data-nav': '', class: 'email' }, memberName(m)), ' ', h('span', { class: 'muted' }, when(m.created_at))),
+      h('div', {}, h('a', { href: `/mosques/${id}/members/${m.id}`, 'data-nav': '', class: 'email' }, memberName(m)), ' ', unprovenMark(nameProven(m), 'name'), ' ', h('span', { class: 'muted' }, when(m.created_at))),
       h('div', { class: 'row' }, ['approved', 'rejected', 'banned'].map((status) => button(t(`admin.${status}_action`), async () => {
         await api('PATCH', `/memberships/${m.id}`, { status });
         flash(t('admin.member_now', { email: m.user_email, status: t(`status.${status}`) }));

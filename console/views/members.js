@@ -6,7 +6,7 @@ import { api, currentUser } from '../api.js';
 import { h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
 import { flash } from '../nav.js';
-import { activityText, memberName, mosqueContext, mosqueHeader } from './admin.js';
+import { activityText, memberName, mosqueContext, mosqueHeader, nameProven, unprovenMark } from './admin.js';
 import { badge } from './why.js';
 
 /** The membership statuses of the API (src/mosques/memberships.ts MEMBERSHIP_STATUSES), in the filter's order. */
@@ -48,7 +48,7 @@ export async function membersView(page, id) {
     summary.textContent = t('members.showing', { n: shown.length, total: members.length });
     replace(list, shown.length === 0 ? h('li', { class: 'muted' }, t(members.length ? 'members.none_match' : 'admin.no_members')) : shown.map((m) => h('li', { 'data-member': m.id },
       h('a', { href: `/mosques/${id}/members/${m.id}`, 'data-nav': '', class: 'member-link email' }, memberName(m)),
-      h('div', { class: 'row' }, badge(m.status), h('span', { class: 'muted' }, t('members.since', { when: when(m.created_at) }))))));
+      h('div', { class: 'row' }, badge(m.status), unprovenMark(nameProven(m), 'name'), h('span', { class: 'muted' }, t('members.since', { when: when(m.created_at) }))))));
   };
   // The filter lives in the query (as the fleet's does): Back from a member's page comes back to it.
   select.addEventListener('change', () => {
@@ -84,8 +84,8 @@ export async function memberView(page, id, membershipId) {
     replace(body,
       h('section', { 'aria-labelledby': 'who-h' }, h('h2', { id: 'who-h', class: 'email' }, name),
         h('dl', { class: 'facts' },
-          !m.user_email_is_placeholder && [h('dt', {}, t('members.email')), h('dd', { class: 'email' }, m.user_email)],
-          m.user_phone && [h('dt', {}, t('members.phone')), h('dd', {}, m.user_phone)],
+          !m.user_email_is_placeholder && [h('dt', {}, t('members.email')), h('dd', { class: 'email' }, m.user_email, ' ', unprovenMark(m.email_proven, 'email'))],
+          m.user_phone && [h('dt', {}, t('members.phone')), h('dd', {}, m.user_phone, ' ', unprovenMark(m.phone_proven, 'phone'))],
           h('dt', {}, t('members.joined')), h('dd', {}, when(m.created_at)),
           m.admin && [h('dt', {}, t('members.role')), h('dd', {}, t(m.admin.is_owner ? 'members.role_owner' : 'members.role_admin'))])),
       h('section', { 'aria-labelledby': 'status-h' }, h('h2', { id: 'status-h' }, t('members.status')),

@@ -2,7 +2,7 @@
 // and a test notification. A browser that cannot reach its push service says so and the page goes on working.
 import { api } from '../api.js';
 import { button, h, replace } from '../dom.js';
-import { t } from '../i18n.js';
+import { t, when } from '../i18n.js';
 import { navigate } from '../nav.js';
 
 const supported = () => 'serviceWorker' in navigator && 'PushManager' in window && 'Notification' in window;
@@ -62,12 +62,48 @@ async function disable() {
   });
 }
 
-/** The member's "Notifications on this device" section. */
+/** Push services by host, named as a person knows their browser; any other shows its host. */
+const SERVICES = { 'fcm.googleapis.com': 'Chrome / Android', 'updates.push.services.mozilla.com': 'Firefox', 'web.push.apple.com': 'Safari / iPhone' };
+function serviceName(endpoint) {
+  const host = new URL(endpoint).host;
+  return SERVICES[host] ?? (host.endsWith('.notify.windows.com') ? 'Edge / Windows' : host);
+}
+
+/**
+ * Every device of the person that gets notifications (GET /me/push-subscriptions, docs/api.md, "Web Push, from a
+ * browser's side"), each with a Remove. This browser's own is marked; removing it turns it off here as well.
+ */
+function deviceList(report, changed) {
+  const list = h('ul', { class: 'list', 'aria-labelledby': 'push-dev-h', 'data-push-devices': '' });
+  const load = async () => {
+    const [subs, here] = await Promise.all([api('GET', '/me/push-subscriptions'), supported() ? currentSubscription().catch(() => null) : null]);
+    replace(list, subs.length === 0 ? h('li', { class: 'muted' }, t('push.devices_none')) : subs.map((s) => {
+      const name = serviceName(s.endpoint);
+      const mine = s.endpoint === here?.endpoint;
+      return h('li', { 'data-push-endpoint': s.endpoint },
+        h('div', { class: 'row' }, h('strong', {}, name), mine && h('span', { class: 'badge', 'data-this-device': '' }, t('push.this_device'))),
+        h('p', { class: 'muted' }, t('push.device_since', { when: when(s.created_at) })),
+        button(t('push.remove'), async () => {
+          if (mine) await disable();
+          else await api('DELETE', '/me/push-subscriptions', { endpoint: s.endpoint });
+          report(t('push.removed', { name }));
+          await changed(mine);
+        }, report, { class: 'secondary', 'aria-label': `${t('push.remove')}: ${name}` }));
+    }));
+  };
+  return { el: [h('h3', { id: 'push-dev-h' }, t('push.devices_title')), list], load };
+}
+
+/** The member's "Notifications on this device" section, and their other devices that get them. */
 export function pushSection() {
   const status = h('p', { role: 'status', 'data-push-status': '' });
   const controls = h('div', { class: 'row' });
-  const section = h('section', { 'aria-labelledby': 'push-h' }, h('h2', { id: 'push-h' }, t('push.title')), status, controls);
   const report = (text) => { status.textContent = text; };
+  const devices = deviceList(report, async (wasHere) => {
+    if (wasHere) await render(t('push.disabled'));
+    else await devices.load();
+  });
+  const section = h('section', { 'aria-labelledby': 'push-h' }, h('h2', { id: 'push-h' }, t('push.title')), status, controls, devices.el);
 
   const testButton = () => button(t('push.test'), async () => {
     const { queued } = await api('POST', '/me/push-subscriptions/test');
@@ -75,6 +111,7 @@ export function pushSection() {
   }, report, { class: 'secondary' });
 
   const render = async (message) => {
+    void devices.load().catch((err) => report(err.message));
     if (!supported()) {
       report(t('push.unsupported'));
       return replace(controls, testButton());

@@ -6,7 +6,7 @@ import { button, field, form, h, replace } from '../dom.js';
 import { t } from '../i18n.js';
 import { flash } from '../nav.js';
 import { joinLink, qrSvg } from '../qr.js';
-import { mosqueContext, mosqueHeader } from './admin.js';
+import { mosqueContext, mosqueHeader, unprovenMark } from './admin.js';
 
 const FLAGS = ['can_trigger', 'can_manage'];
 
@@ -58,7 +58,7 @@ function adminRow(a, ctx, reload) {
   const editable = ctx.canManage && (!a.is_owner || ctx.superadmin);
   const flagText = FLAGS.filter((f) => a[f]).map((f) => t(`admins.${f}`)).join(' · ') || t('admins.no_flags');
   return h('li', { 'data-admin': a.email },
-    h('div', { class: 'row' }, h('strong', {}, a.email), a.is_owner && h('span', { class: 'badge owner' }, t('admins.owner'))),
+    h('div', { class: 'row' }, h('strong', {}, a.email), unprovenMark(a.email_proven, 'email'), a.is_owner && h('span', { class: 'badge owner' }, t('admins.owner'))),
     editable
       ? h('fieldset', {}, h('legend', {}, t('admins.rights_of', { email: a.email })),
         FLAGS.map((f) => h('label', { class: 'check' }, h('input', { type: 'checkbox', checked: a[f], onchange: async (e) => {

@@ -1,11 +1,19 @@
 import type { Selectable } from 'kysely';
 import type { Queries, Store } from '../platform/store/store.ts';
-import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import type { PushSubscriptionsTable } from '../../generated/tables.ts';
 
 /** A row of `push_subscriptions` (generated/tables.ts). */
 export type PushSubscriptionRow = Selectable<PushSubscriptionsTable>;
+
+/**
+ * A subscription as its owner reads it (docs/api.md, "Web Push, from a browser's side"): the endpoint in full, which
+ * the owner needs to remove it, and never the keys, which only encrypt what is sent to it.
+ */
+export function toPushSubscription(row: PushSubscriptionRow) {
+  return { endpoint: row.endpoint, created_at: toIsoString(row.created_at) };
+}
 
 /** Users named in one IN list: far below SQLite's and PostgreSQL's bound on parameters. */
 const USERS_PER_QUERY = 500;
@@ -48,8 +56,9 @@ export function createPushSubscriptions(store: Store, clock: Clock, maxPerUser: 
     async forget(endpoint: string): Promise<void> {
       await store.deleteFrom('push_subscriptions').where('endpoint', '=', endpoint).execute();
     },
+    /** Oldest first; the endpoint orders those made in the same second, so the owner's list stays put. */
     listForUser: (userId: string): Promise<PushSubscriptionRow[]> =>
-      store.selectFrom('push_subscriptions').selectAll().where('user_id', '=', userId).orderBy('created_at').execute(),
+      store.selectFrom('push_subscriptions').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('endpoint').execute(),
     /**
      * Every subscription of these users, grouped in the order the users are given, each user's oldest first
      * (what listForUser answers one by one), read in a query per USERS_PER_QUERY users. `q` may be the

@@ -4,7 +4,7 @@ import { prepared } from '../platform/store/prepared.ts';
 import { within, type Work } from './work.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
-import type { UserStore } from '../people/users.ts';
+import type { Contact, UserStore } from '../people/users.ts';
 import type { MosqueAdminsTable } from '../../generated/tables.ts';
 
 /** A row of `mosque_admins` (generated/tables.ts). */
@@ -60,7 +60,8 @@ export function standingOf(actor: Actor, row: AdminRow | null): Standing {
  */
 export interface AdminStore {
   find(mosqueId: string, userId: string, q?: Queries): Promise<AdminRow | null>;
-  listForMosque(mosqueId: string, q?: Queries): Promise<Array<AdminRow & { email: string }>>;
+  /** Each admin with their email and whether their addresses are proven (docs/api.md, "Addresses: claims and proof"). */
+  listForMosque(mosqueId: string, q?: Queries): Promise<Array<AdminRow & Omit<Contact, 'phone'>>>;
   listForUser(userId: string): Promise<AdminRow[]>;
   insert(w: Work | undefined, mosqueId: string, userId: string, flags: AdminFlags): Promise<AdminRow>;
   setFlags(w: Work | undefined, mosqueId: string, userId: string, flags: AdminFlags): Promise<AdminRow>;
@@ -81,10 +82,10 @@ export function createAdminStore(
     store.selectFrom('mosque_admins').selectAll().where('mosque_id', '=', v.mosqueId).where('user_id', '=', v.userId));
   const one = async (q: Queries, mosqueId: string, userId: string): Promise<AdminRow | undefined> => (await oneQuery.run(q, { mosqueId, userId })).rows[0];
   // Each admin with their email, which the people's store keeps: the owner first, then by when and by email.
-  const withEmails = (rows: AdminRow[], contacts: Map<string, { email: string }>) => {
+  const withEmails = (rows: AdminRow[], contacts: Map<string, Contact>) => {
     return rows.flatMap((r) => {
       const c = contacts.get(r.user_id);
-      return c ? [{ ...r, email: c.email }] : [];
+      return c ? [{ ...r, email: c.email, email_proven: c.email_proven, phone_proven: c.phone_proven }] : [];
     }).sort((a, b) => b.is_owner - a.is_owner || a.created_at - b.created_at || (a.email < b.email ? -1 : a.email > b.email ? 1 : 0));
   };
 

@@ -8,7 +8,7 @@ import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import { noChanges, type ChangePublisher } from '../platform/changes.ts';
 import type { MosqueRow } from './mosques.ts';
-import type { UserStore } from '../people/users.ts';
+import type { Contact, UserStore } from '../people/users.ts';
 import type { MembershipsTable } from '../../generated/tables.ts';
 
 export type MembershipStatus = 'pending' | 'approved' | 'rejected' | 'banned';
@@ -47,8 +47,11 @@ export function toMembership(row: MembershipRow): Membership {
   };
 }
 
-/** A membership with its member's addresses: what a mosque's admins see of them. */
-export type MemberRow = MembershipRow & { email: string; phone: string | null };
+/** A membership with its member's addresses and whether each is proven: what a mosque's admins see of them. */
+export type MemberRow = MembershipRow & Contact;
+
+/** The activity kind of a person's own join: the one way to approval that does not lift an admin's removal. */
+const JOINED = 'membership.joined';
 
 /** The order used by "never lower an existing membership" (invites). Banned is handled apart. */
 const RANK: Record<MembershipStatus, number> = { rejected: 0, pending: 1, approved: 2, banned: -1 };
@@ -89,12 +92,12 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
     (await q.selectFrom('memberships').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()) as MembershipRow[];
   const removedEntry = (q: Queries, mosqueId: string, userId: string) =>
     q.selectFrom('membership_removals').select('by_self').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).executeTakeFirst();
-  /** Each membership with its member's email and phone, which the people's store keeps (a statement per 512 members). */
+  /** Each membership with its member's email and phone and their proof, which the people's store keeps (a statement per 512 members). */
   const withMembers = async (rows: MembershipRow[]): Promise<MemberRow[]> => {
     const contacts = await deps.users.contactsOf(rows.map((r) => r.user_id));
     return rows.flatMap((r) => {
       const c = contacts.get(r.user_id);
-      return c ? [{ ...r, email: c.email, phone: c.phone }] : [];
+      return c ? [{ ...r, ...c }] : [];
     });
   };
   const now = () => toUnixSeconds(deps.clock());
@@ -111,6 +114,10 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
       if (existing.status !== status) await q.updateTable('memberships').set({ status, updated_at: now() }).where('id', '=', existing.id).execute();
     } else {
       await q.insertInto('memberships').values({ id: crypto.randomUUID(), mosque_id: mosqueId, user_id: userId, status, created_at: now(), updated_at: now() }).execute();
+    }
+    // docs/api.md, "Memberships": an admin's removal outlives the membership; only the mosque approving the
+    // person lifts it (an admin's approval or enrolment, an invitation, adding them as an admin), never their own join.
+    if (status === 'approved' && kind !== JOINED) {
       await q.deleteFrom('membership_removals').where('mosque_id', '=', mosqueId).where('user_id', '=', userId).execute();
     }
     const membership = (await byPair(q, mosqueId, userId))!;
@@ -129,7 +136,10 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
   return {
     /** Adds a listener told after every committed status change (see MembershipListener). */
     listen: (listener: MembershipListener) => void listeners.push(listener),
-    /** Whether an admin removed this user's membership of the mosque and it was not re-created since (one key lookup). */
+    /**
+     * Whether this user's membership of the mosque was ever removed, by an admin or by leaving, and no admin approved
+     * them since (one key lookup). Entitlement asks only while there is no membership: "removed" against "never joined".
+     */
     wasRemoved: async (mosqueId: string, userId: string, q: Queries = store) => (await removedEntry(q, mosqueId, userId)) !== undefined,
     findById: async (id: string) => (await byId(store, id)) ?? null,
     /** The users of the mosque's approved members who have `toggle` on: whom a broadcast's push reaches. */
@@ -162,9 +172,10 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
         if (existing?.status === 'banned') return fail('membership_banned');
         if (existing && existing.status !== 'rejected') return ok({ membership: existing, created: false });
         // docs/api.md, "Memberships": someone an admin removed asks again; auto-approval does not undo the removal.
-        const removed = !existing && (await removedEntry(w.q, mosque.id, userId))?.by_self === 0;
+        // A rejected member reapplying is asked about too: the removal stands until an admin approves them.
+        const removed = (await removedEntry(w.q, mosque.id, userId))?.by_self === 0;
         const status = mosque.auto_approve_members === 1 && !removed ? 'approved' : 'pending';
-        const { membership } = await put(w, mosque.id, userId, status, userId, 'membership.joined', existing);
+        const { membership } = await put(w, mosque.id, userId, status, userId, JOINED, existing);
         return ok({ membership, created: !existing });
       });
     },
@@ -245,8 +256,11 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
       await transact(store, async ({ q }) => {
         await q.deleteFrom('memberships').where('id', '=', membership.id).execute();
         const removal = { mosque_id: membership.mosque_id, user_id: membership.user_id, removed_at: now(), by_self: actorId === membership.user_id ? 1 : 0 };
+        // Leaving never turns an admin's standing removal into the member's own: 0 (an admin's) wins the product.
         await q.insertInto('membership_removals').values(removal)
-          .onConflict((oc) => oc.columns(['mosque_id', 'user_id']).doUpdateSet({ removed_at: removal.removed_at, by_self: removal.by_self })).execute();
+          .onConflict((oc) => oc.columns(['mosque_id', 'user_id']).doUpdateSet((eb) => ({
+            removed_at: removal.removed_at, by_self: eb(eb.ref('membership_removals.by_self'), '*', eb.ref('excluded.by_self')),
+          }))).execute();
         const data = { user_id: membership.user_id, ...(reason && { reason }) };
         await activity.record(q, { mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.removed', subjectId: membership.id, data });
       });

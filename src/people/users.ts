@@ -87,10 +87,15 @@ export function addressKindOf(row: Pick<UserRow, 'email_hash' | 'phone_hash'>, h
   return null;
 }
 
-/** How an account is reached: what a mosque's admins see of a member or an admin. */
+/**
+ * How an account is reached: what a mosque's admins see of a member or an admin, with whether each address is
+ * proven or only claimed (docs/api.md, "Addresses: claims and proof").
+ */
 export interface Contact {
   email: string;
   phone: string | null;
+  email_proven: boolean;
+  phone_proven: boolean;
 }
 
 /**
@@ -111,7 +116,7 @@ export interface UserStore {
   /** Every account claiming this address without having proven it, in the order the claims were made. */
   listUnprovenClaimants(hash: string, q?: Queries): Promise<UserRow[]>;
   findByEmail(email: string): Promise<UserRow | null>;
-  /** The email and phone of each of these accounts, by id (another domain's list names its people by them). */
+  /** The email and phone of each of these accounts and whether each is proven, by id (another domain's list names its people by them). */
   contactsOf(ids: readonly string[], q?: Queries): Promise<Map<string, Contact>>;
   create(user: NewUser, q?: Queries): Promise<UserRow>;
   /** Marks the address (`hash`, one of the account's) proven now. */
@@ -267,8 +272,9 @@ export async function createUserStore(
       const found = new Map<string, Contact>();
       const unique = [...new Set(ids)];
       for (let i = 0; i < unique.length; i += CONTACTS_PER_QUERY) {
-        const rows = await q.selectFrom('users').select(['id', 'email', 'phone']).where('id', 'in', paddedIds(unique.slice(i, i + CONTACTS_PER_QUERY))).execute();
-        for (const { id, email, phone } of rows) found.set(id, { email, phone });
+        const rows = await q.selectFrom('users').select(['id', 'email', 'phone', 'email_proven_at', 'phone_proven_at'])
+          .where('id', 'in', paddedIds(unique.slice(i, i + CONTACTS_PER_QUERY))).execute();
+        for (const r of rows) found.set(r.id, { email: r.email, phone: r.phone, email_proven: r.email_proven_at !== null, phone_proven: r.phone_proven_at !== null });
       }
       return found;
     },

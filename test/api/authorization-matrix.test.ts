@@ -286,6 +286,11 @@ const ROWS: Row[] = [
   },
   { route: `GET ${V1}/me/memberships`, expect: anyone(200), request: () => ({ path: `${V1}/me/memberships` }) },
   {
+    // Only the caller's own (docs/api.md, "Web Push, from a browser's side").
+    route: `GET ${V1}/me/push-subscriptions`, expect: anyone(200), request: () => ({ path: `${V1}/me/push-subscriptions` }),
+    check: (_w, _s, res) => assert.ok(Array.isArray(res.body)),
+  },
+  {
     route: `POST ${V1}/me/push-subscriptions`, expect: anyone(201), mutates: true,
     request: () => ({ path: `${V1}/me/push-subscriptions`, body: { endpoint: pushEndpoint(), keys: pushKeys } }),
   },

@@ -284,7 +284,7 @@ test('the memberships list shows each entry with user_email and filters by ?stat
   assert.ok(Array.isArray(all));
   // The owner's own membership is listed too.
   assert.deepEqual(all.map((m) => m.user_email).sort(), ['amina@example.com', 'bilal@example.com', 'owner@example.com']);
-  for (const m of all) assert.deepEqual(Object.keys(m).sort(), [...MEMBERSHIP_KEYS, 'user_email', 'user_email_is_placeholder', 'user_phone'].sort());
+  for (const m of all) assert.deepEqual(Object.keys(m).sort(), [...MEMBERSHIP_KEYS, 'user_email', 'user_email_is_placeholder', 'user_phone', 'email_proven', 'phone_proven'].sort());
   const pending = await ts.http.get(`${API}/mosques/${mosque.id}/memberships?status=pending`, owner.token);
   assert.equal(pending.status, 200);
   assert.deepEqual(pending.body.map((m: { user_email: string }) => m.user_email), ['bilal@example.com']);

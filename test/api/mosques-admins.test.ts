@@ -72,7 +72,7 @@ test('the owner named at creation gets an admin row with all three flags, shown 
   assert.equal(read.timezone, 'Europe/Oslo');
   assert.equal(read.stream_url, 'https://radio.example.org/live');
   assert.deepEqual(await mosqueAdmins(ts, root.token, mosque.id), [
-    { user_id: owner.id, email: 'owner@example.com', is_owner: true, can_trigger: true, can_manage: true },
+    { user_id: owner.id, email: 'owner@example.com', email_proven: true, phone_proven: false, is_owner: true, can_trigger: true, can_manage: true },
   ]);
   const me = await ts.http.get(`${API}/me`, owner.token);
   assert.deepEqual(me.body.admin_of, [{ mosque_id: mosque.id, is_owner: true, can_trigger: true, can_manage: true }]);
@@ -301,9 +301,9 @@ test('a manager adds an admin (201) with the flags asked, false by default', asy
   const chen = await member(ts, 'chen@example.com');
   const res = await ts.http.post(`${API}/mosques/${mosque.id}/admins`, { user_id: bilal.id, can_trigger: true }, owner.token);
   assert.equal(res.status, 201);
-  assert.deepEqual(res.body, { user_id: bilal.id, email: 'bilal@example.com', is_owner: false, can_trigger: true, can_manage: false });
+  assert.deepEqual(res.body, { user_id: bilal.id, email: 'bilal@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: true, can_manage: false });
   const plain = await ts.http.post(`${API}/mosques/${mosque.id}/admins`, { user_id: chen.id }, owner.token);
-  assert.deepEqual(plain.body, { user_id: chen.id, email: 'chen@example.com', is_owner: false, can_trigger: false, can_manage: false });
+  assert.deepEqual(plain.body, { user_id: chen.id, email: 'chen@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: false, can_manage: false });
   assert.deepEqual(await adminRow(ts, root.token, mosque.id, bilal.id), res.body);
   const me = await ts.http.get(`${API}/me`, bilal.token);
   assert.deepEqual(me.body.admin_of, [{ mosque_id: mosque.id, is_owner: false, can_trigger: true, can_manage: false }]);
@@ -315,7 +315,7 @@ test('adding an admin twice answers 409 conflict and keeps the first flags', asy
   await makeAdmin(ts, root.token, mosque.id, bilal, { can_trigger: true });
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/admins`, { user_id: bilal.id, can_manage: true }, owner.token), 409, 'conflict');
   assertError(await ts.http.post(`${API}/mosques/${mosque.id}/admins`, { user_id: owner.id }, owner.token), 409, 'conflict');
-  assert.deepEqual(await adminRow(ts, root.token, mosque.id, bilal.id), { user_id: bilal.id, email: 'bilal@example.com', is_owner: false, can_trigger: true, can_manage: false });
+  assert.deepEqual(await adminRow(ts, root.token, mosque.id, bilal.id), { user_id: bilal.id, email: 'bilal@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: true, can_manage: false });
   assert.equal((await mosqueAdmins(ts, root.token, mosque.id)).length, 2);
 });
 
@@ -349,9 +349,9 @@ test('a manager updates an admin\'s flags, and the admins list shows them', asyn
   await makeAdmin(ts, root.token, mosque.id, bilal);
   const res = await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, { can_trigger: true, can_manage: true }, owner.token);
   assert.equal(res.status, 200);
-  assert.deepEqual(res.body, { user_id: bilal.id, email: 'bilal@example.com', is_owner: false, can_trigger: true, can_manage: true });
+  assert.deepEqual(res.body, { user_id: bilal.id, email: 'bilal@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: true, can_manage: true });
   const partial = await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, { can_manage: false }, owner.token);
-  assert.deepEqual(partial.body, { user_id: bilal.id, email: 'bilal@example.com', is_owner: false, can_trigger: true, can_manage: false });
+  assert.deepEqual(partial.body, { user_id: bilal.id, email: 'bilal@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: true, can_manage: false });
   assert.deepEqual(await adminRow(ts, root.token, mosque.id, bilal.id), partial.body);
   assertError(await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, { can_trigger: 'no' }, owner.token), 400, 'validation_failed');
   assertError(await ts.http.patch(`${API}/mosques/${mosque.id}/admins/no-such-user`, { can_trigger: true }, owner.token), 404, 'not_found');
@@ -406,7 +406,7 @@ test('only the superadmin lowers the owner\'s flags: a manager gets 403 and the 
     assertError(await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${owner.id}`, body, manager.token), 403, 'forbidden');
   }
   assertError(await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${owner.id}`, { can_trigger: false }, owner.token), 403, 'forbidden');
-  const full = { user_id: owner.id, email: 'owner@example.com', is_owner: true, can_trigger: true, can_manage: true };
+  const full = { user_id: owner.id, email: 'owner@example.com', email_proven: true, phone_proven: false, is_owner: true, can_trigger: true, can_manage: true };
   assert.deepEqual(await adminRow(ts, root.token, mosque.id, owner.id), full);
   const lowered = await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${owner.id}`, { can_trigger: false }, root.token);
   assert.equal(lowered.status, 200);
@@ -427,7 +427,7 @@ test('the owner row cannot be deleted: 409 for the superadmin, 403 for a manager
   assertError(await ts.http.delete(`${API}/mosques/${mosque.id}/admins/${owner.id}`, root.token), 409, 'conflict');
   assertError(await ts.http.delete(`${API}/mosques/${mosque.id}/admins/${owner.id}`, manager.token), 403, 'forbidden');
   assertError(await ts.http.delete(`${API}/mosques/${mosque.id}/admins/${owner.id}`, owner.token), 403, 'forbidden');
-  assert.deepEqual(await adminRow(ts, root.token, mosque.id, owner.id), { user_id: owner.id, email: 'owner@example.com', is_owner: true, can_trigger: true, can_manage: true });
+  assert.deepEqual(await adminRow(ts, root.token, mosque.id, owner.id), { user_id: owner.id, email: 'owner@example.com', email_proven: true, phone_proven: false, is_owner: true, can_trigger: true, can_manage: true });
 });
 
 test('the owner hands ownership to another admin: the new owner gets all three flags, the old one keeps the others', async (t) => {
@@ -436,10 +436,10 @@ test('the owner hands ownership to another admin: the new owner gets all three f
   await makeAdmin(ts, root.token, mosque.id, bilal);
   const res = await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${bilal.id}`, { is_owner: true }, owner.token);
   assert.equal(res.status, 200);
-  assert.deepEqual(res.body, { user_id: bilal.id, email: 'bilal@example.com', is_owner: true, can_trigger: true, can_manage: true });
+  assert.deepEqual(res.body, { user_id: bilal.id, email: 'bilal@example.com', email_proven: true, phone_proven: false, is_owner: true, can_trigger: true, can_manage: true });
   const admins = await mosqueAdmins(ts, root.token, mosque.id);
   assert.deepEqual(admins.filter((a) => a.is_owner).map((a) => a.user_id), [bilal.id], 'exactly one owner');
-  assert.deepEqual(await adminRow(ts, root.token, mosque.id, owner.id), { user_id: owner.id, email: 'owner@example.com', is_owner: false, can_trigger: true, can_manage: true });
+  assert.deepEqual(await adminRow(ts, root.token, mosque.id, owner.id), { user_id: owner.id, email: 'owner@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: true, can_manage: true });
   // The owner's rights moved with the flag.
   assert.equal((await ts.http.delete(`${API}/mosques/${mosque.id}`, bilal.token)).status, 204);
 });
@@ -451,7 +451,7 @@ test('a manager who is not the owner cannot hand over ownership: 403, the owner 
   assertError(await ts.http.patch(`${API}/mosques/${mosque.id}/admins/${manager.id}`, { is_owner: true }, manager.token), 403, 'forbidden');
   const admins = await mosqueAdmins(ts, root.token, mosque.id);
   assert.deepEqual(admins.filter((a) => a.is_owner).map((a) => a.user_id), [owner.id]);
-  assert.deepEqual(await adminRow(ts, root.token, mosque.id, manager.id), { user_id: manager.id, email: 'manager@example.com', is_owner: false, can_trigger: false, can_manage: true });
+  assert.deepEqual(await adminRow(ts, root.token, mosque.id, manager.id), { user_id: manager.id, email: 'manager@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: false, can_manage: true });
 });
 
 test('the superadmin hands over ownership, and a mosque created without an owner gets one', async (t) => {
@@ -467,7 +467,7 @@ test('the superadmin hands over ownership, and a mosque created without an owner
   await makeAdmin(ts, root.token, orphan.id, owner);
   assert.equal((await ts.http.patch(`${API}/mosques/${orphan.id}/admins/${owner.id}`, { is_owner: true }, root.token)).status, 200);
   assert.deepEqual(await mosqueAdmins(ts, root.token, orphan.id), [
-    { user_id: owner.id, email: 'owner@example.com', is_owner: true, can_trigger: true, can_manage: true },
+    { user_id: owner.id, email: 'owner@example.com', email_proven: true, phone_proven: false, is_owner: true, can_trigger: true, can_manage: true },
   ]);
 });
 

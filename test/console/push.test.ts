@@ -104,3 +104,39 @@ test('a member enables notifications: the service worker is active at /, a push 
   await assertAccessible(page, 'member home with notifications');
   assert.deepEqual(problems, []);
 });
+
+test("a member sees each of their devices that gets notifications and removes one; nobody else's is listed", async (t) => {
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const amina = await member(ts, 'amina@push.test');
+  const bilal = await member(ts, 'bilal@push.test');
+  // Headless Chromium cannot subscribe (no push service): the subscriptions are the API's, of a browser's shape.
+  const phone = 'https://fcm.googleapis.com/fcm/send/amina-phone';
+  const laptop = 'https://updates.push.services.mozilla.com/wpush/v2/amina-laptop';
+  for (const [who, endpoint] of [[amina, phone], [amina, laptop], [bilal, 'https://fcm.googleapis.com/fcm/send/bilal']] as const) {
+    assert.equal((await ts.http.post(`${API}/me/push-subscriptions`, { endpoint, keys: browserKeys().keys }, who.token)).status, 201);
+  }
+  const browser = await launchBrowser(t);
+  const { page, problems } = await phonePage(browser, t);
+  await page.goto(`${ts.url}/`);
+  await signIn(page, amina.email);
+
+  const list = page.locator('[data-push-devices]');
+  const row = (endpoint: string) => list.locator(`li[data-push-endpoint="${endpoint}"]`);
+  await row(laptop).waitFor();
+  assert.deepEqual(await list.locator('li').evaluateAll((els) => els.map((e) => e.getAttribute('data-push-endpoint'))), [phone, laptop]);
+  assert.match((await row(phone).textContent()) ?? '', /Chrome \/ Android/);
+  assert.match((await row(laptop).textContent()) ?? '', /Firefox.*Added/);
+  // Neither is this browser's (it holds no subscription).
+  assert.equal(await list.locator('[data-this-device]').count(), 0);
+  await assertAccessible(page, 'member home with their push devices');
+  await shot(page, 'member-push-devices');
+
+  await row(laptop).getByRole('button', { name: 'Remove: Firefox' }).click();
+  await page.locator('[data-push-status]').filter({ hasText: 'Notifications to Firefox are turned off.' }).waitFor();
+  await row(laptop).waitFor({ state: 'detached' });
+  assert.equal(await row(phone).count(), 1);
+  const left = await ts.http.get(`${API}/me/push-subscriptions`, amina.token);
+  assert.deepEqual(left.body.map((s: { endpoint: string }) => s.endpoint), [phone]);
+  assert.equal((await ts.http.get(`${API}/me/push-subscriptions`, bilal.token)).body.length, 1, "bilal's stays");
+  assert.deepEqual(problems, []);
+});

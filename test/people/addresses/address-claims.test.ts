@@ -137,7 +137,7 @@ test('an admin named by an address nobody has proven waits (202), and becomes an
   assert.deepEqual((await ts.http.get(`${API}/mosques/${mosque.id}/admins`, owner.token)).body.map((a: { email: string }) => a.email), ['owner@example.com']);
   const bilal = await member(ts, 'bilal@example.com');
   const admins = (await ts.http.get(`${API}/mosques/${mosque.id}/admins`, owner.token)).body;
-  assert.deepEqual(admins.find((a: { user_id: string }) => a.user_id === bilal.id), { user_id: bilal.id, email: 'bilal@example.com', is_owner: false, can_trigger: true, can_manage: false });
+  assert.deepEqual(admins.find((a: { user_id: string }) => a.user_id === bilal.id), { user_id: bilal.id, email: 'bilal@example.com', email_proven: true, phone_proven: false, is_owner: false, can_trigger: true, can_manage: false });
   // A proven address gets the row just after the same answer.
   const chen = await member(ts, 'chen@example.com');
   const direct = await ts.http.post(`${API}/mosques/${mosque.id}/admins`, { email: 'chen@example.com' }, owner.token);
