@@ -1,5 +1,5 @@
 /**
- * `minaret-device`: the reference device for Linux boards (docs/devices.md). Two commands:
+ * `minaret-device`: the reference device for Linux boards (docs/devices/raspberry-pi.md). Two commands:
  *
  *   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
  *   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]]
@@ -25,7 +25,7 @@ class UsageError extends Error {}
 
 /** minaret-device/<version of this package>, as fw in statuses and in the pairing request. */
 function firmwareVersion(): string {
-  for (const rel of ['../package.json', '../../package.json']) {
+  for (const rel of ['../package.json', '../../package.json', '../../../package.json']) {
     try {
       const pkg = JSON.parse(fs.readFileSync(new URL(rel, import.meta.url), 'utf8')) as { name?: string; version?: string };
       if (pkg.name === 'minaret' && pkg.version) return `minaret-device/${pkg.version}`;

@@ -9,7 +9,7 @@ import { mosqueWithOwner, registerPlayer, registerTransmitter } from '../support
 import { audioToolsMissing, startPlainIcecast } from '../audio/icecast-plain.ts';
 import { deviceLine, measure, readWav, secondsAt, startDevice } from './support.ts';
 
-// The whole audio path with two real minaret-device processes (docs/devices.md): a broadcast started over the API
+// The whole audio path with two real minaret-device processes (docs/devices/raspberry-pi.md): a broadcast started over the API
 // sends broadcast_start to the transmitter, which sends ffmpeg's 440 Hz tone to its Icecast mount as the source;
 // the player hears the start on its mosque's topic, plays its stream_url through ffmpeg into its WAV output, and
 // stops on the stop event, and again when its member is banned (a config without stream_url and lease).

@@ -6,8 +6,8 @@ import path from 'node:path';
 import { nodeArgsFor, runNode, tempDir } from '../support/process.ts';
 import { freePort } from '../support/redis.ts';
 
-// `minaret-device pair` (docs/devices.md, RFC 8628): against a small real HTTP server that answers as
-// docs/devices.md describes the pairing endpoints, and against servers that are not Minaret.
+// `minaret-device pair` (docs/devices/raspberry-pi.md, RFC 8628): against a small real HTTP server that answers as
+// docs/devices/raspberry-pi.md describes the pairing endpoints, and against servers that are not Minaret.
 
 type Handler = (req: http.IncomingMessage, body: string, res: http.ServerResponse) => void;
 

@@ -8,7 +8,7 @@ import { freePort } from '../support/redis.ts';
 import { audioToolsMissing } from '../audio/icecast-plain.ts';
 import { deviceLine, measure, readWav, startDevice } from './support.ts';
 
-// `minaret-device run` (docs/devices.md) as a real process against the real service: the firmware contract of
+// `minaret-device run` (docs/devices/raspberry-pi.md) as a real process against the real service: the firmware contract of
 // docs/firmware.md over MQTT, and play_test through ffmpeg into a WAV file that stands in for the sound card.
 
 const missing = audioToolsMissing();
@@ -44,7 +44,8 @@ test('an approved member\'s player goes ONLINE, answers ping and get_state, and 
   const played = await command('play_test', { duration_ms: 1500 });
   assert.equal(played.status, 200, JSON.stringify(played.body));
   assert.deepEqual(played.body.result, { played: 'tone', duration_ms: 1500 });
-  await new Promise((r) => setTimeout(r, 2500));
+  // On a loaded machine ffmpeg can take a second to start: wait well past the tone's end.
+  await new Promise((r) => setTimeout(r, 4500));
   run.child.kill('SIGTERM');
   assert.equal((await run.exited).code, 0, run.stderr());
   await waitFor('the retained OFFLINE shutdown', async () => (await ts.http.get(`${API}/devices/${player.device.id}`, listener.token)).body.status === 'OFFLINE', 5000);
