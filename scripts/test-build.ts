@@ -14,7 +14,7 @@ import { build } from 'esbuild';
  * rewritten to `.js`, as `tsc` does for dist/ (rewriteRelativeImportExtensions).
  */
 /** Every folder of the project that holds TypeScript (not what is built or installed). */
-export const FOLDERS = ['api', 'bench', 'broker', 'cli', 'generated', 'icecast', 'notify', 'scripts', 'simulator', 'src', 'test'];
+export const FOLDERS = ['api', 'bench', 'broker', 'cli', 'device', 'generated', 'icecast', 'notify', 'scripts', 'simulator', 'src', 'test'];
 
 export async function transpileProject(root: string, outDir: string): Promise<number> {
   // A new folder of TypeScript would otherwise be missing from the run, and its importers fail to load.

@@ -1,11 +1,11 @@
 /**
  * A stream player's ear: one HTTP(S) GET of its stream address, read as it arrives (never buffered whole),
  * each chunk counted. Any answer but 200, an error, or the end of the body ends the attempt; AudioLink
- * (simulator/audio-link.ts) retries.
+ * (device/audio/link.ts) retries.
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { Attempt, AttemptHandlers } from './audio-link.ts';
+import type { Attempt, AttemptHandlers } from '../device/audio/link.ts';
 
 export function openListener(url: string, userAgent: string, h: AttemptHandlers): Attempt {
   const target = new URL(url);

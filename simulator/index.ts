@@ -53,7 +53,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { SimDevice, SimConnectError, type DeviceKind, type DeviceStatus } from './device.ts';
 import { followSchedule } from './follow-schedule.ts';
-import type { AudioSource } from './audio-source.ts';
+import type { AudioSource } from '../device/audio/source.ts';
 
 interface Credential {
   id: string;

@@ -416,7 +416,7 @@ async function transmitterSuite(url: string, rec: Recorder, ctl: mqtt.MqttClient
 }
 
 function noTimers(dev: SimDevice): boolean {
-  return dev['hbTimer'] === null && dev['leaseTimer'] === null && dev['logTtlTimer'] === null && dev['startTimer'] === null;
+  return dev['hbTimer'] === null && dev['leaseTimer'] === null && dev['logTtlTimer'] === null && dev['quietTimer'] === null;
 }
 
 async function retainedStatus(url: string, id: string): Promise<Record<string, unknown> | null> {

@@ -38,8 +38,10 @@ const RULES: Rule[] = [
   // The operator CLI is an edge over src/ (store-level commands, and migrate-store's queries over any table through
   // the store's builder), the public HTTP API, and prints icecast.xml (icecast/).
   { folder: 'cli', allowedPackages: /^(node:.*|bcryptjs|kysely)$/, allowedFolders: ['cli', 'src', 'icecast'] },
-  // The simulator plays firmware from outside: MQTT and HTTP only, nothing of the service's own code.
-  { folder: 'simulator', allowedPackages: /^(node:.*|mqtt|aedes.*)$/, allowedFolders: ['simulator'] },
+  // The reference device speaks only the wire (docs/firmware.md): MQTT, HTTP for pairing, uqr for the pairing QR code.
+  { folder: 'device', allowedPackages: /^(node:.*|mqtt|uqr)$/, allowedFolders: ['device'] },
+  // The simulator plays firmware from outside: MQTT and HTTP only, nothing of the service's own code; its firmware is device/'s.
+  { folder: 'simulator', allowedPackages: /^(node:.*|mqtt|aedes.*)$/, allowedFolders: ['simulator', 'device'] },
 ];
 
 function sourceFiles(dir: string): string[] {
@@ -188,7 +190,7 @@ test('no folder holds more than 12 files', () => {
       if (e.isDirectory() && !['node_modules', '.git', '.tmp', 'data', 'dist'].includes(e.name)) walk(path.join(dir, e.name));
     }
   };
-  for (const top of ['src', 'api', 'broker', 'notify', 'icecast', 'cli', 'simulator', 'bench', 'docs', 'test']) {
+  for (const top of ['src', 'api', 'broker', 'notify', 'icecast', 'cli', 'device', 'simulator', 'bench', 'docs', 'test']) {
     if (fs.existsSync(path.join(ROOT, top))) walk(top);
   }
   assert.deepEqual(crowded, []);
@@ -281,7 +283,7 @@ test('every table of the schema has an owner, and is named in SQL only inside it
   const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((r) => r.name);
   db.close();
   assert.deepEqual(tables.filter((t) => !(t in TABLE_OWNERS)), [], 'a table without an owner in TABLE_OWNERS');
-  const files = ['src', 'api', 'broker', 'notify', 'icecast', 'cli', 'simulator'].flatMap((dir) => sourceFiles(dir))
+  const files = ['src', 'api', 'broker', 'notify', 'icecast', 'cli', 'device', 'simulator'].flatMap((dir) => sourceFiles(dir))
     .map((file) => ({ file: file.split(path.sep).join('/'), text: fs.readFileSync(path.join(ROOT, file), 'utf8') }));
   assert.ok(files.length > 100, `read ${files.length} source files`);
   assert.deepEqual(tablesOutOfPlace(files), []);

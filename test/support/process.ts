@@ -20,7 +20,7 @@ export interface Run {
 }
 
 /** What the build compiles, and what decides it (docs/architecture.md, "Running"). */
-const BUILD_INPUTS = ['src', 'api', 'broker', 'generated', 'notify', 'icecast', 'cli', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
+const BUILD_INPUTS = ['src', 'api', 'broker', 'generated', 'notify', 'icecast', 'cli', 'device', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
 let built = false;
 
 /**

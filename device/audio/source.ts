@@ -1,5 +1,5 @@
 /**
- * A transmitter's source client: ffmpeg encodes a tone (lavfi `sine`) or a file, in real time (`-re`), to MP3
+ * A transmitter's source client (the device's and the simulator's): ffmpeg encodes a tone (lavfi `sine`) or a file, in real time (`-re`), to MP3
  * on its stdout, and this process sends those bytes to the mount as an Icecast 2.4 source (HTTP PUT with
  * `Expect: 100-continue`, basic auth = the device's id and password).
  *
@@ -12,9 +12,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Attempt, AttemptHandlers } from './audio-link.ts';
+import type { Attempt, AttemptHandlers } from './link.ts';
 
-export type AudioSource = { kind: 'tone'; frequency: number } | { kind: 'file'; path: string };
+/** What a transmitter sends: ffmpeg's sine, a file looped, or an ALSA capture device (a microphone, a line in). */
+export type AudioSource = { kind: 'tone'; frequency: number } | { kind: 'file'; path: string } | { kind: 'alsa'; device: string };
 
 export interface SourceTarget {
   /** The transmitter's stream_url (http or https), the mount the source feeds. */
@@ -43,13 +44,15 @@ function track(child: ChildProcess): void {
   });
 }
 
-/** ffmpeg's arguments: MP3 at 64 kb/s mono on stdout, paced in real time, a file looped for ever. */
+/** ffmpeg's arguments: MP3 at 64 kb/s mono on stdout, paced in real time (a capture paces itself), a file looped for ever. */
 export function ffmpegArgs(source: AudioSource): string[] {
   const input =
     source.kind === 'tone'
-      ? ['-f', 'lavfi', '-i', `sine=frequency=${source.frequency}:sample_rate=44100`]
-      : ['-stream_loop', '-1', '-i', source.path];
-  return ['-hide_banner', '-nostdin', '-loglevel', 'error', '-re', ...input, '-vn', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '64k', '-f', 'mp3', 'pipe:1'];
+      ? ['-re', '-f', 'lavfi', '-i', `sine=frequency=${source.frequency}:sample_rate=44100`]
+      : source.kind === 'file'
+        ? ['-re', '-stream_loop', '-1', '-i', source.path]
+        : ['-f', 'alsa', '-i', source.device];
+  return ['-hide_banner', '-nostdin', '-loglevel', 'error', ...input, '-vn', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '64k', '-f', 'mp3', 'pipe:1'];
 }
 
 export function openSource(o: SourceTarget, h: AttemptHandlers): Attempt {
@@ -78,7 +81,7 @@ export function openSource(o: SourceTarget, h: AttemptHandlers): Attempt {
     const auth = Buffer.from(`${o.user}:${o.password}`).toString('base64');
     socket.write(
       `PUT ${target.pathname} HTTP/1.1\r\nHost: ${target.host}\r\nAuthorization: Basic ${auth}\r\nUser-Agent: ${o.userAgent}\r\n` +
-        'Content-Type: audio/mpeg\r\nIce-Public: 0\r\nIce-Name: Minaret simulator\r\nExpect: 100-continue\r\n\r\n',
+        'Content-Type: audio/mpeg\r\nIce-Public: 0\r\nIce-Name: Minaret\r\nExpect: 100-continue\r\n\r\n',
     );
   });
   const onHead = (chunk: Buffer): void => {

@@ -6,7 +6,7 @@
  * that PLAYING follows when a retry succeeds.
  *
  * The link decides nothing about device states: it calls onFlowing / onLost / onUnreachable and the device
- * (simulator/device.ts) transitions.
+ * (device/contract/firmware.ts) transitions.
  */
 
 /** Failed retries before STREAM_ERROR (docs/firmware.md: "could not be reached after at least 3 retries"). */

@@ -1,0 +1,54 @@
+/**
+ * A stream player's ear and mouth: one HTTP(S) GET of its stream address (which carries the lease: it stays in
+ * this process, never in an argv that `ps` shows), each chunk counted for the firmware's PLAYING rule
+ * (device/audio/link.ts) and piped into ffmpeg, which decodes it to the sound card (device/audio/output.ts).
+ * An answer but 200, an error, the end of the body or ffmpeg's exit ends the attempt; the link retries.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { Attempt, AttemptHandlers } from './link.ts';
+import type { Playback, SoundCard } from './output.ts';
+
+/** ffmpeg's input format named from the stream's content type, so it need not probe (seconds of buffering). */
+function formatOf(contentType: string | undefined): string[] {
+  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type === 'audio/mpeg' || type === 'audio/mp3') return ['-f', 'mp3'];
+  if (type === 'application/ogg' || type === 'audio/ogg') return ['-f', 'ogg'];
+  if (type === 'audio/aac' || type === 'audio/aacp') return ['-f', 'aac'];
+  return [];
+}
+
+export function openPlayer(url: string, card: SoundCard, userAgent: string, h: AttemptHandlers): Attempt {
+  const target = new URL(url);
+  if (target.protocol !== 'http:' && target.protocol !== 'https:') throw new Error(`unsupported stream address scheme ${target.protocol}`);
+  const get = target.protocol === 'https:' ? https.get : http.get;
+  let playback: Playback | null = null;
+  let closed = false;
+  const req = get(target, { headers: { 'user-agent': userAgent, 'icy-metadata': '0' } }, (res) => {
+    if (res.statusCode !== 200) {
+      res.resume();
+      h.fail(`HTTP ${res.statusCode ?? 0}${res.statusMessage ? ` ${res.statusMessage}` : ''}`);
+      return;
+    }
+    const play = card.play([...formatOf(res.headers['content-type']), '-probesize', '32768', '-analyzeduration', '0', '-fflags', 'nobuffer', '-i', 'pipe:0']);
+    playback = play;
+    void play.ended.then((error) => {
+      if (!closed) h.fail(error || 'player ffmpeg ended');
+    });
+    res.on('data', (chunk: Buffer) => {
+      h.bytes(chunk.length);
+      play.stdin?.write(chunk);
+    });
+    res.on('end', () => h.fail('stream ended'));
+    res.on('error', (err) => h.fail(err.message));
+    res.on('aborted', () => h.fail('stream aborted'));
+  });
+  req.on('error', (err) => h.fail(err.message || String((err as NodeJS.ErrnoException).code)));
+  return {
+    close() {
+      closed = true;
+      req.destroy();
+      playback?.stop();
+    },
+  };
+}

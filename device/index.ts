@@ -1,0 +1,93 @@
+/**
+ * `minaret-device`: the reference device for Linux boards (docs/devices/raspberry-pi.md). Two commands:
+ *
+ *   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
+ *   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]]
+ *                      [--input tone|FILE|alsa:<dev>] [--ca FILE]
+ *
+ * Exit codes: 0 done, 1 failed (a message on stderr says why), 2 a usage error.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { boardModel } from './board.ts';
+import { parseOutput } from './audio/output.ts';
+import type { AudioSource } from './audio/source.ts';
+import { pair } from './state/pair.ts';
+import { defaultStateDir } from './state/store.ts';
+import { runDevice } from './run.ts';
+
+const USAGE = `usage:
+  minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
+  minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]] [--input tone|FILE|alsa:<dev>] [--ca FILE]`;
+
+class UsageError extends Error {}
+
+/** minaret-device/<version of this package>, as fw in statuses and in the pairing request. */
+function firmwareVersion(): string {
+  for (const rel of ['../package.json', '../../package.json', '../../../package.json']) {
+    try {
+      const pkg = JSON.parse(fs.readFileSync(new URL(rel, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'minaret' && pkg.version) return `minaret-device/${pkg.version}`;
+    } catch {
+      // not this one
+    }
+  }
+  return 'minaret-device/0.0.0';
+}
+
+function inputOf(raw: string | undefined): AudioSource {
+  if (raw === undefined || raw === 'tone') return { kind: 'tone', frequency: 440 };
+  if (raw.startsWith('alsa:') && raw.length > 5) return { kind: 'alsa', device: raw.slice(5) };
+  if (!fs.existsSync(raw)) throw new UsageError(`--input: expected tone, alsa:<device> or an audio file, and ${JSON.stringify(raw)} does not exist`);
+  return { kind: 'file', path: path.resolve(raw) };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      server: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, state: { type: 'string' },
+      output: { type: 'string' }, 'audio-device': { type: 'string' }, input: { type: 'string' }, ca: { type: 'string' },
+    },
+    strict: true,
+  });
+  const stateDir = path.resolve(values.state ?? defaultStateDir());
+  const fw = firmwareVersion();
+  const err = (line: string): void => void process.stderr.write(`${line}\n`);
+  if (command === 'pair') {
+    if (!values.server) throw new UsageError('pair needs --server <url>');
+    if (values.kind !== 'player' && values.kind !== 'transmitter') throw new UsageError('pair needs --kind player or --kind transmitter');
+    const outcome = await pair({
+      server: values.server, kind: values.kind === 'player' ? 'stream_player' : 'transmitter', fw, hwRev: boardModel(), stateDir,
+      ...(values.name !== undefined && { name: values.name }), print: (line) => void process.stdout.write(`${line}\n`),
+    });
+    if (!outcome.ok) {
+      err(`minaret-device: ${outcome.error}`);
+      return 1;
+    }
+    process.stdout.write(`Paired: device ${outcome.state.device.id}, credentials stored in ${outcome.file}\n`);
+    return 0;
+  }
+  if (command === 'run') {
+    const output = parseOutput(values.output, values['audio-device']);
+    if ('error' in output) throw new UsageError(output.error);
+    const reconnectMax = Number(process.env['MINARET_DEVICE_RECONNECT_MAX_MS']);
+    return runDevice({
+      stateDir, output, input: inputOf(values.input), fw, print: (line) => void process.stdout.write(`${line}\n`),
+      ...(values.ca !== undefined && { ca: values.ca }),
+      ...(Number.isInteger(reconnectMax) && reconnectMax >= 1000 && { reconnectMaxMs: reconnectMax }),
+    });
+  }
+  throw new UsageError(command === undefined ? 'a command is needed' : `unknown command ${JSON.stringify(command)}`);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    const usage = e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+    process.stderr.write(`minaret-device: ${e instanceof Error ? e.message : String(e)}\n${usage ? `${USAGE}\n` : ''}`);
+    process.exit(usage ? 2 : 1);
+  },
+);
