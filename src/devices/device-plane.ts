@@ -356,15 +356,13 @@ export async function createDevicePlane(deps: {
         lastSeenMs: telemetry.lastSeenMs,
         holdsLease: entitlement.holdsLease,
       },
-      /** The audio gate (src/audio/audio.ts) and the recordings' lease admission (src/audio/recordings.ts). */
+      /** The facts of the one lease rule (src/audio/lease-admission.ts), which the audio gate and the recording download ask. */
       // From memory, which follows the change feed: the gate answers synchronously (a player registered through
       // another process is known here once the feed told of it, before it can hold a config with a lease).
       audio: {
         devices: { info: devices.info, verifySecret: devices.verifySecret, ownedBy: devices.idsOwnedBy },
         verifyLease: signer.verify,
         lease: entitlement.lease,
-        findDevice: devices.entitlementFacts,
-        decisionFor: entitlement.decisionFor,
       },
     },
 
