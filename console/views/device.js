@@ -175,7 +175,11 @@ export function pairForm({ heading, mosques, code = '', onPaired }) {
     done,
   ], async (data) => {
     const name = String(data.get('name') ?? '').trim();
-    const { device } = await api('POST', '/devices/pairing/approve', { user_code: String(data.get('user_code')), mosque_id: String(data.get('mosque_id')), ...(name && { name }) });
+    const body = { user_code: String(data.get('user_code')), mosque_id: String(data.get('mosque_id')), ...(name && { name }) };
+    // The API's own words for a refused code or a full account: they say what to check, which a generic "not found" does not.
+    const { device } = await api('POST', '/devices/pairing/approve', body).catch((err) => {
+      throw (err.status === 404 || err.status === 409) && err.serverMessage ? new Error(err.serverMessage) : err;
+    });
     done.textContent = t('pair.done', { name: device.name || device.id });
     await onPaired?.(device);
   });
