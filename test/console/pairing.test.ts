@@ -69,8 +69,9 @@ test('the link a device shows signs a visitor in, lands on /pair with the code, 
   // The mosque's Devices tab offers the same to its managers.
   // Moved inside the page (the token lives in its memory), as a link would.
   await page.evaluate((path) => {
-    history.pushState(null, '', path);
-    dispatchEvent(new PopStateEvent('popstate'));
+    const w = globalThis as unknown as { history: { pushState(s: null, u: string, p: string): void }; dispatchEvent(e: unknown): void; PopStateEvent: new (type: string) => unknown };
+    w.history.pushState(null, '', path);
+    w.dispatchEvent(new w.PopStateEvent('popstate'));
   }, `/mosques/${mosque.id}/devices`);
   await page.locator('form[data-pair]').getByRole('heading', { name: 'Add a transmitter' }).waitFor({ timeout: WAIT_MS });
   assert.deepEqual(problems, []);
