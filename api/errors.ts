@@ -5,6 +5,11 @@ import type { Failure, Result } from '../src/platform/failure.ts';
 export const httpStatus = {
   validation_failed: 400,
   invalid_token: 400,
+  // RFC 8628 §3.5: a device's poll before it has credentials; the device reads the code, never the status alone.
+  authorization_pending: 400,
+  slow_down: 400,
+  expired_token: 400,
+  access_denied: 400,
   unauthorized: 401,
   invalid_credentials: 401,
   invalid_code: 401,
@@ -29,6 +34,10 @@ export const httpStatus = {
 const defaultMessage = {
   validation_failed: 'The request does not match the schema.',
   invalid_token: 'The token is unknown, used or expired.',
+  authorization_pending: 'Nobody has approved this pairing yet; poll again after the interval.',
+  slow_down: 'Polled faster than the interval; wait 5 seconds longer between polls from now on.',
+  expired_token: 'This pairing is unknown, expired or already used; start a new one.',
+  access_denied: 'This pairing was denied or is void; start a new one if it was a mistake.',
   unauthorized: 'A valid bearer token is required.',
   invalid_credentials: 'The credentials are not valid.',
   invalid_code: 'The code is wrong, expired or used up.',

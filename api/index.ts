@@ -26,6 +26,8 @@ import { membershipRoutes } from './mosques/memberships.ts';
 import { mosqueRoutes } from './mosques/mosques.ts';
 import { userRoutes } from './people/users.ts';
 import { deviceRoutes } from './devices/devices.ts';
+import { pairingRoutes } from './devices/pairing.ts';
+import type { Pairings } from '../src/devices/pairing/pairing.ts';
 import type { DevicePlane } from '../src/devices/device-plane.ts';
 import { buildOpenApi } from './openapi.ts';
 import { scheduleRoutes } from './schedule/schedule.ts';
@@ -54,7 +56,7 @@ import { RECORDING_DOWNLOAD_PATH, RECORDING_UPLOAD_PATH, recordingRoutes } from 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 /** Paths under /api/v1 that need no bearer token. */
-const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/push/vapid-public-key']);
+const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '/api/v1/devices/lease-keys', '/api/v1/devices/pairing', '/api/v1/devices/pairing/token', '/api/v1/push/vapid-public-key']);
 /** The event stream authenticates with its own ticket: EventSource cannot send an Authorization header. */
 const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
 /** Icecast's callbacks carry the hook secret instead of a bearer token (api/audio/hooks.ts). */
@@ -99,6 +101,9 @@ export interface ApiDeps {
   activity: ActivityLog;
   pushSubscriptions: PushSubscriptions;
   plane: DevicePlane;
+  /** Pairing a device by a short code (docs/api.md, "Pairing a device") and its limits (docs/settings.md, PAIRING_*). */
+  pairings: Pairings;
+  pairingLimits: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number };
   mqttPort: () => number;
   mqttsPort: () => number | null;
   deliveryReport: (b: BroadcastRow) => Promise<DeliveryReport>;
@@ -201,6 +206,8 @@ export function createApi(deps: ApiDeps) {
   v1.route('/mosques', listenRoutes(deps));
   v1.route('/invites', inviteRoutes(deps));
   v1.route('/', membershipRoutes(deps));
+  // Before the registry: /devices/pairing is not a device id.
+  v1.route('/', pairingRoutes(deps));
   v1.route('/', deviceRoutes(deps));
   v1.route('/', recordingRoutes(deps));
   app.route('/api/v1', v1);

@@ -13,6 +13,7 @@ import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, Mosque
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
 import { HookForm } from './audio/hooks.ts';
 import { UPLOAD_TYPES } from '../src/audio/recordings.ts';
+import { PairingApprove, PairingDeny, PairingStart, PairingToken } from './devices/pairing.ts';
 import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -46,6 +47,8 @@ const SCHEMAS = {
   PushTestQueued: r.PushTestQueued,
   Device: r.Device,
   DeviceWithCredentials: r.DeviceWithCredentials,
+  PairingStarted: r.PairingStarted,
+  PairedDevice: r.PairedDevice,
   LeaseKeys: r.LeaseKeys,
   Why: r.Why,
   CommandOutcome: r.CommandOutcome,
@@ -184,6 +187,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'icecastHook', method: 'POST', path: '/api/v1/audio/hooks/:action', summary: "Icecast's URL authentication (stream_auth, listener_add, listener_remove, mount_add, mount_remove): 200 with icecast-auth-user: 1 admits, 403 with icecast-auth-message refuses; HTTP basic icecast:<ICECAST_HOOK_SECRET>", gate: 'public', hookSecret: true, success: 200, formBody: HookForm, response: 'HookAnswer', errors: [400, 401, 403, 404, 413, 415, 429] },
   { operationId: 'registerTransmitter', method: 'POST', path: `${M}/devices`, summary: 'Register a transmitter (credentials are shown once)', gate: 'manager', success: 201, body: TransmitterCreate, response: 'DeviceWithCredentials' },
   { operationId: 'registerPlayer', method: 'POST', path: '/api/v1/devices', summary: 'Register a stream player the caller owns (credentials are shown once)', gate: 'any', success: 201, body: PlayerCreate, response: 'DeviceWithCredentials', errors: [404] },
+  { operationId: 'startPairing', method: 'POST', path: '/api/v1/devices/pairing', summary: 'A device asks to be paired (RFC 8628 §3.1): a device code to poll with and a user code to show', gate: 'public', success: 200, body: PairingStart, response: 'PairingStarted', errors: [429, 503] },
+  { operationId: 'pollPairing', method: 'POST', path: '/api/v1/devices/pairing/token', summary: 'The device polls (RFC 8628 §3.4): 400 authorization_pending, slow_down, expired_token or access_denied; once approved, its credentials once', gate: 'public', success: 200, body: PairingToken, response: 'DeviceWithCredentials' },
+  { operationId: 'approvePairing', method: 'POST', path: '/api/v1/devices/pairing/approve', summary: 'Approve the device showing this code: a player becomes the caller\'s, a transmitter (a manager) the mosque\'s; 404 for an unknown code or one not the caller\'s to approve', gate: 'any', success: 200, body: PairingApprove, response: 'PairedDevice', errors: [403, 404, 409, 429] },
+  { operationId: 'denyPairing', method: 'POST', path: '/api/v1/devices/pairing/deny', summary: 'Refuse the device showing this code (its next poll: access_denied)', gate: 'any', success: 204, body: PairingDeny, errors: [404, 429] },
   { operationId: 'listDevices', method: 'GET', path: '/api/v1/devices', summary: "Own players, the devices of mosques the caller administers (all for a superadmin)", gate: 'any', success: 200, query: DeviceListQuery, response: 'Device', list: true },
   { operationId: 'getLeaseKeys', method: 'GET', path: '/api/v1/devices/lease-keys', summary: 'JWKS of the keys that sign entitlement leases', gate: 'public', success: 200, response: 'LeaseKeys' },
   { operationId: 'explainDevice', method: 'GET', path: '/api/v1/devices/:id/why', summary: 'Why a device is or is not playing: the deciding fact of the chain', gate: 'self or admin', success: 200, response: 'Why' },

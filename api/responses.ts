@@ -252,6 +252,18 @@ export const Credentials = v.object({
 });
 export const DeviceWithCredentials = v.object({ device: Device, credentials: Credentials });
 
+/** POST /devices/pairing (docs/api.md, "Pairing a device"; RFC 8628 §3.2). */
+export const PairingStarted = v.object({
+  device_code: v.string(),
+  user_code: v.pipe(v.string(), v.regex(/^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/)),
+  verification_uri: v.string(),
+  verification_uri_complete: v.string(),
+  expires_in: v.number(),
+  interval: v.number(),
+});
+/** POST /devices/pairing/approve: the device as registered; its credentials go to the device's poll only. */
+export const PairedDevice = v.object({ device: Device });
+
 /** GET /memberships/{id}: one member as the mosque's admins see them (docs/api.md, "Memberships"). */
 export const MemberDetail = v.object({
   ...MembershipWithEmail.entries,

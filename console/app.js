@@ -25,6 +25,7 @@ const ROUTES = [
   [/^\/mosques\/([^/]+)\/activity$/, () => import('./views/admin.js').then((m) => m.activityView), true],
   [/^\/mosques\/([^/]+)\/settings$/, () => import('./views/settings.js').then((m) => m.settingsView), true],
   [/^\/mosques\/([^/]+)\/print$/, () => import('./views/team.js').then((m) => m.printView), true],
+  [/^\/pair$/, () => import('./views/device.js').then((m) => m.pairView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
   [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],
   [/^\/account$/, () => import('./views/account.js').then((m) => m.accountView), true],

@@ -104,6 +104,23 @@ export interface DeviceLogsTable {
   msg: string;
 }
 
+export interface DevicePairingsTable {
+  id: string;
+  device_code_hash: string;
+  user_code_hash: string;
+  kind: string;
+  name: string | null;
+  fw: string | null;
+  hw_rev: string | null;
+  status: string;
+  device_id: string | null;
+  approved_by: string | null;
+  interval_s: number;
+  last_poll_at: number | null;
+  created_at: number;
+  expires_at: number;
+}
+
 export interface DeviceTimelineOrphansTable {
   head: number;
 }
@@ -377,6 +394,7 @@ export interface Tables {
   console_sessions: ConsoleSessionsTable;
   data_steps: DataStepsTable;
   device_logs: DeviceLogsTable;
+  device_pairings: DevicePairingsTable;
   device_timeline_orphans: DeviceTimelineOrphansTable;
   devices: DevicesTable;
   duty_runs: DutyRunsTable;

@@ -35,6 +35,7 @@ import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
 import { createChangeLog } from './platform/store/change-log.ts';
 import { createDuties, type Duties } from './platform/store/duties.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
+import { createPairings } from './devices/pairing/pairing.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
 import { createAddressProof } from './people/addresses/address-proof.ts';
@@ -119,6 +120,8 @@ export interface Service {
 export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
 /** How often the change log's entries past CHANGE_LOG_KEEP_S are deleted (once across nodes: a periodic duty). */
 const CHANGE_LOG_PRUNE_MS = 10 * 60 * 1000;
+/** How often expired device pairings are deleted (docs/api.md, "Pairing a device"). */
+const PAIRING_PRUNE_MS = 10 * 60 * 1000;
 
 /**
  * JSON lines on stdout, written asynchronously: pino's default is a synchronous write(2) per line, which
@@ -210,6 +213,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       membershipRemoved: (mosqueId, userId, q) => people.memberships.wasRemoved(mosqueId, userId, q),
       changes, duties,
     });
+    const pairings = createPairings({
+      store, clock, key: deriveKey(jwtSecret, 'device-pairing'), maxPending: config.pairing.maxPending,
+      verbs: plane, mosques: people.mosques, admins: people.admins,
+    });
+    // Starts prune too; this clears what expired while nobody started one (once across nodes).
+    duties.add('pairing prune', PAIRING_PRUNE_MS, () => pairings.prune());
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
     const audio = buildAudio(config, { store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
@@ -334,6 +343,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       authIdentifierRateLimit: config.authIdentifierRateLimit,
       invitesPerMosquePerHour: config.invitesPerMosquePerHour,
       invitesPerAddressPerDay: config.invitesPerAddressPerDay,
+      pairings, pairingLimits: config.pairing,
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,

@@ -256,7 +256,7 @@ const TABLE_OWNERS: Record<string, string> = {
   signup_notices: 'src/people', console_sessions: 'src/people',
   mosques: 'src/mosques', mosque_admins: 'src/mosques', memberships: 'src/mosques', membership_removals: 'src/mosques',
   invites: 'src/mosques', activity: 'src/mosques', address_grants: 'src/mosques',
-  devices: 'src/devices', mosque_device_events: 'src/devices', device_logs: 'src/devices', device_timeline_orphans: 'src/devices',
+  devices: 'src/devices', device_pairings: 'src/devices', mosque_device_events: 'src/devices', device_logs: 'src/devices', device_timeline_orphans: 'src/devices',
   audio_on_air: 'src/audio', audio_listener_sessions: 'src/audio', audio_refusals: 'src/audio', recordings: 'src/audio',
   broadcasts: 'src/broadcasts', push_subscriptions: 'src/broadcasts', push_outbox: 'src/broadcasts',
   schedule_timetables: 'src/schedule', schedule_slots: 'src/schedule', schedule_alerts: 'src/schedule',

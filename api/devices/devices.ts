@@ -55,6 +55,37 @@ interface Deps extends GateDeps {
   publicUrl: string | null;
 }
 
+/** Where this service is reached: PUBLIC_URL, else the request's own origin (behind a proxy, its X-Forwarded-Proto). */
+export function originOf(c: AppContext, publicUrl: string | null): URL {
+  const url = new URL(publicUrl ?? c.req.url);
+  const secure = url.protocol === 'https:' || (publicUrl === null && c.req.header('x-forwarded-proto') === 'https');
+  return new URL(`${secure ? 'https' : 'http'}://${url.host}`);
+}
+
+/**
+ * A device and what firmware needs to connect and to reach the API (the lease JWKS), as POST /devices answers
+ * it: the shape a pairing's token poll answers too (docs/api.md, "Pairing a device").
+ */
+export function credentialIssuer(deps: Pick<Deps, 'mqttPort' | 'mqttsPort' | 'publicUrl'>) {
+  const credentials = (c: AppContext, deviceId: string, password: string) => {
+    const origin = originOf(c, deps.publicUrl);
+    const secure = origin.protocol === 'https:';
+    return {
+      client_id: deviceId,
+      username: deviceId,
+      password,
+      mqtt_url: `mqtt://${origin.hostname}:${deps.mqttPort()}`,
+      // Devices on the internet should use this one: MQTT over TLS, so their password never crosses in clear.
+      mqtts_url: deps.mqttsPort() === null ? null : `mqtts://${origin.hostname}:${deps.mqttsPort()}`,
+      ws_url: `${secure ? 'wss' : 'ws'}://${origin.host}/mqtt`,
+      api_url: `${origin.origin}/api/v1`,
+    };
+  };
+  return {
+    issued: (c: AppContext, given: { device: { id: string }; password: string }) => ({ device: given.device, credentials: credentials(c, given.device.id, given.password) }),
+  };
+}
+
 /**
  * The device registry over HTTP, its commands, logs and why (docs/api.md, "Devices, from the app's side"). Each
  * route reads the request's shape and calls a verb of the device plane (src/devices/plane/verbs.ts), where the
@@ -66,23 +97,7 @@ export function deviceRoutes(deps: Deps) {
 
   /** The device named by :id, opened before the body is read: one the caller may not see is a 404 whatever they sent. */
   const open = async (c: AppContext, need: 'view' | 'write') => unwrap(await plane.open(actorOf(c), c.req.param('id') ?? '', need));
-  /** What firmware needs to connect and to reach the API (the lease JWKS): from PUBLIC_URL, else from the request. */
-  const credentials = (c: AppContext, deviceId: string, password: string) => {
-    const url = new URL(deps.publicUrl ?? c.req.url);
-    const secure = url.protocol === 'https:' || (deps.publicUrl === null && c.req.header('x-forwarded-proto') === 'https');
-    const origin = `${secure ? 'https' : 'http'}://${url.host}`;
-    return {
-      client_id: deviceId,
-      username: deviceId,
-      password,
-      mqtt_url: `mqtt://${url.hostname}:${deps.mqttPort()}`,
-      // Devices on the internet should use this one: MQTT over TLS, so their password never crosses in clear.
-      mqtts_url: deps.mqttsPort() === null ? null : `mqtts://${url.hostname}:${deps.mqttsPort()}`,
-      ws_url: `${secure ? 'wss' : 'ws'}://${url.host}/mqtt`,
-      api_url: `${origin}/api/v1`,
-    };
-  };
-  const issued = (c: AppContext, given: { device: { id: string }; password: string }) => ({ device: given.device, credentials: credentials(c, given.device.id, given.password) });
+  const { issued } = credentialIssuer(deps);
 
   app.post('/mosques/:id/devices', holderOnly(deps.users), mosqueGate(deps, 'manager'), async (c) => {
     const b = await readJson(c, TransmitterCreate);

@@ -63,7 +63,8 @@ export async function fleetView(page, id) {
 
   replace(page, mosqueHeader(mosque, '/devices', canManage), liveState,
     h('section', { 'aria-labelledby': 'dev-h' }, h('h2', { id: 'dev-h' }, t('admin.devices')),
-      h('label', { for: 'fleet-filter' }, h('span', {}, t('fleet.filter'))), select, summary, list));
+      h('label', { for: 'fleet-filter' }, h('span', {}, t('fleet.filter'))), select, summary, list,
+      canManage && pairForm({ heading: t('pair.add_transmitter'), mosques: [[mosque.id, mosque.name]], onPaired: load })));
   await load();
   // One timer for the page ticks every duration; the shell's cleanup clears it when the page is left.
   const timer = setInterval(tick, TICK_MS);
@@ -150,4 +151,49 @@ function logLevelForm(send) {
     if (!Number.isInteger(ttl) || ttl < 1 || ttl > MAX_LOG_TTL_S) throw new Error(t('fleet.log_ttl_invalid', { max: MAX_LOG_TTL_S }));
     await send('set_log_level', { level: data.get('level'), ttl_s: ttl });
   });
+}
+
+/**
+ * Pairing a device by the code it shows (docs/api.md, "Pairing a device"): the code, where it goes (a player: one of
+ * the person's mosques that takes them; a transmitter: the mosque whose Devices tab this is), an optional name.
+ * `mosques` is [[id, name]]; one entry is chosen without a select. Refusals show the API's own message.
+ */
+export function pairForm({ heading, mosques, code = '', onPaired }) {
+  const id = `pair-h-${heading.length}`;
+  const where = mosques.length === 1
+    ? h('input', { type: 'hidden', name: 'mosque_id', value: mosques[0][0] })
+    : h('label', {}, h('span', {}, t('pair.mosque')), h('select', { name: 'mosque_id', required: true },
+      mosques.map(([value, name]) => h('option', { value }, name))));
+  const done = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  return form({ 'aria-labelledby': id, 'data-pair': '' }, [
+    h('h3', { id }, heading),
+    h('p', { class: 'muted' }, t('pair.hint')),
+    h('label', {}, h('span', {}, t('pair.code')), h('input', { name: 'user_code', value: code, required: true, autocomplete: 'off', autocapitalize: 'characters', spellcheck: 'false', maxlength: 32, dir: 'ltr', placeholder: 'XXXX-XXXX' })),
+    where,
+    h('label', {}, h('span', {}, t('pair.name')), h('input', { name: 'name', maxlength: 60 })),
+    h('button', { type: 'submit' }, t('pair.button')),
+    done,
+  ], async (data) => {
+    const name = String(data.get('name') ?? '').trim();
+    const body = { user_code: String(data.get('user_code')), mosque_id: String(data.get('mosque_id')), ...(name && { name }) };
+    // The API's own words for a refused code or a full account: they say what to check, which a generic "not found" does not.
+    const { device } = await api('POST', '/devices/pairing/approve', body).catch((err) => {
+      throw (err.status === 404 || err.status === 409) && err.serverMessage ? new Error(err.serverMessage) : err;
+    });
+    done.textContent = t('pair.done', { name: device.name || device.id });
+    await onPaired?.(device);
+  });
+}
+
+/** /pair?code=XXXX-XXXX, verification_uri_complete: a signed-out visitor signs in first and lands back here. */
+export async function pairView(page) {
+  const [me, mosques] = await Promise.all([api('GET', '/me'), api('GET', '/mosques')]);
+  const names = new Map(mosques.map((m) => [m.id, m.name]));
+  const places = new Map();
+  for (const m of me.memberships) if (m.status === 'pending' || m.status === 'approved') places.set(m.mosque_id, names.get(m.mosque_id) ?? m.mosque_id);
+  for (const a of me.admin_of) if (a.can_manage) places.set(a.mosque_id, names.get(a.mosque_id) ?? a.mosque_id);
+  const code = new URLSearchParams(location.search).get('code') ?? '';
+  replace(page, h('h1', {}, t('pair.title')),
+    places.size === 0 ? h('p', { class: 'muted' }, t('pair.no_mosque'))
+      : pairForm({ heading: t('pair.add_device'), mosques: [...places], code}));
 }

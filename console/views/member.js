@@ -7,6 +7,7 @@ import { pushSection } from './push.js';
 import { confirmEmail, holds } from './account.js';
 import { prayerSection } from './schedule.js';
 import { badge, seenText, whyText } from './why.js';
+import { pairForm } from './device.js';
 
 const TOGGLES = ['notify_azaan', 'notify_jummah', 'notify_waaz', 'notify_announcement'];
 const PLAYER_REFRESH_S = 10;
@@ -52,6 +53,13 @@ export async function homeView(page) {
     await refreshPlayers();
   });
 
+  // The usual way: type the code the player shows (docs/api.md, "Pairing a device"); copying credentials by hand stays, folded away.
+  const placed = me.memberships.filter((m) => m.status === 'pending' || m.status === 'approved');
+  const pairing = placed.length > 0
+    ? pairForm({ heading: t('pair.add_player'), mosques: placed.map((m) => [m.mosque_id, names.get(m.mosque_id) ?? m.mosque_id]), onPaired: () => refreshPlayers() })
+    : h('p', { class: 'muted' }, t('pair.no_mosque'));
+  const advanced = h('details', {}, h('summary', {}, t('pair.advanced')), credentials, registerForm);
+
   const refreshPlayers = async () => {
     const mine = (await api('GET', '/devices')).filter((d) => d.owner_user_id === currentUser()?.id);
     const whys = await Promise.all(mine.map((d) => api('GET', `/devices/${d.id}/why`).catch(() => null)));
@@ -79,7 +87,7 @@ export async function homeView(page) {
         await joinByCode(String(data.get('code')).trim());
       })),
     holds(me.user) && pushSection(),
-    holds(me.user) && h('section', { 'aria-labelledby': 'pl-h' }, h('h2', { id: 'pl-h' }, t('home.players')), players, credentials, registerForm));
+    holds(me.user) && h('section', { 'aria-labelledby': 'pl-h' }, h('h2', { id: 'pl-h' }, t('home.players')), players, pairing, advanced));
   await Promise.all([refreshPlayers(), prayers.load()]);
   // One timer for the page: the countdown ticks every second, and members get no event stream (it is for
   // admins), so the player list is read again every PLAYER_REFRESH_S ticks. Cleared when the page is left.

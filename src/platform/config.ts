@@ -67,6 +67,8 @@ export interface Config {
   authMaxWrongGuessesPerHour: number;
   invitesPerMosquePerHour: number;
   invitesPerAddressPerDay: number;
+  /** Pairing a device by a short code (docs/api.md, "Pairing a device"): each limit over 10 minutes, and the pending bound. */
+  pairing: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number; maxPending: number };
   bcryptCost: number;
   bcryptMaxQueue: number;
   trustProxy: TrustProxy;
@@ -236,6 +238,10 @@ const EnvSchema = v.object({
   AUTH_MAX_WRONG_GUESSES_PER_HOUR: wholeNumber(1, 1000, 20),
   INVITES_PER_MOSQUE_PER_HOUR: wholeNumber(1, 10_000, 20),
   INVITES_PER_ADDRESS_PER_DAY: wholeNumber(1, 100, 3),
+  PAIRING_GUESSES_PER_PERSON: wholeNumber(1, 1000, 10),
+  PAIRING_GUESSES_PER_ADDRESS: wholeNumber(1, 10_000, 10),
+  PAIRING_STARTS_PER_ADDRESS: wholeNumber(1, 100_000, 20),
+  PAIRING_MAX_PENDING: wholeNumber(1, 1_000_000, 10_000),
   BCRYPT_MAX_QUEUE: wholeNumber(1, 100_000, 64),
   TRUST_PROXY: v.optional(v.pipe(v.string(), v.trim()), 'off'),
   HTTP_HEADERS_TIMEOUT_S: wholeNumber(1, 300, 10),
@@ -406,6 +412,10 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       authMaxWrongGuessesPerHour: e.AUTH_MAX_WRONG_GUESSES_PER_HOUR,
       invitesPerMosquePerHour: e.INVITES_PER_MOSQUE_PER_HOUR,
       invitesPerAddressPerDay: e.INVITES_PER_ADDRESS_PER_DAY,
+      pairing: {
+        guessesPerPerson: e.PAIRING_GUESSES_PER_PERSON, guessesPerAddress: e.PAIRING_GUESSES_PER_ADDRESS,
+        startsPerAddress: e.PAIRING_STARTS_PER_ADDRESS, maxPending: e.PAIRING_MAX_PENDING,
+      },
       bcryptCost: e.BCRYPT_COST,
       bcryptMaxQueue: e.BCRYPT_MAX_QUEUE,
       trustProxy: trustProxy.value,

@@ -5,6 +5,10 @@
 export type Failure =
   | 'validation_failed'
   | 'invalid_token'
+  | 'authorization_pending'
+  | 'slow_down'
+  | 'expired_token'
+  | 'access_denied'
   | 'unauthorized'
   | 'invalid_credentials'
   | 'invalid_code'

@@ -669,6 +669,13 @@ const EXEMPT = [
   `GET ${V1}/mosques/:id/events/stream`,
   // Icecast's callbacks: authenticated by the hook secret, never a person (test/audio/callbacks.test.ts).
   `POST ${V1}/audio/hooks/:action`,
+  // Pairing a device (docs/api.md, "Pairing a device"): the device's start and poll carry no token, and approve and deny
+  // answer every caller who may not pair as for an unknown code (404), so their table lives with the codes:
+  // test/devices/pairing.test.ts (a member elsewhere, an admin without can_manage, a stranger, an unproven account).
+  `POST ${V1}/devices/pairing`,
+  `POST ${V1}/devices/pairing/token`,
+  `POST ${V1}/devices/pairing/approve`,
+  `POST ${V1}/devices/pairing/deny`,
 ];
 
 // ---------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ export interface DeviceChange {
  * who may see or change it is decided once, here.
  */
 export function createDeviceVerbs(deps: {
-  devices: Pick<DeviceStore, 'listForMosque' | 'listForOwner' | 'listAll'>;
+  devices: Pick<DeviceStore, 'listForMosque' | 'listForOwner' | 'listAll' | 'findById'>;
   service: DeviceService;
   commands: Pick<Commands, 'send'>;
   timeline: Pick<Timeline, 'list'>;
@@ -40,6 +40,8 @@ export function createDeviceVerbs(deps: {
 
   return {
     open: access.open,
+    /** Whether the person may bind a player to the mosque (a pending or approved member, or a manager). */
+    mayBind: access.mayBind,
     describe: (device: OpenDevice): Promise<DeviceBody> => describe(device.row),
 
     /** The devices one mosque's list holds, or (no mosque named) every device the person may see. */
@@ -79,6 +81,17 @@ export function createDeviceVerbs(deps: {
       }
       const registered = await service.registerPlayer(name, mosqueId, actor);
       return registered.ok ? ok({ device: await describe(registered.value.row), password: registered.value.password }) : registered;
+    },
+
+    /**
+     * A paired device's first password (docs/api.md, "Pairing a device"), generated when the device's poll takes
+     * it: the one made at registration was never shown, so none lay at rest. Null when the device is gone.
+     */
+    async issuePairedPassword(deviceId: string, actorId: string): Promise<Credentials | null> {
+      const row = await deps.devices.findById(deviceId);
+      if (!row) return null;
+      const password = await service.rotateCredentials(row, actorId);
+      return { device: await describe(row), password };
     },
 
     /** Name, settings and binding in one change (a move is a change of `mosqueId`), each with its rule first. */
