@@ -21,7 +21,7 @@ test('a member confirms their email from the banner, changes the password and si
 
   // The home page says plainly that the email is not confirmed; one button sends the code.
   const banner = page.locator('[data-unproven=email]');
-  await banner.getByText('Confirm your email to receive invitations').waitFor({ timeout: WAIT_MS });
+  await banner.getByText('Confirm your email first').waitFor({ timeout: WAIT_MS });
   await banner.getByRole('button', { name: 'Send me a code' }).click();
   await page.getByText('A code is on its way to aisha@console.test').waitFor({ timeout: WAIT_MS });
   await ts.service.notifier.idle();

@@ -12,7 +12,7 @@ import { databaseSize, fillUntilRefused, sqliteOnly, storeOf, testStore } from '
 import { connectPacket, rawTcp, varint } from '../support/hostile.ts';
 import { connectDevice, firmwareClient, getDevice, mosqueWithOwner, publish, registerTransmitter, settle, statusPayload, waitFor, type Credentials, type Registered } from '../support/devices.ts';
 import { durableFiles, startTestService, type TestService } from '../support/service.ts';
-import { baseEnv, listening, startProcess, tempDir } from '../support/process.ts';
+import { baseEnv, confirmEmailByLog, listening, startProcess, tempDir } from '../support/process.ts';
 import { httpClient, sha256 } from '../support/service.ts';
 
 // Statuses are written in group commits (one transaction per event-loop turn) and each
@@ -223,6 +223,7 @@ test('every status acknowledged before a kill -9 of the service process is in th
   const signup = await http.post(`${API}/auth/signup`, { email: 'home@example.com', password_hash: sha256('a password') });
   assert.equal(signup.status, 201);
   const token = (signup.body as { access_token: string }).access_token;
+  await confirmEmailByLog(run, http, token, 'home@example.com');
   const players: Array<{ id: string; creds: Credentials }> = [];
   for (let i = 0; i < 16; i++) {
     const r = await http.post(`${API}/devices`, { kind: 'stream_player', name: `p${i}` }, token);

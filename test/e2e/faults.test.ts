@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import mqtt from 'mqtt';
 import { openDatabase } from '../../src/platform/db.ts';
 import { httpClient } from '../support/service.ts';
-import { baseEnv, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
+import { baseEnv, confirmEmailByLog, listening, logLines, runToExit, startProcess, tempDir, withTimeout, type Run } from '../support/process.ts';
 
 // docs/operator.md, "Faults", over the real process (src/main.ts, compiled as npm start runs it): the fatal-error policy, and acknowledged data
 // surviving kill -9.
@@ -65,6 +65,7 @@ test('what was acknowledged (PUBACK, 2xx) survives kill -9: statuses and an HTTP
   const ports = await listening(first);
   const api = httpClient(`http://127.0.0.1:${ports.http_port}`);
   const token = (await api.post('/api/v1/auth/signup', { email: 'durable@example.com' })).body.access_token as string;
+  await confirmEmailByLog(first, api, token, 'durable@example.com');
   const registered = await api.post('/api/v1/devices', { kind: 'stream_player', name: 'kitchen' }, token);
   assert.equal(registered.status, 201);
   const { id } = registered.body.device as { id: string };

@@ -193,3 +193,22 @@ export function runNode(args: string[], env: Record<string, string>): Promise<Fi
     });
   });
 }
+
+/**
+ * Confirms the account's email with the code the process's console transport logs: an account that has proven
+ * nothing holds nothing (docs/api.md, "Addresses: claims and proof"), so a test's member confirms before joining or
+ * adding a device. `http` is any client with `post(path, body, token)`.
+ */
+export async function confirmEmailByLog(run: Run, http: { post(path: string, body: unknown, token?: string): Promise<{ status: number; body: any }> }, token: string, email: string): Promise<void> {
+  const before = logLines(run.stdout()).filter((l) => l.purpose === 'confirm_address' && l.to === email).length;
+  const asked = await http.post('/api/v1/me/addresses/confirm', { channel: 'email' }, token);
+  assert.equal(asked.status, 202, JSON.stringify(asked.body));
+  let code: string | undefined;
+  for (let i = 0; i < 200 && !code; i++) {
+    code = logLines(run.stdout()).filter((l) => l.purpose === 'confirm_address' && l.to === email && typeof l.code === 'string')[before]?.code;
+    if (!code) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(code, `no confirmation code for ${email} in the log`);
+  const verified = await http.post('/api/v1/me/addresses/verify', { code }, token);
+  assert.equal(verified.status, 200, JSON.stringify(verified.body));
+}

@@ -1,22 +1,33 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { joinMosque, makeAdmin, member } from '../../support/people.ts';
+import { API, confirmAddress, joinMosque, makeAdmin, member, type Person } from '../../support/people.ts';
 import { mosqueWithOwner } from '../../support/devices.ts';
-import { startTestService } from '../../support/service.ts';
+import { sha256, startTestService, type TestService } from '../../support/service.ts';
 import { assertAccessible, shot, signedInAdminPage } from '../browser.ts';
 
 // docs/console.md, "The members pages": an address its owner has not proven carries a "not confirmed" mark on every
 // page where admins see people (the overview's waiting list, the members list, a member's page, the admins list),
 // so an admin approving a member knows when they approve a claim (docs/api.md, "Addresses: claims and proof").
 
+/**
+ * An account that proved its phone but not its email: it may hold a membership (one address is proven), and its email
+ * is only a claim (docs/api.md, "Addresses: claims and proof").
+ */
+async function phoneProven(ts: TestService, email: string, phone: string): Promise<Person> {
+  const res = await ts.http.post(`${API}/auth/signup`, { email, phone, password_hash: sha256('correct horse battery staple') });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  await confirmAddress(ts, res.body.access_token, 'sms', phone);
+  return { token: res.body.access_token, id: res.body.user.id, email };
+}
+
 test('an unproven member carries the "not confirmed" mark on every admin page, in English and Arabic; a proven one does not', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
   const { root, owner, mosque } = await mosqueWithOwner(ts, { name: 'Masjid An-Nur' }, 'imam@proof.test');
-  const claimed = await member(ts, 'claimed@proof.test', { unproven: true });
+  const claimed = await phoneProven(ts, 'claimed@proof.test', '+442079460123');
   const proven = await member(ts, 'proven@proof.test');
   const claimedMembership = await joinMosque(ts, claimed, mosque.id);
   const provenMembership = await joinMosque(ts, proven, mosque.id);
-  await makeAdmin(ts, root.token, mosque.id, await member(ts, 'named@proof.test', { unproven: true }));
+  await makeAdmin(ts, root.token, mosque.id, await phoneProven(ts, 'named@proof.test', '+442079460124'));
 
   const { page, problems } = await signedInAdminPage(t, ts, owner, { path: `/mosques/${mosque.id}` });
   const marks = (scope: ReturnType<typeof page.locator>) => scope.locator('[data-unproven]').allTextContents();
