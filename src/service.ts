@@ -71,6 +71,7 @@ import { createAudio, type Audio } from './audio/audio.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
 import { createRecordings, leaseAdmission, recordingUrl } from './audio/recordings.ts';
+import { leaseFacts } from './audio/lease-admission.ts';
 import { createSourceFollow } from './broadcasts/source-follow.ts';
 
 /** A start-up failure an operator can act on; main prints its message as the one line. */
@@ -318,8 +319,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       broker: broker.isHealthy() ? 'ok' : 'down',
       ...(audio && { audio: audio.health() }),
     });
-    // Players fetch the recorded azaan with their lease, checked as the broker holds entitlement (now, not when issued).
-    const admitRecording = leaseAdmission({ clock, verifyLease: plane.ports.audio.verifyLease, findDevice: plane.ports.audio.findDevice, decisionFor: plane.ports.audio.decisionFor });
+    // Players fetch the recorded azaan with their lease, by the rule the Icecast listener gate applies (src/audio/lease-admission.ts).
+    const admitRecording = leaseAdmission(() => leaseFacts({
+      nowSeconds: toUnixSeconds(clock()), verifyLease: plane.ports.audio.verifyLease, device: plane.ports.audio.devices.info, lease: plane.ports.audio.lease,
+      membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
+    }));
     const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),

@@ -22,8 +22,11 @@ export interface HookDeps {
    */
   loadDevice?: (id: string) => Promise<DeviceInfo | null>;
   verifySecret: (id: string, password: string) => boolean;
-  /** A device authenticated: make sure its retained config is there before it subscribes. */
-  onAuthenticated: (id: string) => void;
+  /**
+   * A device authenticated: make sure its retained config is there before it subscribes. A promise: its CONNACK
+   * waits for it (a player whose password was rotated is given a config with a fresh lease first).
+   */
+  onAuthenticated: (id: string) => Promise<void> | void;
   onAck?: (deviceId: string, ack: AckReport) => void;
   /** Whether a stream player may hear its mosque's broadcasts right now (docs/firmware.md#5-the-lease-and-checking-it-offline). */
   entitled?: (device: DeviceIdentity, mosqueId: string) => boolean;

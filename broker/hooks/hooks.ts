@@ -75,7 +75,7 @@ export function createDeviceHooks(deps: HookDeps): DeviceHooks {
   }
 
   /** The rest of a CONNECT's check, for a device memory knows (or that was just read from the store). */
-  function admit(client: Client, id: string, password: Buffer): ConnectRefusal | null {
+  function admit(client: Client, id: string, password: Buffer): ConnectRefusal | null | Promise<ConnectRefusal | null> {
     if (!deps.verifySecret(id, password.toString('utf8'))) return { kind: 'bad_credentials' };
     const will = wills.get(client) ?? null;
     if (will !== null && will !== `devices/${id}/status`) return { kind: 'will_denied', topic: will };
@@ -85,12 +85,19 @@ export function createDeviceHooks(deps: HookDeps): DeviceHooks {
     // that old connection's will and disconnect must not mark the device OFFLINE.
     deps.telemetry.connected(id, client, deps.claimsConnections ? (client as unknown as { broker: { id: string } }).broker.id : undefined);
     // A config push that could not be written (disk full) must not keep the device out: it has its retained one.
-    try {
-      deps.onAuthenticated(id);
-    } catch (err) {
+    const letIn = (err: unknown) => {
       deps.telemetry.writeFailed(id, 'connect', err);
+      return null;
+    };
+    let configuring: Promise<void> | void;
+    try {
+      configuring = deps.onAuthenticated(id);
+    } catch (err) {
+      return letIn(err);
     }
-    return null;
+    // The CONNACK waits for a config that must be retained before the device subscribes (docs/firmware.md,
+    // section 5): aedes holds the packets a client sends before its CONNACK, its SUBSCRIBE among them.
+    return configuring ? configuring.then(() => null, letIn) : null;
   }
 
   return {

@@ -1,6 +1,4 @@
-import type { DeviceInfo } from '../devices/devices.ts';
-import type { LeaseClaims } from '../devices/leases.ts';
-import type { MembershipStatus } from '../mosques/memberships.ts';
+import { admitLease, playerStanding, type LeaseFacts, type LeaseRefusal } from './lease-admission.ts';
 import type { ListenTicket } from './listen-tickets.ts';
 import type { Listener, ListenerSessionRow } from './listener-sessions.ts';
 import { parseMount } from './mounts.ts';
@@ -11,23 +9,16 @@ import { parseMount } from './mounts.ts';
  * answer a promise) at the moment of asking, never from the credential alone.
  */
 export type SourceRefusal = 'admin_request' | 'not_a_mosque_mount' | 'unknown_mosque' | 'no_credentials' | 'bad_credentials' | 'not_a_transmitter' | 'other_mosque';
-export type ListenerRefusal =
-  | 'not_a_mosque_mount' | 'unknown_mosque' | 'no_credential' | 'bad_lease' | 'lease_expired' | 'other_mosque' | 'unknown_device'
-  | 'not_a_player' | 'device_disabled' | 'lease_superseded' | 'membership_not_approved' | 'bad_ticket';
+/** A lease's refusals are the one rule's (src/audio/lease-admission.ts); the rest are this door's own. */
+export type ListenerRefusal = LeaseRefusal | 'not_a_mosque_mount' | 'unknown_mosque' | 'no_credential' | 'membership_not_approved' | 'bad_ticket';
 
 /** A console listener is admitted for at most this long per ticket (a tab left open does not listen forever). */
 export const TICKET_SESSION_MAX_S = 2 * 3600;
 
-export interface AdmissionFacts {
-  nowSeconds: number;
+export interface AdmissionFacts extends LeaseFacts {
   mosqueExists(id: string): Promise<boolean>;
-  device(id: string): DeviceInfo | null;
   /** The constant-time device credential check MQTT uses (src/devices/devices.ts verifySecret). */
   verifySecret(id: string, password: string): boolean;
-  verifyLease(token: string): LeaseClaims | null;
-  /** The lease token the player holds now (null: none; it was revoked, or never issued). */
-  heldLease(deviceId: string, mosqueId: string): string | null;
-  membershipStatus(mosqueId: string, userId: string): Promise<MembershipStatus | null>;
   isAdmin(mosqueId: string, userId: string): Promise<boolean>;
   verifyTicket(token: string): ListenTicket | null;
 }
@@ -57,9 +48,8 @@ export async function admitSource(req: { mount: string; user: string; pass: stri
 export type ListenerAdmission = { ok: true; mosqueId: string; listener: Listener; untilSeconds: number } | Refused<ListenerRefusal>;
 
 /**
- * listener_add: a stream player by the lease its config carries (`?lease=`), or a member by a console ticket
- * (`?ticket=`). The lease must be the one the player holds now, for this mosque, unexpired, and its owner's
- * membership approved now; the stay ends when the lease does.
+ * listener_add: a stream player by the lease its config carries (`?lease=`), admitted by the one lease rule
+ * (src/audio/lease-admission.ts), or a member by a console ticket (`?ticket=`); a player's stay ends when its lease does.
  */
 export async function admitListener(mountField: string, facts: AdmissionFacts): Promise<ListenerAdmission> {
   const parsed = parseMount(mountField);
@@ -74,17 +64,9 @@ export async function admitListener(mountField: string, facts: AdmissionFacts): 
 }
 
 async function admitByLease(mosqueId: string, token: string, facts: AdmissionFacts): Promise<ListenerAdmission> {
-  const claims = facts.verifyLease(token);
-  if (!claims) return { ok: false, reason: 'bad_lease', mosqueId };
-  const deviceId = claims.sub;
-  if (claims.mosqueId !== mosqueId) return { ok: false, reason: 'other_mosque', mosqueId, deviceId };
-  if (claims.exp <= facts.nowSeconds) return { ok: false, reason: 'lease_expired', mosqueId, deviceId };
-  const device = facts.device(deviceId);
-  if (!device) return { ok: false, reason: 'unknown_device', mosqueId, deviceId };
-  const standing = await playerStanding(device, mosqueId, facts);
-  if (standing) return { ok: false, reason: standing, mosqueId, deviceId };
-  if (facts.heldLease(deviceId, mosqueId) !== token) return { ok: false, reason: 'lease_superseded', mosqueId, deviceId };
-  return { ok: true, mosqueId, listener: { deviceId }, untilSeconds: claims.exp };
+  const admitted = await admitLease(token, mosqueId, facts);
+  if (!admitted.ok) return { ok: false, reason: admitted.reason, mosqueId, ...(admitted.deviceId !== undefined && { deviceId: admitted.deviceId }) };
+  return { ok: true, mosqueId, listener: { deviceId: admitted.deviceId }, untilSeconds: admitted.expiresAt };
 }
 
 async function admitByTicket(mosqueId: string, token: string, facts: AdmissionFacts): Promise<ListenerAdmission> {
@@ -94,15 +76,6 @@ async function admitByTicket(mosqueId: string, token: string, facts: AdmissionFa
   if (ticket.mosqueId !== mosqueId) return { ok: false, reason: 'other_mosque', mosqueId, userId };
   if (!(await memberOrAdmin(mosqueId, userId, facts))) return { ok: false, reason: 'membership_not_approved', mosqueId, userId };
   return { ok: true, mosqueId, listener: { userId }, untilSeconds: facts.nowSeconds + TICKET_SESSION_MAX_S };
-}
-
-/** A player's own standing for a mosque now: null when it may listen. */
-async function playerStanding(device: DeviceInfo, mosqueId: string, facts: AdmissionFacts): Promise<ListenerRefusal | null> {
-  if (device.kind !== 'stream_player') return 'not_a_player';
-  if (!device.enabled) return 'device_disabled';
-  if (device.mosqueId !== mosqueId) return 'other_mosque';
-  if (!device.ownerUserId || (await facts.membershipStatus(mosqueId, device.ownerUserId)) !== 'approved') return 'membership_not_approved';
-  return null;
 }
 
 const memberOrAdmin = async (mosqueId: string, userId: string, facts: AdmissionFacts) =>

@@ -9,6 +9,7 @@ import type { MembershipStatus } from '../mosques/memberships.ts';
 import type { AdmissionFacts } from './admission.ts';
 import type { AudioServer } from './audio-server.ts';
 import { createCallbacks, type HookAnswer, type HookRequest } from './callbacks.ts';
+import { leaseFacts } from './lease-admission.ts';
 import { createListenTickets } from './listen-tickets.ts';
 import { createListenerSessions } from './listener-sessions.ts';
 import { streamAddresses } from './mounts.ts';
@@ -52,16 +53,9 @@ export function createAudio(deps: AudioDeps) {
   const tickets = createListenTickets(deps.ticketKey);
   const addresses = streamAddresses(deps.publicBase);
   const facts = (): AdmissionFacts => ({
-    nowSeconds: nowSeconds(),
+    ...leaseFacts({ nowSeconds: nowSeconds(), verifyLease: deps.verifyLease, device: deps.devices.info, lease: deps.lease, membershipStatus: deps.membershipStatus }),
     mosqueExists: deps.mosqueExists,
-    device: deps.devices.info,
     verifySecret: deps.devices.verifySecret,
-    verifyLease: deps.verifyLease,
-    heldLease: (deviceId, mosqueId) => {
-      const lease = deps.lease(deviceId);
-      return lease && lease.mosqueId === mosqueId && lease.expiresAt > nowSeconds() ? lease.token : null;
-    },
-    membershipStatus: deps.membershipStatus,
     isAdmin: deps.isAdmin,
     verifyTicket: (token) => tickets.verify(token, nowSeconds()),
   });

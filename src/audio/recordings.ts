@@ -5,9 +5,7 @@ import type { Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
-import type { DeviceRow } from '../devices/devices.ts';
-import type { Decision } from '../devices/entitlement.ts';
-import type { LeaseSigner } from '../devices/leases.ts';
+import { admitLease, type LeaseFacts, type LeaseRefusal } from './lease-admission.ts';
 import type { RecordingsTable } from '../../generated/tables.ts';
 
 /**
@@ -198,44 +196,27 @@ export type Recordings = ReturnType<typeof createRecordings>;
 
 // ---- who may fetch it ----
 
-// The same names as the audio server's listener refusals (src/audio/admission.ts) where they mean the same.
-export type RecordingRefusal = 'no_lease' | 'bad_lease' | 'lease_expired' | 'other_mosque' | 'unknown_device' | 'not_entitled';
+/** `no_lease` is this door's own; the rest are the one lease rule's (src/audio/lease-admission.ts), as listener_add names them. */
+export type RecordingRefusal = 'no_lease' | LeaseRefusal;
 export type RecordingAdmission = { ok: true } | { ok: false; reason: RecordingRefusal };
 
 /**
  * The gate of a download: `lease` is a player's entitlement lease, `ticket` a member's listener ticket (from
  * the console), as the `?lease=` and `?ticket=` of the request carry them. The composition root may hand in
- * another (the audio server's own listener check), so both doors admit the same listeners.
+ * another, as long as a lease is decided by `admitLease`, so every door admits the same players.
  */
 export type AdmitRecording = (lease: string | null, ticket: string | null, mosqueId: string) => RecordingAdmission | Promise<RecordingAdmission>;
 
-interface AdmissionDeps {
-  clock: Clock;
-  /** Verifies a lease's EdDSA signature with the lease key (src/devices/leases.ts), null when it does not. */
-  verifyLease: LeaseSigner['verify'];
-  findDevice: (id: string) => Pick<DeviceRow, 'kind' | 'mosque_id' | 'owner_user_id' | 'enabled'> | null;
-  /** The entitlement decision as it stands now (src/devices/entitlement.ts decisionFor). */
-  decisionFor: (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>) => Promise<Decision>;
-}
-
 /**
- * The default gate: the lease's EdDSA signature verifies against the lease key (docs/firmware.md, section 5,
- * "The lease, and checking it offline"), it has not expired, it names this mosque, its player exists, and the player is entitled there now
- * (enabled, bound to this mosque, its owner's membership approved). A lease alone is not enough: a ban after it
- * was issued closes the door on the next request. This default admits no member ticket (leases only).
+ * The default gate: the lease must admit its player by the rule Icecast's listener gate applies (src/audio/lease-admission.ts:
+ * signed with the lease key, for this mosque, unexpired, its player enabled and bound there with its owner's membership
+ * approved now, and the very lease the player holds, not one a rotated password superseded), on every request.
+ * This default admits no member ticket (leases only). `facts` is asked anew for each request (the time, memory).
  */
-export function leaseAdmission(deps: AdmissionDeps): AdmitRecording {
-  const refuse = (reason: RecordingRefusal): RecordingAdmission => ({ ok: false, reason });
+export function leaseAdmission(facts: () => LeaseFacts): AdmitRecording {
   return async (lease, _ticket, mosqueId) => {
-    if (!lease) return refuse('no_lease');
-    const claims = deps.verifyLease(lease);
-    if (!claims) return refuse('bad_lease');
-    if (claims.exp <= toUnixSeconds(deps.clock())) return refuse('lease_expired');
-    if (claims.mosqueId !== mosqueId) return refuse('other_mosque');
-    const device = deps.findDevice(claims.sub);
-    if (!device || device.kind !== 'stream_player') return refuse('unknown_device');
-    const decision = await deps.decisionFor(device);
-    if (!decision.entitled || decision.mosqueId !== mosqueId) return refuse('not_entitled');
-    return { ok: true };
+    if (!lease) return { ok: false, reason: 'no_lease' };
+    const admitted = await admitLease(lease, mosqueId, facts());
+    return admitted.ok ? { ok: true } : { ok: false, reason: admitted.reason };
   };
 }

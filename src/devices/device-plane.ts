@@ -77,16 +77,25 @@ export async function createDevicePlane(deps: {
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
   const entitlement = await createEntitlement({ store, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
   let link: DeviceLink | null = null;
+  /**
+   * Players whose password was rotated and who have not connected since (docs/firmware.md, section 5): their next
+   * connection is given a config with a fresh lease before its CONNACK (configureRotated).
+   */
+  const rotated = new Set<string>();
   const service = createDeviceService({
     store, devices, timeline, telemetry, logger, activity: deps.activity,
     resolveBinding: entitlement.binding,
     onDeleted: async (q, id) => {
+      rotated.delete(id);
       await entitlement.forget(q, id);
       commands.deviceDeleted(id);
     },
     // A lease signed while the old password was valid goes with it: whoever copied both must not keep listening
     // (the audio gate admits only the lease a player holds now). The player gets a new one when it reconnects.
-    onRotated: (trx, id) => entitlement.forget(trx, id),
+    onRotated: (trx, id) => {
+      if (devices.info(id)?.kind === 'stream_player') rotated.add(id);
+      return entitlement.forget(trx, id);
+    },
     maxPlayersPerOwner: deps.config.maxPlayersPerUser,
     link: () => {
       if (!link) throw new Error('device link used before the broker was attached');
@@ -151,6 +160,11 @@ export async function createDevicePlane(deps: {
   const cutOffIfRevoked = (id: string, before: DeviceInfo) => {
     const after = devices.info(id);
     if (after && after.enabled && after.secretHash.equals(before.secretHash)) return;
+    // A player rotated by another process: that one cleared its retained config; its next connection here gets a fresh one.
+    if (after && after.kind === 'stream_player' && !after.secretHash.equals(before.secretHash)) {
+      rotated.add(id);
+      service.forgetPublished(id);
+    }
     if (!after) {
       commands.deviceDeleted(id);
       telemetry.forget(id);
@@ -226,10 +240,32 @@ export async function createDevicePlane(deps: {
     const config = await service.ensureConfigPublished(store, id, row);
     if (config) await service.publishConfig(config.id, config.payload);
   };
-  const configureAfterConnect = (id: string) => {
+  /**
+   * A player's first connection after its password was rotated: the lease signed under the old password went with
+   * it and its retained config was cleared (src/devices/device-service.ts), so a config with a freshly signed lease
+   * is built, committed and retained before the CONNACK. aedes holds any packet sent before the CONNACK, so the
+   * config the player receives on its SUBSCRIBE is this one and no other comes first. Its own transaction, not
+   * the turn's group commit: the CONNACK waits on it alone, and a rotation is a person's rare act, not a storm.
+   */
+  const configureRotated = async (id: string): Promise<void> => {
+    try {
+      const built = await inTransaction(store, async (trx) => {
+        const row = await devices.findById(id, trx);
+        return row ? service.buildConfig(trx, row, 'credentials_rotated') : null;
+      });
+      if (built) await service.publishConfig(built.id, built.payload);
+    } catch (err) {
+      rotated.add(id); // its next connection tries again; this one is let in without a config, as a failed write allows
+      throw err;
+    }
+  };
+  /** Answers a promise only for a rotated player: the broker then sends the CONNACK once it settled. */
+  const configureAfterConnect = (id: string): Promise<void> | undefined => {
+    if (rotated.delete(id)) return configureRotated(id);
     if (entitlement.isDue(id)) return void commits.add(arrivalWrite(id));
     if (retainedAtStart && service.isPublished(id)) return;
     readArrival(id).catch((err: unknown) => telemetry.writeFailed(id, 'connect', err)); // it keeps the retained config it has
+    return undefined;
   };
 
   /**
@@ -299,7 +335,10 @@ export async function createDevicePlane(deps: {
         /** For a device memory does not know (registered through another process): read from the row first. */
         loadDevice: devices.load,
         verifySecret: devices.verifySecret,
-        /** A device authenticated: its config, when memory says it needs one, at the end of this turn with the turn's other writes. */
+        /**
+         * A device authenticated: its config, when memory says it needs one, at the end of this turn with the turn's
+         * other writes; a rotated player's before its CONNACK (a promise then).
+         */
         onAuthenticated: configureAfterConnect,
         entitled: (device: { id: string }, mosqueId: string) => entitlement.holdsLease(device.id, mosqueId),
         onAck: commands.onAck,
@@ -317,15 +356,13 @@ export async function createDevicePlane(deps: {
         lastSeenMs: telemetry.lastSeenMs,
         holdsLease: entitlement.holdsLease,
       },
-      /** The audio gate (src/audio/audio.ts) and the recordings' lease admission (src/audio/recordings.ts). */
+      /** The facts of the one lease rule (src/audio/lease-admission.ts), which the audio gate and the recording download ask. */
       // From memory, which follows the change feed: the gate answers synchronously (a player registered through
       // another process is known here once the feed told of it, before it can hold a config with a lease).
       audio: {
         devices: { info: devices.info, verifySecret: devices.verifySecret, ownedBy: devices.idsOwnedBy },
         verifyLease: signer.verify,
         lease: entitlement.lease,
-        findDevice: devices.entitlementFacts,
-        decisionFor: entitlement.decisionFor,
       },
     },
 
@@ -405,7 +442,7 @@ export async function createDevicePlane(deps: {
       const before = devices.snapshot();
       await devices.reloadAll();
       await entitlement.reloadAll();
-      for (const [id, info] of before) if (telemetry.isConnected(id)) cutOffIfRevoked(id, info);
+      for (const [id, info] of before) if (telemetry.isConnected(id) || devices.info(id)?.secretHash.equals(info.secretHash) === false) cutOffIfRevoked(id, info);
     }),
   };
 }

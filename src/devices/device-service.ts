@@ -77,6 +77,18 @@ export function createDeviceService(deps: {
     return bumped;
   }
 
+  /**
+   * A player's retained config after its password was rotated: it carries the lease the rotation dropped, so it is
+   * cleared (never handed out again) and this process no longer counts it as published. The player's next
+   * connection is given a config with a fresh lease before its CONNACK (src/devices/device-plane.ts).
+   */
+  async function clearRotatedConfig(id: string): Promise<void> {
+    published.delete(id);
+    await deps.link().publish(topics.config(id), '', { qos: 1, retain: true }).catch((err: Error) => {
+      deps.logger.warn({ device_id: id, err: err.message }, 'could not clear the config of a rotated player; its next connection replaces it');
+    });
+  }
+
   /** Clears what the broker retains for a device that no longer exists. */
   function clearRetained(id: string): void {
     for (const topic of [topics.config(id), topics.status(id)]) {
@@ -89,6 +101,8 @@ export function createDeviceService(deps: {
     publishConfig,
     /** Whether this process published the device's retained config (and the broker took it). */
     isPublished: (id: string) => published.has(id),
+    /** Another process rotated the player's password and cleared its retained config. */
+    forgetPublished: (id: string) => void published.delete(id),
 
     /**
      * The config a device is to hold now, built in the caller's transaction without publishing it (the start
@@ -175,6 +189,8 @@ export function createDeviceService(deps: {
       });
       deps.link().disconnect(row.id);
       deps.link().forgetSession(row.id);
+      // Before the new password is handed out: no connection made with it can find the old config retained.
+      if (row.kind === 'stream_player') await clearRotatedConfig(row.id);
       return password;
     },
 

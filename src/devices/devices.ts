@@ -199,11 +199,6 @@ export async function createDeviceStore(store: Store, clock: Clock, changes: Cha
      * needs only their ids), in the order memory learned them (the rows' created_at, id at a full load).
      */
     listTransmitters: (mosqueId: string): Array<Pick<DeviceInfo, 'id'>> => inMemory((d) => d.mosqueId === mosqueId && d.kind === 'transmitter'),
-    /** What entitlement decides on, from memory (the recordings' lease admission answers synchronously). */
-    entitlementFacts: (id: string): Pick<DeviceRow, 'kind' | 'mosque_id' | 'owner_user_id' | 'enabled'> | null => {
-      const d = registry.get(id);
-      return d ? { kind: d.kind, mosque_id: d.mosqueId, owner_user_id: d.ownerUserId, enabled: d.enabled ? 1 : 0 } : null;
-    },
     /** The ids of the devices a person owns, from memory (the audio gate's standing change asks synchronously). */
     idsOwnedBy: (userId: string): string[] => inMemory((d) => d.ownerUserId === userId).map((d) => d.id),
     listAll: async () => (await rows(store).orderBy('created_at').orderBy('id').execute()) as DeviceRow[],

@@ -75,7 +75,11 @@ export function createLeaseSigner(privateKey: crypto.KeyObject): LeaseSigner {
       return { sub, mosqueId, exp };
     },
     issue(deviceId, mosqueId, expiresAt, issuedAt) {
-      const signingInput = `${header}${b64({ sub: deviceId, mosque_id: mosqueId, iat: issuedAt, exp: expiresAt })}`;
+      // A random jti (RFC 7519 §4.1.7) makes every lease its own token: Ed25519 signs deterministically (RFC 8032
+      // §5.1.6), so without it a lease issued in the same second as one a rotated password superseded would be that
+      // very token, and the gates, which admit only the token a player holds now, would take the old one back.
+      const jti = crypto.randomBytes(16).toString('base64url');
+      const signingInput = `${header}${b64({ sub: deviceId, mosque_id: mosqueId, iat: issuedAt, exp: expiresAt, jti })}`;
       return `${signingInput}.${b64(crypto.sign(null, Buffer.from(signingInput), privateKey))}`;
     },
   };

@@ -167,3 +167,19 @@ export function listen(t: TestContext, url: string): Promise<Listening> {
 }
 
 export const randomSuffix = () => crypto.randomBytes(3).toString('hex');
+
+/**
+ * Icecast's listener_add callback as Icecast sends it (a form POST with the hook secret as HTTP basic) for the
+ * stream address a player was given: its status and what the gate answered (`icecast-auth-user` 1 admits,
+ * `icecast-auth-message` names the refusal).
+ */
+export async function listenerAdd(ts: TestService, streamUrl: string, client: number): Promise<{ status: number; admitted: boolean; reason: string | null }> {
+  const { pathname, search } = new URL(streamUrl);
+  const res = await fetch(`${ts.url}/api/v1/audio/hooks/listener_add`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`icecast:${HOOK_SECRET}`).toString('base64')}` },
+    body: new URLSearchParams({ action: 'listener_add', mount: pathname + search, client: String(client), ip: '10.0.0.7' }).toString(),
+  });
+  await res.arrayBuffer();
+  return { status: res.status, admitted: res.headers.get('icecast-auth-user') === '1', reason: res.headers.get('icecast-auth-message') };
+}

@@ -80,6 +80,34 @@ test('a device connected to process B is cut off within 1.5 s of its credentials
   assert.equal(await connectOnce(b.service.mqttUrl, { clientId: deleted.credentials.client_id, username: deleted.credentials.username, password: deleted.credentials.password }), 4);
 });
 
+test('a player rotated through process A reconnects to process B and finds a config with a fresh lease retained there', { timeout: 60_000 }, async (t) => {
+  if (skipWithoutRedis(t)) return;
+  const { a, b } = await cluster(t);
+  const { mosque } = await mosqueWithOwner(a, { auto_approve_members: true });
+  const listener = await member(a, 'rotating@example.com');
+  const player = await registerPlayer(a, listener, mosque.id);
+  const topic = `devices/${player.device.id}/config`;
+  const old = await connectDevice(t, { ...player.credentials, mqtt_url: b.service.mqttUrl });
+  const first = nextMessage(old, topic, 5000, (c) => Boolean(c?.lease));
+  assert.equal(await subscribeCode(old, topic), 1);
+  const before = (await first).body.lease.token as string;
+  const gone = closed(old, WITHIN_MS);
+  const res = await a.http.post(`${API}/devices/${player.device.id}/credentials`, {}, listener.token);
+  assert.equal(res.status, 200);
+  await gone; // B has read the rotation from the feed
+
+  const again = await connectDevice(t, { ...player.credentials, password: res.body.credentials.password, mqtt_url: b.service.mqttUrl });
+  const seen: Array<{ body: any; retain: boolean }> = [];
+  again.on('message', (tp, payload, packet) => {
+    if (tp === topic) seen.push({ body: payload.length ? JSON.parse(payload.toString('utf8')) : null, retain: packet.retain });
+  });
+  assert.equal(await subscribeCode(again, topic), 1);
+  await waitFor('a config on B', () => seen.length > 0);
+  assert.equal(seen[0]!.retain, true, 'retained before the CONNACK');
+  assert.ok(seen[0]!.body?.lease?.token, `a lease in the first config: ${JSON.stringify(seen[0]!.body)}`);
+  assert.notEqual(seen[0]!.body.lease.token, before, 'not the superseded lease');
+});
+
 test('an access token revoked through process A (a password reset) is refused by process B within 1.5 s', { timeout: 60_000 }, async (t) => {
   if (skipWithoutRedis(t)) return;
   const { a, b } = await cluster(t);

@@ -13,7 +13,7 @@ import { projectPath } from '../../src/platform/config.ts';
 const GUIDE = fs.readFileSync(projectPath('docs/firmware.md'), 'utf8');
 const BLOCKS = [...GUIDE.matchAll(/```json ([\w-]+)\n([\s\S]*?)```/g)].map((m) => ({ name: m[1]!, text: m[2]! }));
 
-const LeaseClaims = v.strictObject({ sub: v.string(), mosque_id: v.string(), iat: v.number(), exp: v.number() });
+const LeaseClaims = v.strictObject({ sub: v.string(), mosque_id: v.string(), iat: v.number(), exp: v.number(), jti: v.string() });
 const OTHER_SCHEMAS: Record<string, v.GenericSchema> = {
   credentials: v.strictObject(Credentials.entries),
   'lease-keys': LeaseKeys,

@@ -49,7 +49,7 @@ function tempDir(t: TestContext) {
 const verifyWith = (jwks: { keys: Array<Record<string, unknown>> }, token: string, now: number) =>
   jwtVerify(token, createLocalJWKSet(jwks as Parameters<typeof createLocalJWKSet>[0]), { algorithms: ['EdDSA'], currentDate: new Date(now * 1000) });
 
-test('a lease verifies against the signer\'s JWKS with EdDSA and carries sub, mosque_id, iat, exp', async (t) => {
+test('a lease verifies against the signer\'s JWKS with EdDSA and carries sub, mosque_id, iat, exp and its own jti', async (t) => {
   const signer = createLeaseSigner(loadOrCreateLeaseKey(tempDir(t)));
   const iat = 1_767_225_600;
   const token = signer.issue('dplayer', M, iat + 3600, iat);
@@ -57,7 +57,11 @@ test('a lease verifies against the signer\'s JWKS with EdDSA and carries sub, mo
   assert.equal(header.alg, 'EdDSA');
   assert.equal(header.kid, signer.kid);
   const { payload } = await verifyWith(signer.jwks(), token, iat + 10);
-  assert.deepEqual(payload, { sub: 'dplayer', mosque_id: M, iat, exp: iat + 3600 });
+  const { jti, ...claims } = payload;
+  assert.deepEqual(claims, { sub: 'dplayer', mosque_id: M, iat, exp: iat + 3600 });
+  assert.match(String(jti), /^[\w-]{22}$/, '128 random bits');
+  // Ed25519 signs deterministically: the same claims issued twice in one second are still two leases.
+  assert.notEqual(signer.issue('dplayer', M, iat + 3600, iat), token);
   const [key] = signer.jwks().keys;
   assert.equal(key!.kty, 'OKP');
   assert.equal(key!.crv, 'Ed25519');
@@ -131,7 +135,7 @@ test('binding: an entitled player gets the stream and a lease; the broker then l
   assert.equal(b.unbound_reason, null);
   assert.equal(b.lease!.expires_at, now + 3600);
   const { payload } = await verifyWith(s.signer.jwks(), b.lease!.token, now);
-  assert.deepEqual(payload, { sub: s.player.id, mosque_id: s.m1.id, iat: now, exp: now + 3600 });
+  assert.deepEqual({ ...payload, jti: undefined }, { sub: s.player.id, mosque_id: s.m1.id, iat: now, exp: now + 3600, jti: undefined });
   assert.equal((await s.entitlement.isStale(s.player)), false);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m1.id), true);
   assert.equal(s.entitlement.holdsLease(s.player.id, s.m2.id), false, 'a lease is for one mosque');
