@@ -91,7 +91,7 @@ export function scheduleRoutes(deps: Deps) {
     if (problems.length > 0) throw new ApiError('validation_failed', undefined, { details: lines ? onLines(problems, lines) : problems });
     const now = deps.clock();
     await deps.scheduleStore.replaceMonth(c.var.mosque.id, month, rows, now);
-    deps.scheduler.mosqueChanged(c.var.mosque.id);
+    deps.scheduler.timesChanged(c.var.mosque.id);
     const year = civilDateAt(now, c.var.mosque.timezone).y;
     return c.json({ month, days: rows.length, warnings: timetableWarnings(c.var.mosque, month, year, rows) });
   });
@@ -99,7 +99,7 @@ export function scheduleRoutes(deps: Deps) {
   app.delete('/:id/timetable/:month', mosqueGate(deps, 'manager'), async (c) => {
     const month = monthOf(c.req.param('month'));
     if (!(await deps.scheduleStore.deleteMonth(c.var.mosque.id, month, deps.clock()))) throw new ApiError('not_found', 'No timetable is uploaded for that month.');
-    deps.scheduler.mosqueChanged(c.var.mosque.id);
+    deps.scheduler.timesChanged(c.var.mosque.id);
     return c.body(null, 204);
   });
 

@@ -13,6 +13,7 @@ import { createTelemetry, type StatusChange } from './telemetry/telemetry.ts';
 import { createTimeline } from './timeline.ts';
 import { createGroupCommit, type GroupWrite } from './group-commit.ts';
 import { createEntitlement } from './entitlement.ts';
+import type { OfflinePlanner } from './device-config.ts';
 import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
 import type { MembershipChange, MembershipStatus } from '../mosques/memberships.ts';
@@ -75,7 +76,8 @@ export async function createDevicePlane(deps: {
     for (const l of statusListeners) l(c);
   } });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
-  const entitlement = await createEntitlement({ store, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
+  let offlinePlanner: OfflinePlanner | null = null;
+  const entitlement = await createEntitlement({ offline: () => offlinePlanner, store, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
   let link: DeviceLink | null = null;
   /**
    * Players whose password was rotated and who have not connected since (docs/firmware.md, section 5): their next
@@ -369,6 +371,17 @@ export async function createDevicePlane(deps: {
     attach(deviceLink: DeviceLink): void {
       link = deviceLink;
     },
+    /** The offline plan's port (src/devices/device-config.ts), handed in once the schedule and recordings exist. */
+    planOffline(planner: OfflinePlanner): void {
+      offlinePlanner = planner;
+    },
+    /**
+     * The mosque's azaans or recording changed (docs/firmware.md, "The azaan without the network"): each of its
+     * players holding a lease gets a config with the new plan, connected or not (the broker retains it).
+     */
+    async offlinePlanChanged(mosqueId: string, reason: string): Promise<void> {
+      for (const row of await devices.listForMosque(mosqueId)) if (row.kind === 'stream_player' && entitlement.lease(row.id)) await service.refreshConfig(row.id, reason);
+    },
     /** Adds a listener told of every status transition once it is written. */
     onStatusChange: (listener: (change: StatusChange) => void) => void statusListeners.push(listener),
     retainAllConfigs,
@@ -416,6 +429,11 @@ export async function createDevicePlane(deps: {
       const { user_id, mosque_id } = change.membership;
       const run = async () => {
         const players = (await devices.listForOwner(user_id)).filter((r) => r.mosque_id === mosque_id);
+        // The member's notify toggles decide which slots their players' offline plans carry.
+        if (change.togglesChanged) {
+          for (const row of players) if (row.kind === 'stream_player' && entitlement.lease(row.id)) await service.refreshConfig(row.id, 'notify_toggles_changed');
+          return;
+        }
         await reconcile(players, change.removed ? 'membership_removed' : `membership_${change.membership.status}`);
       };
       run().catch((err: unknown) => deps.faults.report('membership change', err));
