@@ -229,6 +229,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
+      localLeadS: config.scheduleGraceMinutes * 60,
     });
     const follow = createSourceFollow({
       broadcasts, fanout, audio, logger,

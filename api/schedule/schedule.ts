@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import * as v from 'valibot';
 import type { Clock } from '../../src/platform/clock.ts';
 import type { Scheduler } from '../../src/schedule/scheduler.ts';
+import type { DevicePlane } from '../../src/devices/device-plane.ts';
 import type { ScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { toIcs } from '../../src/schedule/ics.ts';
 import { checkTimetable, onLines, parseTimetableCsv } from '../../src/schedule/timetable.ts';
@@ -31,6 +32,7 @@ interface Deps extends GateDeps {
   scheduleStore: ScheduleStore;
   graceMs: number;
   reportFor: (mosqueId: string, broadcastId: string) => Promise<unknown>;
+  plane: Pick<DevicePlane, 'localPlays'>;
 }
 
 /** The azaan schedule of a mosque, its ICS feed and its uploaded timetables (docs/schedule.md, "The schedule, for apps"). */
@@ -51,7 +53,7 @@ export function scheduleRoutes(deps: Deps) {
     const q = readQuery(c, ScheduleQuery);
     const now = deps.clock();
     const from = q.date ? parseDate(q.date)! : civilDateAt(now, mosque.timezone);
-    return c.json(await viewSlots({ row: mosque, from, days: q.days, nowMs: now, graceMs: deps.graceMs, store: deps.scheduleStore, slotsOn: deps.scheduler.slotsOn, reportFor: deps.reportFor }));
+    return c.json(await viewSlots({ row: mosque, from, days: q.days, nowMs: now, graceMs: deps.graceMs, store: deps.scheduleStore, slotsOn: deps.scheduler.slotsOn, reportFor: deps.reportFor, localPlays: deps.plane.localPlays }));
   });
 
   app.get('/:id/schedule.ics', async (c) => {

@@ -10,7 +10,7 @@ import { createDeviceStore, type DeviceRow } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import { createTelemetry, type StatusChange } from './telemetry/telemetry.ts';
-import { createTimeline } from './timeline.ts';
+import { createDeliveryStatuses, createTimeline } from './timeline.ts';
 import { createGroupCommit, type GroupWrite } from './group-commit.ts';
 import { createEntitlement } from './entitlement.ts';
 import type { OfflinePlanner } from './device-config.ts';
@@ -70,6 +70,7 @@ export async function createDevicePlane(deps: {
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
   const commits = createGroupCommit(store, (err) => deps.faults.report('device group commit', err));
   const timeline = createTimeline(store, clock, commits.flush);
+  const { localPlays } = createDeliveryStatuses(store);
   // Told of every written status transition (src/devices/stories/presence.ts listens).
   const statusListeners: Array<(change: StatusChange) => void> = [];
   const telemetry = await createTelemetry({ store, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {
@@ -314,6 +315,9 @@ export async function createDevicePlane(deps: {
 
   return {
     ...verbs,
+
+    /** A mosque's players' local plays whose status arrived in [from, until] (docs/schedule.md, "Covered locally"). */
+    localPlays: (mosqueId: string, from: number, until: number) => localPlays({ mosque: mosqueId, from, until }),
 
     /** The mosque a device belongs to now (memory), for events that name it. */
     mosqueOf: (id: string): string | null => devices.info(id)?.mosqueId ?? null,
