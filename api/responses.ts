@@ -157,6 +157,8 @@ export const Broadcast = v.object({
     offline: count,
     stream_error: count,
     other: count,
+    /** Players that played their cached recording for this azaan: no start reached them in time (docs/firmware.md, "The azaan without the network"). */
+    covered_locally: count,
     push: v.object({ queued: count, sent: count, failed: count }),
     /** With an audio server: who it admitted while the broadcast was on, for how long, and who it refused. */
     listeners: v.optional(v.object({
@@ -364,6 +366,8 @@ export const ScheduleSlot = v.object({
   /** What the readiness check found at azaan_at - SCHEDULE_READY_LEAD_MINUTES (null before it ran). */
   readiness: v.unknown(),
   auto_started: v.boolean(),
+  /** Players that played their cached recording for this slot, a broadcast started or not; null while it is to come (docs/schedule.md, "Covered locally"). */
+  covered_locally: nullable(count),
 });
 
 /** An iCalendar feed (RFC 5545), one event per azaan. */

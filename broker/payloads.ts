@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { HEARTBEAT, MAX_HEARTBEAT_SECS, STATUSES, type DeviceKind } from '../src/devices/device-config.ts';
+import { HEARTBEAT, MAX_HEARTBEAT_SECS, OFFLINE_MAX_SLOTS, STATUSES, type DeviceKind } from '../src/devices/device-config.ts';
 import type { HeartbeatReport, LogReport, StatusReport } from '../src/devices/telemetry/telemetry.ts';
 import * as checks from '../generated/payload-checks.ts';
 
@@ -90,6 +90,13 @@ const hhmm = v.pipe(v.string(), v.regex(/^([01]\d|2[0-3]):[0-5]\d$/));
 /** The entitlement lease inside a player's config: a JWT (EdDSA) and its expiry in Unix seconds. */
 export const leaseSchema = v.object({ token: v.pipe(v.string(), v.regex(/^[\w-]+\.[\w-]+\.[\w-]+$/)), expires_at: unixSeconds });
 
+/** A player's offline plan (docs/firmware.md, "The azaan without the network"): its coming azaans, the recording and the grace. */
+export const offlineSchema = v.object({
+  slots: v.pipe(v.array(v.object({ prayer: v.picklist(['fajr', 'dhuhr', 'asr', 'maghrib', 'isha', 'jumuah']), at: unixSeconds })), v.maxLength(OFFLINE_MAX_SLOTS)),
+  recording: v.nullable(v.object({ url: text(2048), sha256: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)), size: v.pipe(nonNegative, v.minValue(1)) })),
+  grace_s: v.pipe(int, v.minValue(1), v.maxValue(600)),
+});
+
 /** devices/{id}/config, retained. Absent optional fields are left out (src/devices/device-config.ts). */
 export const configSchema = v.object({
   v: version,
@@ -102,6 +109,7 @@ export const configSchema = v.object({
   stream_url: v.optional(text(2048)),
   lease: v.optional(leaseSchema),
   unbound_reason: v.optional(v.picklist(['no_mosque', 'awaiting_approval', 'membership_lapsed', 'lease_expired'])),
+  offline: v.optional(offlineSchema),
 });
 
 export const COMMAND_NAMES = ['get_state', 'ping', 'play_test', 'identify', 'diag_bundle', 'set_log_level', 'unbind_mosque', 'broadcast_start', 'broadcast_stop'] as const;

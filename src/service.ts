@@ -67,6 +67,7 @@ import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
 import { createMosqueStory } from './schedule/mosque-story.ts';
+import { createOfflinePlanner } from './schedule/offline-plan.ts';
 import { transmitterStory } from './schedule/transmitter-story.ts';
 import { createAudio, type Audio } from './audio/audio.ts';
 import { streamAddresses } from './audio/mounts.ts';
@@ -237,6 +238,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
+      localLeadS: config.scheduleGraceMinutes * 60,
     });
     const follow = createSourceFollow({
       broadcasts, fanout, audio, logger,
@@ -250,9 +252,19 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, queries: store, notifier,
       readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
+      timesChanged: (mosqueId) => void plane.offlinePlanChanged(mosqueId, 'schedule_changed').catch((err: unknown) => faults.report('offline plan', err)),
       ...slotBroadcasts({ broadcasts, follow, outbox, audio, onError: (what, err) => void faults.report(what, err) }),
     });
     const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
+    // docs/firmware.md, "The azaan without the network": an entitled player's config carries its coming azaans and the recording.
+    plane.planOffline(createOfflinePlanner({
+      slotsOn: scheduler.slotsOn,
+      toggles: (mosqueId, userId, q) => people.memberships.findFor(mosqueId, userId, q),
+      recording: (mosqueId, q) => recordings.find(mosqueId, q),
+      recordingUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
+      graceS: config.offlineGraceS,
+    }));
+    recordings.listen((mosqueId) => void plane.offlinePlanChanged(mosqueId, 'recording_changed').catch((err: unknown) => faults.report('offline plan', err)));
     const mosqueOps = createMosqueOps({
       store, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
       grants: people.grants, afterAnswer, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,

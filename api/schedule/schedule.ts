@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import * as v from 'valibot';
 import type { Clock } from '../../src/platform/clock.ts';
 import type { Scheduler } from '../../src/schedule/scheduler.ts';
+import type { DevicePlane } from '../../src/devices/device-plane.ts';
 import type { ScheduleStore } from '../../src/schedule/schedule-store.ts';
 import { toIcs } from '../../src/schedule/ics.ts';
 import { checkTimetable, onLines, parseTimetableCsv } from '../../src/schedule/timetable.ts';
@@ -31,6 +32,7 @@ interface Deps extends GateDeps {
   scheduleStore: ScheduleStore;
   graceMs: number;
   reportFor: (mosqueId: string, broadcastId: string) => Promise<unknown>;
+  plane: Pick<DevicePlane, 'localPlays'>;
 }
 
 /** The azaan schedule of a mosque, its ICS feed and its uploaded timetables (docs/schedule.md, "The schedule, for apps"). */
@@ -51,7 +53,7 @@ export function scheduleRoutes(deps: Deps) {
     const q = readQuery(c, ScheduleQuery);
     const now = deps.clock();
     const from = q.date ? parseDate(q.date)! : civilDateAt(now, mosque.timezone);
-    return c.json(await viewSlots({ row: mosque, from, days: q.days, nowMs: now, graceMs: deps.graceMs, store: deps.scheduleStore, slotsOn: deps.scheduler.slotsOn, reportFor: deps.reportFor }));
+    return c.json(await viewSlots({ row: mosque, from, days: q.days, nowMs: now, graceMs: deps.graceMs, store: deps.scheduleStore, slotsOn: deps.scheduler.slotsOn, reportFor: deps.reportFor, localPlays: deps.plane.localPlays }));
   });
 
   app.get('/:id/schedule.ics', async (c) => {
@@ -91,7 +93,7 @@ export function scheduleRoutes(deps: Deps) {
     if (problems.length > 0) throw new ApiError('validation_failed', undefined, { details: lines ? onLines(problems, lines) : problems });
     const now = deps.clock();
     await deps.scheduleStore.replaceMonth(c.var.mosque.id, month, rows, now);
-    deps.scheduler.mosqueChanged(c.var.mosque.id);
+    deps.scheduler.timesChanged(c.var.mosque.id);
     const year = civilDateAt(now, c.var.mosque.timezone).y;
     return c.json({ month, days: rows.length, warnings: timetableWarnings(c.var.mosque, month, year, rows) });
   });
@@ -99,7 +101,7 @@ export function scheduleRoutes(deps: Deps) {
   app.delete('/:id/timetable/:month', mosqueGate(deps, 'manager'), async (c) => {
     const month = monthOf(c.req.param('month'));
     if (!(await deps.scheduleStore.deleteMonth(c.var.mosque.id, month, deps.clock()))) throw new ApiError('not_found', 'No timetable is uploaded for that month.');
-    deps.scheduler.mosqueChanged(c.var.mosque.id);
+    deps.scheduler.timesChanged(c.var.mosque.id);
     return c.body(null, 204);
   });
 

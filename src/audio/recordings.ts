@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { IAudioMetadata } from 'music-metadata';
 import type { Selectable } from 'kysely';
-import type { Store } from '../platform/store/store.ts';
+import type { Queries, Store } from '../platform/store/store.ts';
 import { toIsoString, toUnixSeconds, type Clock } from '../platform/clock.ts';
 import { fail, ok, type Result } from '../platform/failure.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
@@ -140,12 +140,18 @@ export function createRecordings(deps: { store: Store; clock: Clock; activity: P
     cached += data.byteLength;
   };
 
-  const find = async (mosqueId: string): Promise<RecordingRow | null> =>
-    (await store.selectFrom('recordings').select(['mosque_id', 'content_type', 'bytes', 'duration_s', 'sha256', 'uploaded_by', 'uploaded_at'])
+  /** Told once an upload or a removal committed (src/service.ts: the players' offline plans carry the recording). */
+  const listeners: Array<(mosqueId: string) => void> = [];
+  const changed = (mosqueId: string) => {
+    for (const l of listeners) l(mosqueId);
+  };
+  const find = async (mosqueId: string, q: Queries = store): Promise<RecordingRow | null> =>
+    (await q.selectFrom('recordings').select(['mosque_id', 'content_type', 'bytes', 'duration_s', 'sha256', 'uploaded_by', 'uploaded_at'])
       .where('mosque_id', '=', mosqueId).executeTakeFirst()) ?? null;
 
   return {
     find,
+    listen: (listener: (mosqueId: string) => void) => void listeners.push(listener),
 
     /** Stores (or replaces) the mosque's recording; `created` tells which. */
     async save(mosqueId: string, file: InspectedRecording, data: Uint8Array, actorId: string | null): Promise<{ created: boolean; row: RecordingRow }> {
@@ -165,17 +171,20 @@ export function createRecordings(deps: { store: Store; clock: Clock; activity: P
         await deps.activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'recording.uploaded', subjectId: null, data: { bytes: file.bytes, duration_s: toRecording(row).duration_s, content_type: file.contentType } });
         return existed === undefined;
       });
+      changed(mosqueId);
       return { created, row };
     },
 
     /** Removes the mosque's recording; false when it had none. */
-    remove(mosqueId: string, actorId: string | null): Promise<boolean> {
-      return store.transaction().execute(async (trx) => {
+    async remove(mosqueId: string, actorId: string | null): Promise<boolean> {
+      const removed = await store.transaction().execute(async (trx) => {
         const r = await trx.deleteFrom('recordings').where('mosque_id', '=', mosqueId).executeTakeFirst();
         if (r.numDeletedRows === 0n) return false;
         await deps.activity.record(trx, { mosqueId, actorUserId: actorId, kind: 'recording.deleted', subjectId: null });
         return true;
       });
+      if (removed) changed(mosqueId);
+      return removed;
     },
 
     /** The recording and its bytes, for a download (or a fallback broadcast); null when the mosque has none. */

@@ -26,6 +26,9 @@ export const REPORT_WINDOW_SECONDS = 120;
 /** A PLAYING reported this long after the stop still counts: the device heard the start late, not nothing. */
 export const REPORT_TAIL_SECONDS = 10;
 
+/** A local play's status arriving this long after the start still counts: a player reconnects within its config's 48 hours of slots. */
+export const LOCAL_REPORT_LATE_S = 48 * 3600;
+
 const TOGGLE = { azaan: 'notify_azaan', jummah: 'notify_jummah', waaz: 'notify_waaz', announcement: 'notify_announcement' } as const;
 
 /** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures
@@ -62,8 +65,20 @@ export function createFanout(deps: {
   streamUrl?: (mosqueId: string) => string | null;
   /** The address of the mosque's recorded azaan (src/audio/recordings.ts), for a fallback broadcast. */
   fallbackUrl?: (mosqueId: string) => string | null;
+  /**
+   * How long before a broadcast's start a player's local play still counts as covering it (docs/api.md, "Broadcasts
+   * and their delivery report"): SCHEDULE_GRACE_MINUTES, the latest an azaan may start after its slot.
+   */
+  localLeadS?: number;
 }) {
   const statuses = createDeliveryStatuses(deps.store);
+  const localLeadS = deps.localLeadS ?? 300;
+  /** The devices whose local play (docs/firmware.md, "The azaan without the network") covered an azaan or Jumu'ah broadcast. */
+  const coveredBy = async (b: BroadcastRow, playedUntil: number, now: number): Promise<Set<string>> => {
+    if (b.kind !== 'azaan' && b.kind !== 'jummah') return new Set();
+    const plays = await statuses.localPlays({ mosque: b.mosque_id, from: b.started_at - localLeadS, until: Math.min(now, b.started_at + LOCAL_REPORT_LATE_S) });
+    return new Set(plays.filter((p) => p.playedFor >= b.started_at - localLeadS && p.playedFor <= playedUntil).map((p) => p.deviceId));
+  };
 
   // Starts whose transmitter commands and pushes still wait behind the fan-out writes (afterStart). The POST
   // answers before they run, so a stop can come first: its broadcast_stop must stay the transmitters' last word.
@@ -176,7 +191,7 @@ export function createFanout(deps: {
 
     /** Each device's latest status in the window after the start, or the status it was in at the start. */
     async report(b: BroadcastRow): Promise<DeliveryReport> {
-      const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: await deps.outbox.report(b.id) };
+      const report: DeliveryReport = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, covered_locally: 0, push: await deps.outbox.report(b.id) };
       // Timeline times are whole seconds: a status in the stop's own second is the device's reaction to
       // the stop (PLAYING -> ONLINE), not the outcome of the broadcast, so the window ends just before it
       // (a broadcast stopped within its first second keeps that second).
@@ -185,7 +200,10 @@ export function createFanout(deps: {
       const windowEnd = Math.max(b.started_at, Math.min(b.started_at + REPORT_WINDOW_SECONDS, stopBound, now));
       const played = { from: b.started_at, played_until: (b.stopped_at ?? now) + REPORT_TAIL_SECONDS, mosque: b.mosque_id };
       const rows = windowEnd >= now ? await statuses.now(played) : await statuses.asOf({ ...played, until: windowEnd });
-      for (const row of rows) report[row.played === 1 ? 'playing' : outcomeOf(row.status ?? 'UNKNOWN')]++;
+      // A player that played its cached recording for this azaan is counted once, as covered locally; its status
+      // may arrive long after (it reconnects), naming the slot it played for.
+      const local = await coveredBy(b, played.played_until, now);
+      for (const row of rows) report[local.has(row.id) ? 'covered_locally' : row.played === 1 ? 'playing' : outcomeOf(row.status ?? 'UNKNOWN')]++;
       return report;
     },
   };

@@ -31,6 +31,8 @@ export interface DeliveryReport {
   offline: number;
   stream_error: number;
   other: number;
+  /** Players that played their cached recording for this azaan (docs/firmware.md, "The azaan without the network"). */
+  covered_locally: number;
   push: { queued: number; sent: number; failed: number };
   /** With an audio server: who the audio server admitted and for how long (src/broadcasts/who-heard.ts). */
   listeners?: Listeners;
@@ -40,7 +42,7 @@ export interface DeliveryReport {
 
 /** What the start's 201 carries instead of counts it would have to read before the players hear the start. */
 export const PENDING_REPORT: Readonly<DeliveryReport> = Object.freeze({
-  playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: Object.freeze({ queued: 0, sent: 0, failed: 0 }), pending: true,
+  playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, covered_locally: 0, push: Object.freeze({ queued: 0, sent: 0, failed: 0 }), pending: true,
 });
 
 /**

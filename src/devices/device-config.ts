@@ -1,4 +1,6 @@
 import { invalid, ok, type Result } from '../platform/failure.ts';
+import type { MosqueRow } from '../mosques/mosques.ts';
+import type { Queries } from '../platform/store/store.ts';
 
 /** Per-kind device settings (docs/firmware.md, "3.2 Heartbeat" for the cadence, "4.1 Config" for the topic). Pure. */
 export type DeviceKind = 'transmitter' | 'stream_player';
@@ -52,6 +54,36 @@ export interface Binding {
   stream_url: string | null;
   lease: { token: string; expires_at: number } | null;
   unbound_reason: string | null;
+  /** docs/firmware.md, "The azaan without the network": for an entitled player whose mosque has a schedule. */
+  offline?: OfflinePlan;
+}
+
+/** A prayer an offline slot is for: the five daily azaans, and Jumu'ah in place of Dhuhr on Fridays. */
+export type OfflinePrayer = 'fajr' | 'dhuhr' | 'asr' | 'maghrib' | 'isha' | 'jumuah';
+
+/** The config's `offline` (docs/firmware.md, "4.1 Config"): what a player plays when no broadcast start reaches it. */
+export interface OfflinePlan {
+  /** The azaan slots of the next OFFLINE_HORIZON_S, at Unix seconds, without the prayers the member turned off. */
+  slots: Array<{ prayer: OfflinePrayer; at: number }>;
+  /** The mosque's recorded azaan: where to fetch it (with `?lease=`), its hex SHA-256 and byte size; null when it has none. */
+  recording: { url: string; sha256: string; size: number } | null;
+  /** OFFLINE_GRACE_S: how long past a slot's `at` the player waits for the broadcast's `start`. */
+  grace_s: number;
+}
+
+/**
+ * 48 hours of slots outlive a lease's renewal (at half of LEASE_TTL_HOURS, 24 h by default, the slots recomputed
+ * with it), so a player that keeps its config never runs out; at most OFFLINE_MAX_SLOTS keep the config small.
+ */
+export const OFFLINE_HORIZON_S = 48 * 3600;
+export const OFFLINE_MAX_SLOTS = 12;
+
+/**
+ * The port through which a config learns a mosque's coming azaans and recording (schedule and audio are later
+ * domains: src/service.ts wires it). `plan` reads through `q`; null when the mosque has no schedule.
+ */
+export interface OfflinePlanner {
+  plan(q: Queries, mosque: MosqueRow, ownerUserId: string, nowS: number): Promise<OfflinePlan | null>;
 }
 
 /** The retained payload on devices/{id}/config (docs/firmware.md, "4.1 Config"). Absent optional fields are left out. */
@@ -68,6 +100,7 @@ export function configPayload(kind: DeviceKind, version: number, s: DeviceSettin
     ...(b.stream_url !== null && { stream_url: b.stream_url }),
     ...(b.lease !== null && { lease: b.lease }),
     ...(b.unbound_reason !== null && { unbound_reason: b.unbound_reason }),
+    ...(b.offline && { offline: b.offline }),
   };
 }
 

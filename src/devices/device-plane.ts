@@ -10,9 +10,10 @@ import { createDeviceStore, type DeviceRow } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
 import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import { createTelemetry, type StatusChange } from './telemetry/telemetry.ts';
-import { createTimeline } from './timeline.ts';
+import { createDeliveryStatuses, createTimeline } from './timeline.ts';
 import { createGroupCommit, type GroupWrite } from './group-commit.ts';
 import { createEntitlement } from './entitlement.ts';
+import type { OfflinePlanner } from './device-config.ts';
 import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
 import type { MembershipChange, MembershipStatus } from '../mosques/memberships.ts';
@@ -69,13 +70,15 @@ export async function createDevicePlane(deps: {
   // One group commit for the device writes of a turn: statuses, connected notes, the configs of the devices that connected.
   const commits = createGroupCommit(store, (err) => deps.faults.report('device group commit', err));
   const timeline = createTimeline(store, clock, commits.flush);
+  const { localPlays } = createDeliveryStatuses(store);
   // Told of every written status transition (src/devices/stories/presence.ts listens).
   const statusListeners: Array<(change: StatusChange) => void> = [];
   const telemetry = await createTelemetry({ store, clock, devices, timeline, logger, faults: deps.faults, commits, onStatusChange: (c) => {
     for (const l of statusListeners) l(c);
   } });
   const signer = createLeaseSigner(loadOrCreateLeaseKey(deps.config.dataDir));
-  const entitlement = await createEntitlement({ store, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
+  let offlinePlanner: OfflinePlanner | null = null;
+  const entitlement = await createEntitlement({ offline: () => offlinePlanner, store, clock, devices, mosques: deps.mosques, membershipStatus: deps.membershipStatus, membershipRemoved: deps.membershipRemoved, signer, ttlHours: deps.config.leaseTtlHours, ...(deps.changes && { changes: deps.changes }), ...(deps.streamUrl && { streamUrl: deps.streamUrl }) });
   let link: DeviceLink | null = null;
   /**
    * Players whose password was rotated and who have not connected since (docs/firmware.md, section 5): their next
@@ -313,6 +316,9 @@ export async function createDevicePlane(deps: {
   return {
     ...verbs,
 
+    /** A mosque's players' local plays whose status arrived in [from, until] (docs/schedule.md, "Covered locally"). */
+    localPlays: (mosqueId: string, from: number, until: number) => localPlays({ mosque: mosqueId, from, until }),
+
     /** The mosque a device belongs to now (memory), for events that name it. */
     mosqueOf: (id: string): string | null => devices.info(id)?.mosqueId ?? null,
 
@@ -369,6 +375,17 @@ export async function createDevicePlane(deps: {
     attach(deviceLink: DeviceLink): void {
       link = deviceLink;
     },
+    /** The offline plan's port (src/devices/device-config.ts), handed in once the schedule and recordings exist. */
+    planOffline(planner: OfflinePlanner): void {
+      offlinePlanner = planner;
+    },
+    /**
+     * The mosque's azaans or recording changed (docs/firmware.md, "The azaan without the network"): each of its
+     * players holding a lease gets a config with the new plan, connected or not (the broker retains it).
+     */
+    async offlinePlanChanged(mosqueId: string, reason: string): Promise<void> {
+      for (const row of await devices.listForMosque(mosqueId)) if (row.kind === 'stream_player' && entitlement.lease(row.id)) await service.refreshConfig(row.id, reason);
+    },
     /** Adds a listener told of every status transition once it is written. */
     onStatusChange: (listener: (change: StatusChange) => void) => void statusListeners.push(listener),
     retainAllConfigs,
@@ -416,6 +433,11 @@ export async function createDevicePlane(deps: {
       const { user_id, mosque_id } = change.membership;
       const run = async () => {
         const players = (await devices.listForOwner(user_id)).filter((r) => r.mosque_id === mosque_id);
+        // The member's notify toggles decide which slots their players' offline plans carry.
+        if (change.togglesChanged) {
+          for (const row of players) if (row.kind === 'stream_player' && entitlement.lease(row.id)) await service.refreshConfig(row.id, 'notify_toggles_changed');
+          return;
+        }
         await reconcile(players, change.removed ? 'membership_removed' : `membership_${change.membership.status}`);
       };
       run().catch((err: unknown) => deps.faults.report('membership change', err));

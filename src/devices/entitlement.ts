@@ -1,6 +1,6 @@
 import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
-import type { Binding } from './device-config.ts';
+import type { Binding, OfflinePlanner } from './device-config.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
 import type { LeaseSigner } from './leases.ts';
 import type { MembershipStatus } from '../mosques/memberships.ts';
@@ -54,6 +54,8 @@ interface Deps {
    * root hands in its mount's address (src/audio/mounts.ts), a player's with its lease in it (docs/operator.md#audio-icecast).
    */
   streamUrl?: (mosque: MosqueRow, lease: string | null) => string | null;
+  /** The offline plan an entitled player's config carries (docs/firmware.md, "The azaan without the network"); none yet: left out. */
+  offline?: () => OfflinePlanner | null;
 }
 
 /**
@@ -87,6 +89,13 @@ export async function createEntitlement(deps: Deps) {
   const nowSeconds = () => toUnixSeconds(deps.clock());
   const streamUrl = deps.streamUrl ?? ((mosque: MosqueRow) => mosque.stream_url);
   const ttlSeconds = deps.ttlHours * 3600;
+  /** Only with a lease: an unentitled player's config carries no slots, so a ban takes them away with the lease. */
+  const offlineOf = async (q: Queries, mosque: MosqueRow | null, ownerUserId: string | null, nowS: number): Promise<Pick<Binding, 'offline'>> => {
+    const planner = deps.offline?.();
+    if (!planner || !mosque || !ownerUserId) return {};
+    const plan = await planner.plan(q, mosque, ownerUserId, nowS);
+    return plan ? { offline: plan } : {};
+  };
 
   const decisionFor = async (row: Pick<DeviceRow, 'mosque_id' | 'owner_user_id' | 'enabled'>, q: Queries = deps.store): Promise<Decision> => {
     if (!row.mosque_id || !row.owner_user_id) return decide(row, null);
@@ -165,12 +174,13 @@ export async function createEntitlement(deps: Deps) {
       }
       const issuedAt = nowSeconds();
       const held = leases.get(row.id);
-      if (reusable(held, decision.mosqueId, issuedAt)) return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, held.token) : null, lease: { token: held.token, expires_at: held.expiresAt }, unbound_reason: null };
+      const offline = await offlineOf(q, mosque, row.owner_user_id, issuedAt);
+      if (reusable(held, decision.mosqueId, issuedAt)) return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, held.token) : null, lease: { token: held.token, expires_at: held.expiresAt }, unbound_reason: null, ...offline };
       const expiresAt = issuedAt + ttlSeconds;
       const token = deps.signer.issue(row.id, decision.mosqueId, expiresAt, issuedAt);
       leases.set(row.id, { mosqueId: decision.mosqueId, expiresAt, token });
       await saveLease(q, expiresAt, token, row.id);
-      return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, token) : null, lease: { token, expires_at: expiresAt }, unbound_reason: null };
+      return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, token) : null, lease: { token, expires_at: expiresAt }, unbound_reason: null, ...offline };
     },
 
     /** Whether the player's entitlement differs from the lease it holds (so its config must change now). */

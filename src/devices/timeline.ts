@@ -80,15 +80,61 @@ const playedBetween = (from: number, until: number) => sql`(
  * walking (1.3 ms against 3.8 ms per 1,000 devices, warm). `played` is 1 or 0 (PostgreSQL's EXISTS is a boolean).
  */
 export function createDeliveryStatuses(store: Store) {
-  const played = (rows: Array<{ status: string | null; played: unknown }>) => rows.map((r) => ({ status: r.status, played: Number(r.played) }));
+  type Row = { id: string; status: string | null; played: unknown };
+  const played = (rows: Row[]) => rows.map((r) => ({ id: r.id, status: r.status, played: Number(r.played) }));
   return {
     asOf: async (q: { until: number; mosque: string; from: number; played_until: number }) =>
-      played((await sql<{ status: string | null; played: unknown }>`SELECT ${statusAsOf(q.until)} AS status, ${playedBetween(q.from, q.played_until)} AS played
+      played((await sql<Row>`SELECT d.id, ${statusAsOf(q.until)} AS status, ${playedBetween(q.from, q.played_until)} AS played
         FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
     now: async (q: { mosque: string; from: number; played_until: number }) =>
-      played((await sql<{ status: string | null; played: unknown }>`SELECT d.status, ${playedBetween(q.from, q.played_until)} AS played
+      played((await sql<Row>`SELECT d.id, d.status, ${playedBetween(q.from, q.played_until)} AS played
         FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
+    localPlays: (q: { mosque: string; from: number; until: number }) => listLocalPlays(store, q),
   };
+}
+
+/** A player's report that it played its cached recording (docs/firmware.md, "The azaan without the network"). */
+export interface LocalPlay {
+  deviceId: string;
+  /** The slot's `at` it names (detail.slot_at), else when its status arrived: Unix seconds. */
+  playedFor: number;
+}
+
+/**
+ * The local plays of a mosque's players whose status arrived in [from, until]: each device's chain walked back
+ * from its head only as far as `from` (no index on time: the chain is the one way into the table by time, as the
+ * broadcast report's). A status that arrived late (the player reconnected after the slot) names its slot.
+ */
+async function listLocalPlays(store: Store, q: { mosque: string; from: number; until: number }): Promise<LocalPlay[]> {
+  const rows = (await sql<{ device_id: string; at: number; detail: string }>`WITH RECURSIVE chain(id, prev, at) AS (
+      SELECT e.id, e.prev_id, e.at FROM devices d JOIN mosque_device_events e ON e.id = d.timeline_head WHERE d.mosque_id = ${q.mosque}
+      UNION ALL
+      SELECT e.id, e.prev_id, e.at FROM chain c JOIN mosque_device_events e ON e.id = c.prev AND e.id < c.id WHERE c.at >= ${q.from})
+    SELECT e.device_id, e.at, e.detail FROM chain c JOIN mosque_device_events e ON e.id = c.id
+    WHERE e.kind = 'status' AND e.to_status = 'PLAYING' AND e.reason = 'offline_fallback' AND e.mosque_id = ${q.mosque}
+      AND e.at BETWEEN ${q.from} AND ${q.until}`.execute(store)).rows;
+  const plays: LocalPlay[] = [];
+  for (const row of rows) {
+    const reported = (JSON.parse(row.detail) as { detail?: { source?: unknown; slot_at?: unknown } }).detail;
+    if (reported?.source !== 'local') continue;
+    const slotAt = reported.slot_at;
+    plays.push({ deviceId: row.device_id, playedFor: typeof slotAt === 'number' && Number.isInteger(slotAt) ? slotAt : Number(row.at) });
+  }
+  return plays;
+}
+
+/**
+ * The devices that covered the slot at `at` (Unix seconds) locally: each play goes to the slot nearest the time
+ * it played for, counted only within [at - before, at + after] (docs/schedule.md, "Covered locally").
+ */
+export function coveredLocally(plays: LocalPlay[], slotTimes: number[], at: number, before: number, after: number): Set<string> {
+  const devices = new Set<string>();
+  for (const p of plays) {
+    if (p.playedFor < at - before || p.playedFor > at + after) continue;
+    const nearest = slotTimes.reduce((best, t) => (Math.abs(t - p.playedFor) < Math.abs(best - p.playedFor) ? t : best), at);
+    if (nearest === at) devices.add(p.deviceId);
+  }
+  return devices;
 }
 
 /**

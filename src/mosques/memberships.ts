@@ -61,10 +61,13 @@ export interface MembershipChange {
   previousStatus: MembershipStatus | null;
   /** The membership no longer exists (removed by an admin). */
   removed?: boolean;
+  /** Only the member's notify toggles changed (docs/firmware.md, "The azaan without the network": their players' slots follow them). */
+  togglesChanged?: boolean;
 }
 
 /**
- * Told after every committed status change: approval, ban, rejection, removal. A later domain's story
+ * Told after every committed status change: approval, ban, rejection, removal; and of a change of the notify
+ * toggles (`togglesChanged`). A later domain's story
  * listens (src/devices/stories/membership.ts: the member's players get their new config).
  */
 export type MembershipListener = (change: MembershipChange) => void;
@@ -234,8 +237,12 @@ export function createMemberships(deps: { store: Store; clock: Clock; activity: 
       return transact(store, async ({ q, afterCommit }) => {
         await q.updateTable('memberships').set({ ...bits, updated_at: now() }).where('id', '=', membership.id).execute();
         await activity.record(q, { mosqueId: membership.mosque_id, actorUserId: actorId, kind: 'membership.notifications_changed', subjectId: membership.id, data: toggles });
-        afterCommit(() => changed(membership.user_id));
-        return (await byId(q, membership.id))!;
+        const updated = (await byId(q, membership.id))!;
+        afterCommit(() => {
+          changed(membership.user_id);
+          if (keys.some((k) => k === 'notify_azaan' || k === 'notify_jummah')) tell({ membership: updated, previousStatus: updated.status, togglesChanged: true });
+        });
+        return updated;
       });
     },
 

@@ -53,6 +53,8 @@ export interface Config {
   consoleSessions: { idleSeconds: number; absoluteSeconds: number; tokenTtlSeconds: number; maxPerUser: number };
   passwordResetTtlHours: number;
   leaseTtlHours: number;
+  /** OFFLINE_GRACE_S: how long a player waits for a broadcast start past a slot's time before it plays its copy (docs/firmware.md, "The azaan without the network"). */
+  offlineGraceS: number;
   notifyTransport: 'console' | 'smtp' | 'webhook';
   notifyWebhookUrl: string | undefined;
   smtpUrl: string | undefined;
@@ -226,6 +228,7 @@ const EnvSchema = v.object({
   // Clamped into 1..168 below (with a warning) rather than refused: the contract says so.
   PASSWORD_RESET_TTL_HOURS: v.optional(v.pipe(v.string(), v.trim(), v.regex(/^\d+$/, 'must be a whole number of hours'), v.transform(Number)), '24'),
   LEASE_TTL_HOURS: wholeNumber(1, 720, 24),
+  OFFLINE_GRACE_S: wholeNumber(1, 600, 10),
   NOTIFY_TRANSPORT: picklist(['console', 'smtp', 'webhook'] as const, 'console'),
   NOTIFY_WEBHOOK_URL: urlWithScheme(['http://', 'https://']),
   SMTP_URL: urlWithScheme(['smtp://', 'smtps://']),
@@ -400,6 +403,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       },
       passwordResetTtlHours: resetHours,
       leaseTtlHours: e.LEASE_TTL_HOURS,
+      offlineGraceS: e.OFFLINE_GRACE_S,
       notifyTransport: e.NOTIFY_TRANSPORT,
       notifyWebhookUrl: e.NOTIFY_WEBHOOK_URL,
       smtpUrl: e.SMTP_URL,

@@ -45,6 +45,8 @@ export interface SchedulerDeps {
   readiness: ReadinessCheck;
   /** Web Push to these users (the broadcasts outbox, wired in service.ts). */
   push: (userIds: string[], payload: Record<string, unknown>) => void;
+  /** A mosque's times changed here (its fields or timetable): its players' offline plans follow (src/schedule/offline-plan.ts). */
+  timesChanged?: (mosqueId: string) => void;
   /** Where a slot's recorded status change is told: the mosque's open event streams (the console's live schedule page). */
   announce?: (mosqueId: string, event: () => ScheduleEvent) => void;
   /** The auto_start port: starts the broadcast of a slot, as a trigger admin would. */
@@ -305,6 +307,11 @@ export function createScheduler(deps: SchedulerDeps) {
     mosqueChanged(mosqueId: string): void {
       derived.delete(mosqueId);
       if (!stopped) void this.runDue();
+    },
+    /** This process changed a mosque's times (not another's: that one tells its own players). */
+    timesChanged(mosqueId: string): void {
+      this.mosqueChanged(mosqueId);
+      deps.timesChanged?.(mosqueId);
     },
 
     /**

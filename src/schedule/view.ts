@@ -4,6 +4,7 @@ import type { OutcomeRow, ScheduleStore, SlotStatus } from './schedule-store.ts'
 import { parametersFor } from './prayer-times.ts';
 import { computedStarts, mosqueTimes, slotKey, slotsOn, timetableStarts, type Slot, type TimetableDay } from './slots.ts';
 import type { TimetableRow } from './timetable.ts';
+import { coveredLocally, type LocalPlay } from '../devices/timeline.ts';
 import { addDays, formatDate, localHhMm, type CivilDate } from './zone.ts';
 
 /** A slot as GET /mosques/{id}/schedule answers it (docs/schedule.md, "The schedule, for apps"). */
@@ -21,6 +22,11 @@ export interface SlotView {
   report: unknown;
   readiness: unknown;
   auto_started: boolean;
+  /**
+   * Players that played their cached recording for this slot (docs/schedule.md, "Covered locally"), whether a
+   * broadcast was started or not; null while the slot is upcoming.
+   */
+  covered_locally: number | null;
 }
 
 /**
@@ -37,6 +43,8 @@ export async function viewSlots(opts: {
   store: ScheduleStore;
   slotsOn: (row: MosqueRow, date: CivilDate) => Slot[];
   reportFor: (mosqueId: string, broadcastId: string) => Promise<unknown>;
+  /** The mosque's players' local plays whose status arrived in [from, until] (Unix seconds, src/devices/timeline.ts). */
+  localPlays?: (mosqueId: string, from: number, until: number) => Promise<LocalPlay[]>;
 }): Promise<SlotView[]> {
   const { row, store } = opts;
   const dates = Array.from({ length: opts.days }, (_, i) => addDays(opts.from, i));
@@ -55,14 +63,34 @@ export async function viewSlots(opts: {
   }
   // Outcomes of slots that no longer derive (a Jumu'ah time since removed) stay in the record.
   for (const o of outcomes.values()) out.push(fromOutcome(o, row, opts.reportFor));
-  return (await Promise.all(out)).sort((a, b) => a.at - b.at).map(({ at: _at, ...view }) => view);
+  const views = (await Promise.all(out)).sort((a, b) => a.at - b.at);
+  await countCoveredLocally(views, opts);
+  return views.map(({ at: _at, ...view }) => view);
+}
+
+/** A status may arrive this long after its slot (the player reconnects) and still count: its config held 48 h of slots. */
+const LOCAL_LATE_S = 48 * 3600;
+
+/**
+ * Each past slot's `covered_locally`: the players whose local play is nearest it among the slots of the view,
+ * within SCHEDULE_GRACE_MINUTES either side of its azaan (the window a start may come in). One read for the view.
+ */
+async function countCoveredLocally(views: Array<SlotView & { at: number }>, opts: { row: MosqueRow; nowMs: number; graceMs: number; localPlays?: (mosqueId: string, from: number, until: number) => Promise<LocalPlay[]> }): Promise<void> {
+  const past = views.filter((v) => v.at <= opts.nowMs);
+  if (!opts.localPlays || past.length === 0) return;
+  const graceS = Math.ceil(opts.graceMs / 1000);
+  const times = views.map((v) => Math.floor(v.at / 1000));
+  const first = Math.floor(past[0]!.at / 1000);
+  const last = Math.floor(past.at(-1)!.at / 1000);
+  const plays = await opts.localPlays(opts.row.id, first - graceS, Math.min(Math.floor(opts.nowMs / 1000), last + LOCAL_LATE_S));
+  for (const v of past) v.covered_locally = coveredLocally(plays, times, Math.floor(v.at / 1000), graceS, graceS).size;
 }
 
 function fromSlot(s: Slot, past: boolean): SlotView & { at: number } {
   return {
     at: s.azaanAt, date: s.date, prayer: s.prayer, starts_at: new Date(s.startsAt).toISOString(), azaan_at: new Date(s.azaanAt).toISOString(),
     iqamah_at: s.iqamahAt === null ? null : new Date(s.iqamahAt).toISOString(), azaan_local: s.azaanLocal, source: s.source,
-    status: past ? 'missed' : 'upcoming', broadcast_id: null, reason: past ? 'not_checked' : null, report: null, readiness: null, auto_started: false,
+    status: past ? 'missed' : 'upcoming', broadcast_id: null, reason: past ? 'not_checked' : null, report: null, readiness: null, auto_started: false, covered_locally: null,
   };
 }
 
@@ -72,7 +100,7 @@ async function fromOutcome(o: OutcomeRow, row: MosqueRow, reportFor: (mosqueId: 
     iqamah_at: o.iqamah_at === null ? null : toIsoString(o.iqamah_at), azaan_local: localHhMm(o.azaan_at * 1000, row.timezone), source: o.source,
     status: o.status, broadcast_id: o.broadcast_id, reason: o.reason,
     report: o.broadcast_id === null ? null : await reportFor(row.id, o.broadcast_id),
-    readiness: o.readiness === null ? null : JSON.parse(o.readiness), auto_started: o.auto_started === 1,
+    readiness: o.readiness === null ? null : JSON.parse(o.readiness), auto_started: o.auto_started === 1, covered_locally: null,
   };
 }
 

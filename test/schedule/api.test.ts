@@ -89,7 +89,7 @@ test('GET schedule answers days of slots, refuses days over 31, and hides the mo
   assert.equal(week.status, 200);
   assert.equal(week.body.length, 35);
   const first = week.body[0];
-  assert.deepEqual(Object.keys(first).sort(), ['auto_started', 'azaan_at', 'azaan_local', 'broadcast_id', 'date', 'iqamah_at', 'prayer', 'readiness', 'reason', 'report', 'source', 'starts_at', 'status'].sort());
+  assert.deepEqual(Object.keys(first).sort(), ['auto_started', 'azaan_at', 'azaan_local', 'broadcast_id', 'covered_locally', 'date', 'iqamah_at', 'prayer', 'readiness', 'reason', 'report', 'source', 'starts_at', 'status'].sort());
   assert.equal(first.date, '2026-01-12');
   assert.equal(first.prayer, 'fajr');
   assert.equal(first.source, 'calculated');
