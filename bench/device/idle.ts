@@ -13,13 +13,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig } from '../src/platform/config.ts';
-import { silentLogger } from '../src/platform/log.ts';
-import { startService } from '../src/service.ts';
-import type { OutgoingMessage } from '../src/platform/notify.ts';
-import { cli, fmt } from './support.ts';
+import { loadConfig } from '../../src/platform/config.ts';
+import { silentLogger } from '../../src/platform/log.ts';
+import { startService } from '../../src/service.ts';
+import type { OutgoingMessage } from '../../src/platform/notify.ts';
+import { cli, fmt } from '../support.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const { rounds, window: windowS, settle } = cli('usage: npm run bench:device-idle -- [--rounds 3] [--window 30] [--settle 5]', {
   rounds: { type: 'number', default: 3, min: 1 },
   window: { type: 'number', default: 30, min: 5 },
