@@ -189,6 +189,6 @@ export class OfflineAzaan {
     if (!rec) return this.done(slot, 'not played: no recording kept');
     if (!this.store.verified(rec)) return this.done(slot, `not played: ${rec.file} no longer hashes to its sha256`);
     this.fw.playLocal(`file://${rec.file}`, (h) => openFile(rec.file, rec.size, this.card, h), { reason: 'offline_fallback', prayer: slot.prayer, slot_at: slot.at });
-    this.done(slot, `playing the recording (no broadcast start by ${iso(slot.at + (this.plan?.grace_s ?? 0))})`);
+    this.done(slot, `playing the recording ${rec.sha256.slice(0, 12)}… (no broadcast covered it by ${iso(slot.at + (this.plan?.grace_s ?? 0))})`);
   }
 }

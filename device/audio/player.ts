@@ -60,7 +60,8 @@ export function openPlayer(url: string, card: SoundCard, userAgent: string, h: A
  */
 export function openFile(file: string, bytes: number, card: SoundCard, h: AttemptHandlers): Attempt {
   let closed = false;
-  const play = card.play(['-i', file]);
+  // -re: read at the audio's own pace, so the play ends when its sound does (a WAV output would take it at once).
+  const play = card.play(['-re', '-i', file]);
   void play.ended.then((error) => {
     if (!closed) h.end(error || undefined);
   });

@@ -54,7 +54,10 @@ async function fileServer(t: TestContext, body: Buffer, live?: Buffer): Promise<
     res.writeHead(200, { 'content-type': 'audio/mpeg', 'content-length': body.length }).end(body);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.after(() => new Promise<void>((r) => server.close(() => r())));
+  t.after(() => new Promise<void>((r) => {
+    server.close(() => r());
+    server.closeAllConnections();
+  }));
   server.unref();
   return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, leases };
 }
@@ -80,8 +83,10 @@ function broker(t: TestContext, port: number) {
       const c = current;
       current = null;
       if (!c) return;
+      // Stop listening first: a device reconnecting to a closed aedes would hold the server open for ever.
+      const closed = new Promise<void>((r) => c.server.close(() => r()));
       await new Promise<void>((r) => c.aedes.close(() => r()));
-      await new Promise<void>((r) => c.server.close(() => r()));
+      await closed;
     },
     publish(topic: string, body: unknown): void {
       current?.aedes.publish({ cmd: 'publish', topic, payload: Buffer.from(JSON.stringify(body)), qos: 1, retain: false, dup: false }, () => {});
@@ -265,4 +270,38 @@ test('a broadcast start within the grace plays the stream, and no local file', {
   const s = (at + GRACE) - startedAt / 1000;
   const heard = measure(audio, s, s + 2);
   assert.ok(Math.abs(heard.hz - 440) < 20, `the stream's 440 Hz, not the recording's 1 kHz: ${heard.hz.toFixed(1)} Hz`);
+});
+
+test('a start whose stream fails its 3 retries (STREAM_ERROR) is covered by the recording; a start while the file plays replaces it with the stream', { skip, timeout: 90_000 }, async (t) => {
+  const recording = tone(t, 1000, 8);
+  const files = await fileServer(t, recording, tone(t, 440, 20));
+  const port = await freePort();
+  const mq = broker(t, port);
+  const at = nowS() + 7;
+  await mq.up(config(files.url, recording, { at }));
+  const dir = tempDir(t, 'minaret-offline-');
+  const wav = path.join(dir, 'out.wav');
+  const run = device(t, dir, port, wav);
+  await deviceLine(run, /offline azaan: recording kept/, 15_000);
+  await sleepUntil((at - 1) * 1000);
+  // A start naming an address nothing answers (port 9): connection refused, retried, STREAM_ERROR after 3 retries.
+  mq.publish(`mosques/${MOSQUE}/broadcast`, { v: '1.0', broadcast_id: 'b-dead', kind: 'azaan', action: 'start', stream_url: 'http://127.0.0.1:9/dead', ts: nowS() });
+  await deviceLine(run, /-> STREAM_ERROR \(stream_unreachable\)/, 20_000);
+  await deviceLine(run, /STREAM_ERROR -> PLAYING \(offline_fallback\)/, 5_000);
+  const local = await waitForStatus(mq.statuses, (s) => s.status === 'PLAYING' && s.detail.source === 'local');
+  assert.equal(local.detail.slot_at, at, 'published at once while connected');
+  await new Promise((r) => setTimeout(r, 2500));
+  mq.publish(`mosques/${MOSQUE}/broadcast`, { v: '1.0', broadcast_id: 'b-live', kind: 'azaan', action: 'start', stream_url: `${files.url}/m/${MOSQUE}`, ts: nowS() });
+  await deviceLine(run, /PLAYING -> PLAYING \(broadcast_start\)/, 10_000);
+  await new Promise((r) => setTimeout(r, 5000));
+  await stopped(run);
+  const out = run.stdout();
+  const startedAt = Date.parse(/^(\S+) minaret-device /m.exec(out)![1]!);
+  const streamAt = (Date.parse(/^(\S+) .*PLAYING -> PLAYING \(broadcast_start\)/m.exec(out)![1]!) - startedAt) / 1000;
+  const audio = readWav(wav);
+  const openedAt = (Date.parse(/^(\S+) opening http\S+\/m\/\S+ for broadcast b-live/m.exec(out)![1]!) - startedAt) / 1000;
+  const before = measure(audio, openedAt - 1, openedAt - 0.1);
+  assert.ok(Math.abs(before.hz - 1000) < 30, `the recording before the start: ${before.hz.toFixed(1)} Hz`);
+  const afterStart = measure(audio, streamAt + 2, streamAt + 3.5);
+  assert.ok(Math.abs(afterStart.hz - 440) < 20, `the stream after it, the recording stopped: ${afterStart.hz.toFixed(1)} Hz`);
 });
