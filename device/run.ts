@@ -2,7 +2,8 @@
  * `minaret-device run`: the firmware (device/contract/firmware.ts) on this board, with its credentials from
  * device.json (device/state/store.ts), real audio through ffmpeg (device/audio/), and a clean goodbye on SIGTERM
  * (OFFLINE reason shutdown, so no will fires: docs/firmware.md, "3.1 Status"). The process stays small when idle:
- * one MQTT socket, a heartbeat timer, a lease timer, and no ffmpeg unless something plays.
+ * one MQTT socket, a heartbeat timer, a lease timer, a player's slot timer (device/offline.ts), and no ffmpeg unless
+ * something plays.
  */
 import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
@@ -13,6 +14,7 @@ import { SoundCard, type OutputTarget } from './audio/output.ts';
 import { openPlayer } from './audio/player.ts';
 import { openSource, type AudioSource } from './audio/source.ts';
 import { readState } from './state/store.ts';
+import { OfflineAzaan } from './offline.ts';
 
 export interface RunOptions {
   stateDir: string;
@@ -79,12 +81,16 @@ export async function runDevice(o: RunOptions): Promise<number> {
   });
   const fw = firmware;
   say(`minaret-device ${o.fw}: ${kind} ${fw.id} connecting to ${redactUrl(mqttUrl)}`);
+  // A player's azaan without the network (docs/firmware.md, "4.1 Config": offline): armed from DIR before any connect.
+  const offline = kind === 'stream_player' ? new OfflineAzaan(fw, card, o.stateDir, say) : null;
+  offline?.start();
   fw.start().catch((err: Error) => say(`connect: ${err.message}`));
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
   });
   say(`${signal}: going offline`);
+  offline?.stop();
   await fw.stop({ graceful: true });
   card.close();
   return 0;

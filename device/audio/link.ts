@@ -17,6 +17,11 @@ export interface AttemptHandlers {
   bytes(n: number): void;
   /** This attempt is over; the link retries. Called at most once per attempt. */
   fail(error: string): void;
+  /**
+   * The audio is over for good, no retry (a local file played to its end, or one ffmpeg could not play: `error`).
+   * A stream never ends this way: its end is a loss, retried.
+   */
+  end(error?: string): void;
 }
 
 export interface Attempt {
@@ -29,7 +34,7 @@ export interface AudioTiming {
   /** First retry delay; each next one doubles, up to retryMaxMs. */
   retryMs: number;
   retryMaxMs: number;
-  /** No byte for this long (also before the first one) counts as a failed attempt. */
+  /** No byte for this long (also before the first one) counts as a failed attempt; 0: no stall watch (a local file). */
   stallMs: number;
 }
 
@@ -42,6 +47,8 @@ export interface AudioLinkEvents {
   onLost(error: string): void;
   /** RETRIES_BEFORE_ERROR retries in a row failed (once per outage); retrying goes on. */
   onUnreachable(error: string, retries: number): void;
+  /** The opener ended the audio for good (AttemptHandlers.end): the link is closed. */
+  onEnded?(error: string | undefined): void;
 }
 
 export interface AudioStats {
@@ -109,8 +116,14 @@ export class AudioLink {
         over = true;
         this.onAttemptFailed(error);
       },
+      end: (error) => {
+        if (over || this.closed) return;
+        over = true;
+        this.close();
+        this.events.onEnded?.(error);
+      },
     };
-    this.stallTimer = setTimeout(() => handlers.fail(`no audio for ${this.timing.stallMs} ms (stalled)`), this.timing.stallMs);
+    if (this.timing.stallMs > 0) this.stallTimer = setTimeout(() => handlers.fail(`no audio for ${this.timing.stallMs} ms (stalled)`), this.timing.stallMs);
     let opened: Attempt;
     try {
       opened = this.open(handlers);

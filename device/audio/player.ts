@@ -52,3 +52,24 @@ export function openPlayer(url: string, card: SoundCard, userAgent: string, h: A
     },
   };
 }
+
+/**
+ * A local file played once through the sound card (the recorded azaan at a slot without the network:
+ * docs/firmware.md, "3.1 Status", PLAYING `source: local`). ffmpeg reads the file itself; the audio counts as flowing
+ * once ffmpeg runs, and its exit ends the play for good (no retry: a file does not come back by asking again).
+ */
+export function openFile(file: string, bytes: number, card: SoundCard, h: AttemptHandlers): Attempt {
+  let closed = false;
+  // -re: read at the audio's own pace, so the play ends when its sound does (a WAV output would take it at once).
+  const play = card.play(['-re', '-i', file]);
+  void play.ended.then((error) => {
+    if (!closed) h.end(error || undefined);
+  });
+  h.bytes(bytes);
+  return {
+    close() {
+      closed = true;
+      play.stop();
+    },
+  };
+}

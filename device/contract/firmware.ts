@@ -18,6 +18,7 @@ import { AudioLink, DEFAULT_AUDIO_TIMING, publicStreamUrl, type AudioStats, type
 import { commandOutcome, type CommandHost } from './commands.ts';
 import { DEFAULT_HEARTBEAT_S, MIN_HEARTBEAT_S, isEntitled, isObject, leaseExpiresMs, mosqueOf, msToNextQuietEdge, muteOf, unboundReason, validateConfig } from './config.ts';
 import { MqttLink, type LinkOptions } from './link.ts';
+import { offlineProblem } from './slots.ts';
 import type { AckPayload, BroadcastMessage, CommandMessage, Detail, DeviceConfig, DeviceKind, DeviceLease, DeviceStatus, FirmwareCounters, Hardware, HeartbeatPayload, LogLevel, StatusPayload, Transition } from './types.ts';
 
 /** The sound card and the streams, as this device has them. A part left out is played without audio. */
@@ -69,7 +70,7 @@ export class Firmware extends EventEmitter implements CommandHost {
 
   /** The stream open for the broadcast being played (real audio only), and what PLAYING will say about it. */
   private audioLink: AudioLink | null = null;
-  private audioBroadcast: { id: string; detail: Detail } | null = null;
+  private audioBroadcast: { id: string; detail: Detail; local: boolean } | null = null;
   private lastAudio: AudioStats | null = null;
   /** The broadcast on air as the last start event told (a player muted meanwhile resumes it when unmuted). */
   private onAir: BroadcastMessage | null = null;
@@ -82,6 +83,13 @@ export class Firmware extends EventEmitter implements CommandHost {
   private _detail: Detail = { attempt: 0 };
   /** A transition happened while the broker was unreachable: the next connect publishes it as is. */
   private unpublished = false;
+  /**
+   * Statuses made while the broker was unreachable that must reach it anyway, each with the ts it was made at (a
+   * local azaan played offline: the backend counts the home as covered from it). `owedIsCurrent`: the last of
+   * them is still the device's state, so it is the one status that connect publishes.
+   */
+  private owed: StatusPayload[] = [];
+  private owedIsCurrent = false;
   private readonly history: Transition[] = [];
 
   private _config: DeviceConfig | null = null;
@@ -248,7 +256,9 @@ export class Firmware extends EventEmitter implements CommandHost {
     this.link.subscribe([this.topic('config'), this.topic('cmd')]);
     // Exactly one status publish per connect, even when nothing changed: a transition if one is due
     // (boot, or a lease that ran out meanwhile), else the state as is.
-    const published = this._counters.statusPublishes;
+    const owed = this.owed.splice(0);
+    for (const p of owed) this.sendStatus(p);
+    const published = owed.length > 0 && this.owedIsCurrent ? this._counters.statusPublishes - 1 : this._counters.statusPublishes;
     this.checkLease();
     if (this._status === 'CONNECTING') {
       if (this.kind === 'transmitter') this.transition('ONLINE', 'connected', {});
@@ -277,7 +287,8 @@ export class Firmware extends EventEmitter implements CommandHost {
   // -------------------------------------------------------------------------------------------------
   // Status
 
-  transition(to: DeviceStatus, reason: string, detail: Detail): void {
+  /** `owed`: made offline, it is published with its own ts on the next connect, whatever follows it meanwhile. */
+  transition(to: DeviceStatus, reason: string, detail: Detail, owed = false): void {
     const from = this._status;
     this.setLocal(to, reason, detail);
     if (this.link.online) {
@@ -285,6 +296,10 @@ export class Firmware extends EventEmitter implements CommandHost {
       this.unpublished = false;
     } else {
       this.unpublished = true;
+      if (owed) {
+        this.owed.push(this.statusPayload(from, reason));
+        this.owedIsCurrent = true;
+      }
     }
     this.link.refreshWill();
   }
@@ -296,6 +311,7 @@ export class Firmware extends EventEmitter implements CommandHost {
     this._status = to;
     this._reason = reason;
     this._detail = detail;
+    this.owedIsCurrent = false;
     this.history.push({ ts: nowS(), from, to, reason, detail });
     if (this.history.length > TRANSITION_HISTORY) this.history.shift();
     this._counters.transitions++;
@@ -321,9 +337,12 @@ export class Firmware extends EventEmitter implements CommandHost {
   }
 
   private publishStatus(prev: DeviceStatus, reason: string): void {
-    if (!this.link.online) return;
+    if (this.link.online) this.sendStatus(this.statusPayload(prev, reason));
+  }
+
+  private sendStatus(payload: StatusPayload): void {
     this._counters.statusPublishes++;
-    this.link.publish(this.topic('status'), JSON.stringify(this.statusPayload(prev, reason)), 1, true, 'status');
+    this.link.publish(this.topic('status'), JSON.stringify(payload), 1, true, 'status');
   }
 
   /**
@@ -384,7 +403,7 @@ export class Firmware extends EventEmitter implements CommandHost {
     } catch {
       return this.rejectConfig([], 'invalid_json');
     }
-    const problem = validateConfig(parsed);
+    const problem = validateConfig(parsed) ?? offlineProblem(parsed);
     if (problem) return this.rejectConfig(problem.keys, problem.error);
     const cfg = parsed as DeviceConfig;
     const before = this._config;
@@ -486,6 +505,8 @@ export class Firmware extends EventEmitter implements CommandHost {
 
   private checkLease(): void {
     if (this.kind !== 'stream_player' || !BOUND_STATES.has(this._status)) return;
+    // A local azaan begun before any config came (a restart without the network) holds no lease to check: the config that follows decides.
+    if (this._config === null && this.audioBroadcast?.local) return;
     const lease = this._config?.lease;
     if (!lease || leaseExpiresMs(lease) <= Date.now()) {
       this.log('warn', 'entitlement lease expired');
@@ -588,15 +609,16 @@ export class Firmware extends EventEmitter implements CommandHost {
    * the device plays for a broadcast goes through here: a stream now, and a local file at a given time as well
    * (an opener over the file, started from a timer).
    */
-  startAudio(broadcastId: string, shownUrl: string, open: Opener, detail: Detail): void {
+  startAudio(broadcastId: string, shownUrl: string, open: Opener, detail: Detail, local = false): void {
     this.stopAudio();
-    const link = new AudioLink(shownUrl, open, this.audioTiming, {
+    const link = new AudioLink(shownUrl, open, local ? { ...this.audioTiming, stallMs: 0 } : this.audioTiming, {
       onFlowing: (restored) => this.guard('audio', () => this.onAudioFlowing(link, restored)),
       onLost: (error) => this.guard('audio', () => this.onAudioLost(link, error)),
       onUnreachable: (error, retries) => this.guard('audio', () => this.onAudioUnreachable(link, error, retries)),
+      onEnded: (error) => this.guard('audio', () => this.onAudioEnded(link, error)),
     });
     this.audioLink = link;
-    this.audioBroadcast = { id: broadcastId, detail };
+    this.audioBroadcast = { id: broadcastId, detail, local };
     this.say(`${this.kind === 'transmitter' ? 'sending to' : 'opening'} ${link.streamUrl} for broadcast ${broadcastId}`);
     link.start();
   }
@@ -615,11 +637,47 @@ export class Firmware extends EventEmitter implements CommandHost {
     return this.audioBroadcast?.id ?? null;
   }
 
+  /** True while a local file (not a stream) is what plays. */
+  get playingLocal(): boolean {
+    return this.audioBroadcast?.local === true;
+  }
+
+  /**
+   * A stream player plays a local file now (docs/firmware.md, "3.1 Status": PLAYING with `source: local`), as it
+   * plays a stream: through startAudio, stopped by a mute, an unbinding or a broadcast start like one. Its PLAYING
+   * is owed to the backend even when the broker is unreachable; ONLINE follows when the file ends.
+   */
+  playLocal(shownUrl: string, open: Opener, detail: Detail): void {
+    if (this.kind !== 'stream_player') return;
+    this.startAudio(`local:${shownUrl}`, shownUrl, open, { source: 'local', ...detail }, true);
+  }
+
   private onAudioFlowing(link: AudioLink, restored: boolean): void {
     if (link !== this.audioLink || !this.audioBroadcast) return;
+    if (this.audioBroadcast.local) {
+      // Before any connect (CONNECTING) too: a restart without the network plays its slot all the same.
+      if (this._status === 'ONLINE' || this._status === 'STREAM_ERROR' || this._status === 'CONNECTING') {
+        this.transition('PLAYING', String(this.audioBroadcast.detail['reason'] ?? 'local'), { ...this.audioBroadcast.detail }, true);
+      }
+      return;
+    }
     if (this._status !== 'ONLINE' && this._status !== 'PLAYING' && this._status !== 'STREAM_ERROR') return;
     if (this._status === 'PLAYING' && this._detail['broadcast_id'] === this.audioBroadcast.detail['broadcast_id']) return;
     this.transition('PLAYING', restored ? 'stream_restored' : 'broadcast_start', { ...this.audioBroadcast.detail });
+  }
+
+  /** A local file ended: back to what the device is without it (CONNECTING while it has neither config nor broker). */
+  private onAudioEnded(link: AudioLink, error: string | undefined): void {
+    if (link !== this.audioLink) return;
+    if (error) this.noteError(`local audio ${link.streamUrl} failed: ${error}`);
+    this.stopAudio();
+    if (this._status !== 'PLAYING') return;
+    const reason = error ? 'local_failed' : 'local_done';
+    if (this._config === null) {
+      if (this.link.online) this.transition('UNBOUND', reason, { reason: unboundReason(null, this.unbindFloor, Date.now()) });
+      else this.transition('CONNECTING', reason, { attempt: this._counters.connectAttempts });
+    } else if (this.entitled()) this.transition('ONLINE', reason, this.onlineDetail());
+    else this.loseEntitlement(unboundReason(this._config, this.unbindFloor, Date.now()));
   }
 
   private onAudioLost(link: AudioLink, error: string): void {
