@@ -344,7 +344,7 @@ test('a bad limit or before answers 400; the feed is for admins (member 403, str
 
 // ---- broadcasts ----
 
-const ZERO_REPORT = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: { queued: 0, sent: 0, failed: 0 } };
+const ZERO_REPORT = { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, covered_locally: 0, push: { queued: 0, sent: 0, failed: 0 } };
 
 test('a trigger admin starts a broadcast (201, live) whose report is pending; GET then gives the same record with zero counts', async (t) => {
   const { ts, root, mosque } = await world(t);

@@ -162,7 +162,8 @@ test('the slot passes with the broker down: the kept 1 kHz recording plays at at
   assert.ok(delay > -0.2 && delay < 5, `the recording starts at the slot's at + grace_s: ${delay.toFixed(3)} s`);
   const audio = readWav(wav);
   const from = (loud - Date.parse(/^(\S+) minaret-device /m.exec(run.stdout())![1]!)) / 1000;
-  const heard = measure(audio, from + 0.3, from + 2.5);
+  // The loudest half second of the first three: on a loaded machine the WAV may hold a gap where ffmpeg fell behind.
+  const heard = loudestHalfSecond(audio, from, from + 3);
   assert.ok(heard.rms > 1000 && Math.abs(heard.hz - 1000) < 30, `the 1 kHz recording: ${heard.hz.toFixed(1)} Hz, rms ${heard.rms.toFixed(0)}`);
 
   // Back online: the PLAYING made offline goes out with the ts it began at, then the state as it is.
@@ -305,3 +306,13 @@ test('a start whose stream fails its 3 retries (STREAM_ERROR) is covered by the 
   const afterStart = measure(audio, streamAt + 2, streamAt + 3.5);
   assert.ok(Math.abs(afterStart.hz - 440) < 20, `the stream after it, the recording stopped: ${afterStart.hz.toFixed(1)} Hz`);
 });
+
+/** The loudest 0.5 s window between `fromS` and `toS` (steps of 0.1 s), measured. */
+function loudestHalfSecond(audio: ReturnType<typeof readWav>, fromS: number, toS: number) {
+  let best = measure(audio, fromS, fromS + 0.5);
+  for (let at = fromS + 0.1; at + 0.5 <= toS; at += 0.1) {
+    const m = measure(audio, at, at + 0.5);
+    if (m.rms > best.rms) best = m;
+  }
+  return best;
+}

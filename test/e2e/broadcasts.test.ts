@@ -228,12 +228,12 @@ test('the 201 carries a pending report, and GET of the broadcast then has the fu
 
   const b = await startBroadcast(w, { kind: 'azaan', prayer: 'isha' });
   assert.equal(b.status, 'live');
-  assert.deepEqual(b.report, { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, push: { queued: 0, sent: 0, failed: 0 }, pending: true });
+  assert.deepEqual(b.report, { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 0, covered_locally: 0, push: { queued: 0, sent: 0, failed: 0 }, pending: true });
 
   await simStatus(listenerSim!, 'PLAYING', 2000);
   await waitFor('the push sent', async () => (await report(w, b.id)).push.sent === 1, 3000);
   await waitFor('the report counts the player', async () => (await report(w, b.id)).playing === 1, 3000);
-  assert.deepEqual(await report(w, b.id), { playing: 1, unbound: 1, muted: 0, offline: 1, stream_error: 0, other: 0, push: { queued: 0, sent: 1, failed: 0 } });
+  assert.deepEqual(await report(w, b.id), { playing: 1, unbound: 1, muted: 0, offline: 1, stream_error: 0, other: 0, covered_locally: 0, push: { queued: 0, sent: 1, failed: 0 } });
 });
 
 /**
@@ -428,7 +428,7 @@ test('the delivery report counts playing, unbound, muted, offline and stream err
   await waitFor('the push sent', async () => (await report(w, b.id)).push.sent === 1, 3000);
 
   const live = await report(w, b.id);
-  assert.deepEqual(live, { playing: 1, unbound: 1, muted: 1, offline: 1, stream_error: 1, other: 0, push: { queued: 0, sent: 1, failed: 0 } });
+  assert.deepEqual(live, { playing: 1, unbound: 1, muted: 1, offline: 1, stream_error: 1, other: 0, covered_locally: 0, push: { queued: 0, sent: 1, failed: 0 } });
   // The list shows the same report.
   const list = await w.ts.http.get(`${API}/mosques/${w.mosque.id}/broadcasts`, w.owner.token);
   assert.deepEqual(list.body.find((x: { id: string }) => x.id === b.id).report, live);
@@ -525,7 +525,7 @@ test('a broadcast stopped within its first second still counts unbound and muted
   const res = await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
   assert.equal(res.status, 200);
   assert.equal(res.body.started_at, res.body.stopped_at);
-  assert.deepEqual({ ...res.body.report, push: null }, { playing: 0, unbound: 1, muted: 1, offline: 0, stream_error: 0, other: 0, push: null });
+  assert.deepEqual({ ...res.body.report, push: null }, { playing: 0, unbound: 1, muted: 1, offline: 0, stream_error: 0, other: 0, covered_locally: 0, push: null });
 });
 
 test('a short announcement heard by three players reports three playing, though each went back to ONLINE within its second', async (t) => {
