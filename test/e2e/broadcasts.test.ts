@@ -484,7 +484,7 @@ test('the report window: statuses up to 120 s after the start count, and not wha
   clock.advance(130_000);
   await publish(lateClient, `devices/${late.player.device.id}/status`, statusPayload('STREAM_ERROR', { prev: 'ONLINE', detail: { error: 'timeout' } }), { retain: true });
   await waitForStatus(w.ts, w.owner.token, late.player.device.id, 'STREAM_ERROR');
-  assert.deepEqual({ ...(await report(w, b.id)), push: null }, { playing: 1, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 1, push: null });
+  assert.deepEqual({ ...(await report(w, b.id)), push: null }, { playing: 1, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 1, covered_locally: 0, push: null });
 
   // The stop sends the transmitter back to ONLINE in the stop's own second: still a broadcast it played.
   clock.advance(5_000);
