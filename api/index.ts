@@ -103,7 +103,7 @@ export interface ApiDeps {
   plane: DevicePlane;
   /** Pairing a device by a short code (docs/api.md, "Pairing a device") and its limits (docs/settings.md, PAIRING_*). */
   pairings: Pairings;
-  pairingLimits: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number };
+  pairingLimits: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number; pollHoldSeconds: number };
   mqttPort: () => number;
   mqttsPort: () => number | null;
   deliveryReport: (b: BroadcastRow) => Promise<DeliveryReport>;

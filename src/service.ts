@@ -377,6 +377,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     // Runs before the HTTP server's close (closers run in reverse): open event streams would hold it 2 s.
     closers.push({ name: 'event streams', close: () => mosqueEvents.closeAll() });
+    // The same for device pairing polls held open for an approval (docs/api.md, "Pairing a device").
+    closers.push({ name: 'held pairing polls', close: () => pairings.close() });
     const mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
     startFeed();

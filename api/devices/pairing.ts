@@ -30,7 +30,7 @@ interface Deps {
   pairings: Pairings;
   users: Pick<UserStore, 'findById'>;
   rateLimitStore: LimiterStore;
-  pairingLimits: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number };
+  pairingLimits: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number; pollHoldSeconds: number };
   mqttPort: () => number;
   mqttsPort: () => number | null;
   publicUrl: string | null;
@@ -77,7 +77,7 @@ export function pairingRoutes(deps: Deps) {
 
   app.post('/devices/pairing/token', async (c) => {
     const b = await readJson(c, PairingToken);
-    const given = unwrap(await pairings.poll(b.device_code));
+    const given = unwrap(await pairings.poll(b.device_code, limits.pollHoldSeconds * 1000));
     c.header('Cache-Control', 'no-store');
     return c.json(issued(c, given));
   });

@@ -108,8 +108,13 @@ export async function pair(o: PairOptions): Promise<PairOutcome> {
 
   const deadline = Date.now() + grant.expires_in * 1000;
   let intervalS = grant.interval;
+  // RFC 8628 §3.5: at least `interval` between two polls, counted from when each was sent. Minaret holds a pending
+  // poll open up to the interval and answers it the moment a person approves (docs/api.md, "Pairing a device"),
+  // so the next poll follows a held answer at once; a server that answers at once is polled every interval.
+  let sentAt = Date.now() - intervalS * 1000;
   while (Date.now() < deadline) {
-    await sleep(intervalS * 1000);
+    await sleep(Math.max(0, sentAt + intervalS * 1000 - Date.now()));
+    sentAt = Date.now();
     const polled = await postJson(`${base}/api/v1/devices/pairing/token`, { device_code: grant.device_code }, base);
     if (!polled.ok) return polled;
     if (polled.status === 200) return store(o, base, polled.body);

@@ -70,7 +70,7 @@ export interface Config {
   invitesPerMosquePerHour: number;
   invitesPerAddressPerDay: number;
   /** Pairing a device by a short code (docs/api.md, "Pairing a device"): each limit over 10 minutes, and the pending bound. */
-  pairing: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number; maxPending: number };
+  pairing: { guessesPerPerson: number; guessesPerAddress: number; startsPerAddress: number; maxPending: number; pollHoldSeconds: number };
   bcryptCost: number;
   bcryptMaxQueue: number;
   trustProxy: TrustProxy;
@@ -245,6 +245,7 @@ const EnvSchema = v.object({
   PAIRING_GUESSES_PER_ADDRESS: wholeNumber(1, 10_000, 10),
   PAIRING_STARTS_PER_ADDRESS: wholeNumber(1, 100_000, 20),
   PAIRING_MAX_PENDING: wholeNumber(1, 1_000_000, 10_000),
+  PAIRING_POLL_HOLD_S: wholeNumber(0, 5, 5),
   BCRYPT_MAX_QUEUE: wholeNumber(1, 100_000, 64),
   TRUST_PROXY: v.optional(v.pipe(v.string(), v.trim()), 'off'),
   HTTP_HEADERS_TIMEOUT_S: wholeNumber(1, 300, 10),
@@ -418,7 +419,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       invitesPerAddressPerDay: e.INVITES_PER_ADDRESS_PER_DAY,
       pairing: {
         guessesPerPerson: e.PAIRING_GUESSES_PER_PERSON, guessesPerAddress: e.PAIRING_GUESSES_PER_ADDRESS,
-        startsPerAddress: e.PAIRING_STARTS_PER_ADDRESS, maxPending: e.PAIRING_MAX_PENDING,
+        startsPerAddress: e.PAIRING_STARTS_PER_ADDRESS, maxPending: e.PAIRING_MAX_PENDING, pollHoldSeconds: e.PAIRING_POLL_HOLD_S,
       },
       bcryptCost: e.BCRYPT_COST,
       bcryptMaxQueue: e.BCRYPT_MAX_QUEUE,

@@ -12,9 +12,10 @@ const TOKEN = `${API}/devices/pairing/token`;
 const APPROVE = `${API}/devices/pairing/approve`;
 const DENY = `${API}/devices/pairing/deny`;
 
+/** Polls answered at once (PAIRING_POLL_HOLD_S 0), unless a test holds them: the manual clock does not move a hold. */
 async function world(t: TestContext, env: Record<string, string> = {}) {
   const clock = createManualClock(Date.now());
-  const ts = await startTestService(t, { clock, env, logLevel: 'warn' });
+  const ts = await startTestService(t, { clock, env: { PAIRING_POLL_HOLD_S: '0', ...env }, logLevel: 'warn' });
   const root = await signInSuperadmin(ts);
   const owner = await member(ts, 'owner@example.com');
   const mosque = await createMosque(ts, root.token, owner, { auto_approve_members: true });
@@ -90,6 +91,36 @@ test('a member pairs a player by its code: pending, slow_down, approve, credenti
   await publish(client, `devices/${taken.body.device.id}/status`, statusPayload('ONLINE', { prev: 'UNBOUND', reason: 'entitled' }), { qos: 1, retain: true });
   const online = await waitForStatus(ts, alice.token, taken.body.device.id, 'ONLINE');
   assert.equal(online.connected, true);
+});
+
+test('a pending poll is held open and answered the moment the code is approved or denied; the next poll may follow at once', async (t) => {
+  const { ts, clock, owner, mosque } = await world(t, { PAIRING_POLL_HOLD_S: '5' });
+  const started = await startPairing(ts);
+  let answeredAt = 0;
+  const held = poll(ts, started.device_code).then((res) => ((answeredAt = Date.now()), res));
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(answeredAt, 0, 'still held: nobody approved yet');
+  const approved = await ts.http.post(APPROVE, { user_code: started.user_code, mosque_id: mosque.id }, owner.token);
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const approvedAt = Date.now();
+  const taken = await held;
+  assert.equal(taken.status, 200, JSON.stringify(taken.body));
+  assert.equal(taken.body.device.id, approved.body.device.id, 'the held poll carries the credentials');
+  // Woken by the approval itself, not by the hold's end (5 s) nor by the store re-read (every 500 ms).
+  assert.ok(answeredAt - approvedAt < 400, `answered ${answeredAt - approvedAt} ms after the approval`);
+
+  // Unanswered, a hold ends with authorization_pending after the interval; a poll sent as it ends is no slow_down.
+  const second = await startPairing(ts);
+  const from = Date.now();
+  const pending = await poll(ts, second.device_code);
+  assert.deepEqual([pending.status, pending.body.error.code], [400, 'authorization_pending']);
+  assert.ok(Date.now() - from >= 4_500, `held ${Date.now() - from} ms`);
+  clock.advance(Date.now() - from); // the service's clock is the manual one: it moves as the hold did
+  const denying = poll(ts, second.device_code);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal((await ts.http.post(DENY, { user_code: second.user_code }, owner.token)).status, 204);
+  const denied = await denying;
+  assert.deepEqual([denied.status, denied.body.error.code], [400, 'access_denied'], 'polled at once after a held answer, and woken by the denial');
 });
 
 test('a pending member pairs a player that connects UNBOUND; a can_manage admin pairs a transmitter', async (t) => {

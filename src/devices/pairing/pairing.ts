@@ -16,6 +16,15 @@ export const PAIRING_INTERVAL_SECONDS = 5;
 /** RFC 8628 §3.5: a device told slow_down waits this much longer from then on; the pairing remembers it. */
 export const SLOW_DOWN_STEP_SECONDS = 5;
 const MAX_INTERVAL_SECONDS = 60;
+/**
+ * A pending poll is held up to its interval and answered the moment a person approves or denies (docs/api.md,
+ * "Pairing a device"). The device counts its interval from when it sent the poll (RFC 8628 §3.5 asks only for the
+ * wait between requests), so a held answer is followed by the next poll at once and an approval reaches the device
+ * in milliseconds, not after up to one interval. The row is read again this often, for an approval on another node.
+ */
+const HELD_RECHECK_MS = 500;
+/** Seconds are whole in the store: a poll sent `interval` after the last one may land a second short of it. */
+const POLL_TOLERANCE_SECONDS = 1;
 
 export interface PairingStart {
   deviceCode: string;
@@ -47,6 +56,50 @@ export function createPairings(deps: {
   const now = () => toUnixSeconds(deps.clock());
   const deviceHash = (code: string) => keyedHash(key, `pairing_device|${code}`);
   const userHash = (letters: string) => keyedHash(key, `pairing_user|${letters}`);
+  /** Pollers held on a pending pairing, woken by an approval or a denial made in this process. */
+  const held = new Map<string, Set<() => void>>();
+  const wake = (id: string) => {
+    for (const w of held.get(id) ?? []) w();
+  };
+  let closed = false;
+  const waitForAnswer = (id: string, ms: number) => new Promise<void>((resolve) => {
+    const waiters = held.get(id) ?? new Set();
+    held.set(id, waiters);
+    const done = () => {
+      clearTimeout(timer);
+      waiters.delete(done);
+      if (waiters.size === 0) held.delete(id);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    waiters.add(done);
+  });
+  const byId = (id: string) => store.selectFrom('device_pairings').selectAll().where('id', '=', id).executeTakeFirst();
+  type Row = NonNullable<Awaited<ReturnType<typeof byId>>>;
+
+  /** Denied or approved, the pairing is answered now and ends: taken by one delete, so two polls at once get it once. */
+  const answer = async (row: Row): Promise<Result<Credentials>> => {
+    const taken = await store.deleteFrom('device_pairings').where('id', '=', row.id).where('status', '=', row.status).executeTakeFirst();
+    if (taken.numDeletedRows === 0n) return fail('expired_token');
+    if (row.status === 'denied' || !row.device_id || !row.approved_by) return fail('access_denied');
+    const issued = await deps.verbs.issuePairedPassword(row.device_id, row.approved_by);
+    // Deleted between approval and this poll: the pairing is void.
+    return issued ? ok(issued) : fail('access_denied');
+  };
+  const isWaiting = (row: Row) => row.status === 'pending' || row.status === 'approving';
+
+  /** Holds a pending poll until the pairing is answered, it expires, `holdMs` passes or the process stops. */
+  const hold = async (id: string, holdMs: number): Promise<Result<Credentials>> => {
+    const until = Date.now() + holdMs;
+    while (!closed && Date.now() < until) {
+      await waitForAnswer(id, Math.min(HELD_RECHECK_MS, until - Date.now()));
+      const row = await byId(id);
+      if (!row || row.expires_at <= now()) return fail('expired_token');
+      if (!isWaiting(row)) return answer(row);
+    }
+    return fail('authorization_pending');
+  };
+
   const prune = async () => Number((await store.deleteFrom('device_pairings').where('expires_at', '<=', now()).executeTakeFirst()).numDeletedRows);
 
   /** The pending pairing a person's typed code names, unexpired; null for anything else. */
@@ -101,27 +154,26 @@ export function createPairings(deps: {
 
     /**
      * RFC 8628 §3.4-3.5: a device's poll. Unknown, expired or already answered: expired_token (a device learns
-     * nothing of another's pairing). Approved: the credentials, once; the row goes with them.
+     * nothing of another's pairing). Approved: the credentials, once; the row goes with them. Pending: held up to
+     * `holdMs` (at most the interval) for an answer, then authorization_pending.
      */
-    async poll(deviceCode: string): Promise<Result<Credentials>> {
+    async poll(deviceCode: string, holdMs = 0): Promise<Result<Credentials>> {
       const row = await store.selectFrom('device_pairings').selectAll().where('device_code_hash', '=', deviceHash(deviceCode)).executeTakeFirst();
       const t = now();
       if (!row || row.expires_at <= t) return fail('expired_token');
-      if (row.last_poll_at !== null && t - row.last_poll_at < row.interval_s) {
+      if (row.last_poll_at !== null && t - row.last_poll_at < row.interval_s - POLL_TOLERANCE_SECONDS) {
         await store.updateTable('device_pairings').set({ last_poll_at: t, interval_s: Math.min(MAX_INTERVAL_SECONDS, row.interval_s + SLOW_DOWN_STEP_SECONDS) }).where('id', '=', row.id).execute();
         return fail('slow_down');
       }
-      if (row.status === 'pending' || row.status === 'approving') {
-        await store.updateTable('device_pairings').set({ last_poll_at: t }).where('id', '=', row.id).execute();
-        return fail('authorization_pending');
-      }
-      // Denied or approved, the pairing is answered now and ends: taken by one delete, so two polls at once get it once.
-      const taken = await store.deleteFrom('device_pairings').where('id', '=', row.id).where('status', '=', row.status).executeTakeFirst();
-      if (taken.numDeletedRows === 0n) return fail('expired_token');
-      if (row.status === 'denied' || !row.device_id || !row.approved_by) return fail('access_denied');
-      const issued = await deps.verbs.issuePairedPassword(row.device_id, row.approved_by);
-      // Deleted between approval and this poll: the pairing is void.
-      return issued ? ok(issued) : fail('access_denied');
+      if (!isWaiting(row)) return answer(row);
+      await store.updateTable('device_pairings').set({ last_poll_at: t }).where('id', '=', row.id).execute();
+      return holdMs > 0 ? hold(row.id, Math.min(holdMs, row.interval_s * 1000)) : fail('authorization_pending');
+    },
+
+    /** Answers every held poll now (the process stops): each device polls again, elsewhere or later. */
+    close(): void {
+      closed = true;
+      for (const id of [...held.keys()]) wake(id);
     },
 
     /**
@@ -147,6 +199,7 @@ export function createPairings(deps: {
         return registered;
       }
       await store.updateTable('device_pairings').set({ status: 'approved', device_id: registered.value.id, approved_by: actor.id }).where('id', '=', row.id).execute();
+      wake(row.id);
       return registered;
     },
 
@@ -155,7 +208,9 @@ export function createPairings(deps: {
       const row = await pendingByUserCode(typed);
       if (!row) return fail('not_found', NO_PAIRING);
       const denied = await store.updateTable('device_pairings').set({ status: 'denied' }).where('id', '=', row.id).where('status', '=', 'pending').executeTakeFirst();
-      return denied.numUpdatedRows === 0n ? fail('not_found', NO_PAIRING) : ok(undefined);
+      if (denied.numUpdatedRows === 0n) return fail('not_found', NO_PAIRING);
+      wake(row.id);
+      return ok(undefined);
     },
   };
 }
