@@ -52,6 +52,9 @@ import { hookRoutes } from './audio/hooks.ts';
 import { listenRoutes } from './audio/listen.ts';
 import type { AdmitRecording, Recordings } from '../src/audio/recordings.ts';
 import { RECORDING_DOWNLOAD_PATH, RECORDING_UPLOAD_PATH, recordingRoutes } from './audio/recordings.ts';
+import { FIRMWARE_DOWNLOAD_PATH, FIRMWARE_UPLOAD_PATH, firmwareImageRoutes } from './firmware/images.ts';
+import type { FirmwareImages } from '../src/firmware/images.ts';
+import type { DeviceInfo } from '../src/devices/devices.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -61,7 +64,7 @@ const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '
 const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
 /** Icecast's callbacks carry the hook secret instead of a bearer token (api/audio/hooks.ts). */
 const HOOKS_PREFIX = `${HOOK_PATH}/`;
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || path.startsWith(HOOKS_PREFIX) || RECORDING_DOWNLOAD_PATH.test(path);
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || path.startsWith(HOOKS_PREFIX) || RECORDING_DOWNLOAD_PATH.test(path) || FIRMWARE_DOWNLOAD_PATH.test(path);
 
 /**
  * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.
@@ -147,8 +150,13 @@ export interface ApiDeps {
   /** Each mosque's recorded azaan (src/audio/recordings.ts) and who may download it. */
   recordings: Recordings;
   admitRecording: AdmitRecording;
-  /** RECORDING_MAX_BYTES: the body limit of the recording upload, the one route past BODY_LIMIT_BYTES. */
+  /** RECORDING_MAX_BYTES: the body limit of the recording upload, a route past BODY_LIMIT_BYTES. */
   recordingMaxBytes: number;
+  /** Firmware images and who may download one (docs/api.md, "Firmware updates"); FIRMWARE_MAX_BYTES bounds an upload. */
+  firmwareImages: FirmwareImages | null;
+  firmwareMaxBytes: number;
+  firmwareDevices: { load(id: string): Promise<unknown>; info(id: string): DeviceInfo | null; verifySecret(id: string, password: string): boolean };
+  firmwareOffers: { holds(deviceId: string, imageId: string): Promise<boolean>; inUse(imageId: string): Promise<boolean> };
 }
 
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
@@ -168,8 +176,9 @@ export function createApi(deps: ApiDeps) {
   // Only where a body can come: @hono/node-server gives GET and HEAD none, and bodyLimit's look at
   // c.req.raw.body would build the full WHATWG Request (an AbortController, undici Headers) for every one of
   // them just to find that out. Registered by method, a GET does not even pass through it.
-  // The recording upload (raw audio, RECORDING_MAX_BYTES) is the one exception: its route sets its own limit.
-  app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', (c, next) => (c.req.method === 'PUT' && RECORDING_UPLOAD_PATH.test(c.req.path) ? next() : limitBody(c, next)));
+  // The recording and firmware uploads (raw bytes, RECORDING_MAX_BYTES, FIRMWARE_MAX_BYTES) are the exceptions: their routes set their own limits.
+  const rawUpload = (path: string) => RECORDING_UPLOAD_PATH.test(path) || FIRMWARE_UPLOAD_PATH.test(path);
+  app.on(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], '*', (c, next) => (c.req.method === 'PUT' && rawUpload(c.req.path) ? next() : limitBody(c, next)));
   // Outside the v1 group's bearer check and its JSON bodies: Icecast posts forms, authenticated by the hook secret.
   app.route(HOOK_PATH, hookRoutes(deps));
 
@@ -210,6 +219,7 @@ export function createApi(deps: ApiDeps) {
   v1.route('/', pairingRoutes(deps));
   v1.route('/', deviceRoutes(deps));
   v1.route('/', recordingRoutes(deps));
+  v1.route('/', firmwareImageRoutes(deps));
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.

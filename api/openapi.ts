@@ -67,6 +67,8 @@ const SCHEMAS = {
   HookAnswer: r.HookAnswer,
   Recording: r.Recording,
   Audio: r.Audio,
+  FirmwareImage: r.FirmwareImage,
+  Binary: r.Binary,
 } satisfies Record<string, v.GenericSchema>;
 export type ResponseName = keyof typeof SCHEMAS;
 
@@ -106,6 +108,11 @@ export interface RouteDoc {
   audioBody?: readonly string[];
   /** The success body is audio of one of these media types, opened with `?lease=` (or `?ticket=`). */
   audioResponse?: readonly string[];
+  /** The request body, or the success body, is raw bytes (application/octet-stream): a firmware image. */
+  binaryBody?: true;
+  binaryResponse?: true;
+  /** Authenticated by a device's MQTT username and password as HTTP basic (a firmware download), not a bearer token. */
+  deviceBasic?: true;
 }
 
 /** The API's base, relative to the host serving the document (docs/api.md, "Base URL and conventions"). */
@@ -179,6 +186,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'putRecording', method: 'PUT', path: `${M}/recording`, summary: "Upload the mosque's recorded azaan: the raw file as the body, MP3, Ogg Vorbis or Ogg Opus, at most RECORDING_MAX_BYTES (5 MiB) and 10 minutes; 201, or 200 when it replaces the one stored", gate: 'manager', success: 201, audioBody: Object.keys(UPLOAD_TYPES), response: 'Recording' },
   { operationId: 'getRecording', method: 'GET', path: `${M}/recording`, summary: "The recorded azaan's type, size, length and hash (never its bytes)", gate: 'admin', success: 200, response: 'Recording' },
   { operationId: 'deleteRecording', method: 'DELETE', path: `${M}/recording`, summary: 'Remove the recorded azaan', gate: 'manager', success: 204 },
+  { operationId: 'putFirmwareImage', method: 'PUT', path: '/api/v1/firmware/images/:kind/:hw_rev/:version', summary: 'Upload a firmware image: the raw bytes as the body, X-Firmware-Signature the base64 Ed25519 signature of its SHA-256 digest (checked against FIRMWARE_PUBLIC_KEY), at most FIRMWARE_MAX_BYTES; 201, or 200 for the same bytes again', gate: 'superadmin', success: 201, binaryBody: true, response: 'FirmwareImage', errors: [409] },
+  { operationId: 'listFirmwareImages', method: 'GET', path: '/api/v1/firmware/images', summary: 'Firmware images, newest first, without their bytes', gate: 'superadmin', success: 200, response: 'FirmwareImage', list: true, errors: [409] },
+  { operationId: 'deleteFirmwareImage', method: 'DELETE', path: '/api/v1/firmware/images/:id', summary: 'Remove a firmware image no unfinished rollout offers', gate: 'superadmin', success: 204, errors: [409] },
+  { operationId: 'downloadFirmwareImage', method: 'GET', path: '/api/v1/firmware/images/:id/download', summary: "A firmware image's bytes for a device offered it, by its MQTT credentials as HTTP basic, checked on every request; one Range (RFC 9110 §14) answers 206 with that slice", gate: 'public', deviceBasic: true, success: 200, binaryResponse: true, response: 'Binary', errors: [401, 404, 416] },
   { operationId: 'downloadRecording', method: 'GET', path: '/api/v1/audio/recordings/:mosque_id', summary: "The recorded azaan's bytes for a player entitled to the mosque, its lease checked on every request (?lease=); one Range (RFC 9110 §14) answers 206 with that slice", gate: 'public', success: 200, audioResponse: SERVED_AUDIO, response: 'Audio', errors: [403, 404, 416] },
   { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket', errors: [429] },
   { operationId: 'streamMosqueEvents', method: 'GET', path: `${M}/events/stream`, summary: 'Live device status changes, broadcast start/stop and schedule slot changes of the mosque (Server-Sent Events; heartbeat comment every 25 s)', gate: 'public', success: 200, eventStream: true, errors: [401, 429] },
@@ -247,7 +258,7 @@ function errorResponse(status: number) {
 /** The statuses a route can answer besides success, from what it takes and who may call it. */
 function errorStatuses(doc: RouteDoc): number[] {
   const statuses = new Set<number>([500, ...(doc.errors ?? [])]);
-  if (doc.body || doc.formBody || doc.audioBody) [400, 413, 415].forEach((s) => statuses.add(s));
+  if (doc.body || doc.formBody || doc.audioBody || doc.binaryBody) [400, 413, 415].forEach((s) => statuses.add(s));
   if (doc.query) statuses.add(400);
   if (doc.gate !== 'public') statuses.add(401);
   if ((doc.gate !== 'public' && doc.gate !== 'any') || doc.consoleCsrf) statuses.add(403);
@@ -262,6 +273,7 @@ function successResponse(doc: RouteDoc) {
   if (!doc.response) return { description: 'Done; no body' };
   const ref = { $ref: `#/components/schemas/${doc.response}` };
   if (doc.audioResponse) return { description: 'The file, or with a Range the slice of it (206)', content: Object.fromEntries(doc.audioResponse.map((type) => [type, { schema: ref }])) };
+  if (doc.binaryResponse) return { description: 'The file, or with a Range the slice of it (206)', content: { 'application/octet-stream': { schema: ref } } };
   return { description: SUCCESS_TEXT[doc.success] ?? 'Success', content: { [doc.contentType ?? 'application/json']: { schema: doc.list ? { type: 'array', items: ref } : ref } } };
 }
 const SUCCESS_TEXT: Record<number, string> = { 200: 'OK', 201: 'Created', 202: 'Accepted' };
@@ -280,11 +292,15 @@ function operation(doc: RouteDoc) {
     operationId: doc.operationId,
     summary: doc.summary,
     'x-minaret-gate': doc.gate,
-    ...(doc.gate === 'public' ? { security: doc.hookSecret ? [{ hookSecret: [] }] : [] } : {}),
+    ...(doc.gate === 'public' ? { security: doc.hookSecret ? [{ hookSecret: [] }] : doc.deviceBasic ? [{ deviceBasic: [] }] : [] } : {}),
     ...(doc.gate === 'console session' && { security: [{ consoleSession: [] }] }),
     ...(parameters.length > 0 && { parameters }),
     ...(doc.audioBody && {
       requestBody: { required: true, content: Object.fromEntries(doc.audioBody.map((type) => [type, { schema: { type: 'string', contentMediaType: type } }])) },
+    }),
+    ...(doc.binaryBody && {
+      requestBody: { required: true, content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } } },
+      parameters: [...parameters, { name: 'X-Firmware-Signature', in: 'header', required: true, schema: { type: 'string' } }, { name: 'X-Firmware-Notes', in: 'header', required: false, schema: { type: 'string' } }],
     }),
     ...(doc.body && {
       requestBody: {
@@ -327,6 +343,7 @@ export function buildOpenApi(docs: RouteDoc[] = ROUTE_DOCS) {
     paths,
     components: {
       securitySchemes: {
+        deviceBasic: { type: 'http', scheme: 'basic', description: "A device's MQTT username and password (docs/firmware.md, \"4.4 Firmware updates\")" },
         hookSecret: { type: 'http', scheme: 'basic', description: "Icecast's callbacks: user `icecast`, password ICECAST_HOOK_SECRET (icecast.xml from `minaret icecast-config`)" },
         consoleSession: { type: 'apiKey', in: 'cookie', name: 'minaret_console', description: "The browser console's session cookie (HttpOnly, SameSite=Strict, Path=/api/v1/auth/session): docs/api.md \"Console sessions\"" },
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from /auth/login, /auth/signup, /auth/login-code/verify, /auth/superadmin-2fa/verify or /me/password' },

@@ -404,6 +404,22 @@ export const Recording = v.object({
   uploaded_at: isoTime,
 });
 
+/** A firmware image as stored (docs/api.md, "Firmware updates"), never its bytes. */
+export const FirmwareImage = v.object({
+  id: v.string(),
+  kind: v.picklist(['stream_player', 'transmitter']),
+  hw_rev: v.string(),
+  version: v.string(),
+  sha256: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)),
+  size: count,
+  signature: v.string(),
+  notes: v.nullable(v.string()),
+  created_at: isoTime,
+});
+
+/** A firmware image's bytes. */
+export const Binary = v.string();
+
 /** The recording's bytes, as uploaded (MP3 or Ogg). */
 export const Audio = v.string();
 

@@ -14,6 +14,7 @@ import type { OpenedPostgres } from '../src/platform/store/postgres.ts';
 import type { Store } from '../src/platform/store/store.ts';
 import { diagnose, timeline, SupportError, type ApiTarget } from './support.ts';
 import { icecastXml } from '../icecast/icecast-xml.ts';
+import { firmwareCommand, FirmwareCliError } from './firmware.ts';
 
 /**
  * Operator commands (docs/operator.md, "The operator CLI"), as `minaret ...` or `npm run cli -- ...`. Every failure is one line on
@@ -23,13 +24,15 @@ import { icecastXml } from '../icecast/icecast-xml.ts';
  *   migrate-store --from <sqlite file> --to <postgres url>  (into an empty PostgreSQL, verified table by table)
  *   device diagnose|timeline <device id> [--url <url>] [--token-file <path>]   (or MINARET_TOKEN)
  *   icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]   (icecast.xml on stdout)
+ *   firmware keygen --out <dir> | firmware sign --key <private key file> <image>   (offline: signed firmware images)
  */
 // One line: every failure of the CLI is a single line on stderr.
 const USAGE =
   'usage: minaret superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
   'minaret backup <file> | minaret restore <file> | minaret migrate-store --from <sqlite file> --to <postgres url> | ' +
   'minaret device diagnose|timeline <device id> [--url <http url>] [--token-file <path>] (or MINARET_TOKEN) | ' +
-  'minaret icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]';
+  'minaret icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>] | ' +
+  'minaret firmware keygen --out <dir> | minaret firmware sign --key <private key file> <image>';
 
 /** `minaret --help`: the commands, one a line, on stdout (exit 0). */
 const HELP = `minaret: operator commands
@@ -40,7 +43,9 @@ const HELP = `minaret: operator commands
   device diagnose <device id> [--url <url>] [--token-file <path>]   why a device is or is not playing (or MINARET_TOKEN)
   device timeline <device id> [--url <url>] [--token-file <path>]   a device's recent timeline
   icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]
-                                                        print icecast.xml for the audio gate (ICECAST_* settings, PUBLIC_URL)`;
+                                                        print icecast.xml for the audio gate (ICECAST_* settings, PUBLIC_URL)
+  firmware keygen --out <dir>                           make the Ed25519 key pair that signs firmware images (keep it offline)
+  firmware sign --key <private key file> <image>        print an image's signature, for X-Firmware-Signature`;
 
 class CliError extends Error {}
 
@@ -222,6 +227,14 @@ async function run(argv: string[]): Promise<string> {
   if (group === '--help' || group === '-h' || group === 'help') return HELP;
   if (group === 'icecast-config') return icecastConfig(argv.slice(1));
   if (group === 'superadmin' && command === 'create') return createSuperadmin(rest);
+  if (group === 'firmware') {
+    try {
+      return firmwareCommand(command, rest);
+    } catch (err) {
+      if (err instanceof FirmwareCliError) throw new CliError(err.message);
+      throw err;
+    }
+  }
   if (group === 'migrate-store') return migrateStoreCommand(argv.slice(1));
   if ((group === 'backup' || group === 'restore') && command !== undefined) return databaseCommand(group, [command, ...rest]);
   if (group === 'device' && (command === 'diagnose' || command === 'timeline')) {

@@ -170,6 +170,20 @@ export interface DutyRunsTable {
   done: number;
 }
 
+export interface FirmwareImagesTable {
+  id: string;
+  kind: string;
+  hw_rev: string;
+  version: string;
+  sha256: string;
+  size: number;
+  signature: string;
+  notes: string | null;
+  uploaded_by: string | null;
+  created_at: number;
+  data: Buffer;
+}
+
 export interface InvitesTable {
   id: string;
   mosque_id: string;
@@ -398,6 +412,7 @@ export interface Tables {
   device_timeline_orphans: DeviceTimelineOrphansTable;
   devices: DevicesTable;
   duty_runs: DutyRunsTable;
+  firmware_images: FirmwareImagesTable;
   invites: InvitesTable;
   login_codes: LoginCodesTable;
   membership_removals: MembershipRemovalsTable;

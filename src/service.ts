@@ -36,6 +36,7 @@ import { createChangeLog } from './platform/store/change-log.ts';
 import { createDuties, type Duties } from './platform/store/duties.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createPairings } from './devices/pairing/pairing.ts';
+import { buildFirmware } from './firmware/firmware.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
 import { createAddressProof } from './people/addresses/address-proof.ts';
@@ -345,6 +346,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       nowSeconds: toUnixSeconds(clock()), verifyLease: plane.ports.audio.verifyLease, device: plane.ports.audio.devices.info, lease: plane.ports.audio.lease,
       membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
     }));
+    const firmware = buildFirmware({ store, clock, config });
     const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
@@ -359,6 +361,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       trustProxy: config.trustProxy,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
+      firmwareImages: firmware.images, firmwareMaxBytes: config.firmware.maxBytes, firmwareOffers: firmware.offers,
+      firmwareDevices: { load: plane.ports.broker.loadDevice, info: plane.ports.broker.device, verifySecret: plane.ports.broker.verifySecret },
     });
     httpServer.on('request', getRequestListener(api.fetch));
     limitHttpServer(httpServer, config);

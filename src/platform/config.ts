@@ -1,8 +1,10 @@
+import type crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as v from 'valibot';
 import { parseTrustProxy, type TrustProxy } from './net/client-address.ts';
+import { parseFirmwareKey } from './keys/signatures.ts';
 
 /**
  * A file the code reads at run time (the console, the migrations, the bcrypt worker), found from the
@@ -86,6 +88,12 @@ export interface Config {
   maxPlayersPerUser: number;
   /** RECORDING_MAX_BYTES: the largest recorded azaan a mosque may upload (docs/api.md, "Recorded azaan"). */
   recordingMaxBytes: number;
+  /**
+   * Firmware updates (docs/api.md, "Firmware updates"): on only with FIRMWARE_PUBLIC_KEY, the Ed25519 key every
+   * image's signature is checked against; FIRMWARE_MAX_BYTES bounds an image, FIRMWARE_QUIET_MINUTES the span around
+   * each azaan, iqamah and Jumu'ah in which no device is offered one.
+   */
+  firmware: { publicKey: crypto.KeyObject | null; maxBytes: number; quietMinutes: number };
   /** STREAM_HTTP_HOSTS: hosts a stream address may name over plain http. */
   streamHttpHosts: string[];
   mqtt: MqttLimits;
@@ -189,6 +197,21 @@ const recordingBytes = v.optional(
   '5M',
 );
 
+const FIRMWARE_BYTES_MESSAGE = 'must be a number of bytes, optionally with K or M (1536K, 32M), from 64K to 256M';
+
+/** The largest firmware image: held whole in memory while its digest is checked, and served from memory. */
+const firmwareBytes = v.optional(
+  v.pipe(
+    v.string(),
+    v.trim(),
+    v.regex(/^\d+\s*([km](i?b)?)?$/i, FIRMWARE_BYTES_MESSAGE),
+    v.transform((s) => Number.parseInt(s, 10) * UNITS[(/[km]/i.exec(s)?.[0] ?? '').toLowerCase()]!),
+    v.minValue(64 * 1024, FIRMWARE_BYTES_MESSAGE),
+    v.maxValue(256 * 1024 * 1024, FIRMWARE_BYTES_MESSAGE),
+  ),
+  '32M',
+);
+
 const picklist = <T extends string>(options: readonly T[], fallback: T) =>
   v.optional(v.picklist(options, `must be one of ${options.join(', ')}`), fallback);
 
@@ -260,6 +283,9 @@ const EnvSchema = v.object({
   PUSH_CONCURRENCY: wholeNumber(1, 256, 8),
   MAX_PLAYERS_PER_USER: wholeNumber(1, 100_000, 20),
   RECORDING_MAX_BYTES: recordingBytes,
+  FIRMWARE_PUBLIC_KEY: optionalText,
+  FIRMWARE_MAX_BYTES: firmwareBytes,
+  FIRMWARE_QUIET_MINUTES: wholeNumber(0, 180, 20),
   // Hosts a mosque's stream address may name over plain http (a LAN Icecast, say); every other must be https.
   STREAM_HTTP_HOSTS: v.optional(v.pipe(
     v.string(),
@@ -376,6 +402,8 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
   if (e.CONSOLE_SESSION_IDLE_HOURS > e.CONSOLE_SESSION_MAX_DAYS * 24) {
     return { ok: false, error: `CONSOLE_SESSION_IDLE_HOURS: must not exceed CONSOLE_SESSION_MAX_DAYS (${e.CONSOLE_SESSION_MAX_DAYS}) x 24` };
   }
+  const firmwareKey = e.FIRMWARE_PUBLIC_KEY === undefined ? null : parseFirmwareKey(e.FIRMWARE_PUBLIC_KEY);
+  if (firmwareKey && !firmwareKey.ok) return { ok: false, error: `FIRMWARE_PUBLIC_KEY: ${firmwareKey.message ?? 'not an Ed25519 public key'}` };
   const memory = e.DATABASE_PATH === ':memory:';
   return {
     ok: true,
@@ -435,6 +463,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       pushConcurrency: e.PUSH_CONCURRENCY,
       maxPlayersPerUser: e.MAX_PLAYERS_PER_USER,
       recordingMaxBytes: e.RECORDING_MAX_BYTES,
+      firmware: { publicKey: firmwareKey?.ok ? firmwareKey.value : null, maxBytes: e.FIRMWARE_MAX_BYTES, quietMinutes: e.FIRMWARE_QUIET_MINUTES },
       streamHttpHosts: e.STREAM_HTTP_HOSTS,
       mqtt: {
         maxConnectBytes: e.MQTT_MAX_CONNECT_BYTES,
