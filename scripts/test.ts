@@ -51,6 +51,7 @@ const TIMED = new Set<string>([
   'test/audio/recordings.test.ts', // an upload ended in 'fetch failed' three times with four files at once, never alone: not yet explained
   'test/audio/simulator-audio.test.ts', // Icecast restarted: the simulators, retrying with backoff, PLAYING again within 15 s
   'test/audio/whole-path.test.ts', // a ban cuts a player out of Icecast within 1 s
+  'test/device/console-audio.test.ts', // the tone heard within 2 s of Start, silent within 1 s of Stop and of a ban
   'test/broker/cluster.test.ts', // the other process learns of a change within 1.5 s
   'test/broker/connect.test.ts', // a refused client closed within 1 s
   'test/broker/ingest.test.ts', // a connection ended within 1.5 s

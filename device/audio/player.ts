@@ -30,7 +30,11 @@ export function openPlayer(url: string, card: SoundCard, userAgent: string, h: A
       h.fail(`HTTP ${res.statusCode ?? 0}${res.statusMessage ? ` ${res.statusMessage}` : ''}`);
       return;
     }
-    const play = card.play([...formatOf(res.headers['content-type']), '-probesize', '32768', '-analyzeduration', '0', '-fflags', 'nobuffer', '-i', 'pipe:0']);
+    // A named format needs only a frame to start from: with 32 KB to probe, ffmpeg held a fresh 64 kbit/s source's
+    // first sound back about half a second more (test/device/console-audio.test.ts: 2.0-2.4 s from the click to the
+    // first sample, 1.6-1.9 s with 2 KB). A format it must guess keeps the larger probe.
+    const format = formatOf(res.headers['content-type']);
+    const play = card.play([...format, '-probesize', format.length ? '2048' : '32768', '-analyzeduration', '0', '-fflags', 'nobuffer', '-i', 'pipe:0']);
     playback = play;
     void play.ended.then((error) => {
       if (!closed) h.fail(error || 'player ffmpeg ended');

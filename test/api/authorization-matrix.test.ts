@@ -166,6 +166,11 @@ async function sharedDevice(w: World, kind: DeviceKind): Promise<string> {
   return (w.devices[kind] ??= await freshDevice(w, kind));
 }
 
+/** A new pending pairing of a device of `kind`, started as the device starts one (no token); its user code. */
+async function pendingPairing(w: World, kind: DeviceKind): Promise<string> {
+  return (await must(w.ts.http.post(`${V1}/devices/pairing`, { kind, name: unique('Paired') }), 200, 'start a pairing')).user_code;
+}
+
 let mp3: Buffer | null = null;
 /** A real MP3 (ffmpeg), made once for the rows of the recorded azaan. */
 const recordingMp3 = () => (mp3 ??= toneOnce('mp3', 2));
@@ -237,6 +242,18 @@ function deviceOfM(kind: DeviceKind, need: 'view' | 'write', ok: number): Expect
 }
 
 const DEVICE_KINDS = ['transmitter', 'stream_player'] as const satisfies readonly DeviceKind[];
+
+/**
+ * Approving a pairing for M (docs/api.md, "Pairing a device"): a stream player where the caller may bind one (M's
+ * member and admins, each an approved member of M, and superadmins); a transmitter for M's `can_manage` admins and
+ * superadmins. Anyone else gets the unknown code's 404, never a 403: a code's existence is not revealed.
+ */
+function pairingApproval(kind: DeviceKind): Expect {
+  if (kind === 'stream_player') return { ...anyone(200), other_owner: 404 };
+  const e = {} as Expect;
+  for (const s of STANDINGS) e[s] = s === 'anonymous' ? 401 : (HOLDERS.manager as readonly Standing[]).includes(s) ? 200 : 404;
+  return e;
+}
 
 /**
  * A self-service join of M: open to any signed-in caller; an existing membership comes back as is. M's admins
@@ -633,6 +650,26 @@ const ROWS: Row[] = [
     },
   ]),
 
+  // --- pairing a device by its code (docs/api.md, "Pairing a device"); the device's own start and poll: EXEMPT ---
+  ...DEVICE_KINDS.flatMap((kind): Row[] => [
+    {
+      // A player becomes the caller's, bound to M, where the caller may bind one (a pending or approved member, a
+      // manager, a superadmin: M's admins are its approved members); a transmitter becomes M's, for its managers and
+      // superadmins. Everyone else is answered as for an unknown code.
+      route: `POST ${V1}/devices/pairing/approve`, target: kind, expect: pairingApproval(kind), mutates: true,
+      request: async (w) => ({ path: `${V1}/devices/pairing/approve`, body: { user_code: await pendingPairing(w, kind), mosque_id: w.M.id } }),
+      check: (w, s, res) => assert.deepEqual(
+        [res.body.device.kind, res.body.device.mosque_id, res.body.device.owner_user_id],
+        [kind, w.M.id, kind === 'stream_player' ? w.caller(s)!.id : null],
+      ),
+    },
+    {
+      // Whoever holds the code may refuse it (RFC 8628 §3.5): the code is the credential, as the device shows it.
+      route: `POST ${V1}/devices/pairing/deny`, target: kind, expect: anyone(204), mutates: true,
+      request: async (w) => ({ path: `${V1}/devices/pairing/deny`, body: { user_code: await pendingPairing(w, kind) } }),
+    },
+  ]),
+
   // --- public documentation and keys (no bearer token needed, none refused) ---
   { route: `GET ${V1}/openapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/openapi.json` }) },
   { route: `GET ${V1}/asyncapi.json`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/asyncapi.json` }) },
@@ -669,13 +706,10 @@ const EXEMPT = [
   `GET ${V1}/mosques/:id/events/stream`,
   // Icecast's callbacks: authenticated by the hook secret, never a person (test/audio/callbacks.test.ts).
   `POST ${V1}/audio/hooks/:action`,
-  // Pairing a device (docs/api.md, "Pairing a device"): the device's start and poll carry no token, and approve and deny
-  // answer every caller who may not pair as for an unknown code (404), so their table lives with the codes:
-  // test/devices/pairing.test.ts (a member elsewhere, an admin without can_manage, a stranger, an unproven account).
+  // Pairing a device (docs/api.md, "Pairing a device"): the device starts and polls with no token, its device code
+  // being its only credential (test/devices/pairing.test.ts). Approve and deny are people's, rows of the table.
   `POST ${V1}/devices/pairing`,
   `POST ${V1}/devices/pairing/token`,
-  `POST ${V1}/devices/pairing/approve`,
-  `POST ${V1}/devices/pairing/deny`,
 ];
 
 // ---------------------------------------------------------------------------------------------------
