@@ -130,10 +130,13 @@ export async function firstLoud(file: string, from: number, timeoutMs: number): 
 /** Bytes of audio data in a device's WAV so far (where the next round's sound will be looked for). */
 export const wavDataBytes = (file: string): number => (fs.existsSync(file) ? Math.max(0, fs.statSync(file).size - 44) : 0);
 
-/** The baseline listener: ffmpeg decoding `input` (a URL or a file) to PCM; ms from its spawn to its first loud sample. */
-export async function ffmpegFirstSample(input: string, timeoutMs = 15_000): Promise<number> {
+/**
+ * The baseline listener: ffmpeg decoding `input` (a URL or a file) to PCM with the input options the device's
+ * player gives it (device/audio/player.ts); ms from its spawn to its first loud sample.
+ */
+export async function ffmpegFirstSample(inputArgs: string[], input: string, timeoutMs = 15_000): Promise<number> {
   const t0 = Date.now();
-  const child = track(spawn(FFMPEG, ['-nostdin', '-loglevel', 'error', '-i', input, '-f', 's16le', '-ac', '1', '-ar', '22050', '-'], { stdio: ['ignore', 'pipe', 'ignore'] }));
+  const child = track(spawn(FFMPEG, ['-nostdin', '-loglevel', 'error', ...inputArgs, '-i', input, '-f', 's16le', '-ac', '1', '-ar', '22050', '-'], { stdio: ['ignore', 'pipe', 'ignore'] }));
   try {
     return await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`ffmpeg: no sound from ${input} within ${timeoutMs} ms`)), timeoutMs);
@@ -194,7 +197,7 @@ export type ServiceChild = Awaited<ReturnType<typeof startServiceChild>>;
 
 /**
  * A superadmin (made in the store, as the operator's CLI does: no route makes one), a mosque that takes members
- * at once, and a member with a proven address (an unproven account holds no device), signed in.
+ * at once and has a stream address, and a member with a proven address (an unproven account holds no device), signed in.
  */
 export async function mosqueAndMember(s: ServiceChild): Promise<{ root: string; member: string; mosqueId: string }> {
   const db = openDatabase(s.databasePath);
@@ -209,7 +212,9 @@ export async function mosqueAndMember(s: ServiceChild): Promise<{ root: string; 
   const ts = Math.floor(Date.now() / 1000);
   const hmac = crypto.createHmac('sha256', step1.session_token).update(`${code}|${ts}`).digest('hex');
   const root = (await s.api('POST', '/auth/superadmin-2fa/verify', { session_token: step1.session_token, timestamp: ts, hmac })).access_token as string;
-  const mosque = await s.api('POST', '/mosques', { name: 'Bench Masjid', auto_approve_members: true }, root);
+  // A player comes ONLINE only once its mosque has a stream to play (else it waits UNBOUND): an address until
+  // the broadcast part points it at its Icecast.
+  const mosque = await s.api('POST', '/mosques', { name: 'Bench Masjid', auto_approve_members: true, stream_url: 'https://radio.example/bench' }, root);
   const member = (await s.api('POST', '/auth/signup', { email: 'member@bench.test', password_hash: sha('member password') })).access_token as string;
   await s.api('POST', '/me/addresses/confirm', { channel: 'email' }, member);
   await s.api('POST', '/me/addresses/verify', { code: await s.otp('confirm_address') }, member);

@@ -88,7 +88,7 @@ async function broadcast(s: ServiceChild, people: People, dir: string, playerSta
   // clean-ups run at the end of this part instead of a test's.
   const cleanups: Array<() => Promise<void> | void> = [];
   const icecast = await startPlainIcecast({ after: (fn: () => Promise<void>) => void cleanups.push(fn) } as unknown as TestContext, [{ name: mount, username: tx.device.id, password: tx.credentials.password }]);
-  const startMs: number[] = [], playingMs: number[] = [], baseline: number[] = [];
+  const startMs: number[] = [], playingMs: number[] = [], txMs: number[] = [], baseline: number[] = [];
   try {
     await s.api('PATCH', `/mosques/${people.mosqueId}`, { stream_url: `${icecast.url}${mount}` }, people.root);
     const txRun = device('transmitter', dir, ['run', '--state', txState, '--input', 'tone', '--output', path.join(txState, 'tx.wav')]);
@@ -105,7 +105,8 @@ async function broadcast(s: ServiceChild, people: People, dir: string, playerSta
       const b = await s.api('POST', `/mosques/${people.mosqueId}/broadcasts`, { kind: 'azaan' }, people.root);
       startMs.push((await firstLoud(wav, from, 20_000)) - t0);
       playingMs.push((await player.line(/ONLINE -> PLAYING \(broadcast_start\)/, 5000, mark)).at - t0);
-      baseline.push(await ffmpegFirstSample(`${icecast.url}${mount}`));
+      txMs.push((await txRun.line(/ONLINE -> PLAYING \(broadcast_start\)/, 5000, txMark)).at - t0);
+      baseline.push(await ffmpegFirstSample(['-f', 'mp3', '-probesize', '32768', '-analyzeduration', '0', '-fflags', 'nobuffer'], `${icecast.url}${mount}`));
       await s.api('POST', `/mosques/${people.mosqueId}/broadcasts/${b.id}/stop`, {}, people.root);
       await player.line(/PLAYING -> ONLINE \((broadcast_stop|stream_lost)\)/, 10_000, mark);
       await txRun.line(/PLAYING -> ONLINE \(broadcast_stop\)/, 10_000, txMark);
@@ -119,7 +120,8 @@ async function broadcast(s: ServiceChild, people: People, dir: string, playerSta
   return [
     { name: 'b) broadcast start (API call) -> first sound in the player\'s WAV', values: startMs, goalMs: 1_500 },
     { name: 'b) broadcast start -> the player\'s `PLAYING (broadcast_start)` line', values: playingMs },
-    { name: 'b) baseline: ffmpeg spawn -> first sound, the same live mount', values: baseline },
+    { name: 'b) broadcast start -> the transmitter\'s `PLAYING (broadcast_start)` line', values: txMs },
+    { name: 'b) baseline: ffmpeg spawn -> first sound, the same live mount, the player\'s input options', values: baseline },
   ];
 }
 
@@ -129,11 +131,11 @@ async function offline(dir: string): Promise<Figure[]> {
   const delays: number[] = [], baseline: number[] = [];
   for (let r = 0; r < opts.rounds; r++) {
     delays.push(await offlineRound(path.join(dir, `offline-${r}`), recording, opts['offline-lead']));
-    baseline.push(await ffmpegFirstSample(mp3));
+    baseline.push(await ffmpegFirstSample(['-re'], mp3));
   }
   return [
     { name: `c) offline: slot's at + grace_s (${GRACE_S} s) -> first sound of the kept recording`, values: delays, goalMs: 1_000 },
-    { name: 'c) baseline: ffmpeg spawn -> first sound, the same MP3 from disk', values: baseline },
+    { name: 'c) baseline: ffmpeg spawn -> first sound, the same MP3 from disk (`-re`, as the player plays it)', values: baseline },
   ];
 }
 
