@@ -15,7 +15,9 @@
  * d) idle RSS and CPU of a connected player beside a bare mqtt.js client: bench/device/idle.ts, run as it is.
  *
  *   npm run bench:devices-real -- [--rounds 5] [--only pair,broadcast,offline,idle] [--offline-lead 7]
- *                                 [--idle-rounds 2] [--idle-window 15] [--no-write]
+ *                                 [--idle-rounds 2] [--idle-window 15] [--no-write] [--trace]
+ *
+ * --trace prints each broadcast round's device output lines, ms after the start, to see where the time goes.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,7 +30,7 @@ import { ROOT, cli, fmt, machine, percentile, range, writeSubsection } from '../
 import { GRACE_S, offlineRound, toneMp3 } from './offline.ts';
 import { device, ffmpegFirstSample, firstLoud, killStarted, mosqueAndMember, sleep, startServiceChild, wavDataBytes, writeState, type ServiceChild } from './processes.ts';
 
-const USAGE = 'usage: npm run bench:devices-real -- [--rounds 5] [--only pair,broadcast,offline,idle] [--offline-lead 7] [--idle-rounds 2] [--idle-window 15] [--no-write]';
+const USAGE = 'usage: npm run bench:devices-real -- [--rounds 5] [--only pair,broadcast,offline,idle] [--offline-lead 7] [--idle-rounds 2] [--idle-window 15] [--no-write] [--trace]';
 const opts = cli(USAGE, {
   rounds: { type: 'number', default: 5, min: 1 },
   only: { type: 'string', default: 'pair,broadcast,offline,idle' },
@@ -36,6 +38,7 @@ const opts = cli(USAGE, {
   'idle-rounds': { type: 'number', default: 2, min: 1 },
   'idle-window': { type: 'number', default: 15, min: 5 },
   'no-write': { type: 'boolean' },
+  trace: { type: 'boolean' },
 });
 const PARTS = new Set(opts.only.split(','));
 /** The pairing poll's interval (docs/api.md, "Pairing a device": 5 s); approvals land anywhere within it. */
@@ -110,6 +113,11 @@ async function broadcast(s: ServiceChild, people: People, dir: string, playerSta
       await s.api('POST', `/mosques/${people.mosqueId}/broadcasts/${b.id}/stop`, {}, people.root);
       await player.line(/PLAYING -> ONLINE \((broadcast_stop|stream_lost)\)/, 10_000, mark);
       await txRun.line(/PLAYING -> ONLINE \(broadcast_stop\)/, 10_000, txMark);
+      if (opts.trace) {
+        for (const [who, p, m] of [['transmitter', txRun, txMark], ['player', player, mark]] as const) {
+          for (const l of p.lines.slice(m)) console.log(`round ${r} ${who} +${l.at - t0} ms: ${l.text.replace(/^\S+ /, '')}`);
+        }
+      }
       await sleep(4000); // what Icecast sent ahead plays out, and the mount is gone, before the next start
     }
     await player.stop();
@@ -186,7 +194,7 @@ async function main(): Promise<void> {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   const lines = [
-    `- Date: ${new Date().toISOString().slice(0, 10)}; command: \`npm run bench:devices-real -- ${process.argv.slice(2).join(' ')}\` (${opts.rounds} rounds; load average ${os.loadavg()[0]!.toFixed(1)} at the end)`,
+    `- Date: ${new Date().toISOString().slice(0, 10)}; command: \`npm run bench:devices-real${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\` (${opts.rounds} rounds; load average ${os.loadavg()[0]!.toFixed(1)} at the end)`,
     ...machine(),
     '',
     ...(figures.length ? table(figures) : []),
@@ -195,7 +203,8 @@ async function main(): Promise<void> {
   console.log(lines.join('\n'));
   if (!opts['no-write']) {
     const intro = '`bench/device/real.ts`: the service in its own process, Debian\'s icecast2 and ffmpeg, and `minaret-device` from dist/ as `bin/minaret-device.mjs` runs it; each figure over the rounds (median, p99 by nearest rank, so the highest of under 100 rounds; range) beside a baseline of the same run. Times are read from the wall clock when a process\'s output line arrived or when the first sample louder than 1,000 of 32,767 appeared in a WAV output (read every 10 ms).';
-    writeSubsection('## minaret-device on real processes (npm run bench:devices-real)', intro, ['### Latest run', '', ...lines].join('\n'), () => 0);
+    // The latest run first; a hand-written subsection after it is kept.
+    writeSubsection('## minaret-device on real processes (npm run bench:devices-real)', intro, ['### Latest run', '', ...lines].join('\n'), (sub) => (sub.startsWith('### Latest run') ? 0 : 1));
   }
 }
 
