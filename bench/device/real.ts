@@ -28,7 +28,7 @@ import { audioToolsMissing, startPlainIcecast } from '../../test/audio/icecast-p
 import { runBench } from '../cluster/processes.ts';
 import { ROOT, cli, fmt, machine, percentile, range, writeSubsection } from '../support.ts';
 import { GRACE_S, offlineRound, toneMp3 } from './offline.ts';
-import { device, ffmpegFirstSample, firstLoud, killStarted, mosqueAndMember, sleep, startServiceChild, wavDataBytes, writeState, type ServiceChild } from './processes.ts';
+import { device, ffmpegFirstSample, firstLoud, killStarted, mosqueAndMember, sleep, startServiceChild, wavDataBytes, writeState, type Proc, type ServiceChild } from './processes.ts';
 
 const USAGE = 'usage: npm run bench:devices-real -- [--rounds 5] [--only pair,broadcast,offline,idle] [--offline-lead 7] [--idle-rounds 2] [--idle-window 15] [--no-write] [--trace]';
 const opts = cli(USAGE, {
@@ -82,6 +82,30 @@ async function pairing(s: ServiceChild, people: People, dir: string): Promise<{ 
   };
 }
 
+/** One broadcast, started and stopped over the API: ms from the start to each sign of it, and the bare listener's. */
+async function broadcastRound(s: ServiceChild, people: People, o: { txRun: Proc; player: Proc; wav: string; url: string }, r: number) {
+  const { txRun, player } = o;
+  const from = wavDataBytes(o.wav);
+  const mark = player.lines.length;
+  const txMark = txRun.lines.length;
+  const t0 = Date.now();
+  const b = await s.api('POST', `/mosques/${people.mosqueId}/broadcasts`, { kind: 'azaan' }, people.root);
+  const sound = (await firstLoud(o.wav, from, 20_000)) - t0;
+  const playing = (await player.line(/ONLINE -> PLAYING \(broadcast_start\)/, 5000, mark)).at - t0;
+  const tx = (await txRun.line(/ONLINE -> PLAYING \(broadcast_start\)/, 5000, txMark)).at - t0;
+  const baseline = await ffmpegFirstSample(['-f', 'mp3', '-probesize', '32768', '-analyzeduration', '0', '-fflags', 'nobuffer'], o.url);
+  await s.api('POST', `/mosques/${people.mosqueId}/broadcasts/${b.id}/stop`, {}, people.root);
+  await player.line(/PLAYING -> ONLINE \((broadcast_stop|stream_lost)\)/, 10_000, mark);
+  await txRun.line(/PLAYING -> ONLINE \(broadcast_stop\)/, 10_000, txMark);
+  if (opts.trace) {
+    for (const [who, p, m] of [['transmitter', txRun, txMark], ['player', player, mark]] as const) {
+      for (const l of p.lines.slice(m)) console.log(`round ${r} ${who} +${l.at - t0} ms: ${l.text.replace(/^\S+ /, '')}`);
+    }
+  }
+  await sleep(4000); // what Icecast sent ahead plays out, and the mount is gone, before the next start
+  return { sound, playing, tx, baseline };
+}
+
 async function broadcast(s: ServiceChild, people: People, dir: string, playerState: string): Promise<Figure[]> {
   const tx = await s.api('POST', `/mosques/${people.mosqueId}/devices`, { kind: 'transmitter', name: 'minbar' }, people.root);
   const txState = path.join(dir, 'transmitter');
@@ -101,24 +125,11 @@ async function broadcast(s: ServiceChild, people: People, dir: string, playerSta
     await player.line(ONLINE, 20_000);
     await sleep(2000); // the config with the stream address and lease arrives after ONLINE
     for (let r = 0; r < opts.rounds; r++) {
-      const from = wavDataBytes(wav);
-      const mark = player.lines.length;
-      const txMark = txRun.lines.length;
-      const t0 = Date.now();
-      const b = await s.api('POST', `/mosques/${people.mosqueId}/broadcasts`, { kind: 'azaan' }, people.root);
-      startMs.push((await firstLoud(wav, from, 20_000)) - t0);
-      playingMs.push((await player.line(/ONLINE -> PLAYING \(broadcast_start\)/, 5000, mark)).at - t0);
-      txMs.push((await txRun.line(/ONLINE -> PLAYING \(broadcast_start\)/, 5000, txMark)).at - t0);
-      baseline.push(await ffmpegFirstSample(['-f', 'mp3', '-probesize', '32768', '-analyzeduration', '0', '-fflags', 'nobuffer'], `${icecast.url}${mount}`));
-      await s.api('POST', `/mosques/${people.mosqueId}/broadcasts/${b.id}/stop`, {}, people.root);
-      await player.line(/PLAYING -> ONLINE \((broadcast_stop|stream_lost)\)/, 10_000, mark);
-      await txRun.line(/PLAYING -> ONLINE \(broadcast_stop\)/, 10_000, txMark);
-      if (opts.trace) {
-        for (const [who, p, m] of [['transmitter', txRun, txMark], ['player', player, mark]] as const) {
-          for (const l of p.lines.slice(m)) console.log(`round ${r} ${who} +${l.at - t0} ms: ${l.text.replace(/^\S+ /, '')}`);
-        }
-      }
-      await sleep(4000); // what Icecast sent ahead plays out, and the mount is gone, before the next start
+      const round = await broadcastRound(s, people, { txRun, player, wav, url: `${icecast.url}${mount}` }, r);
+      startMs.push(round.sound);
+      playingMs.push(round.playing);
+      txMs.push(round.tx);
+      baseline.push(round.baseline);
     }
     await player.stop();
     await txRun.stop();
