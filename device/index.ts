@@ -3,7 +3,10 @@
  *
  *   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
  *   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]]
- *                      [--input tone|FILE|alsa:<dev>] [--ca FILE]
+ *                      [--input tone|FILE|alsa:<dev>] [--ca FILE] [--server <url> --kind player|transmitter [--name N]]
+ *
+ * `run` with --server and --kind pairs first when DIR holds no credentials yet, in the same process, so the device
+ * is connecting within milliseconds of the approval (one systemd unit shows the code, then plays).
  *
  * Exit codes: 0 done, 1 failed (a message on stderr says why), 2 a usage error.
  */
@@ -19,7 +22,8 @@ import { runDevice } from './run.ts';
 
 const USAGE = `usage:
   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
-  minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]] [--input tone|FILE|alsa:<dev>] [--ca FILE]`;
+  minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]] [--input tone|FILE|alsa:<dev>] [--ca FILE]
+                     [--server <url> --kind player|transmitter [--name N]]   (pairs first when DIR holds no credentials)`;
 
 class UsageError extends Error {}
 
@@ -56,9 +60,9 @@ async function main(argv: string[]): Promise<number> {
   const stateDir = path.resolve(values.state ?? defaultStateDir());
   const fw = firmwareVersion();
   const err = (line: string): void => void process.stderr.write(`${line}\n`);
-  if (command === 'pair') {
-    if (!values.server) throw new UsageError('pair needs --server <url>');
-    if (values.kind !== 'player' && values.kind !== 'transmitter') throw new UsageError('pair needs --kind player or --kind transmitter');
+  const pairHere = async (): Promise<number> => {
+    if (!values.server) throw new UsageError(`${command} needs --server <url>`);
+    if (values.kind !== 'player' && values.kind !== 'transmitter') throw new UsageError(`${command} needs --kind player or --kind transmitter`);
     const outcome = await pair({
       server: values.server, kind: values.kind === 'player' ? 'stream_player' : 'transmitter', fw, hwRev: boardModel(), stateDir,
       ...(values.name !== undefined && { name: values.name }), print: (line) => void process.stdout.write(`${line}\n`),
@@ -69,10 +73,16 @@ async function main(argv: string[]): Promise<number> {
     }
     process.stdout.write(`Paired: device ${outcome.state.device.id}, credentials stored in ${outcome.file}\n`);
     return 0;
-  }
+  };
+  if (command === 'pair') return pairHere();
   if (command === 'run') {
     const output = parseOutput(values.output, values['audio-device']);
     if ('error' in output) throw new UsageError(output.error);
+    // Not paired yet, and told where to pair: pair, then run in this same process.
+    if ((values.server !== undefined || values.kind !== undefined) && !fs.existsSync(path.join(stateDir, 'device.json'))) {
+      const paired = await pairHere();
+      if (paired !== 0) return paired;
+    }
     const reconnectMax = Number(process.env['MINARET_DEVICE_RECONNECT_MAX_MS']);
     return runDevice({
       stateDir, output, input: inputOf(values.input), fw, print: (line) => void process.stdout.write(`${line}\n`),

@@ -90,3 +90,38 @@ test('pair against an address where nothing listens exits 1 and stores nothing',
   assert.match(done.stderrLines[0]!, new RegExp(`cannot reach http://127\\.0\\.0\\.1:${port}: ECONNREFUSED`));
   assert.equal(fs.existsSync(path.join(dir, 'device.json')), false);
 });
+
+test('run --server --kind pairs first when the folder holds no credentials, then runs in the same process: connecting as soon as the code is approved', async (t) => {
+  const { startTestService } = await import('../support/service.ts');
+  const { mosqueWithOwner, waitFor } = await import('../support/devices.ts');
+  const { API, createMosque, joinMosque, member } = await import('../support/people.ts');
+  const { startProcess } = await import('../support/process.ts');
+  const { deviceLine } = await import('./support.ts');
+  const ts = await startTestService(t, { logLevel: 'warn' });
+  const { root } = await mosqueWithOwner(ts);
+  const mosque = await createMosque(ts, root.token, null, { auto_approve_members: true, stream_url: 'https://radio.example/huda' });
+  const amina = await member(ts, 'amina@run-pair.test');
+  await joinMosque(ts, amina, mosque.id);
+  const dir = path.join(tempDir(t), 'state');
+  const run = startProcess(t, env(dir), process.execPath, [...nodeArgsFor('device/index.ts'), 'run', '--server', ts.url, '--kind', 'player', '--name', 'hall', '--state', dir, '--output', path.join(path.dirname(dir), 'out.wav')]);
+  const code = (await deviceLine(run, /enter the code\s+([A-Z]{4}-[A-Z]{4})/, 30_000))[1]!;
+  // Past the first held poll, so the approval lands on a poll held open (docs/api.md, "Pairing a device").
+  await new Promise((r) => setTimeout(r, 1500));
+  const approved = await ts.http.post(`${API}/devices/pairing/approve`, { user_code: code, mosque_id: mosque.id }, amina.token);
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const approvedAt = Date.now();
+  await deviceLine(run, /-> ONLINE \((connected|entitled)\)/, 15_000);
+  const device = await waitFor('the player ONLINE', async () => {
+    const res = await ts.http.get(`${API}/devices/${approved.body.device.id}`, amina.token);
+    return res.body.status === 'ONLINE' ? res.body : null;
+  }, 10_000);
+  console.log(`# approval -> ONLINE in one process: ${((Date.now() - approvedAt) / 1000).toFixed(2)} s`);
+  assert.equal(device.owner_user_id, amina.id);
+  assert.equal(fs.statSync(path.join(dir, 'device.json')).mode & 0o777, 0o600);
+  // Started again with the same flags, it is paired already: it runs without asking for a new code.
+  run.child.kill('SIGTERM');
+  await run.exited;
+  const again = startProcess(t, env(dir), process.execPath, [...nodeArgsFor('device/index.ts'), 'run', '--server', ts.url, '--kind', 'player', '--state', dir, '--output', path.join(path.dirname(dir), 'out2.wav')]);
+  await deviceLine(again, /-> ONLINE \((connected|entitled)\)/, 15_000);
+  assert.doesNotMatch(again.stdout(), /enter the code/);
+});
