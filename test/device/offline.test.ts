@@ -1,23 +1,21 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { Aedes } from 'aedes';
 import { freePort } from '../support/redis.ts';
-import { nodeArgsFor, startProcess, tempDir, type Run } from '../support/process.ts';
-import { ffmpegPath } from '../audio/audio-files.ts';
+import { tempDir, type Run } from '../support/process.ts';
 import { audioToolsMissing } from '../audio/icecast-plain.ts';
-import { deviceLine, measure, readWav } from './support.ts';
+import { deviceLine, firstLoudMs, loudestHalfSecond, readWav, runDeviceOn, secondsAt, tone, wavStartMs } from './support.ts';
 
 // The azaan without the network (docs/firmware.md, "4.1 Config": offline; docs/devices/raspberry-pi.md): a real
-// `minaret-device run` against a plain aedes broker that holds the retained config with `offline` (the service's
-// side of the field is built elsewhere), a small HTTP server standing in for the recording download (docs/api.md,
-// "Recorded azaan"), and a real 1 kHz MP3 made by ffmpeg. The WAV output is the sound card.
+// `minaret-device run` against a plain aedes broker that holds the retained config with `offline`, a small HTTP
+// server standing in for the recording download (docs/api.md, "Recorded azaan"), and a real 1 kHz MP3 made by
+// ffmpeg. The WAV output is the sound card. The service's side of `offline` is test/devices/offline-azaan.test.ts;
+// the whole chain with the real service in a child process is offline-service.test.ts.
 
 const missing = audioToolsMissing();
 const skip = missing ? `skipped: ${missing}` : false;
@@ -26,13 +24,6 @@ const MOSQUE = 'mosque-offline-1';
 const LEASE = 'made-up-lease-token-0123456789abcdef';
 const GRACE = 2;
 const nowS = (): number => Math.floor(Date.now() / 1000);
-
-function tone(t: TestContext, hz: number, seconds: number): Buffer {
-  const dir = tempDir(t, 'minaret-offline-audio-');
-  const file = path.join(dir, 'tone.mp3');
-  execFileSync(ffmpegPath(), ['-loglevel', 'error', '-y', '-f', 'lavfi', '-i', `sine=frequency=${hz}:duration=${seconds}`, '-c:a', 'libmp3lame', '-b:a', '64k', file]);
-  return fs.readFileSync(file);
-}
 
 /** The recording download (with its lease check) and, at /m/<mosque>, a live stream of `live` paced at 8 KB/s. */
 async function fileServer(t: TestContext, body: Buffer, live?: Buffer): Promise<{ url: string; leases: string[] }> {
@@ -96,7 +87,14 @@ function broker(t: TestContext, port: number) {
   return api;
 }
 
-function config(files: string, recording: Buffer, o: { at: number; sha256?: string; leaseExpiresAt?: number; prayer?: string }): Record<string, unknown> {
+interface ConfigOptions {
+  at: number;
+  sha256?: string;
+  leaseExpiresAt?: number;
+  prayer?: string;
+}
+
+function config(files: string, recording: Buffer, o: ConfigOptions): Record<string, unknown> {
   return {
     v: '1.0', config_version: 3, heartbeat_secs: 300, log_enabled: false, volume: 100, mosque_id: MOSQUE,
     stream_url: `${files}/m/${MOSQUE}`, lease: { token: LEASE, expires_at: o.leaseExpiresAt ?? nowS() + 86_400 },
@@ -115,19 +113,27 @@ function device(t: TestContext, dir: string, port: number, wav: string): Run {
     const credentials = { client_id: ID, username: ID, password: 'device-password-0123456789abcdef', mqtt_url: `mqtt://127.0.0.1:${port}`, mqtts_url: null };
     fs.writeFileSync(file, JSON.stringify({ server: 'http://127.0.0.1:9', device: { id: ID, kind: 'stream_player' }, credentials }), { mode: 0o600 });
   }
-  const env = { PATH: process.env.PATH ?? '', HOME: dir, MINARET_DEVICE_RECONNECT_MAX_MS: '1000' };
-  return startProcess(t, env, process.execPath, [...nodeArgsFor('device/index.ts'), 'run', '--state', dir, '--output', wav]);
+  return runDeviceOn(t, dir, ['--output', wav], { MINARET_DEVICE_RECONNECT_MAX_MS: '1000' });
+}
+
+/**
+ * What every test here starts from: a `recordingS`-second 1 kHz recording behind the file server (and `live` as the
+ * mosque's stream), the broker up with the retained config naming a slot `inS` seconds from now, and the device
+ * running on a fresh state folder with its output into out.wav.
+ */
+async function offlineWorld(t: TestContext, o: { inS: number; recordingS?: number; live?: Buffer; config?: (at: number) => Partial<ConfigOptions> }) {
+  const recording = tone(t, 1000, o.recordingS ?? 3);
+  const files = await fileServer(t, recording, o.live);
+  const port = await freePort();
+  const mq = broker(t, port);
+  const at = nowS() + o.inS;
+  await mq.up(config(files.url, recording, { at, ...o.config?.(at) }));
+  const dir = tempDir(t, 'minaret-offline-');
+  const wav = path.join(dir, 'out.wav');
+  return { recording, files, port, mq, at, dir, wav, run: device(t, dir, port, wav) };
 }
 
 const sleepUntil = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms - Date.now())));
-
-/** Wall-clock ms of the first loud sample of the WAV (its timeline starts at the device's first line), or null. */
-function firstLoudMs(run: Run, wav: string): number | null {
-  const startedAt = Date.parse(/^(\S+) minaret-device /m.exec(run.stdout())![1]!);
-  const audio = readWav(wav);
-  const i = audio.samples.findIndex((s) => Math.abs(s) > 1000);
-  return i < 0 ? null : startedAt + (i / audio.rate) * 1000;
-}
 
 async function stopped(run: Run): Promise<void> {
   run.child.kill('SIGTERM');
@@ -135,15 +141,7 @@ async function stopped(run: Run): Promise<void> {
 }
 
 test('the slot passes with the broker down: the kept 1 kHz recording plays at at + grace_s, and PLAYING source local reaches the broker once it is back', { skip, timeout: 90_000 }, async (t) => {
-  const recording = tone(t, 1000, 3);
-  const files = await fileServer(t, recording);
-  const port = await freePort();
-  const mq = broker(t, port);
-  const at = nowS() + 9;
-  await mq.up(config(files.url, recording, { at }));
-  const dir = tempDir(t, 'minaret-offline-');
-  const wav = path.join(dir, 'out.wav');
-  const run = device(t, dir, port, wav);
+  const { recording, files, mq, at, dir, wav, run } = await offlineWorld(t, { inS: 9 });
   await deviceLine(run, /offline azaan: recording kept as \S+azaan-[0-9a-f]{64}\.mp3/, 15_000);
   const kept = fs.readdirSync(dir).filter((n) => n.startsWith('azaan-'));
   assert.equal(kept.length, 1);
@@ -160,10 +158,8 @@ test('the slot passes with the broker down: the kept 1 kHz recording plays at at
   const delay = (loud - (at + GRACE) * 1000) / 1000;
   console.log(`offline azaan: first non-silent sample ${delay.toFixed(3)} s after at + grace_s (goal <= 1 s)`);
   assert.ok(delay > -0.2 && delay < 5, `the recording starts at the slot's at + grace_s: ${delay.toFixed(3)} s`);
-  const audio = readWav(wav);
-  const from = (loud - Date.parse(/^(\S+) minaret-device /m.exec(run.stdout())![1]!)) / 1000;
-  // The loudest half second of the first three: on a loaded machine the WAV may hold a gap where ffmpeg fell behind.
-  const heard = loudestHalfSecond(audio, from, from + 3);
+  const from = (loud - wavStartMs(run)) / 1000;
+  const heard = loudestHalfSecond(readWav(wav), from, from + 3);
   assert.ok(heard.rms > 1000 && Math.abs(heard.hz - 1000) < 30, `the 1 kHz recording: ${heard.hz.toFixed(1)} Hz, rms ${heard.rms.toFixed(0)}`);
 
   // Back online: the PLAYING made offline goes out with the ts it began at, then the state as it is.
@@ -192,14 +188,7 @@ async function waitForStatus(statuses: Array<Record<string, any>>, match: (s: Re
 }
 
 test('restarted without the network, the device still knows its slot from DIR and plays it', { skip, timeout: 90_000 }, async (t) => {
-  const recording = tone(t, 1000, 3);
-  const files = await fileServer(t, recording);
-  const port = await freePort();
-  const mq = broker(t, port);
-  const at = nowS() + 10;
-  await mq.up(config(files.url, recording, { at, prayer: 'fajr' }));
-  const dir = tempDir(t, 'minaret-offline-');
-  const first = device(t, dir, port, path.join(dir, 'first.wav'));
+  const { port, mq, at, dir, run: first } = await offlineWorld(t, { inS: 10, config: () => ({ prayer: 'fajr' }) });
   await deviceLine(first, /offline azaan: recording kept/, 15_000);
   await stopped(first);
   await mq.down();
@@ -213,15 +202,7 @@ test('restarted without the network, the device still knows its slot from DIR an
 });
 
 test('a recording whose SHA-256 is not the config\'s is deleted with one clear line and never played', { skip, timeout: 60_000 }, async (t) => {
-  const recording = tone(t, 1000, 3);
-  const files = await fileServer(t, recording);
-  const port = await freePort();
-  const mq = broker(t, port);
-  const at = nowS() + 7;
-  await mq.up(config(files.url, recording, { at, sha256: 'ab'.repeat(32) }));
-  const dir = tempDir(t, 'minaret-offline-');
-  const wav = path.join(dir, 'out.wav');
-  const run = device(t, dir, port, wav);
+  const { mq, at, dir, wav, run } = await offlineWorld(t, { inS: 7, config: () => ({ sha256: 'ab'.repeat(32) }) });
   await deviceLine(run, /offline azaan: recording REJECTED and deleted: sha256 mismatch: got [0-9a-f]{64}, announced (ab){32}; no recording kept/, 15_000);
   assert.deepEqual(fs.readdirSync(dir).filter((n) => n.includes('azaan')), [], 'nothing of it stays');
   await mq.down();
@@ -231,15 +212,7 @@ test('a recording whose SHA-256 is not the config\'s is deleted with one clear l
 });
 
 test('a lease that expired before the slot plays nothing', { skip, timeout: 60_000 }, async (t) => {
-  const recording = tone(t, 1000, 3);
-  const files = await fileServer(t, recording);
-  const port = await freePort();
-  const mq = broker(t, port);
-  const at = nowS() + 8;
-  await mq.up(config(files.url, recording, { at, leaseExpiresAt: at - 3 }));
-  const dir = tempDir(t, 'minaret-offline-');
-  const wav = path.join(dir, 'out.wav');
-  const run = device(t, dir, port, wav);
+  const { mq, at, wav, run } = await offlineWorld(t, { inS: 8, config: (slotAt) => ({ leaseExpiresAt: slotAt - 3 }) });
   await deviceLine(run, /offline azaan: recording kept/, 15_000);
   await mq.down();
   await deviceLine(run, /maghrib slot at \S+: not played: (the device is UNBOUND|lease_expired)/, (at + GRACE + 5) * 1000 - Date.now());
@@ -249,15 +222,7 @@ test('a lease that expired before the slot plays nothing', { skip, timeout: 60_0
 });
 
 test('a broadcast start within the grace plays the stream, and no local file', { skip, timeout: 60_000 }, async (t) => {
-  const recording = tone(t, 1000, 3);
-  const files = await fileServer(t, recording, tone(t, 440, 20));
-  const port = await freePort();
-  const mq = broker(t, port);
-  const at = nowS() + 8;
-  await mq.up(config(files.url, recording, { at }));
-  const dir = tempDir(t, 'minaret-offline-');
-  const wav = path.join(dir, 'out.wav');
-  const run = device(t, dir, port, wav);
+  const { files, mq, at, wav, run } = await offlineWorld(t, { inS: 8, live: tone(t, 440, 20) });
   await deviceLine(run, /offline azaan: recording kept/, 15_000);
   await sleepUntil((at - 1) * 1000);
   mq.publish(`mosques/${MOSQUE}/broadcast`, { v: '1.0', broadcast_id: 'b-1', kind: 'azaan', action: 'start', stream_url: `${files.url}/m/${MOSQUE}`, ts: nowS() });
@@ -266,23 +231,13 @@ test('a broadcast start within the grace plays the stream, and no local file', {
   await sleepUntil((at + GRACE + 3) * 1000);
   await stopped(run);
   assert.doesNotMatch(run.stdout(), /offline_fallback/);
-  const audio = readWav(wav);
-  const startedAt = Date.parse(/^(\S+) minaret-device /m.exec(run.stdout())![1]!);
-  const s = (at + GRACE) - startedAt / 1000;
-  const heard = measure(audio, s, s + 2);
-  assert.ok(Math.abs(heard.hz - 440) < 20, `the stream's 440 Hz, not the recording's 1 kHz: ${heard.hz.toFixed(1)} Hz`);
+  const s = (at + GRACE) - wavStartMs(run) / 1000;
+  const heard = loudestHalfSecond(readWav(wav), s - 1, s + 3);
+  assert.ok(heard.rms > 1000 && Math.abs(heard.hz - 440) < 20, `the stream's 440 Hz, not the recording's 1 kHz: ${heard.hz.toFixed(1)} Hz, rms ${heard.rms.toFixed(0)}`);
 });
 
 test('a start whose stream fails its 3 retries (STREAM_ERROR) is covered by the recording; a start while the file plays replaces it with the stream', { skip, timeout: 90_000 }, async (t) => {
-  const recording = tone(t, 1000, 8);
-  const files = await fileServer(t, recording, tone(t, 440, 20));
-  const port = await freePort();
-  const mq = broker(t, port);
-  const at = nowS() + 7;
-  await mq.up(config(files.url, recording, { at }));
-  const dir = tempDir(t, 'minaret-offline-');
-  const wav = path.join(dir, 'out.wav');
-  const run = device(t, dir, port, wav);
+  const { files, mq, at, wav, run } = await offlineWorld(t, { inS: 7, recordingS: 8, live: tone(t, 440, 20) });
   await deviceLine(run, /offline azaan: recording kept/, 15_000);
   await sleepUntil((at - 1) * 1000);
   // A start naming an address nothing answers (port 9): connection refused, retried, STREAM_ERROR after 3 retries.
@@ -297,22 +252,12 @@ test('a start whose stream fails its 3 retries (STREAM_ERROR) is covered by the 
   await new Promise((r) => setTimeout(r, 5000));
   await stopped(run);
   const out = run.stdout();
-  const startedAt = Date.parse(/^(\S+) minaret-device /m.exec(out)![1]!);
-  const streamAt = (Date.parse(/^(\S+) .*PLAYING -> PLAYING \(broadcast_start\)/m.exec(out)![1]!) - startedAt) / 1000;
+  const localAt = secondsAt(out, /STREAM_ERROR -> PLAYING \(offline_fallback\)/);
+  const openedAt = secondsAt(out, /opening http\S+\/m\/\S+ for broadcast b-live/);
+  const streamAt = secondsAt(out, /PLAYING -> PLAYING \(broadcast_start\)/);
   const audio = readWav(wav);
-  const openedAt = (Date.parse(/^(\S+) opening http\S+\/m\/\S+ for broadcast b-live/m.exec(out)![1]!) - startedAt) / 1000;
-  const before = measure(audio, openedAt - 1, openedAt - 0.1);
-  assert.ok(Math.abs(before.hz - 1000) < 30, `the recording before the start: ${before.hz.toFixed(1)} Hz`);
-  const afterStart = measure(audio, streamAt + 2, streamAt + 3.5);
-  assert.ok(Math.abs(afterStart.hz - 440) < 20, `the stream after it, the recording stopped: ${afterStart.hz.toFixed(1)} Hz`);
+  const before = loudestHalfSecond(audio, localAt, openedAt - 0.1);
+  assert.ok(before.rms > 1000 && Math.abs(before.hz - 1000) < 30, `the recording before the start: ${before.hz.toFixed(1)} Hz, rms ${before.rms.toFixed(0)}`);
+  const afterStart = loudestHalfSecond(audio, streamAt + 1, streamAt + 4.5);
+  assert.ok(afterStart.rms > 1000 && Math.abs(afterStart.hz - 440) < 20, `the stream after it, the recording stopped: ${afterStart.hz.toFixed(1)} Hz, rms ${afterStart.rms.toFixed(0)}`);
 });
-
-/** The loudest 0.5 s window between `fromS` and `toS` (steps of 0.1 s), measured. */
-function loudestHalfSecond(audio: ReturnType<typeof readWav>, fromS: number, toS: number) {
-  let best = measure(audio, fromS, fromS + 0.5);
-  for (let at = fromS + 0.1; at + 0.5 <= toS; at += 0.1) {
-    const m = measure(audio, at, at + 0.5);
-    if (m.rms > best.rms) best = m;
-  }
-  return best;
-}

@@ -4,7 +4,7 @@ import crypto from 'node:crypto';
 import type mqtt from 'mqtt';
 import { createManualClock, restartableService, startTestService, type TestService } from '../support/service.ts';
 import { API, createMosque, joinMosque, member, ownMembership, setStatus, signInSuperadmin, type Person } from '../support/people.ts';
-import { connectDevice, configsOnConnect, publish, registerPlayer, settle, statusPayload, subscribeCode, waitFor, type Registered } from '../support/devices.ts';
+import { configListener, connectDevice, configsOnConnect, publish, registerPlayer, settle, statusPayload, waitFor, type Registered } from '../support/devices.ts';
 import { audioFiles } from '../audio/audio-files.ts';
 
 // docs/firmware.md, "The azaan without the network". Wednesday 10 June 2026 in London (BST): Dhuhr's azaan is
@@ -39,19 +39,6 @@ async function slotsAhead(ts: TestService, token: string, mosqueId: string, from
   return (res.body as Array<{ prayer: string; azaan_at: string }>)
     .map((s) => ({ prayer: s.prayer, at: Math.floor(Date.parse(s.azaan_at) / 1000) }))
     .filter((s) => s.at >= fromMs / 1000 && s.at < fromMs / 1000 + 48 * 3600);
-}
-
-/** A connected player that keeps every config it is sent. */
-async function listeningPlayer(t: TestContext, ts: TestService, reg: Registered) {
-  const client = await connectDevice(t, reg.credentials, { url: ts.service.mqttUrl });
-  const topic = `devices/${reg.device.id}/config`;
-  const configs: Array<Record<string, any>> = [];
-  client.on('message', (tp, payload) => {
-    if (tp === topic && payload.length > 0) configs.push(JSON.parse(payload.toString('utf8')));
-  });
-  assert.equal(await subscribeCode(client, topic), 1);
-  await waitFor('the first config', () => configs.length > 0);
-  return { client, configs, latest: () => configs.at(-1)! };
 }
 
 const localPlaying = (client: mqtt.MqttClient, id: string, slotAt?: number) =>
@@ -93,7 +80,7 @@ test('a member who turned notify_azaan off gets no daily slots; the toggle chang
   const ts = await startTestService(t, { clock, logLevel: 'warn' });
   const w = await world(t, ts);
   const { person, reg } = await w.approved('quiet@offline.test');
-  const player = await listeningPlayer(t, ts, reg);
+  const player = await configListener(t, ts, reg);
   assert.ok(player.latest().offline.slots.length > 0);
   const mine = await ownMembership(ts, person, w.mosque.id);
   const res = await ts.http.patch(`${API}/memberships/${mine!.id}`, { notify_azaan: false }, person.token);
@@ -108,7 +95,7 @@ test('a ban takes the offline plan away with the lease', async (t) => {
   const ts = await startTestService(t, { clock, logLevel: 'warn' });
   const w = await world(t, ts);
   const { reg, membershipId } = await w.approved('banned@offline.test');
-  const player = await listeningPlayer(t, ts, reg);
+  const player = await configListener(t, ts, reg);
   assert.ok(player.latest().offline);
   await setStatus(ts, w.owner.token, membershipId, 'banned');
   const after = await waitFor('the unbound config', () => player.configs.find((c) => c.unbound_reason === 'membership_lapsed'));
@@ -121,7 +108,7 @@ test("a change of the mosque's times, or of its recording, re-pushes the plan", 
   const ts = await startTestService(t, { clock, logLevel: 'warn' });
   const w = await world(t, ts);
   const { reg } = await w.approved('moved@offline.test');
-  const player = await listeningPlayer(t, ts, reg);
+  const player = await configListener(t, ts, reg);
   const res = await ts.http.patch(`${API}/mosques/${w.mosque.id}`, { azaan: { dhuhr: { fixed: '13:15' } } }, w.owner.token);
   assert.equal(res.status, 200, JSON.stringify(res.body));
   const moved = await waitFor('the moved Dhuhr', () => player.configs.find((c) => c.offline?.slots[0]?.at === DHUHR_S + 15 * 60));
@@ -142,9 +129,9 @@ test("a player's local play at a slot's time counts as covered locally in the sl
   const a = await w.approved('a@offline.test');
   const b = await w.approved('b@offline.test');
   const c = await w.approved('c@offline.test');
-  const pa = await listeningPlayer(t, ts, a.reg);
-  const pb = await listeningPlayer(t, ts, b.reg);
-  const pc = await listeningPlayer(t, ts, c.reg);
+  const pa = await configListener(t, ts, a.reg);
+  const pb = await configListener(t, ts, b.reg);
+  const pc = await configListener(t, ts, c.reg);
   clock.set(T('12:00:10'));
   await localPlaying(pa.client, a.reg.device.id, DHUHR_S); // names its slot
   await localPlaying(pb.client, b.reg.device.id); // names none: the arrival time is nearest Dhuhr

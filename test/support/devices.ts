@@ -224,8 +224,8 @@ export function waitForStatus(ts: TestService, token: string, id: string, status
 /** Sleeps briefly: only to let a message that must NOT arrive have its chance. */
 export const settle = (ms = 150) => new Promise((r) => setTimeout(r, ms));
 
-/** Connects the device, subscribes to its config and hangs up: every config it was given in that time, oldest first. */
-export async function configsOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Array<Record<string, any>>> {
+/** A connected device that keeps every config it is sent, oldest first; returns once the first has come. */
+export async function configListener(t: TestContext, ts: TestService, reg: Registered) {
   const client = await connectDevice(t, reg.credentials, { url: ts.service.mqttUrl });
   const topic = `devices/${reg.device.id}/config`;
   const configs: Array<Record<string, any>> = [];
@@ -233,7 +233,13 @@ export async function configsOnConnect(t: TestContext, ts: TestService, reg: Reg
     if (tp === topic && payload.length > 0) configs.push(JSON.parse(payload.toString('utf8')));
   });
   assert.equal(await subscribeCode(client, topic), 1);
-  await waitFor('the config', () => configs.length > 0);
+  await waitFor('the first config', () => configs.length > 0);
+  return { client, configs, latest: () => configs.at(-1)! };
+}
+
+/** Connects the device, subscribes to its config and hangs up: every config it was given in that time, oldest first. */
+export async function configsOnConnect(t: TestContext, ts: TestService, reg: Registered): Promise<Array<Record<string, any>>> {
+  const { client, configs } = await configListener(t, ts, reg);
   await settle(200); // a second, fresher config would come now
   client.end(true);
   await closed(client).catch(() => undefined);
