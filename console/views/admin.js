@@ -198,10 +198,12 @@ function weekPicture(recent) {
   };
   const picture = svg('svg', { viewBox: `0 0 ${rows.length * (bar + gap)} ${height}`, role: 'img', 'aria-labelledby': 'week-title week-desc', class: 'week-chart', 'data-week': '' },
     svg('title', { id: 'week-title' }, t('week.title')), svg('desc', { id: 'week-desc' }, t('week.desc')),
-    ...rows.map((r, i) => {
-      const tall = Math.round((r.homes / most) * (height - 4));
-      return svg('rect', { x: i * (bar + gap), y: height - tall, width: bar, height: Math.max(tall, 1), 'data-homes': r.homes, 'data-bar': r.id },
-        svg('title', {}, t('week.bar', { prayer: r.prayer, day: r.day, homes: t('count.homes', { count: r.homes }) })));
+    ...rows.flatMap((r, i) => {
+      const tall = Math.round((r.homes / most) * (height - 16));
+      return [svg('rect', { x: i * (bar + gap), y: height - tall, width: bar, height: Math.max(tall, 1), 'data-homes': r.homes, 'data-bar': r.id },
+        svg('title', {}, t('week.bar', { prayer: r.prayer, day: r.day, homes: t('count.homes', { count: r.homes }) }))),
+      // The number over its bar, for the eye; the bar's title and the table say it to a screen reader.
+      svg('text', { x: i * (bar + gap) + bar / 2, y: height - tall - 3, 'text-anchor': 'middle', 'font-size': 10, 'aria-hidden': 'true' }, new Intl.NumberFormat(language()).format(r.homes))];
     }));
   return h('div', {}, h('div', { class: 'week-picture' }, picture),
     h('table', { class: 'week-table', 'data-week-table': '' }, h('caption', {}, t('week.table')),
