@@ -160,6 +160,8 @@ export const Broadcast = v.object({
     /** Players that played their cached recording for this azaan: no start reached them in time (docs/firmware.md, "The azaan without the network"). */
     covered_locally: count,
     push: v.object({ queued: count, sent: count, failed: count }),
+    /** The mosque's transmitters, apart from the players: how many played it and how many did not; absent when it has none. */
+    transmitters: v.optional(v.object({ playing: count, not_playing: count })),
     /** With an audio server: who it admitted while the broadcast was on, for how long, and who it refused. */
     listeners: v.optional(v.object({
       admitted: v.object({ devices: count, members: count }),
@@ -295,7 +297,10 @@ export const OnAir = v.object({
   audio_server: v.boolean(),
   on_air: v.boolean(),
   since: nullable(isoTime),
+  /** Listeners the audio server lets in now, all together: `listening` names them apart. */
   listeners: count,
+  /** The same listeners apart: stream players (`devices`) and members listening in the console (`members`). */
+  listening: v.object({ devices: count, members: count }),
 });
 
 export const CommandOutcome = v.object({

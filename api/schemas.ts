@@ -92,3 +92,9 @@ export const offset = v.optional(wholeNumber(MAX_OFFSET, 'a whole number'), '0')
 
 /** ?before=<id> of a list paged by id, newest first: a row id, never past Number.MAX_SAFE_INTEGER. */
 export const before = (what: string) => v.optional(wholeNumber(Number.MAX_SAFE_INTEGER, what));
+
+/** A query's point in time (RFC 3339, e.g. 2026-01-01T10:00:00Z), as Unix seconds for the store. */
+export const isoInstant = v.pipe(
+  v.string(), v.isoTimestamp('must be a time such as 2026-01-01T10:00:00Z'), v.description('An RFC 3339 time'),
+  v.transform((s) => Math.floor(Date.parse(s) / 1000)),
+);

@@ -33,10 +33,25 @@ export async function setLanguage(lang, remember = false) {
 
 export const language = () => current;
 
-/** t('why.offline_since', {since}) -> the catalogue's text with {since} filled in. */
+/**
+ * A plural form by the language's CLDR rules (Intl.PluralRules): `key.one`, `key.two`, `key.few`... chosen by
+ * `count`, else `key.other`; English falls back by its own rule (Arabic has zero/one/two/few/many/other).
+ */
+function pluralText(key, count) {
+  if (typeof count !== 'number' || !(`${key}.other` in strings || `${key}.other` in fallback)) return undefined;
+  const own = new Intl.PluralRules(current).select(count);
+  const english = new Intl.PluralRules('en').select(count);
+  return strings[`${key}.${own}`] ?? strings[`${key}.other`] ?? fallback[`${key}.${english}`] ?? fallback[`${key}.other`];
+}
+
+/**
+ * t('why.offline_since', {since}) -> the catalogue's text with {since} filled in. With a numeric `count` and
+ * `key.other` in the catalogue, the plural form for that count; {count} is written in the language's digits.
+ */
 export function t(key, vars = {}) {
-  const text = strings[key] ?? fallback[key] ?? key;
-  return text.replace(/\{(\w+)\}/g, (_, name) => (vars[name] ?? `{${name}}`));
+  const text = pluralText(key, vars.count) ?? strings[key] ?? fallback[key] ?? key;
+  const filled = typeof vars.count === 'number' ? { ...vars, count: new Intl.NumberFormat(current).format(vars.count) } : vars;
+  return text.replace(/\{(\w+)\}/g, (_, name) => (filled[name] ?? `{${name}}`));
 }
 
 /** "3 minutes ago"-style text in the current language. */

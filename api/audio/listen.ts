@@ -29,9 +29,13 @@ export function listenRoutes(deps: { audio: Audio | null; mosques: MosqueStore; 
   // What the audio server says of the mosque now, for its admins' console: on air since when, and how many listen.
   app.get('/:id/on-air', async (c) => {
     const { mosque } = await checkStanding(deps, c, c.req.param('id'), 'admin');
-    if (!deps.audio) return c.json({ audio_server: false, on_air: false, since: null, listeners: 0 });
-    const current = await deps.audio.currentOnAir(mosque.id);
-    return c.json({ audio_server: true, on_air: current !== null, since: current ? toIsoString(current.started_at) : null, listeners: (await deps.audio.listOpenSessions(mosque.id)).length });
+    if (!deps.audio) return c.json({ audio_server: false, on_air: false, since: null, listeners: 0, listening: { devices: 0, members: 0 } });
+    const [current, open] = await Promise.all([deps.audio.currentOnAir(mosque.id), deps.audio.listOpenSessions(mosque.id)]);
+    const devices = open.filter((s) => s.device_id !== null).length;
+    return c.json({
+      audio_server: true, on_air: current !== null, since: current ? toIsoString(current.started_at) : null,
+      listeners: open.length, listening: { devices, members: open.length - devices },
+    });
   });
   return app;
 }

@@ -4,7 +4,7 @@ import { BROADCAST_KINDS, PENDING_REPORT, toBroadcast, type BroadcastRow, type B
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { mosqueGate, type GateDeps } from '../guards.ts';
-import { freeText, limit } from '../schemas.ts';
+import { freeText, isoInstant, limit } from '../schemas.ts';
 import { readJson, readQuery } from '../validate.ts';
 
 export const BroadcastStart = v.object({
@@ -12,7 +12,8 @@ export const BroadcastStart = v.object({
   prayer: v.optional(v.nullable(freeText(40))),
   title: v.optional(v.nullable(freeText(200))),
 });
-export const BroadcastQuery = v.object({ limit: limit(50, 200) });
+/** `since`: only broadcasts started at or after it (the console's week of azaans); `limit` still bounds the list. */
+export const BroadcastQuery = v.object({ limit: limit(50, 200), since: v.optional(isoInstant) });
 
 /** Broadcasts of a mosque (docs/api.md, "Broadcasts and their delivery report"). Starting and stopping need can_trigger (superadmin passes). */
 export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliveryReport: (b: BroadcastRow) => Promise<DeliveryReport> }) {
@@ -41,7 +42,7 @@ export function broadcastRoutes(deps: GateDeps & { broadcasts: Broadcasts; deliv
 
   app.get('/:id/broadcasts', mosqueGate(deps, 'admin'), async (c) => {
     const q = readQuery(c, BroadcastQuery);
-    return c.json(await Promise.all((await deps.broadcasts.list(c.var.mosque.id, q.limit)).map(show)));
+    return c.json(await Promise.all((await deps.broadcasts.list(c.var.mosque.id, q.limit, q.since)).map(show)));
   });
 
   app.get('/:id/broadcasts/:bid', mosqueGate(deps, 'admin'), async (c) => c.json(await show(await findOr404(c.var.mosque.id, c.req.param('bid')))));

@@ -3,16 +3,18 @@
 // opened with a single-use ticket.
 import { api, currentUser } from '../api.js';
 import { button, form, h, replace } from '../dom.js';
-import { t, when } from '../i18n.js';
+import { language, t, when } from '../i18n.js';
 import { openLive } from '../live.js';
 import { flash } from '../nav.js';
 import { allUsers } from './super.js';
-import { badge } from './why.js';
+import { badge, durationText } from './why.js';
 
 const KINDS = ['azaan', 'jummah', 'waaz', 'announcement'];
 const PRAYERS = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
 const LIVE_REPORT_REFRESH_MS = 5_000;
 const ACTIVITY_PAGE = 20;
+const WEEK_DAYS = 7;
+const DAY_MS = 86_400_000;
 const TABS = [['', 'admin.tab_overview'], ['/members', 'admin.tab_members'], ['/devices', 'admin.tab_devices'], ['/team', 'admin.tab_team'], ['/activity', 'admin.tab_activity'], ['/schedule', 'schedule.link'], ['/settings', 'admin.tab_settings']];
 /** Tabs only managers see: the API refuses everything on them to anyone else. */
 const MANAGERS_TABS = new Set(['/settings']);
@@ -70,33 +72,32 @@ export async function mosqueView(page, id) {
 
   let reportTimer = null;
   const onAir = h('div', { 'aria-live': 'polite' });
+  const week = h('div');
+  const names = listenerNames(id);
   const loadBroadcasts = async () => {
-    const [list, air] = await Promise.all([api('GET', `/mosques/${id}/broadcasts?limit=5`), api('GET', `/mosques/${id}/on-air`)]);
+    const since = new Date(Date.now() - WEEK_DAYS * DAY_MS).toISOString();
+    const [list, air, recent] = await Promise.all([api('GET', `/mosques/${id}/broadcasts?limit=5`), api('GET', `/mosques/${id}/on-air`),
+      api('GET', `/mosques/${id}/broadcasts?limit=200&since=${encodeURIComponent(since)}`)]);
     // What the audio server hears now (docs/api.md, "Broadcasts and the audio server"); nothing without one.
     replace(onAir, air.audio_server && h('p', { class: air.on_air ? 'row' : 'muted', 'data-on-air': String(air.on_air) },
-      air.on_air ? [badge('live'), t('onair.live', { since: when(air.since), listeners: air.listeners })] : t('onair.off')));
+      air.on_air ? [badge('live'), h('span', { 'data-listening': `${air.listening.devices}/${air.listening.members}` }, t('onair.live_now', {
+        since: when(air.since), players: t('count.players', { count: air.listening.devices }), members: t('count.members', { count: air.listening.members }),
+      }))] : t('onair.off')));
+    replace(week, weekPicture(recent));
     const live = list.find((b) => b.status === 'live');
     clearInterval(reportTimer);
     // The report fills in as devices answer: read again while a broadcast is live.
     reportTimer = live ? setInterval(() => void loadBroadcasts().catch(() => {}), LIVE_REPORT_REFRESH_MS) : null;
+    const heardNames = list.some((b) => b.report.listeners?.heard.length) ? await names() : null;
+    // The server's flag can trail the on-air news by a moment: what the audio server says now decides the words.
+    const waiting = (b) => b.status === 'live' && b.waiting_for_source && !(air.audio_server && air.on_air);
     replace(broadcasts,
-      canTrigger && !live && form({ 'aria-label': t('broadcast.start') }, [
-        h('label', {}, h('span', {}, t('broadcast.kind')), h('select', { name: 'kind' }, KINDS.map((k) => h('option', { value: k }, t(`broadcast.kind_${k}`))))),
-        h('label', {}, h('span', {}, t('broadcast.prayer')), h('select', { name: 'prayer' }, h('option', { value: '' }, '—'), PRAYERS.map((p) => h('option', { value: p }, t(`prayer.${p}`))))),
-        h('button', { type: 'submit' }, t('broadcast.start')),
-      ], async (data) => {
-        // An azaan is always a prayer's call: the report, the push and the transmitter name it (docs/console.md).
-        if (data.get('kind') === 'azaan' && !data.get('prayer')) throw new Error(t('broadcast.prayer_needed'));
-        const made = await api('POST', `/mosques/${id}/broadcasts`, { kind: data.get('kind'), ...(data.get('prayer') && { prayer: data.get('prayer') }) });
-        await loadBroadcasts();
-        // The audio server hears no source yet: players will hear it once the transmitter sends (docs/api.md).
-        if (made.waiting_for_source) flash(t('broadcast.waiting_for_source'));
-      }),
+      canTrigger && !live && startForm(id, loadBroadcasts),
       list.length === 0 ? h('p', { class: 'muted' }, t('broadcast.none')) : h('ul', { class: 'list' }, list.map((b) => h('li', { 'data-broadcast': b.id },
-        h('div', { class: 'row' }, h('strong', {}, t(`broadcast.kind_${b.kind}`)), b.prayer && h('span', {}, t(`prayer.${b.prayer}`)), badge(b.status), h('span', { class: 'muted' }, when(b.started_at))),
-        b.status === 'live' && b.waiting_for_source && h('p', { class: 'warn', role: 'status' }, t('broadcast.waiting_for_source')),
+        h('div', { class: 'row' }, h('strong', {}, t(`broadcast.kind_${b.kind}`)), b.prayer && h('span', {}, t(`prayer.${b.prayer}`)), badge(waiting(b) ? 'waiting' : b.status), h('span', { class: 'muted' }, when(b.started_at))),
+        waiting(b) && h('p', { class: 'warn', role: 'status' }, t('broadcast.waiting_for_source')),
         b.fallback && h('p', { class: 'muted' }, t('broadcast.fallback')),
-        b.report.listeners && h('p', { class: 'muted', 'data-listeners': '' }, t('broadcast.listeners', { devices: b.report.listeners.admitted.devices, members: b.report.listeners.admitted.members, minutes: Math.round(b.report.listeners.seconds / 60) })),
+        b.report.listeners && heardList(b.report.listeners, heardNames),
         report(b.report),
         canTrigger && b.status === 'live' && button(t('broadcast.stop'), async () => {
           await api('POST', `/mosques/${id}/broadcasts/${b.id}/stop`);
@@ -109,6 +110,7 @@ export async function mosqueView(page, id) {
     mosqueHeader(mosque, '', canManage),
     liveState,
     h('section', { 'aria-labelledby': 'bc-h' }, h('h2', { id: 'bc-h' }, t('admin.broadcasts')), onAir, broadcasts),
+    h('section', { 'aria-labelledby': 'week-h' }, h('h2', { id: 'week-h' }, t('week.title')), week),
     h('section', { 'aria-labelledby': 'pend-h' }, h('h2', { id: 'pend-h' }, t('admin.pending')), pending),
     h('section', { 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, t('admin.members')), members));
   await Promise.all([loadMembers(), loadBroadcasts()]);
@@ -120,11 +122,93 @@ export async function mosqueView(page, id) {
   };
 }
 
+/** The start form: an azaan names its prayer (the report, the push and the transmitter name it: docs/console.md). */
+function startForm(id, reload) {
+  return form({ 'aria-label': t('broadcast.start') }, [
+    h('label', {}, h('span', {}, t('broadcast.kind')), h('select', { name: 'kind' }, KINDS.map((k) => h('option', { value: k }, t(`broadcast.kind_${k}`))))),
+    h('label', {}, h('span', {}, t('broadcast.prayer')), h('select', { name: 'prayer' }, h('option', { value: '' }, '—'), PRAYERS.map((p) => h('option', { value: p }, t(`prayer.${p}`))))),
+    h('button', { type: 'submit' }, t('broadcast.start')),
+  ], async (data) => {
+    if (data.get('kind') === 'azaan' && !data.get('prayer')) throw new Error(t('broadcast.prayer_needed'));
+    const made = await api('POST', `/mosques/${id}/broadcasts`, { kind: data.get('kind'), ...(data.get('prayer') && { prayer: data.get('prayer') }) });
+    await reload();
+    // The audio server hears no source yet: players will hear it once the transmitter sends (docs/api.md).
+    if (made.waiting_for_source) flash(t('broadcast.waiting_for_source'));
+  });
+}
+
+/** The devices' own counts: players apart from the transmitter, which sends the azaan (docs/api.md, "Broadcasts and their delivery report"). */
 function report(r) {
-  const parts = ['playing', 'unbound', 'muted', 'offline', 'stream_error', 'other'];
+  const parts = ['playing', 'covered_locally', 'unbound', 'muted', 'offline', 'stream_error', 'other'];
   return h('dl', { class: 'facts', 'aria-label': t('broadcast.report') },
     parts.map((k) => [h('dt', {}, t(`report.${k}`)), h('dd', { 'data-report': k }, String(r[k]))]),
+    r.transmitters && [h('dt', {}, t('report.transmitter')), h('dd', { 'data-report': 'transmitter' },
+      t(r.transmitters.playing > 0 ? 'report.transmitter_sent' : 'report.transmitter_silent'))],
     h('dt', {}, t('report.push')), h('dd', {}, t('report.push_counts', r.push)));
+}
+
+/**
+ * Names for who heard (report.listeners.heard): players by their names on the Devices tab, members by the
+ * address the Members tab shows. Read once per page, when a report first names someone.
+ */
+function listenerNames(id) {
+  let read = null;
+  return () => (read ??= Promise.all([api('GET', `/devices?mosque_id=${encodeURIComponent(id)}`), api('GET', `/mosques/${id}/memberships`)])
+    .then(([devices, members]) => ({ devices: new Map(devices.map((d) => [d.id, d.name || d.id])), members: new Map(members.map((m) => [m.user_id, memberName(m)])) }))
+    .catch(() => null));
+}
+
+/** How many heard the broadcast through the audio server, then each of them and for how long, the longest first. */
+function heardList(l, names) {
+  const who = (x) => (x.device_id ? names?.devices.get(x.device_id) ?? t('broadcast.heard_gone_player')
+    : t('broadcast.heard_member', { name: names?.members.get(x.user_id) ?? t('broadcast.heard_gone_member') }));
+  return h('div', { 'data-listeners': '' },
+    h('p', { class: 'muted' }, t('broadcast.heard', {
+      players: t('count.players', { count: l.admitted.devices }), members: t('count.members', { count: l.admitted.members }),
+      minutes: t('count.minutes', { count: Math.round(l.seconds / 60) }),
+    })),
+    l.heard.length > 0 && h('details', {}, h('summary', {}, t('broadcast.heard_who')),
+      h('ul', { class: 'list', 'data-heard': '' }, l.heard.map((x) => h('li', { 'data-heard-by': x.device_id ?? x.user_id },
+        h('span', {}, who(x)), ' ', h('span', { class: 'muted' }, durationText(x.seconds))))),
+      l.truncated && h('p', { class: 'muted' }, t('broadcast.heard_more'))));
+}
+
+/** The homes that heard one broadcast: players that played it (live or their own copy) and members in the console. */
+export const homesOf = (r) => r.playing + r.covered_locally + (r.listeners?.admitted.members ?? 0);
+
+/**
+ * Each azaan of the last 7 days with the homes that heard it: bars drawn here (no chart service), a title and
+ * description for screen readers, and the same numbers in a table under it.
+ */
+function weekPicture(recent) {
+  const azaans = recent.filter((b) => b.kind === 'azaan' || b.kind === 'jummah').reverse();
+  if (azaans.length === 0) return h('p', { class: 'muted' }, t('week.none'));
+  const day = new Intl.DateTimeFormat(language(), { weekday: 'short', day: 'numeric' });
+  const rows = azaans.map((b) => ({ id: b.id, day: day.format(new Date(b.started_at)), prayer: t(`prayer.${b.prayer ?? 'none'}`), homes: homesOf(b.report) }));
+  const most = Math.max(1, ...rows.map((r) => r.homes));
+  const bar = 24;
+  const gap = 6;
+  const height = 120;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs, ...kids) => {
+    const el = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    el.append(...kids);
+    return el;
+  };
+  const picture = svg('svg', { viewBox: `0 0 ${rows.length * (bar + gap)} ${height}`, role: 'img', 'aria-labelledby': 'week-title week-desc', class: 'week-chart', 'data-week': '' },
+    svg('title', { id: 'week-title' }, t('week.title')), svg('desc', { id: 'week-desc' }, t('week.desc')),
+    ...rows.flatMap((r, i) => {
+      const tall = Math.round((r.homes / most) * (height - 16));
+      return [svg('rect', { x: i * (bar + gap), y: height - tall, width: bar, height: Math.max(tall, 1), 'data-homes': r.homes, 'data-bar': r.id },
+        svg('title', {}, t('week.bar', { prayer: r.prayer, day: r.day, homes: t('count.homes', { count: r.homes }) }))),
+      // The number over its bar, for the eye; the bar's title and the table say it to a screen reader.
+      svg('text', { x: i * (bar + gap) + bar / 2, y: height - tall - 3, 'text-anchor': 'middle', 'font-size': 10, 'aria-hidden': 'true' }, new Intl.NumberFormat(language()).format(r.homes))];
+    }));
+  return h('div', {}, h('div', { class: 'week-picture' }, picture),
+    h('table', { class: 'week-table', 'data-week-table': '' }, h('caption', {}, t('week.table')),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, t('week.day')), h('th', { scope: 'col' }, t('week.prayer')), h('th', { scope: 'col' }, t('week.homes')))),
+      h('tbody', {}, rows.map((r) => h('tr', { 'data-row': r.id }, h('td', {}, r.day), h('td', {}, r.prayer), h('td', { 'data-homes': r.homes }, String(r.homes)))))));
 }
 
 /** The activity feed, newest first, in plain words; "Load older" asks for the page before the last row. */

@@ -5,7 +5,7 @@ import { button, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
 import { openLive } from '../live.js';
 import { mosqueContext, mosqueHeader } from './admin.js';
-import { badge, durationText, seenText, whyText } from './why.js';
+import { badge, durationText, playerBadge, seenText, whyText } from './why.js';
 
 const COMMANDS = ['ping', 'identify', 'play_test', 'diag_bundle'];
 const LOG_LEVELS = ['error', 'warn', 'info', 'debug'];
@@ -110,13 +110,13 @@ export async function deviceView(page, id) {
   const send = async (name, args) => {
     result.textContent = t('device.sending');
     const answer = await api('POST', `/devices/${id}/commands`, { name, ...(args && { args }), timeout_ms: 10000 });
-    result.textContent = `${name}: ${answer.ok ? 'ok' : 'failed'} (${answer.rtt_ms} ms)\n${JSON.stringify(answer.result ?? {}, null, 2)}`;
+    result.textContent = `${t(answer.ok ? 'event.command_done' : 'event.command_failed', { command: commandName(name), reason: '' })} (${answer.rtt_ms} ms)\n${JSON.stringify(answer.result ?? {}, null, 2)}`;
   };
   const load = async () => {
     const [d, why, events, logs] = await Promise.all([
       api('GET', `/devices/${id}`), api('GET', `/devices/${id}/why`), api('GET', `/devices/${id}/events?limit=30`), api('GET', `/devices/${id}/logs?limit=30`),
     ]);
-    const facts = [['status', badge(d.status)], ['kind', t(`device.kind_${d.kind}`)], ['last_seen', `${when(d.last_seen_at)} (${seenText(d)})`],
+    const facts = [['status', playerBadge(d, why.effective_playback_state !== 'unbound')], ['kind', t(`device.kind_${d.kind}`)], ['last_seen', `${when(d.last_seen_at)} (${seenText(d)})`],
       ['rssi', d.rssi === null || d.rssi === undefined ? '—' : t('signal.with_dbm', { quality: t(`signal.${signalQuality(d.rssi)}`), rssi: d.rssi })], ['fw', d.fw ?? '—'], ['ip', d.ip ?? '—'], ['uptime', d.uptime_s ?? '—']];
     replace(body,
       h('h1', {}, d.name || d.id),
@@ -129,13 +129,34 @@ export async function deviceView(page, id) {
         d.kind === 'stream_player' && logLevelForm(send),
         result),
       h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, t('device.timeline')),
-        h('ul', { class: 'list' }, events.length === 0 ? h('li', { class: 'muted' }, '—') : events.map((e) => h('li', {},
-          h('span', { class: 'muted' }, when(e.at)), ' ', h('strong', {}, e.kind), e.from || e.to ? ` ${e.from ?? ''} → ${e.to ?? ''}` : '', e.reason ? ` (${e.reason})` : '')))),
+        h('ul', { class: 'list' }, events.length === 0 ? h('li', { class: 'muted' }, '—') : events.map((e) => h('li', { 'data-event': e.kind },
+          h('span', { class: 'muted' }, when(e.at)), ' ', eventText(e))))),
       h('section', { 'aria-labelledby': 'log-h' }, h('h2', { id: 'log-h' }, t('device.logs')),
         (logs.lines ?? []).length === 0 ? h('p', { class: 'muted' }, t('device.no_logs')) : h('pre', {}, logs.lines.map((l) => `${when(l.at)} ${l.level} ${l.msg}\n`))));
   };
   replace(page, body);
   await load();
+}
+
+/** A name from the catalogue, or a neutral word when this console does not know it (a newer device or service). */
+const known = (key, otherKey, vars) => (t(key, vars) === key ? t(otherKey, vars) : t(key, vars));
+const commandName = (name) => known(`command.${name}`, 'command.other');
+const statusWord = (status) => (status ? known(`status.${status}`, 'status.other') : t('status.UNKNOWN'));
+const reasonWord = (reason) => known(`reason.${reason}`, 'reason.other');
+
+/**
+ * One timeline entry (docs/api.md, "Devices, from the app's side") in the console's own words: the statuses of the
+ * badges, the command names of the buttons, the reasons as the why chain says them; never the wire's names.
+ */
+export function eventText(e) {
+  const command = commandName(e.detail?.name ?? '');
+  const vars = { from: statusWord(e.from), to: statusWord(e.to), command, reason: e.reason ? reasonWord(e.reason) : '' };
+  let key = `event.${e.kind}`;
+  if (e.kind === 'command_acked') key = e.detail?.ok === false ? 'event.command_failed' : 'event.command_done';
+  else if (e.kind === 'status' && !e.from) key = 'event.status_first';
+  const text = known(key, 'event.other', vars);
+  // The reason (why a config changed, why a connection ended, what a player said of its new status), when there is one.
+  return e.reason ? `${text} ${t('event.because', { reason: vars.reason })}` : text;
 }
 
 /** Log lines for a while: the page checks the range first (the API checks it again: 1..3600 s). */

@@ -7,7 +7,7 @@ import { h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
 import { flash } from '../nav.js';
 import { activityText, memberName, mosqueContext, mosqueHeader, nameProven, unprovenMark } from './admin.js';
-import { badge } from './why.js';
+import { badge, playerBadge } from './why.js';
 
 /** The membership statuses of the API (src/mosques/memberships.ts MEMBERSHIP_STATUSES), in the filter's order. */
 const STATUSES = ['pending', 'approved', 'rejected', 'banned'];
@@ -159,6 +159,6 @@ function player(d) {
   const why = d.entitlement?.entitled ? t('members.player_entitled') : t(`members.player_${d.entitlement?.reason ?? 'no_mosque'}`);
   return h('li', { 'data-player': d.id },
     h('a', { href: `/devices/${d.id}`, 'data-nav': '', class: 'member-link' }, d.name || d.id),
-    h('div', { class: 'row' }, badge(d.status), h('span', { 'data-entitled': String(Boolean(d.entitlement?.entitled)) }, why)),
+    h('div', { class: 'row' }, playerBadge(d, Boolean(d.entitlement?.entitled)), h('span', { 'data-entitled': String(Boolean(d.entitlement?.entitled)) }, why)),
     h('p', { class: 'muted' }, d.last_seen_at ? t('members.player_seen', { when: when(d.last_seen_at) }) : t('time.never_seen')));
 }

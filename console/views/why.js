@@ -15,6 +15,15 @@ export function whyText(why, device) {
 
 export const badge = (value, label = value) => h('span', { class: `badge ${value}` }, t(`status.${label}`) === `status.${label}` ? label : t(`status.${label}`));
 
+/**
+ * A player's badge beside the words on whether it may play: one the API says is not entitled (banned, removed,
+ * waiting) says "Not entitled", whatever it last reported (its PLAYING may predate the ban by a moment).
+ */
+export function playerBadge(device, entitled) {
+  const connected = !['OFFLINE', 'UNKNOWN'].includes(device.status);
+  return badge(device.kind === 'stream_player' && entitled === false && connected ? 'UNBOUND' : device.status);
+}
+
 /** "offline for 3 hours" / "seen 2 minutes ago". */
 export function seenText(device) {
   if (!device.last_seen_at) return t('time.never_seen');

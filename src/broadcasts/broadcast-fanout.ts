@@ -33,7 +33,7 @@ const TOGGLE = { azaan: 'notify_azaan', jummah: 'notify_jummah', waaz: 'notify_w
 
 /** Device status -> report outcome. UNBOUND and MUTED are correct outcomes, never failures
  * (docs/api.md, "Broadcasts and their delivery report"). */
-export function outcomeOf(status: string): keyof Omit<DeliveryReport, 'push'> {
+export function outcomeOf(status: string): keyof Omit<DeliveryReport, 'push' | 'transmitters' | 'listeners' | 'pending'> {
   switch (status) {
     case 'PLAYING': return 'playing';
     case 'UNBOUND': return 'unbound';
@@ -203,7 +203,13 @@ export function createFanout(deps: {
       // A player that played its cached recording for this azaan is counted once, as covered locally; its status
       // may arrive long after (it reconnects), naming the slot it played for.
       const local = await coveredBy(b, played.played_until, now);
-      for (const row of rows) report[local.has(row.id) ? 'covered_locally' : row.played === 1 ? 'playing' : outcomeOf(row.status ?? 'UNKNOWN')]++;
+      // A transmitter is counted apart: its PLAYING is the source going out, not a home hearing it (docs/api.md).
+      for (const row of rows) {
+        if (row.kind === 'transmitter') {
+          report.transmitters ??= { playing: 0, not_playing: 0 };
+          report.transmitters[row.played === 1 ? 'playing' : 'not_playing']++;
+        } else report[local.has(row.id) ? 'covered_locally' : row.played === 1 ? 'playing' : outcomeOf(row.status ?? 'UNKNOWN')]++;
+      }
       return report;
     },
   };

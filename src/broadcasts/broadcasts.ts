@@ -23,7 +23,7 @@ export interface Listeners {
   truncated: boolean;
 }
 
-/** Counts per outcome over the mosque's devices, plus push deliveries (docs/api.md, "Broadcasts and their delivery report"). */
+/** Counts per outcome over the mosque's stream players, plus push deliveries (docs/api.md, "Broadcasts and their delivery report"). */
 export interface DeliveryReport {
   playing: number;
   unbound: number;
@@ -34,6 +34,11 @@ export interface DeliveryReport {
   /** Players that played their cached recording for this azaan (docs/firmware.md, "The azaan without the network"). */
   covered_locally: number;
   push: { queued: number; sent: number; failed: number };
+  /**
+   * The mosque's transmitters, counted apart from the players (a transmitter sends the azaan, it is not a home that
+   * heard it): how many played it and how many did not. Absent when the mosque has none.
+   */
+  transmitters?: { playing: number; not_playing: number };
   /** With an audio server: who the audio server admitted and for how long (src/broadcasts/who-heard.ts). */
   listeners?: Listeners;
   /** Only in the start's 201 (docs/decisions.md, "The start's `201` carries a pending report"): the counts are not read yet, all zero; GET of the broadcast has them. */
@@ -127,8 +132,8 @@ export function createBroadcasts(deps: { store: Store; clock: Clock; activity: P
      * starts the live one is the newest, then the one stopped last; the id only orders two broadcasts started
      * and stopped within the same second.
      */
-    list: (mosqueId: string, limit: number): Promise<BroadcastRow[]> =>
-      rows().where('mosque_id', '=', mosqueId)
+    list: (mosqueId: string, limit: number, sinceS?: number): Promise<BroadcastRow[]> =>
+      rows().where('mosque_id', '=', mosqueId).$if(sinceS !== undefined, (q) => q.where('started_at', '>=', sinceS!))
         .orderBy('started_at', 'desc').orderBy(sql`stopped_at IS NULL`, 'desc').orderBy('stopped_at', 'desc').orderBy('id', 'desc')
         .limit(limit).execute(),
 

@@ -20,7 +20,8 @@ export async function whoHeard(source: HeardSource, b: BroadcastRow, nowS: numbe
   const from = b.started_at;
   const to = b.stopped_at ?? nowS;
   const byListener = new Map<string, { device_id: string | null; user_id: string | null; seconds: number }>();
-  for (const s of await source.listSessions(b.mosque_id, from, to)) {
+  // While it is live, a listener admitted in this very second is one who hears it (the on-air count has them already).
+  for (const s of await source.listSessions(b.mosque_id, from, b.stopped_at ?? nowS + 1)) {
     const heard = Math.max(0, Math.min(s.ended_at ?? nowS, to) - Math.max(s.started_at, from));
     const key = s.device_id ? `d:${s.device_id}` : `u:${s.user_id}`;
     const entry = byListener.get(key) ?? { device_id: s.device_id, user_id: s.user_id, seconds: 0 };

@@ -80,14 +80,14 @@ const playedBetween = (from: number, until: number) => sql`(
  * walking (1.3 ms against 3.8 ms per 1,000 devices, warm). `played` is 1 or 0 (PostgreSQL's EXISTS is a boolean).
  */
 export function createDeliveryStatuses(store: Store) {
-  type Row = { id: string; status: string | null; played: unknown };
-  const played = (rows: Row[]) => rows.map((r) => ({ id: r.id, status: r.status, played: Number(r.played) }));
+  type Row = { id: string; kind: string; status: string | null; played: unknown };
+  const played = (rows: Row[]) => rows.map((r) => ({ id: r.id, kind: r.kind, status: r.status, played: Number(r.played) }));
   return {
     asOf: async (q: { until: number; mosque: string; from: number; played_until: number }) =>
-      played((await sql<Row>`SELECT d.id, ${statusAsOf(q.until)} AS status, ${playedBetween(q.from, q.played_until)} AS played
+      played((await sql<Row>`SELECT d.id, d.kind, ${statusAsOf(q.until)} AS status, ${playedBetween(q.from, q.played_until)} AS played
         FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
     now: async (q: { mosque: string; from: number; played_until: number }) =>
-      played((await sql<Row>`SELECT d.id, d.status, ${playedBetween(q.from, q.played_until)} AS played
+      played((await sql<Row>`SELECT d.id, d.kind, d.status, ${playedBetween(q.from, q.played_until)} AS played
         FROM devices d WHERE d.mosque_id = ${q.mosque}`.execute(store)).rows),
     localPlays: (q: { mosque: string; from: number; until: number }) => listLocalPlays(store, q),
   };

@@ -442,7 +442,7 @@ test('the delivery report counts playing, unbound, muted, offline and stream err
   assert.deepEqual(await report(w, b.id), live);
 });
 
-test('the transmitter playing the broadcast counts as playing; its return to ONLINE after the stop does not undo that', async (t) => {
+test('the transmitter playing the broadcast counts as a transmitter that played it, apart from the players; its return to ONLINE after the stop does not undo that', async (t) => {
   const w = await world(t);
   const tx = await registerTransmitter(w.ts, w.owner.token, w.mosque.id);
   const txSim = sim(t, w.ts, tx);
@@ -452,14 +452,18 @@ test('the transmitter playing the broadcast counts as playing; its return to ONL
   const b = await startBroadcast(w, { kind: 'azaan', prayer: 'dhuhr' });
   await simStatus(txSim, 'PLAYING', 1000);
   await waitForStatus(w.ts, w.owner.token, tx.device.id, 'PLAYING');
-  assert.equal((await report(w, b.id)).playing, 1);
+  // docs/api.md, "Broadcasts and their delivery report": a transmitter is not a home that heard it.
+  const during = await report(w, b.id);
+  assert.deepEqual(during.transmitters, { playing: 1, not_playing: 0 });
+  assert.equal(during.playing, 0);
   assert.ok(txSim.counters.acks >= 1, 'the transmitter acknowledged broadcast_start');
   await nextSecond();
   await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
   await simStatus(txSim, 'ONLINE', 1000);
   await waitForStatus(w.ts, w.owner.token, tx.device.id, 'ONLINE');
   const after = await report(w, b.id);
-  assert.equal(after.playing, 1, `report after the stop: ${JSON.stringify(after)}`);
+  assert.deepEqual(after.transmitters, { playing: 1, not_playing: 0 }, `report after the stop: ${JSON.stringify(after)}`);
+  assert.equal(after.playing, 0);
   assert.equal(after.other, 0);
 });
 
@@ -484,14 +488,14 @@ test('the report window: statuses up to 120 s after the start count, and not wha
   clock.advance(130_000);
   await publish(lateClient, `devices/${late.player.device.id}/status`, statusPayload('STREAM_ERROR', { prev: 'ONLINE', detail: { error: 'timeout' } }), { retain: true });
   await waitForStatus(w.ts, w.owner.token, late.player.device.id, 'STREAM_ERROR');
-  assert.deepEqual({ ...(await report(w, b.id)), push: null }, { playing: 1, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 1, covered_locally: 0, push: null });
+  assert.deepEqual({ ...(await report(w, b.id)), push: null }, { playing: 0, unbound: 0, muted: 0, offline: 0, stream_error: 0, other: 1, covered_locally: 0, push: null, transmitters: { playing: 1, not_playing: 0 } });
 
   // The stop sends the transmitter back to ONLINE in the stop's own second: still a broadcast it played.
   clock.advance(5_000);
   await w.ts.http.post(`${API}/mosques/${w.mosque.id}/broadcasts/${b.id}/stop`, {}, w.trigger.token);
   await simStatus(txSim, 'ONLINE', 1000);
   await waitForStatus(w.ts, w.owner.token, tx.device.id, 'ONLINE');
-  assert.equal((await report(w, b.id)).playing, 1);
+  assert.equal((await report(w, b.id)).transmitters.playing, 1);
 
   // A broadcast stopped before the window ends: the window ends with it.
   clock.advance(60_000);
@@ -505,7 +509,7 @@ test('the report window: statuses up to 120 s after the start count, and not wha
   await publish(lateClient, `devices/${late.player.device.id}/status`, statusPayload('PLAYING', { prev: 'STREAM_ERROR' }), { retain: true });
   await waitForStatus(w.ts, w.owner.token, late.player.device.id, 'PLAYING');
   const shortReport = await report(w, short.id);
-  assert.equal(shortReport.playing, 1, JSON.stringify(shortReport));
+  assert.equal(shortReport.transmitters.playing, 1, JSON.stringify(shortReport));
   assert.equal(shortReport.stream_error, 1, 'the player was in STREAM_ERROR all through the short broadcast');
 });
 
