@@ -379,7 +379,7 @@ test('a message the transport can never carry is dropped at once, not retried', 
   const logger = { debug() {}, info() {}, warn: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), error: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), child() { return logger; } };
   let attempts = 0;
   const notifier = createNotifier({ name: 'email-only', deliver: async () => { attempts++; throw new UndeliverableError('no sms'); } }, { logger, baseDelayMs: 5 });
-  notifier.send({ channel: 'sms', to: '+4712345678', purpose: 'login_code', text: 'x' });
+  notifier.send({ channel: 'sms', to: '+4712345678', purpose: 'login_code', text: 'x', link: 'http://minaret.test/signin' });
   await notifier.idle();
   await notifier.close();
   assert.equal(attempts, 1);
