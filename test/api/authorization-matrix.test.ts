@@ -440,6 +440,11 @@ const ROWS: Row[] = [
     request: (w) => ({ path: `${mosquePath(w)}/join` }),
   },
   {
+    // docs/api.md "Join links": whoever holds the code learns its mosque's name, signed in or not, and nothing else.
+    route: `GET ${V1}/join/:code`, expect: { ...anyone(200), anonymous: 200 }, request: (w) => ({ path: `${V1}/join/${w.M.join_code}` }),
+    check: (w, _s, res) => assert.deepEqual(res.body, { mosque_name: 'Masjid M' }),
+  },
+  {
     route: `POST ${V1}/join`, expect: joinM, mutates: true, changesOnSuccess: (status) => status === 201,
     request: (w) => ({ path: `${V1}/join`, body: { code: w.M.join_code } }),
   },

@@ -78,7 +78,7 @@ test('webhook: a login code arrives as the documented JSON and signs the member 
   assert.equal(ts.messages.length, 0, 'the configured transport is used, not the recording one');
   assert.equal(hook.bodies.length, 1);
   const body = hook.bodies[0] as Record<string, unknown>;
-  assert.deepEqual(Object.keys(body).sort(), ['channel', 'code', 'purpose', 'text', 'to']);
+  assert.deepEqual(Object.keys(body).sort(), ['channel', 'code', 'link', 'purpose', 'text', 'to']);
   assert.equal(body.channel, 'email');
   assert.equal(body.to, 'hook.member@example.com');
   assert.equal(body.purpose, 'login_code');
