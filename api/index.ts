@@ -22,7 +22,7 @@ import type { PushSubscriptions } from '../src/broadcasts/push-subscriptions.ts'
 import type { UserAdmin } from '../src/people/user-admin.ts';
 import { broadcastRoutes } from './broadcasts/broadcasts.ts';
 import { inviteRoutes } from './mosques/invites.ts';
-import { membershipRoutes } from './mosques/memberships.ts';
+import { JOIN_LOOKUP_PATH, membershipRoutes } from './mosques/memberships.ts';
 import { mosqueRoutes } from './mosques/mosques.ts';
 import { userRoutes } from './people/users.ts';
 import { deviceRoutes } from './devices/devices.ts';
@@ -64,7 +64,8 @@ const PUBLIC_PATHS = new Set(['/api/v1/openapi.json', '/api/v1/asyncapi.json', '
 const STREAM_PATH = /^\/api\/v1\/mosques\/[^/]+\/events\/stream$/;
 /** Icecast's callbacks carry the hook secret instead of a bearer token (api/audio/hooks.ts). */
 const HOOKS_PREFIX = `${HOOK_PATH}/`;
-const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || path.startsWith(HOOKS_PREFIX) || RECORDING_DOWNLOAD_PATH.test(path) || FIRMWARE_DOWNLOAD_PATH.test(path);
+const isPublic = (path: string) => path.startsWith('/api/v1/auth/') || PUBLIC_PATHS.has(path) || STREAM_PATH.test(path) || path.startsWith(HOOKS_PREFIX) || RECORDING_DOWNLOAD_PATH.test(path)
+  || FIRMWARE_DOWNLOAD_PATH.test(path) || JOIN_LOOKUP_PATH.test(path);
 
 /**
  * Whether a path names a route at all (any method), from Hono's route list: `:param` matches one segment.

@@ -31,6 +31,7 @@ const SCHEMAS = {
   SetupCreated: r.SetupCreated,
   ResetTokenIssued: r.ResetTokenIssued,
   VapidKey: r.VapidKey,
+  JoinCodeMosque: r.JoinCodeMosque,
   Me: r.Me,
   User: r.User,
   Mosque: r.Mosque,
@@ -87,7 +88,7 @@ export interface RouteDoc {
   response?: ResponseName;
   list?: boolean;
   /** A second success the route may answer instead, with its own body (by email rather than by id, say). */
-  alsoSuccess?: { status: number; response: ResponseName; description: string };
+  alsoSuccess?: { status: number; response?: ResponseName; description: string };
   /** The success body's media type when it is not JSON (the ICS feed). */
   contentType?: string;
   /** The request body may also be `text/csv` (a timetable upload). */
@@ -142,7 +143,8 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'logout', method: 'POST', path: `${A}/logout`, summary: 'Sign out: this token stops working at once, in every process', gate: 'any', success: 204 },
   { operationId: 'logoutAll', method: 'POST', path: `${A}/logout-all`, summary: "Sign out everywhere: every token of the account and its pending superadmin sign-ins and resets stop working", gate: 'any', success: 204 },
   { operationId: 'openConsoleSession', method: 'POST', path: `${A}/session`, summary: "The console's: trade a token from a sign-in in the last 10 minutes for the HttpOnly session cookie (the token stops working); answers a short-lived token. Needs X-Minaret-Console: 1 and the service's own Origin", gate: 'any', success: 201, response: 'TokenResponse', consoleCsrf: true, errors: [429] },
-  { operationId: 'mintConsoleToken', method: 'POST', path: `${A}/session/token`, summary: "The console's: a short-lived token from the session cookie (401 and the cookie cleared once the session ended). Needs X-Minaret-Console: 1 and the service's own Origin", gate: 'console session', success: 200, response: 'TokenResponse', consoleCsrf: true, errors: [429] },
+  { operationId: 'mintConsoleToken', method: 'POST', path: `${A}/session/token`, summary: "The console's: a short-lived token from the session cookie (401 and the cookie cleared once the session ended). Needs X-Minaret-Console: 1 and the service's own Origin", gate: 'console session', success: 200, response: 'TokenResponse', consoleCsrf: true, errors: [429],
+    alsoSuccess: { status: 204, description: 'No session cookie in the request: nothing to restore (a signed-out page asking is not a failure)' } },
   { operationId: 'getVapidPublicKey', method: 'GET', path: '/api/v1/push/vapid-public-key', summary: 'The VAPID public key browsers subscribe with', gate: 'public', success: 200, response: 'VapidKey' },
   { operationId: 'getMe', method: 'GET', path: '/api/v1/me', summary: 'The caller, their memberships and admin rows', gate: 'any', success: 200, response: 'Me' },
   { operationId: 'listMyMemberships', method: 'GET', path: '/api/v1/me/memberships', summary: "The caller's memberships", gate: 'any', success: 200, response: 'Membership', list: true },
@@ -212,6 +214,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'sendCommand', method: 'POST', path: '/api/v1/devices/:id/commands', summary: 'Send a command and wait for its ack (409 device_offline, 504 device_timeout)', gate: 'self or admin', success: 200, body: CommandRequest, response: 'CommandOutcome', errors: [409, 504] },
   { operationId: 'listDeviceEvents', method: 'GET', path: '/api/v1/devices/:id/events', summary: 'The mosque_device_events timeline, newest first', gate: 'self or admin', success: 200, query: EventsQuery, response: 'TimelineEntry', list: true },
   { operationId: 'listDeviceLogs', method: 'GET', path: '/api/v1/devices/:id/logs', summary: 'Recent device log lines, newest first, and whether logging is on', gate: 'self or admin', success: 200, query: LogsQuery, response: 'DeviceLogs' },
+  { operationId: 'lookUpJoinCode', method: 'GET', path: '/api/v1/join/:code', summary: 'The name of the mosque a join code invites to (no token: a join link opened signed out names it)', gate: 'public', success: 200, response: 'JoinCodeMosque', errors: [404, 429] },
   { operationId: 'joinByCode', method: 'POST', path: '/api/v1/join', summary: 'Join a mosque by its join code', gate: 'any', success: 201, body: JoinByCode, response: 'Membership', errors: [403, 404] },
   { operationId: 'invite', method: 'POST', path: '/api/v1/invites', summary: 'Invite by email or WhatsApp (at most INVITES_PER_MOSQUE_PER_HOUR per mosque, INVITES_PER_ADDRESS_PER_DAY per address)', gate: 'admin', success: 201, body: InviteCreate, response: 'Invite', errors: [403, 404, 409, 429] },
   { operationId: 'getMembership', method: 'GET', path: '/api/v1/memberships/:id', summary: "One member as the mosque's admins see them: the membership, the member's email and phone, its status history and the member's players at the mosque (404 to others; 403 to the member themselves)", gate: 'admin', success: 200, response: 'MemberDetail' },
@@ -312,7 +315,10 @@ function operation(doc: RouteDoc) {
     responses: {
       [doc.success]: successResponse(doc),
       ...(doc.alsoSuccess && {
-        [doc.alsoSuccess.status]: { description: doc.alsoSuccess.description, content: { 'application/json': { schema: { $ref: `#/components/schemas/${doc.alsoSuccess.response}` } } } },
+        [doc.alsoSuccess.status]: {
+          description: doc.alsoSuccess.description,
+          ...(doc.alsoSuccess.response && { content: { 'application/json': { schema: { $ref: `#/components/schemas/${doc.alsoSuccess.response}` } } } }),
+        },
       }),
       ...Object.fromEntries(errorStatuses(doc).map((s) => [s, { $ref: `#/components/responses/Error${s}` }])),
     },

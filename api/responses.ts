@@ -183,6 +183,8 @@ export const PushSubscriptionSaved = v.object({ endpoint: v.string() });
 export const PushSubscriptionEntry = v.object({ endpoint: v.string(), created_at: isoTime });
 export const PushTestQueued = v.object({ queued: v.pipe(v.number(), v.integer(), v.minValue(0)) });
 export const VapidKey = v.object({ public_key: v.string() });
+/** GET /join/{code}: the name of the mosque the code invites to, and nothing else of it. */
+export const JoinCodeMosque = v.object({ mosque_name: v.string() });
 
 const int = v.pipe(v.number(), v.integer());
 export const Device = v.object({

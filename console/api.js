@@ -49,12 +49,14 @@ export function signOut() {
 /** A new token from the session cookie: 'ok', 'ended' (no live session: sign in again) or 'failed' (try later). */
 function mint() {
   minting ??= (async () => {
+    // docs/api.md "Console sessions": 204 when the browser holds no cookie (a signed-out visit: nothing to restore).
     const res = await fetch('/api/v1/auth/session/token', { method: 'POST', headers: SESSION_HEADERS, credentials: 'same-origin' }).catch(() => null);
-    if (res?.ok) {
+    if (res?.status === 200) {
       adopt(await res.json(), true);
       return 'ok';
     }
-    return res?.status === 401 ? 'ended' : 'failed';
+    await res?.text().catch(() => {}); // read to its end, so the request finishes (a page then reaches network idle)
+    return res?.status === 204 || res?.status === 401 ? 'ended' : 'failed';
   })().finally(() => { minting = null; });
   return minting;
 }
@@ -70,12 +72,41 @@ export async function restoreSession() {
   return (await mint()) === 'ok';
 }
 
+/**
+ * A field the API named (its `path`, docs/api.md "Errors"), in the page's words where the console has them: the
+ * settings page's names ("stream address"), else the path as the API spells it.
+ */
+function fieldName(path) {
+  const [top, ...rest] = path.split('.');
+  const known = t(`settings.what_${top}`);
+  if (known === `settings.what_${top}`) return path;
+  return `${known}${rest.length > 0 ? ` (${rest.join('.')})` : ''}`;
+}
+
+/** Each field a 400 validation_failed named, with the API's reason: "stream address: must be https". */
+export function fieldProblems(details) {
+  return (Array.isArray(details) ? details : []).filter((d) => d?.path).map((d) => `${fieldName(d.path)}: ${d.message}`);
+}
+
+/**
+ * The one text every form shows for a refusal: the catalogue's sentence for the code, and for a validation failure
+ * the fields the API named and why (a form that only said "something is missing" left people guessing).
+ */
+const SCHEMA_MISMATCH = 'The request does not match the schema.';
+function refusalText(code, serverMessage, details) {
+  const problems = code === 'validation_failed' ? fieldProblems(details) : [];
+  if (problems.length > 0) return t('error.check_fields', { why: problems.join('; ') });
+  // A domain rule's own sentence ("The account has no email to confirm."), not the schema's generic one.
+  if (code === 'validation_failed' && serverMessage && serverMessage !== SCHEMA_MISMATCH) return t('error.check_fields', { why: serverMessage });
+  const key = `error.${code}`;
+  const text = t(key);
+  return text === key ? serverMessage || t('error.unknown') : text;
+}
+
 /** An API answer that is not 2xx: `code` is the contract's error code, `message` already translated. */
 export class ApiFailure extends Error {
   constructor(status, code, serverMessage, details) {
-    const key = `error.${code}`;
-    const text = t(key);
-    super(text === key ? serverMessage || t('error.unknown') : text);
+    super(refusalText(code, serverMessage, details));
     this.status = status;
     this.code = code;
     /** The service's own words (English), for a view that shows why a file was refused. */

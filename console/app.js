@@ -15,7 +15,8 @@ const ROUTES = [
   [/^\/signup$/, () => import('./views/auth.js').then((m) => m.signUpView), false],
   [/^\/superadmin$/, () => import('./views/auth.js').then((m) => m.superadminView), false],
   [/^\/setup$/, () => import('./views/auth.js').then((m) => m.setupView), false],
-  [/^\/join\/([A-Za-z0-9_-]+)$/, () => import('./views/member.js').then((m) => m.joinView), true],
+  // Signed out too: the link names its mosque before anyone signs in (docs/api.md, "Join links").
+  [/^\/join\/([A-Za-z0-9_-]+)$/, () => import('./views/member.js').then((m) => m.joinView), false],
   [/^\/mosques\/([^/]+)$/, () => import('./views/admin.js').then((m) => m.mosqueView), true],
   [/^\/mosques\/([^/]+)\/schedule$/, () => import('./views/schedule.js').then((m) => m.scheduleView), true],
   [/^\/mosques\/([^/]+)\/devices$/, () => import('./views/device.js').then((m) => m.fleetView), true],

@@ -8,13 +8,14 @@ export function navigate(path, replaceState = false) {
   void renderPage();
 }
 
-/** Where to go after signing in: the page that asked for it (a join link), else home. */
-let afterSignIn = '/';
+/** Where to go after signing in: the page that asked for it (a join link), else where the person's work is. */
+let afterSignIn = null;
 export const rememberTarget = (path) => { afterSignIn = path; };
-export function signedIn() {
+/** `landing` gives the page for whoever signed in (docs/console.md, "Where a sign-in lands") when no page asked. */
+export async function signedIn(landing = async () => '/') {
   const target = afterSignIn;
-  afterSignIn = '/';
-  navigate(target, true);
+  afterSignIn = null;
+  navigate(target ?? (await landing().catch(() => '/')), true);
 }
 
 export function flash(text) {

@@ -163,10 +163,11 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
   const member = await person(browser);
   await step('a member opens the join link, signs up and joins: waiting for approval', member, async () => {
     await member.goto(joinLink);
-    await member.getByRole('heading', { name: 'Sign in' }).waitFor();
-    await member.getByRole('link', { name: 'Sign up' }).first().click();
+    // Signed out, the link names its mosque (GET /api/v1/join/<code>) and offers sign-in or sign-up.
+    await member.getByText(/^You are invited to join .+ on Minaret\./).waitFor();
+    await member.getByRole('main').getByRole('link', { name: 'Sign up' }).click();
     await signUp(member, PEOPLE.member);
-    await member.getByRole('heading', { name: 'Join a mosque' }).waitFor();
+    await member.getByText(/^Join .+ on Minaret\?/).waitFor();
     // An account that has confirmed nothing holds nothing: the join page asks for the code first.
     const banner = member.locator('[data-unproven=email]');
     await banner.getByRole('button', { name: 'Send me a code' }).click();

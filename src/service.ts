@@ -50,7 +50,7 @@ import type { Logger } from './platform/log.ts';
 import { createMemberships } from './mosques/memberships.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
 import { createMosqueStore } from './mosques/mosques.ts';
-import { createNotifier, type Notifier, type Transport } from './platform/notify.ts';
+import { createNotifier, type Notifier, type PageUrl, type Transport } from './platform/notify.ts';
 import { createAfterAnswer, idleAfterAnswer, type AfterAnswer } from './platform/flow/after-answer.ts';
 import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
@@ -137,8 +137,9 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 }
 
 /** People, their credentials, their mosques and standing. */
-async function buildPeople(store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, notifier: Notifier, changes: ChangePublisher, faults: Faults, afterAnswer: AfterAnswer) {
+async function buildPeople(store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, messages: { notifier: Notifier; pageUrl: PageUrl }, changes: ChangePublisher, faults: Faults, afterAnswer: AfterAnswer) {
   const reportTo = (what: string, err: unknown) => void faults.report(what, err);
+  const { notifier, pageUrl } = messages;
   const users = await createUserStore(store, clock, changes, reportTo);
   const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
   const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
@@ -150,15 +151,15 @@ async function buildPeople(store: Store, clock: Clock, config: Config, logger: L
   const memberships = createMemberships({ store, clock, activity, users, changes });
   const grants = createAddressGrants({ store, clock, activity, memberships, admins });
   const proof = createAddressProof({ users });
-  const addressChange = createAddressChange({ users, hasher, codes, guesses, notifier, proof });
-  const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, clock });
+  const addressChange = createAddressChange({ users, hasher, codes, guesses, notifier, proof, pageUrl });
+  const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, pageUrl, clock });
   const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
   return {
     users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof, addressChange,
-    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours, afterAnswer }),
+    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, pageUrl, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours, afterAnswer }),
     sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
     consoleSessions,
-    invites: createInvites({ store, clock, users, memberships, grants, activity, notifier }),
+    invites: createInvites({ store, clock, users, memberships, grants, activity, notifier, pageUrl }),
   };
 }
 
@@ -203,7 +204,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       redis?.disconnect();
     } });
 
-    const people = await buildPeople(store, clock, config, logger, jwtSecret, hasher, notifier, changes, faults, afterAnswer);
+    // The HTTP door exists from here on (its handler is attached once the API is built, before it listens):
+    // what names this process's own address asks the server where it listens.
+    const httpServer = http.createServer(httpServerOptions(config));
+    // Where players fetch what Minaret serves itself (the recorded azaan, and the pages messages lead to): PUBLIC_URL, else this process's own address.
+    const ownOrigin = () => `http://${shownHost(config.host)}:${listeningPort(httpServer, config.httpPort)}`;
+    const pageUrl: PageUrl = (path) => `${config.publicUrl ?? ownOrigin()}${path}`;
+    const people = await buildPeople(store, clock, config, logger, jwtSecret, hasher, { notifier, pageUrl }, changes, faults, afterAnswer);
     const recordings = createRecordings({ store, clock, activity: people.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
@@ -230,11 +237,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
     const outbox = createPushOutbox({ store, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
-    // The HTTP door exists from here on (its handler is attached once the API is built, before it listens):
-    // what names this process's own address asks the server where it listens.
-    const httpServer = http.createServer(httpServerOptions(config));
-    // Where players fetch what Minaret serves itself (the recorded azaan): PUBLIC_URL, else this process's own address.
-    const ownOrigin = () => `http://${shownHost(config.host)}:${listeningPort(httpServer, config.httpPort)}`;
     const fanout = createFanout({
       store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
@@ -250,7 +252,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const scheduleStore = await createScheduleStore(store, people.mosques);
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
-      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, queries: store, notifier,
+      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, queries: store, notifier, pageUrl,
       readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
       timesChanged: (mosqueId) => void plane.offlinePlanChanged(mosqueId, 'schedule_changed').catch((err: unknown) => faults.report('offline plan', err)),

@@ -12,6 +12,7 @@ import { ApiError, unwrap } from '../errors.ts';
 import { actorOf, holderOnly } from '../guards.ts';
 import type { UserStore } from '../../src/people/users.ts';
 import { readJson, parseOrThrow } from '../validate.ts';
+import { createFailureLimiter, type LimiterStore } from '../rate-limit.ts';
 
 export const JoinByCode = v.object({ code: v.pipe(v.string(), v.minLength(1, 'must not be empty'), v.maxLength(32, 'is too long')) });
 export const MembershipPatch = v.strictObject({
@@ -33,7 +34,14 @@ interface Deps {
   memberships: Memberships;
   activity: ActivityLog;
   plane: Pick<DevicePlane, 'playersOf'>;
+  rateLimitStore: LimiterStore;
 }
+
+/** docs/api.md "Join links": wrong join codes one client address may look up in JOIN_LOOKUP_WINDOW_S before 429. */
+export const JOIN_LOOKUP_WRONG_PER_ADDRESS = 10;
+const JOIN_LOOKUP_WINDOW_S = 600;
+/** The lookup path is public (a join link opened signed out names its mosque). */
+export const JOIN_LOOKUP_PATH = /^\/api\/v1\/join\/[^/]+$/;
 
 /** How many of a membership's own activity entries GET /memberships/{id} returns (newest first). */
 const HISTORY_LIMIT = 100;
@@ -87,6 +95,22 @@ export function membershipRoutes(deps: Deps) {
       history: await deps.activity.listForSubject(membership.mosque_id, membership.id, HISTORY_LIMIT),
       players: await deps.plane.playersOf(membership.user_id, membership.mosque_id),
     });
+  });
+
+  // docs/api.md "Join links": the mosque a code invites to, by name only, for whoever holds the code; wrong codes
+  // count against the client address as wrong pairing codes do, so the lookup is no cheaper way to guess codes.
+  const wrongLookups = createFailureLimiter(JOIN_LOOKUP_WRONG_PER_ADDRESS, deps.rateLimitStore, 'join-lookup-address', JOIN_LOOKUP_WINDOW_S);
+  app.get('/join/:code', async (c) => {
+    const address = c.env.clientAddress();
+    await wrongLookups.check(address);
+    const code = c.req.param('code');
+    const mosque = code.length <= 32 ? await deps.mosques.findByJoinCode(code) : null;
+    c.header('Cache-Control', 'no-store');
+    if (!mosque) {
+      await wrongLookups.fail(address);
+      throw new ApiError('not_found', 'No mosque has that join code.');
+    }
+    return c.json({ mosque_name: mosque.name });
   });
 
   app.post('/join', holderOnly(deps.users), async (c) => {

@@ -106,11 +106,11 @@ export function consoleSessionRoutes(deps: Deps) {
 
   app.post('/session/token', sameOrigin, async (c) => {
     const value = sessionCookieOf(c);
+    // docs/api.md "Console sessions": a page with no cookie has nothing to restore; answering 401 made every
+    // signed-out visit log a failed request in the browser.
+    if (!value) return c.body(null, 204);
     const token = value ? await deps.consoleSessions.mint(value) : null;
-    if (!token) {
-      const headers = value ? { 'Set-Cookie': clearedCookie(c, deps.publicUrl) } : undefined;
-      throw new ApiError('unauthorized', 'No live console session: sign in again.', headers ? { headers } : {});
-    }
+    if (!token) throw new ApiError('unauthorized', 'No live console session: sign in again.', { headers: { 'Set-Cookie': clearedCookie(c, deps.publicUrl) } });
     return c.json(token, 200);
   });
 

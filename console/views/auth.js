@@ -1,11 +1,22 @@
 // Sign in (password or 6-digit code), sign up, and the superadmin's two steps. Identifiers and passwords
 // are hashed here with WebCrypto exactly as the API requires (docs/api.md, "Signing in"): the server never sees either.
-import { api, hmacHex, identifierHash, sha256Hex, signIn } from '../api.js';
+import { api, currentUser, hmacHex, identifierHash, sha256Hex, signIn } from '../api.js';
 import { field, form, h, replace } from '../dom.js';
 import { t } from '../i18n.js';
-import { signedIn } from '../nav.js';
+import { signedIn as goOn } from '../nav.js';
 
 const link = (href, key) => h('a', { href, 'data-nav': '' }, t(key));
+
+/**
+ * docs/console.md, "Where a sign-in lands": a superadmin on All mosques, the admin of one mosque on that mosque, of
+ * several on Home (which lists them to choose from), a member on Home. A page that asked for the sign-in wins.
+ */
+async function landing() {
+  if (currentUser()?.role === 'superadmin') return '/admin';
+  const me = await api('GET', '/me');
+  return me.admin_of.length === 1 ? `/mosques/${me.admin_of[0].mosque_id}` : '/';
+}
+const signedIn = () => goOn(landing);
 
 export function signInView(page) {
   const passwordForm = form({ 'aria-labelledby': 'pw-h' }, [
@@ -16,7 +27,7 @@ export function signInView(page) {
   ], async (data) => {
     const body = { identifier_hash: await identifierHash(data.get('email')), password_hash: await sha256Hex(data.get('password')) };
     await signIn(await api('POST', '/auth/login', body));
-    signedIn();
+    await signedIn();
   });
 
   const codeStep = h('div');
@@ -33,7 +44,7 @@ export function signInView(page) {
       h('button', { type: 'submit' }, t('auth.sign_in')),
     ], async (d) => {
       await signIn(await api('POST', '/auth/login-code/verify', { identifier_hash, code: String(d.get('code')).trim() }));
-      signedIn();
+      await signedIn();
     }));
     codeStep.querySelector('input')?.focus();
   });
@@ -56,7 +67,7 @@ export function signUpView(page) {
     ], async (data) => {
       const body = { email: String(data.get('email')).trim().toLowerCase(), password_hash: await sha256Hex(data.get('password')) };
       await signIn(await api('POST', '/auth/signup', body));
-      signedIn();
+      await signedIn();
     })),
     h('p', {}, t('auth.have_account'), ' ', link('/signin', 'nav.sign_in')));
 }
@@ -84,7 +95,7 @@ export function superadminView(page) {
         const timestamp = Math.floor(Date.now() / 1000);
         const hmac = await hmacHex(started.session_token, `${String(d.get('otp')).trim()}|${timestamp}`);
         await signIn(await api('POST', '/auth/superadmin-2fa/verify', { session_token: started.session_token, timestamp, hmac }));
-        signedIn();
+        await signedIn();
       })));
       step2.querySelector('input')?.focus();
     })),

@@ -2,7 +2,7 @@
 import { api, currentUser } from '../api.js';
 import { field, form, h, replace } from '../dom.js';
 import { t } from '../i18n.js';
-import { flash, navigate } from '../nav.js';
+import { flash, navigate, rememberTarget } from '../nav.js';
 import { pushSection } from './push.js';
 import { confirmEmail, holds } from './account.js';
 import { prayerSection } from './schedule.js';
@@ -134,13 +134,31 @@ async function joinByCode(code) {
   navigate('/', true);
 }
 
-/** /join/<code>: the link an admin shares; a signed-out visitor signs in first and lands back here. */
+/**
+ * /join/<code>: the link an admin shares. It names the mosque, signed in or out (GET /join/{code}, docs/api.md
+ * "Join links"); a signed-out visitor signs in or up first and lands back here.
+ */
 export async function joinView(page, code) {
+  let name;
+  try {
+    name = (await api('GET', `/join/${encodeURIComponent(code)}`)).mosque_name;
+  } catch (err) {
+    if (err.code !== 'not_found') throw err;
+    return replace(page, h('h1', {}, t('join.title')), h('p', { class: 'error', role: 'alert' }, t('join.unknown')));
+  }
+  if (!currentUser()) {
+    rememberTarget(`/join/${code}`);
+    return replace(page,
+      h('h1', {}, t('join.named_title', { name })),
+      h('p', {}, t('join.signed_out', { name })),
+      h('p', { class: 'row' }, h('a', { href: '/signin', 'data-nav': '', class: 'button' }, t('nav.sign_in')),
+        h('a', { href: '/signup', 'data-nav': '', class: 'button secondary' }, t('nav.sign_up'))));
+  }
   const me = await api('GET', '/me');
   replace(page,
-    h('h1', {}, t('join.title')),
+    h('h1', {}, t('join.named_title', { name })),
     // Joining waits on a confirmed address: the code is confirmed here, then the page comes back to the join.
     confirmEmail(me.user, () => void joinView(page, code)),
-    h('section', {}, h('p', {}, t('join.confirm', { code })),
+    h('section', {}, h('p', {}, t('join.named_confirm', { name })),
       form({}, [h('button', { type: 'submit' }, t('join.button'))], () => joinByCode(code))));
 }

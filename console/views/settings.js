@@ -1,7 +1,7 @@
 // The mosque's settings page (docs/console.md, "The settings page: decisions"): everything PATCH /mosques/{id}, the
 // timetable routes and the join code route take, for the mosque's managers. Each form sends only what changed
 // and says what was saved; a refusal shows the API's reason next to the form that caused it.
-import { api, apiUpload } from '../api.js';
+import { api, apiUpload, fieldProblems } from '../api.js';
 import { button, field, form, h, replace } from '../dom.js';
 import { language, t } from '../i18n.js';
 import { joinLink } from '../qr.js';
@@ -39,16 +39,9 @@ const whatOf = (key) => t(`settings.what_${key}`);
 
 /** Why the API refused, in plain words: each field it named with its reason, or the catalogue's text. */
 function refusal(err) {
-  const details = (err.details ?? []).filter((d) => d.path);
-  if (err.code !== 'validation_failed' || details.length === 0) return err.message;
-  const named = details.map((d) => {
-    const [top, ...rest] = d.path.split('.');
-    const known = t(`settings.what_${top}`);
-    if (known === `settings.what_${top}`) return `${d.path}: ${d.message}`;
-    // A nested path keeps its tail: "calculation method (fajr_angle): must be 0..30 degrees".
-    return `${known}${rest.length > 0 ? ` (${rest.join('.')})` : ''}: ${d.message}`;
-  });
-  return t('settings.refused', { why: named.join('; ') });
+  // The fields and reasons as every form words them (console/api.js); a nested path keeps its tail.
+  const named = err.code === 'validation_failed' ? fieldProblems(err.details) : [];
+  return named.length === 0 ? err.message : t('settings.refused', { why: named.join('; ') });
 }
 
 /**

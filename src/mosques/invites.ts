@@ -8,7 +8,7 @@ import { fail, ok, type Result } from '../platform/failure.ts';
 import { identifierHash } from '../platform/identifiers.ts';
 import { toMembership, type Membership, type Memberships } from './memberships.ts';
 import type { MosqueRow } from './mosques.ts';
-import type { Notifier } from '../platform/notify.ts';
+import type { Notifier, PageUrl } from '../platform/notify.ts';
 import type { UserStore } from '../people/users.ts';
 import { claimUnclaimed, type AddressGrants, type Contact } from './address-grants.ts';
 import type { InvitesTable } from '../../generated/tables.ts';
@@ -46,6 +46,7 @@ interface Deps {
   grants: AddressGrants;
   activity: ActivityLog;
   notifier: Notifier;
+  pageUrl: PageUrl;
 }
 
 /**
@@ -84,11 +85,14 @@ export function createInvites(deps: Deps) {
       if (!result.ok) return result;
       const { invite, membership } = result.value;
       const state = membership?.status === 'approved' || (!membership && autoApprove) ? 'You will be a member.' : 'An admin will approve your membership.';
+      // Home lists the membership; opened signed out it asks for the sign-in first and comes back (docs/console.md).
+      const link = deps.pageUrl('/');
       deps.notifier.send({
         channel: invite.channel,
         to: invite.contact,
         purpose: 'invite',
-        text: `You are invited to ${mosque.name} on Minaret. ${state} Sign in with a code sent to this ${invite.channel === 'email' ? 'address' : 'number'}.`,
+        text: `You are invited to ${mosque.name} on Minaret. ${state} Open ${link} and sign in with a code sent to this ${invite.channel === 'email' ? 'address' : 'number'}.`,
+        link,
       });
       return result;
     },

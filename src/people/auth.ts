@@ -4,7 +4,7 @@ import { fail, failUntil, ok, type Result } from '../platform/failure.ts';
 import { guessSubject, type GuessBudget } from './guess-budget.ts';
 import { identifierHash, isSyntheticEmail, syntheticEmailForPhone } from '../platform/identifiers.ts';
 import type { Logger } from '../platform/log.ts';
-import type { Channel, Notifier } from '../platform/notify.ts';
+import type { Channel, Notifier, PageUrl } from '../platform/notify.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { AccessTokens, TokenResponse } from './tokens.ts';
 import type { UserRow, UserStore } from './users.ts';
@@ -18,6 +18,7 @@ export interface PeopleAuthDeps {
   guesses: GuessBudget;
   tokens: AccessTokens;
   notifier: Notifier;
+  pageUrl: PageUrl;
   proof: AddressProof;
   clock: Clock;
   logger: Logger;
@@ -118,11 +119,13 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
 
   async function tellOfSignupAttempt(hash: string, to: { channel: Channel; to: string }): Promise<void> {
     if (!(await users.claimSignupNotice(hash, SIGNUP_NOTICE_GAP_SECONDS))) return;
+    const link = deps.pageUrl('/signin');
     notifier.send({
       ...to,
       purpose: 'signup_attempt',
       text: 'Someone tried to sign up to Minaret with this address, which already has an account. If it was you, sign in '
-        + 'instead, or ask for a sign-in code. If not, you need do nothing: they cannot use your address.',
+        + `instead at ${link}, or ask for a sign-in code there. If not, you need do nothing: they cannot use your address.`,
+      link,
     });
   }
 
@@ -143,16 +146,17 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     deps.afterAnswer.defer('login code', async () => {
       const user = await users.findByIdentifierHash(identifier);
       if (!user || user.role === 'superadmin') return;
-      await sendCode(user, destination(user, channel), 'login_code',
-        (code) => `Your Minaret sign-in code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
+      await sendCode(user, destination(user, channel), 'login_code', '/signin',
+        (code, link) => `Your Minaret sign-in code is ${code}. Type it at ${link} within 15 minutes. If you did not ask for it, ignore this message.`);
     });
   }
 
   /** Issues a login code bound to the address it goes to (redeeming it proves that address), and sends it. */
-  async function sendCode(user: UserRow, to: Destination | null, purpose: 'login_code' | 'confirm_address', text: (code: string) => string): Promise<void> {
+  async function sendCode(user: UserRow, to: Destination | null, purpose: 'login_code' | 'confirm_address', page: string, text: (code: string, link: string) => string): Promise<void> {
     if (!to) return;
     const code = await codes.issueLoginCode(user.id, to.hash);
-    notifier.send({ channel: to.channel, to: to.to, purpose, text: text(code), code });
+    const link = deps.pageUrl(page);
+    notifier.send({ channel: to.channel, to: to.to, purpose, text: text(code, link), code, link });
   }
 
   /**
@@ -194,12 +198,16 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
       const to = user && user.role !== 'superadmin' ? destination(user, channel) : null;
       if (!to) return;
       const token = await codes.issueResetToken(user!.id, 'member', deps.passwordResetTtlHours * 3600, to.hash);
+      // The console has no page for the token (apps use it); a sign-in code there needs no password at all.
+      const link = deps.pageUrl('/signin');
       notifier.send({
         channel: to.channel,
         to: to.to,
         purpose: 'password_reset',
-        text: `Use this token to reset your Minaret password within ${deps.passwordResetTtlHours} hours: ${token}`,
+        text: `Use this token to reset your Minaret password within ${deps.passwordResetTtlHours} hours: ${token} `
+          + `(or sign in with a code sent to you at ${link}).`,
         token,
+        link,
       });
     });
   }
@@ -226,8 +234,8 @@ export function createPeopleAuth(deps: PeopleAuthDeps) {
     if (!user) return fail('unauthorized');
     const to = addressOf(user, channel);
     if (!to) return fail('validation_failed', channel === 'email' ? 'The account has no email to confirm.' : 'The account has no phone to confirm.');
-    await sendCode(user, to, 'confirm_address',
-      (code) => `Your Minaret confirmation code is ${code}. It expires in 15 minutes. If you did not ask for it, ignore this message.`);
+    await sendCode(user, to, 'confirm_address', '/account',
+      (code, link) => `Your Minaret confirmation code is ${code}. Type it where you asked for it (${link}) within 15 minutes. If you did not ask for it, ignore this message.`);
     return ok(undefined);
   }
 

@@ -5,7 +5,7 @@ import type { OneTimeCodes } from './codes.ts';
 import { fail, failUntil, ok, type Result } from '../platform/failure.ts';
 import { guessSubject, type GuessBudget } from './guess-budget.ts';
 import { sha256Hex } from '../platform/identifiers.ts';
-import type { Notifier } from '../platform/notify.ts';
+import type { Notifier, PageUrl } from '../platform/notify.ts';
 import type { PasswordHasher } from './passwords.ts';
 import { hexEquals, randomDigits, randomToken } from '../platform/secret-codes.ts';
 import { deriveKey } from '../platform/secrets.ts';
@@ -39,6 +39,7 @@ interface Deps {
   guesses: GuessBudget;
   tokens: AccessTokens;
   notifier: Notifier;
+  pageUrl: PageUrl;
   clock: Clock;
 }
 
@@ -76,12 +77,15 @@ export function createSuperadminAuth(deps: Deps) {
     const what = purpose === 'login' ? 'sign-in' : 'password reset';
     const to = destination(user, null);
     if (!to) return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
+    // The code is typed on the page that asked for it: the superadmin sign-in (or the tool that started the reset).
+    const link = deps.pageUrl('/superadmin');
     notifier.send({
       channel: to.channel,
       to: to.to,
       purpose: purpose === 'login' ? 'superadmin_otp' : 'superadmin_reset',
-      text: `Your Minaret superadmin ${what} code is ${otp}. It expires in 10 minutes.`,
+      text: `Your Minaret superadmin ${what} code is ${otp}. It expires in 10 minutes. Minaret: ${link}`,
       code: otp,
+      link,
     });
     return { session_token: sessionToken, expires_in: SESSION_TTL_SECONDS };
   }

@@ -13,7 +13,15 @@ export interface OutgoingMessage {
   text: string;
   code?: string;
   token?: string;
+  /** The page of the console the message leads to, absolute (PUBLIC_URL's origin, else the service's own); the text names it too. */
+  link: string;
 }
+
+/**
+ * The absolute address of a console page, from its path ('/signin', '/join/ABCD2345'): PUBLIC_URL's origin when set,
+ * else the service's own (docs/settings.md, `PUBLIC_URL`). Every message hands its reader the page to open.
+ */
+export type PageUrl = (path: string) => string;
 
 /**
  * What an edge (notify/) implements: one attempt at one delivery; throws when it failed.

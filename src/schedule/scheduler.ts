@@ -4,7 +4,7 @@ import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Queries } from '../platform/store/store.ts';
 import type { Clock } from '../platform/clock.ts';
-import type { Notifier } from '../platform/notify.ts';
+import type { Notifier, PageUrl } from '../platform/notify.ts';
 import type { UserStore } from '../people/users.ts';
 import type { Readiness, ReadinessCheck } from './readiness.ts';
 import { AUTO_START_CLAIM_S, type Outcome, type ScheduleStore } from './schedule-store.ts';
@@ -42,6 +42,7 @@ export interface SchedulerDeps {
   /** The store port a missed azaan's activity entry is written through (the schedule's own rows go through `store`). */
   queries: Queries;
   notifier: Notifier;
+  pageUrl: PageUrl;
   readiness: ReadinessCheck;
   /** Web Push to these users (the broadcasts outbox, wired in service.ts). */
   push: (userIds: string[], payload: Record<string, unknown>) => void;
@@ -134,15 +135,18 @@ export function createScheduler(deps: SchedulerDeps) {
 
   async function alertAdmins(row: MosqueRow, slot: Slot, kind: 'azaan_not_ready' | 'azaan_missed', r: Readiness, reason: string | null = null): Promise<void> {
     if (!(await store.claimAlert(slot, kind, clock()))) return;
-    const text = alertText(row, slot, kind, r, reason);
+    // The mosque's devices page shows the transmitter and players the alert is about.
+    const link = deps.pageUrl(`/mosques/${row.id}/devices`);
+    const said = alertText(row, slot, kind, r, reason);
+    const text = `${said} ${link}`;
     const admins = (await deps.admins.listForMosque(row.id)).filter((a) => a.can_trigger === 1);
     for (const admin of admins) {
       const user = await deps.users.findById(admin.user_id);
       const phoneOnly = admin.email.endsWith('@phone.invalid');
       if (phoneOnly && !user?.phone) continue;
-      deps.notifier.send({ channel: phoneOnly ? 'sms' : 'email', to: phoneOnly ? user!.phone! : admin.email, purpose: kind, text });
+      deps.notifier.send({ channel: phoneOnly ? 'sms' : 'email', to: phoneOnly ? user!.phone! : admin.email, purpose: kind, text, link });
     }
-    deps.push(admins.map((a) => a.user_id), { title: kind === 'azaan_missed' ? `Missed azaan: ${title(slot.prayer)}` : `Azaan not ready: ${title(slot.prayer)}`, body: text, mosque_id: row.id, kind, prayer: slot.prayer, date: slot.date });
+    deps.push(admins.map((a) => a.user_id), { title: kind === 'azaan_missed' ? `Missed azaan: ${title(slot.prayer)}` : `Azaan not ready: ${title(slot.prayer)}`, body: said, mosque_id: row.id, kind, prayer: slot.prayer, date: slot.date });
   }
 
   /** Broadcasts this process is auto-starting, by id, with their slot: the start's transaction recorded it already. */

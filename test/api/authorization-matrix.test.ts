@@ -377,10 +377,10 @@ const ROWS: Row[] = [
     },
   },
   {
-    // The cookie is the credential: the caller's own session mints a token for the caller; without one, 401.
-    route: `POST ${V1}/auth/session/token`, expect: anyone(200),
+    // The cookie is the credential: the caller's own session mints a token for the caller; without one, 204 (nothing to restore).
+    route: `POST ${V1}/auth/session/token`, expect: { ...anyone(200), anonymous: 204 },
     request: async (w, _s, caller) => ({ path: `${V1}/auth/session/token`, headers: { ...consoleHeaders(w), ...(caller && { cookie: await consoleCookie(w, caller) }) } }),
-    check: (w, s, res) => assert.equal(res.body.user.id, w.caller(s)!.id),
+    check: (w, s, res) => assert.equal(res.status === 204 ? null : res.body.user.id, w.caller(s)?.id ?? null),
   },
 
   // --- users: superadmin only, all-or-nothing at the route ---
@@ -455,6 +455,11 @@ const ROWS: Row[] = [
   {
     route: `POST ${V1}/mosques/:id/join`, expect: joinM, mutates: true, changesOnSuccess: (status) => status === 201,
     request: (w) => ({ path: `${mosquePath(w)}/join` }),
+  },
+  {
+    // docs/api.md "Join links": whoever holds the code learns its mosque's name, signed in or not, and nothing else.
+    route: `GET ${V1}/join/:code`, expect: { ...anyone(200), anonymous: 200 }, request: (w) => ({ path: `${V1}/join/${w.M.join_code}` }),
+    check: (w, _s, res) => assert.deepEqual(res.body, { mosque_name: 'Masjid M' }),
   },
   {
     route: `POST ${V1}/join`, expect: joinM, mutates: true, changesOnSuccess: (status) => status === 201,

@@ -14,16 +14,18 @@ test('a member signs up from a join link, registers a player and sees it become 
   const browser = await launchBrowser(t);
   const { page, problems } = await phonePage(browser, t);
 
-  // The join link of a signed-out visitor asks for an account first, then comes back to the join.
+  // The join link of a signed-out visitor names the mosque and asks for an account first, then comes back to the join.
   await page.goto(`${ts.url}/join/${mosque.join_code}`);
-  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
-  await shot(page, 'signin');
-  await page.getByRole('link', { name: 'Sign up' }).first().click();
+  await page.getByRole('heading', { name: 'Join Masjid An-Nur' }).waitFor();
+  await page.getByText('You are invited to join Masjid An-Nur on Minaret.').waitFor();
+  await shot(page, 'join-signed-out');
+  await page.getByRole('main').getByRole('link', { name: 'Sign up' }).click();
   await page.getByRole('heading', { name: 'Create an account' }).waitFor();
   await page.getByLabel('Email').fill('  Aisha@Console.Test ');
   await page.getByLabel('Password').fill('a long enough password');
   await page.getByRole('button', { name: 'Create account' }).click();
-  await page.getByRole('heading', { name: 'Join a mosque' }).waitFor();
+  await page.getByRole('heading', { name: 'Join Masjid An-Nur' }).waitFor();
+  await page.getByText('Join Masjid An-Nur on Minaret?').waitFor();
   // An account that has confirmed nothing holds nothing: the join page asks for the email's code first, then joins.
   assert.equal(await page.getByRole('button', { name: 'Join' }).count(), 1);
   const banner = page.locator('[data-unproven=email]');

@@ -78,7 +78,7 @@ test('webhook: a login code arrives as the documented JSON and signs the member 
   assert.equal(ts.messages.length, 0, 'the configured transport is used, not the recording one');
   assert.equal(hook.bodies.length, 1);
   const body = hook.bodies[0] as Record<string, unknown>;
-  assert.deepEqual(Object.keys(body).sort(), ['channel', 'code', 'purpose', 'text', 'to']);
+  assert.deepEqual(Object.keys(body).sort(), ['channel', 'code', 'link', 'purpose', 'text', 'to']);
   assert.equal(body.channel, 'email');
   assert.equal(body.to, 'hook.member@example.com');
   assert.equal(body.purpose, 'login_code');
@@ -379,7 +379,7 @@ test('a message the transport can never carry is dropped at once, not retried', 
   const logger = { debug() {}, info() {}, warn: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), error: (o: object, msg?: string) => void lines.push({ msg: msg ?? '' }), child() { return logger; } };
   let attempts = 0;
   const notifier = createNotifier({ name: 'email-only', deliver: async () => { attempts++; throw new UndeliverableError('no sms'); } }, { logger, baseDelayMs: 5 });
-  notifier.send({ channel: 'sms', to: '+4712345678', purpose: 'login_code', text: 'x' });
+  notifier.send({ channel: 'sms', to: '+4712345678', purpose: 'login_code', text: 'x', link: 'http://minaret.test/signin' });
   await notifier.idle();
   await notifier.close();
   assert.equal(attempts, 1);

@@ -1,6 +1,6 @@
 import { fail, failUntil, ok, type Result } from '../../platform/failure.ts';
 import { identifierHash, isSyntheticEmail } from '../../platform/identifiers.ts';
-import type { Notifier } from '../../platform/notify.ts';
+import type { Notifier, PageUrl } from '../../platform/notify.ts';
 import type { OneTimeCodes } from '../codes.ts';
 import { guessSubject, type GuessBudget } from '../guess-budget.ts';
 import type { PasswordHasher } from '../passwords.ts';
@@ -29,7 +29,7 @@ export interface AddressFields {
  * proven nothing holds nothing.
  */
 export function createAddressChange(deps: {
-  users: UserStore; hasher: PasswordHasher; codes: OneTimeCodes; guesses: GuessBudget; notifier: Notifier; proof: AddressProof;
+  users: UserStore; hasher: PasswordHasher; codes: OneTimeCodes; guesses: GuessBudget; notifier: Notifier; proof: AddressProof; pageUrl: PageUrl;
 }) {
   const { users } = deps;
 
@@ -79,13 +79,14 @@ export function createAddressChange(deps: {
 
   /** The old email and phone hear of the change, so a stolen session cannot move the account unseen. */
   function tellOldAddresses(before: UserRow, after: UserRow): void {
-    const text = (what: string) => `The ${what} of your Minaret account was changed. If you did not do this, tell your mosque's `
-      + 'administrator or the operator of the service at once.';
+    const link = deps.pageUrl('/account');
+    const text = (what: string) => `The ${what} of your Minaret account was changed (your account: ${link}). If you did not do this, `
+      + "tell your mosque's administrator or the operator of the service at once.";
     if (before.email_hash !== after.email_hash && !isSyntheticEmail(before.email)) {
-      deps.notifier.send({ channel: 'email', to: before.email, purpose: 'address_changed', text: text('email address') });
+      deps.notifier.send({ channel: 'email', to: before.email, purpose: 'address_changed', text: text('email address'), link });
     }
     if (before.phone && before.phone_hash !== after.phone_hash) {
-      deps.notifier.send({ channel: 'sms', to: before.phone, purpose: 'address_changed', text: text('phone number') });
+      deps.notifier.send({ channel: 'sms', to: before.phone, purpose: 'address_changed', text: text('phone number'), link });
     }
   }
 
