@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import { after, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -59,7 +60,23 @@ async function must(res: Promise<HttpResult>, status: number, what: string): Pro
 /** The people and mosques of the world, as the service reported them when the world was made. */
 type Cast = Omit<World, 'ts' | 'devices' | 'caller' | 'fresh'>;
 
-const ICECAST_ENV = { ICECAST_URL: 'http://127.0.0.1:9', ICECAST_ADMIN_PASSWORD: 'matrix-admin-password', ICECAST_HOOK_SECRET: 'matrix-hook-secret-0123456789abcdefghij' };
+/** The operator's firmware signing key (docs/api.md, "Firmware updates"): its public half turns updates on. */
+const FIRMWARE_KEYS = crypto.generateKeyPairSync('ed25519');
+const FIRMWARE_PUBLIC_KEY = FIRMWARE_KEYS.publicKey.export({ format: 'der', type: 'spki' }).subarray(12).toString('base64');
+const ICECAST_ENV = { ICECAST_URL: 'http://127.0.0.1:9', ICECAST_ADMIN_PASSWORD: 'matrix-admin-password', ICECAST_HOOK_SECRET: 'matrix-hook-secret-0123456789abcdefghij', FIRMWARE_PUBLIC_KEY };
+/** A signed image, new bytes each time (an image never changes: a version is uploaded once). */
+const signedImage = () => {
+  const data = crypto.randomBytes(4096);
+  return { data, signature: crypto.sign(null, crypto.createHash('sha256').update(data).digest(), FIRMWARE_KEYS.privateKey).toString('base64') };
+};
+/** An image stored as superadmin; its id. */
+async function storedImage(w: World): Promise<string> {
+  const image = signedImage();
+  const res = await must(w.ts.http.request('PUT', `${V1}/firmware/images/stream_player/B2/${unique('1.0.0-m').replace(/[^0-9A-Za-z.-]/g, '')}`, {
+    raw: image.data, headers: { 'content-type': 'application/octet-stream', 'x-firmware-signature': image.signature }, token: w.root.token,
+  }), 201, 'upload an image');
+  return res.id;
+}
 
 /**
  * Makes the world once, in a service of its own, and keeps its files (the database and DATA_DIR) as a template;
@@ -684,6 +701,19 @@ const ROWS: Row[] = [
     check: (_w, _s, res) => assert.ok(Array.isArray(res.body.keys) && res.body.keys.length > 0, 'a JWKS with a key'),
   },
   {
+    route: `PUT ${V1}/firmware/images/:kind/:hw_rev/:version`, expect: superadminOnly(201), mutates: true,
+    request: () => {
+      const image = signedImage();
+      return { path: `${V1}/firmware/images/stream_player/B2/${unique('2.0.0-r').replace(/[^0-9A-Za-z.-]/g, '')}`, raw: { data: image.data, type: 'application/octet-stream' }, headers: { 'x-firmware-signature': image.signature } };
+    },
+    check: (_w, _s, res) => assert.match(res.body.sha256, /^[0-9a-f]{64}$/),
+  },
+  { route: `GET ${V1}/firmware/images`, expect: superadminOnly(200), request: () => ({ path: `${V1}/firmware/images` }) },
+  {
+    route: `DELETE ${V1}/firmware/images/:id`, expect: superadminOnly(204), mutates: true,
+    request: async (w) => ({ path: `${V1}/firmware/images/${await storedImage(w)}` }),
+  },
+  {
     // The VAPID public key browsers subscribe to Web Push with: public, the same for everyone.
     route: `GET ${V1}/push/vapid-public-key`, expect: { ...anyone(200), anonymous: 200 }, request: () => ({ path: `${V1}/push/vapid-public-key` }),
     check: (_w, _s, res) => assert.match(res.body.public_key, /^[A-Za-z0-9_-]{80,}$/, 'a base64url P-256 public key'),
@@ -709,6 +739,8 @@ const EXEMPT = [
   `POST ${V1}/auth/setup`,
   // Opened with a single-use ticket, never a bearer token: test/e2e/events-stream.test.ts holds who gets one.
   `GET ${V1}/mosques/:id/events/stream`,
+  // A device's firmware download: its own MQTT credentials as HTTP basic, never a person (test/firmware/images.test.ts).
+  `GET ${V1}/firmware/images/:id/download`,
   // Icecast's callbacks: authenticated by the hook secret, never a person (test/audio/callbacks.test.ts).
   `POST ${V1}/audio/hooks/:action`,
   // Pairing a device (docs/api.md, "Pairing a device"): the device starts and polls with no token, its device code
