@@ -122,6 +122,8 @@ export interface ApiDeps {
   /** What changed, in this process and (REDIS_URL) the others: the /me cache listens (src/platform/changes.ts). */
   changes: Pick<ChangeFeed, 'subscribe'>;
   trustProxy: TrustProxy;
+  /** LOG_REQUESTS: every request line at `info` rather than `debug` (docs/settings.md). */
+  logRequests: boolean;
   /** Builds the AsyncAPI document of the device topics (broker/, handed in by the composition root); called on its first request. */
   asyncApi: () => Record<string, unknown>;
   /** PUBLIC_URL: the origin devices and apps reach this service at; null derives it from each request. */
@@ -232,6 +234,6 @@ export function createApi(deps: ApiDeps) {
     deps.logger.error({ req_id: c.env.requestId, err: { message: err.message, stack: err.stack } }, 'unhandled error');
     return c.json(errorBody('internal_error', `Internal error; request id ${c.env.requestId}`), 500);
   });
-  return { routes: app.routes, fetch: withRequestContext(app.fetch, deps.logger, deps.trustProxy) };
+  return { routes: app.routes, fetch: withRequestContext(app.fetch, deps.logger, deps.trustProxy, deps.logRequests) };
 }
 

@@ -1,5 +1,5 @@
 import { loadConfig, type Config } from './platform/config.ts';
-import type { Logger } from './platform/log.ts';
+import { startupSummary, type Logger } from './platform/log.ts';
 import { createLogger, startService, StartupError, type Service } from './service.ts';
 
 /** After the graceful stop's own deadline, this much longer before the process ends regardless. */
@@ -47,6 +47,9 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const started = service;
+  // docs/operator.md, "Reading the log": stdout stays JSON lines; outside production a person at a terminal also
+  // gets the addresses and the setup link as one plain block.
+  if (config.nodeEnv !== 'production') process.stderr.write(startupSummary(started.summary));
   // A renewed certificate (certbot's deploy hook, `systemctl reload`) takes effect for new connections;
   // the default action of SIGHUP would end the process instead.
   process.on('SIGHUP', () => {

@@ -100,6 +100,8 @@ export interface Config {
   /** The audio server (docs/operator.md#audio-icecast); null: off, players get the mosque's own, ungated stream_url. */
   icecast: IcecastSettings | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** LOG_REQUESTS=1: a line per HTTP request at `info`; else at `debug` (docs/operator.md, "Reading the log"). */
+  logRequests: boolean;
   /** The whole graceful stop (signal or fatal error) gets this long before the process exits anyway. */
   shutdownTimeoutS: number;
   /** Tests only (refused unless NODE_ENV=test): a fault main.ts raises on SIGUSR2, to test the fatal-error policy. */
@@ -293,6 +295,7 @@ const EnvSchema = v.object({
   ICECAST_ADMIN_PASSWORD: optionalText,
   ICECAST_HOOK_SECRET: optionalText,
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+  LOG_REQUESTS: picklist(['0', '1'] as const, '0'),
   SHUTDOWN_TIMEOUT_S: wholeNumber(1, 600, 10),
   TEST_FAULT: v.optional(v.picklist(['uncaught_exception', 'unhandled_rejection'] as const, 'must be one of uncaught_exception, unhandled_rejection')),
 });
@@ -455,6 +458,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       scheduleGraceMinutes: e.SCHEDULE_GRACE_MINUTES,
       icecast: icecast.value,
       logLevel: e.LOG_LEVEL,
+      logRequests: e.LOG_REQUESTS === '1',
       shutdownTimeoutS: e.SHUTDOWN_TIMEOUT_S,
       testFault: e.TEST_FAULT,
     },

@@ -124,16 +124,26 @@ test('an inbound X-Request-Id of word characters is kept and echoed; a malformed
   }
 });
 
-test('at LOG_LEVEL=info every request writes one request line carrying its request id; at warn none is written', async (t) => {
-  const info = await startTestService(t, { logLevel: 'info' });
+test('with LOG_REQUESTS=1 at LOG_LEVEL=info every request writes one request line carrying its request id; at warn none is written', async (t) => {
+  const info = await startTestService(t, { logLevel: 'info', env: { LOG_REQUESTS: '1' } });
   const ids = [await info.http.get('/healthz'), await info.http.get('/api/v1/me'), await info.http.get('/no-such-path')].map((r) => r.headers.get('x-request-id'));
   const lines = info.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
   assert.deepEqual(lines.map((l) => [l.req_id, l.method, l.path, l.status]), [
     [ids[0], 'GET', '/healthz', 200], [ids[1], 'GET', '/api/v1/me', 401], [ids[2], 'GET', '/no-such-path', 404],
   ]);
-  const warn = await startTestService(t, { logLevel: 'warn' });
+  const warn = await startTestService(t, { logLevel: 'warn', env: { LOG_REQUESTS: '1' } });
   assert.equal((await warn.http.get('/healthz')).status, 200);
   assert.deepEqual(warn.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request'), []);
+});
+
+test('without LOG_REQUESTS, at LOG_LEVEL=info the console files and the API leave no request line; at debug they do', async (t) => {
+  const info = await startTestService(t, { logLevel: 'info' });
+  for (const path of ['/', '/healthz', '/api/v1/me', '/no-such-path']) await info.http.get(path);
+  assert.deepEqual(info.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request'), []);
+  const debug = await startTestService(t, { logLevel: 'debug' });
+  await debug.http.get('/healthz');
+  const lines = debug.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+  assert.deepEqual(lines.map((l) => [l.level, l.path, l.status]), [[20, '/healthz', 200]]);
 });
 
 test('two Authorization headers count as their joined value, so a second one cannot ride on a valid first one', async (t) => {
