@@ -175,11 +175,15 @@ export function createApi(deps: ApiDeps) {
   // Outside the v1 group's bearer check and its JSON bodies: Icecast posts forms, authenticated by the hook secret.
   app.route(HOOK_PATH, hookRoutes(deps));
 
+  // docs/operator.md, "Health": 503 only when this node cannot serve (its store or its broker), so a load balancer
+  // takes out only such a node; an optional part's outage (the audio server) is named with 200, or every node would
+  // go out with it and the API, the console and the audio callbacks with them.
   app.get('/healthz', (c) => {
     const parts = deps.health();
     const healthy = Object.values(parts).every((state) => state === 'ok');
+    const serving = parts.db === 'ok' && parts.broker === 'ok';
     const body = { status: healthy ? 'ok' : 'degraded', ...parts };
-    return c.json(body, healthy ? 200 : 503);
+    return c.json(body, serving ? 200 : 503);
   });
 
   const v1 = new Hono<AppEnv>();

@@ -1,4 +1,4 @@
-import { loadConfig, type Config } from './platform/config.ts';
+import { loadConfig, withEnvFile, type Config } from './platform/config.ts';
 import { startupSummary, type Logger } from './platform/log.ts';
 import { createLogger, startService, StartupError, type Service } from './service.ts';
 
@@ -7,13 +7,15 @@ const EXIT_BACKSTOP_MS = 5000;
 
 /** Process edge: settings from the environment, start, a graceful stop on SIGINT/SIGTERM, the fatal-error policy, SIGHUP reloads TLS. */
 async function main(): Promise<void> {
-  const loaded = loadConfig(process.env);
+  const env = withEnvFile(process.env, process.cwd());
+  const loaded = env.ok ? loadConfig(env.env) : env;
   if (!loaded.ok) {
     process.stderr.write(`minaret: ${loaded.error}\n`);
     process.exit(1);
   }
   const { config } = loaded;
   const logger = createLogger(config);
+  if (env.ok && env.file) logger.info({ file: env.file }, 'settings read from the environment and this file');
   for (const warning of loaded.warnings) logger.warn({}, warning);
 
   let service: Service | undefined;

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import util from 'node:util';
 import { fileURLToPath } from 'node:url';
 import * as v from 'valibot';
 import { parseTrustProxy, type TrustProxy } from './net/client-address.ts';
@@ -326,6 +327,29 @@ export function loadConfig(env: Record<string, string | undefined>): ConfigResul
     return { ok: false, error: `${name}: ${issue.message}${shown}` };
   }
   return checkCombinations(parsed.output);
+}
+
+/** The settings file `npm start` and `minaret` read from the working folder when it is there (docs/operator.md, "A first trial"). */
+export const LOCAL_ENV_FILE = 'minaret.env';
+
+/**
+ * The environment with a settings file under it: MINARET_ENV_FILE (which must exist), else ./minaret.env when the
+ * working folder holds one. A variable already in the environment wins over the file, as systemd's Environment=
+ * lines and `docker run -e` do; the file is read as a shell would source it (Node's util.parseEnv).
+ */
+export function withEnvFile(env: Record<string, string | undefined>, cwd: string):
+  | { ok: true; env: Record<string, string | undefined>; file: string | null }
+  | { ok: false; error: string } {
+  const named = env.MINARET_ENV_FILE?.trim();
+  const file = named ? path.resolve(cwd, named) : path.join(cwd, LOCAL_ENV_FILE);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if (!named && (err as NodeJS.ErrnoException).code === 'ENOENT') return { ok: true, env, file: null };
+    return { ok: false, error: `${named ? 'MINARET_ENV_FILE' : LOCAL_ENV_FILE}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+  }
+  return { ok: true, env: { ...util.parseEnv(text), ...env }, file };
 }
 
 function pickKnown(env: Record<string, string | undefined>): Record<string, string> {

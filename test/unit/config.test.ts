@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { loadConfig, projectPath, SETTING_NAMES } from '../../src/platform/config.ts';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig, projectPath, SETTING_NAMES, withEnvFile } from '../../src/platform/config.ts';
 import { shownStore, startupSummary, type StartupFacts } from '../../src/platform/log.ts';
 
 const SECRET = 'x'.repeat(32);
@@ -224,4 +226,28 @@ test('a PostgreSQL store is shown without its password', () => {
   const shown = shownStore('ignored', 'postgres://minaret:s3cret@db.example.org:5432/minaret');
   assert.ok(!shown.includes('s3cret'), shown);
   assert.ok(shown.includes('db.example.org:5432/minaret'));
+});
+
+test('./minaret.env fills what the environment does not set; the environment wins; none there is no error', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-env-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  assert.deepEqual(withEnvFile({ HTTP_PORT: '1' }, dir), { ok: true, env: { HTTP_PORT: '1' }, file: null });
+  fs.writeFileSync(path.join(dir, 'minaret.env'), '# a trial\nHTTP_PORT=9090\nMQTT_PORT=2883\nSMTP_FROM="Minaret <m@example.org>"\n');
+  const read = withEnvFile({ MQTT_PORT: '1884' }, dir);
+  assert.ok(read.ok);
+  assert.equal(read.file, path.join(dir, 'minaret.env'));
+  assert.deepEqual([read.env.HTTP_PORT, read.env.MQTT_PORT, read.env.SMTP_FROM], ['9090', '1884', 'Minaret <m@example.org>']);
+  const loaded = loadConfig(read.env);
+  assert.ok(loaded.ok && loaded.config.httpPort === 9090 && loaded.config.mqttPort === 1884);
+});
+
+test('MINARET_ENV_FILE names the file instead, relative to the working folder, and must exist', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-env-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(dir, 'minaret.env'), 'HTTP_PORT=9090\n');
+  fs.writeFileSync(path.join(dir, 'other.env'), 'HTTP_PORT=7070\n');
+  const named = withEnvFile({ MINARET_ENV_FILE: 'other.env' }, dir);
+  assert.ok(named.ok && named.env.HTTP_PORT === '7070');
+  const missing = withEnvFile({ MINARET_ENV_FILE: 'nowhere.env' }, dir);
+  assert.ok(!missing.ok && missing.error.startsWith('MINARET_ENV_FILE: cannot read'));
 });
