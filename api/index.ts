@@ -126,6 +126,8 @@ export interface ApiDeps {
   /** What changed, in this process and (REDIS_URL) the others: the /me cache listens (src/platform/changes.ts). */
   changes: Pick<ChangeFeed, 'subscribe'>;
   trustProxy: TrustProxy;
+  /** LOG_REQUESTS: every request line at `info` rather than `debug` (docs/settings.md). */
+  logRequests: boolean;
   /** Builds the AsyncAPI document of the device topics (broker/, handed in by the composition root); called on its first request. */
   asyncApi: () => Record<string, unknown>;
   /** PUBLIC_URL: the origin devices and apps reach this service at; null derives it from each request. */
@@ -183,11 +185,15 @@ export function createApi(deps: ApiDeps) {
   // Outside the v1 group's bearer check and its JSON bodies: Icecast posts forms, authenticated by the hook secret.
   app.route(HOOK_PATH, hookRoutes(deps));
 
+  // docs/operator.md, "Health": 503 only when this node cannot serve (its store or its broker), so a load balancer
+  // takes out only such a node; an optional part's outage (the audio server) is named with 200, or every node would
+  // go out with it and the API, the console and the audio callbacks with them.
   app.get('/healthz', (c) => {
     const parts = deps.health();
     const healthy = Object.values(parts).every((state) => state === 'ok');
+    const serving = parts.db === 'ok' && parts.broker === 'ok';
     const body = { status: healthy ? 'ok' : 'degraded', ...parts };
-    return c.json(body, healthy ? 200 : 503);
+    return c.json(body, serving ? 200 : 503);
   });
 
   const v1 = new Hono<AppEnv>();
@@ -243,6 +249,6 @@ export function createApi(deps: ApiDeps) {
     deps.logger.error({ req_id: c.env.requestId, err: { message: err.message, stack: err.stack } }, 'unhandled error');
     return c.json(errorBody('internal_error', `Internal error; request id ${c.env.requestId}`), 500);
   });
-  return { routes: app.routes, fetch: withRequestContext(app.fetch, deps.logger, deps.trustProxy) };
+  return { routes: app.routes, fetch: withRequestContext(app.fetch, deps.logger, deps.trustProxy, deps.logRequests) };
 }
 

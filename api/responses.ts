@@ -341,7 +341,10 @@ export const DeviceLogs = v.object({
   lines: v.array(LogLine),
 });
 
-/** 503 with status `degraded` names the part: the database when it cannot take writes (full, busy...) or be read. */
+/**
+ * `degraded` names the part that is not ok. 503 when this node cannot serve (the database cannot take writes or be
+ * read, or the broker is down); 200 when only an optional part is (the audio server): docs/operator.md, "Health".
+ */
 export const Health = v.object({
   status: v.picklist(['ok', 'degraded']),
   db: v.picklist(['ok', 'full', 'busy', 'io_error', 'read_only', 'unavailable', 'down']),

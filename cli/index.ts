@@ -1,8 +1,9 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import readline from 'node:readline';
 import bcrypt from 'bcryptjs';
 import { systemClock } from '../src/platform/clock.ts';
-import { loadConfig, type Config } from '../src/platform/config.ts';
+import { loadConfig, withEnvFile, type Config } from '../src/platform/config.ts';
 import { migrate, openDatabase } from '../src/platform/db.ts';
 import { identifierHash, isSyntheticEmail, normalizeEmail, normalizePhone, sha256Hex } from '../src/platform/identifiers.ts';
 import { normalizeStoredIdentifiersOnce } from '../src/people/addresses/identifier-migration.ts';
@@ -23,7 +24,7 @@ import { firmwareCommand, FirmwareCliError } from './firmware.ts';
  *   backup <file> | restore <file>                        (the database at DATABASE_PATH)
  *   migrate-store --from <sqlite file> --to <postgres url>  (into an empty PostgreSQL, verified table by table)
  *   device diagnose|timeline <device id> [--url <url>] [--token-file <path>]   (or MINARET_TOKEN)
- *   icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]   (icecast.xml on stdout)
+ *   icecast-config [--port <n>] [--bind <addr>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]   (icecast.xml on stdout)
  *   firmware keygen --out <dir> | firmware sign --key <private key file> <image>   (offline: signed firmware images)
  */
 // One line: every failure of the CLI is a single line on stderr.
@@ -31,7 +32,7 @@ const USAGE =
   'usage: minaret superadmin create --email <email> [--phone <phone>] (password on standard input) | ' +
   'minaret backup <file> | minaret restore <file> | minaret migrate-store --from <sqlite file> --to <postgres url> | ' +
   'minaret device diagnose|timeline <device id> [--url <http url>] [--token-file <path>] (or MINARET_TOKEN) | ' +
-  'minaret icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>] | ' +
+  'minaret icecast-config [--port <n>] [--bind <addr>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>] | ' +
   'minaret firmware keygen --out <dir> | minaret firmware sign --key <private key file> <image>';
 
 /** `minaret --help`: the commands, one a line, on stdout (exit 0). */
@@ -42,7 +43,7 @@ const HELP = `minaret: operator commands
   migrate-store --from <sqlite file> --to <postgres url>   copy a deployment into an empty PostgreSQL and verify it
   device diagnose <device id> [--url <url>] [--token-file <path>]   why a device is or is not playing (or MINARET_TOKEN)
   device timeline <device id> [--url <url>] [--token-file <path>]   a device's recent timeline
-  icecast-config [--port <n>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]
+  icecast-config [--port <n>] [--bind <addr>] [--admin-password <pw>] [--source-password <pw>] [--log-dir <dir>]
                                                         print icecast.xml for the audio gate (ICECAST_* settings, PUBLIC_URL)
   firmware keygen --out <dir>                           make the Ed25519 key pair that signs firmware images (keep it offline)
   firmware sign --key <private key file> <image>        print an image's signature, for X-Firmware-Signature`;
@@ -80,7 +81,7 @@ async function createSuperadmin(args: string[]): Promise<string> {
   if (checkedPhone && !checkedPhone.ok) throw new CliError(`--phone: ${checkedPhone.reason}`);
   const phone = checkedPhone?.ok ? checkedPhone.value : null;
 
-  const loaded = loadConfig(process.env);
+  const loaded = settings();
   if (!loaded.ok) throw new CliError(loaded.error);
   const password = await readPasswordLine();
   if (password.length < 8) throw new CliError('password: at least 8 characters are required on standard input');
@@ -181,7 +182,7 @@ function accessToken(args: string[]): string {
 async function databaseCommand(command: 'backup' | 'restore', args: string[]): Promise<string> {
   const file = args[0];
   if (!file || file.startsWith('--') || args.length > 1) throw new CliError(`${command} needs exactly one file; ${USAGE}`);
-  const loaded = loadConfig(process.env);
+  const loaded = settings();
   if (!loaded.ok) throw new CliError(loaded.error);
   if (loaded.config.postgres) throw new CliError(`DATABASE_URL is set: ${command} is for the SQLite file; back up PostgreSQL with pg_dump (docs/operator.md, "Several hosts")`);
   if (loaded.config.databasePath === ':memory:') throw new CliError(`DATABASE_PATH: ${command} needs a database file, not :memory:`);
@@ -193,12 +194,14 @@ async function databaseCommand(command: 'backup' | 'restore', args: string[]): P
   }
 }
 
+const isLoopback = (host: string) => host === 'localhost' || host === '[::1]' || /^127\./.test(host);
+
 /**
  * icecast.xml from the ICECAST_* settings and PUBLIC_URL (docs/operator.md#audio-icecast). The admin password is
  * ICECAST_ADMIN_PASSWORD unless --admin-password names another; the port that of ICECAST_ADMIN_URL, else 8000.
  */
 function icecastConfig(args: string[]): string {
-  const loaded = loadConfig(process.env);
+  const loaded = settings();
   if (!loaded.ok) throw new CliError(loaded.error);
   const { config } = loaded;
   if (!config.icecast) throw new CliError('ICECAST_URL: required by icecast-config (with ICECAST_HOOK_SECRET and ICECAST_ADMIN_PASSWORD)');
@@ -206,6 +209,11 @@ function icecastConfig(args: string[]): string {
   const adminPort = new URL(config.icecast.adminUrl).port;
   const port = portText === undefined ? (adminPort ? Number(adminPort) : 8000) : Number(portText);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new CliError('--port: must be a whole number from 1 to 65535');
+  const bindAddress = option(args, '--bind') ?? '127.0.0.1';
+  if (net.isIP(bindAddress) === 0) throw new CliError('--bind: must be an IP address (127.0.0.1, the default; 0.0.0.0 for every interface)');
+  if (option(args, '--bind') === undefined && !isLoopback(new URL(config.icecast.url).hostname)) {
+    process.stderr.write(`minaret: Icecast will listen on 127.0.0.1 only: serve ${config.icecast.url} through a TLS reverse proxy to it, or pass --bind <address> (listener addresses carry leases)\n`);
+  }
   const sourcePassword = option(args, '--source-password');
   const adminPassword = option(args, '--admin-password') ?? config.icecast.adminPassword;
   for (const [name, value] of [['--admin-password', adminPassword], ['--source-password', sourcePassword]] as const) {
@@ -214,12 +222,18 @@ function icecastConfig(args: string[]): string {
   // Icecast refuses to run as root; started as root with <changeowner>, it binds its port and then becomes icecast2.
   const asRoot = process.getuid?.() === 0;
   return icecastXml({
-    port, adminUser: config.icecast.adminUser, adminPassword, sourcePassword, hookSecret: config.icecast.hookSecret,
+    port, bindAddress, adminUser: config.icecast.adminUser, adminPassword, sourcePassword, hookSecret: config.icecast.hookSecret,
     minaretUrl: config.publicUrl ?? `http://127.0.0.1:${config.httpPort}`,
     hostname: new URL(config.icecast.url).hostname,
     logDir: option(args, '--log-dir') ?? '/var/log/icecast2',
     ...(asRoot && { changeOwner: { user: 'icecast2', group: 'icecast' } }),
   }).trimEnd();
+}
+
+/** The settings, from the environment over ./minaret.env or MINARET_ENV_FILE as `npm start` reads them (docs/operator.md). */
+function settings(): ReturnType<typeof loadConfig> {
+  const env = withEnvFile(process.env, process.cwd());
+  return env.ok ? loadConfig(env.env) : env;
 }
 
 async function run(argv: string[]): Promise<string> {

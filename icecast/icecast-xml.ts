@@ -8,6 +8,8 @@ import { ACTIONS, HOOK_PATH, HOOK_USER } from '../src/audio/callbacks.ts';
  */
 export interface IcecastXmlOptions {
   port: number;
+  /** The address Icecast listens on: 127.0.0.1 unless the operator names another (`--bind`). */
+  bindAddress: string;
   /** Where Icecast reaches Minaret's callbacks: PUBLIC_URL, else the local HTTP port. */
   minaretUrl: string;
   hookSecret: string;
@@ -59,8 +61,11 @@ export function icecastXml(o: IcecastXmlOptions): string {
     <admin-user>${x(o.adminUser)}</admin-user>
     <admin-password>${x(o.adminPassword)}</admin-password>
   </authentication>
+  <!-- Listeners' addresses carry their lease: on 127.0.0.1 (the default) only a TLS reverse proxy at ICECAST_URL
+       reaches Icecast, so a lease never crosses a network in the clear (docs/operator.md, "Audio: Icecast"). -->
   <listen-socket>
     <port>${o.port}</port>
+    <bind-address>${x(o.bindAddress)}</bind-address>
   </listen-socket>
   <!-- No mount-name: a default mount governs every mount (2.4.4 warns that a mount-name here is unsupported).
        Minaret admits only /m/<mosque id>; any other path, / included, is refused.

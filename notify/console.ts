@@ -9,7 +9,10 @@ export function consoleTransport(logger: Logger): Transport {
   return {
     name: 'console',
     async deliver(message) {
-      logger.info({ ...message }, 'outgoing message (console transport, development only)');
+      // At warn, and the code in the message itself: a person trying the service reads it among the other lines
+      // (docs/operator.md, "Reading the log").
+      const what = message.code ? `one-time code ${message.code} for ${message.to}` : `message for ${message.to}`;
+      logger.warn({ ...message }, `${what} (${message.purpose}; console transport, development only)`);
     },
   };
 }

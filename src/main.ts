@@ -1,5 +1,5 @@
-import { loadConfig, type Config } from './platform/config.ts';
-import type { Logger } from './platform/log.ts';
+import { loadConfig, withEnvFile, type Config } from './platform/config.ts';
+import { startupSummary, type Logger } from './platform/log.ts';
 import { createLogger, startService, StartupError, type Service } from './service.ts';
 
 /** After the graceful stop's own deadline, this much longer before the process ends regardless. */
@@ -7,13 +7,15 @@ const EXIT_BACKSTOP_MS = 5000;
 
 /** Process edge: settings from the environment, start, a graceful stop on SIGINT/SIGTERM, the fatal-error policy, SIGHUP reloads TLS. */
 async function main(): Promise<void> {
-  const loaded = loadConfig(process.env);
+  const env = withEnvFile(process.env, process.cwd());
+  const loaded = env.ok ? loadConfig(env.env) : env;
   if (!loaded.ok) {
     process.stderr.write(`minaret: ${loaded.error}\n`);
     process.exit(1);
   }
   const { config } = loaded;
   const logger = createLogger(config);
+  if (env.ok && env.file) logger.info({ file: env.file }, 'settings read from the environment and this file');
   for (const warning of loaded.warnings) logger.warn({}, warning);
 
   let service: Service | undefined;
@@ -47,6 +49,9 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const started = service;
+  // docs/operator.md, "Reading the log": stdout stays JSON lines; outside production a person at a terminal also
+  // gets the addresses and the setup link as one plain block.
+  if (config.nodeEnv !== 'production') process.stderr.write(startupSummary(started.summary));
   // A renewed certificate (certbot's deploy hook, `systemctl reload`) takes effect for new connections;
   // the default action of SIGHUP would end the process instead.
   process.on('SIGHUP', () => {

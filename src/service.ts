@@ -46,7 +46,7 @@ import { accountDeletionStory } from './devices/stories/account-deletion.ts';
 import { membershipStory } from './devices/stories/membership.ts';
 import { createPresenceStory } from './devices/stories/presence.ts';
 import { followDeviceChanges } from './devices/stories/shared-caches.ts';
-import type { Logger } from './platform/log.ts';
+import { shownStore, startupFields, type Logger, type StartupFacts } from './platform/log.ts';
 import { createMemberships } from './mosques/memberships.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
 import { createMosqueStore } from './mosques/mosques.ts';
@@ -103,6 +103,8 @@ export interface Service {
   /** The MQTT-over-TLS port, or null when MQTTS_PORT is unset. */
   mqttsPort: number | null;
   httpUrl: string;
+  /** What a person starting it needs first: the console, the setup link, ports, store, audio (main.ts prints it). */
+  summary: StartupFacts;
   mqttUrl: string;
   notifier: Notifier;
   /** Reads TLS_CERT_FILE and TLS_KEY_FILE again (SIGHUP after a renewal); a bad pair leaves the old one in use. */
@@ -360,7 +362,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       invitesPerMosquePerHour: config.invitesPerMosquePerHour,
       invitesPerAddressPerDay: config.invitesPerAddressPerDay,
       pairings, pairingLimits: config.pairing,
-      trustProxy: config.trustProxy,
+      trustProxy: config.trustProxy, logRequests: config.logRequests,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
       firmwareImages: firmware.images, firmwareMaxBytes: config.firmware.maxBytes, firmwareOffers: firmware.offers,
@@ -392,16 +394,23 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // stop's deadline must not keep it running past db.close. What is written meanwhile checkpoints inline.
     closers.push({ name: 'database checkpointer (first to stop)', close: () => checkpointer.close() });
     const host = shownHost(config.host);
-    logger.info({ http_port: httpPort, mqtt_port: mqttPort, mqtts_port: mqttsPort, host: config.host }, 'minaret is listening');
-    // The first start: one line with the setup link (the token in the fragment never reaches a server's log).
+    // The first start: the setup link (the token in the fragment never reaches a server's log). In the message
+    // itself too, so a person reading the raw JSON sees it (docs/operator.md, "Reading the log").
     const setupToken = await firstSuperadmin.token();
-    if (setupToken) logger.warn({ setup_url: `${config.publicUrl ?? ownOrigin()}/setup#token=${setupToken}` }, 'no superadmin yet: open setup_url in a browser to create the first one (valid until used or this process stops)');
+    const setupUrl = setupToken ? `${config.publicUrl ?? ownOrigin()}/setup#token=${setupToken}` : null;
+    const summary: StartupFacts = {
+      consoleUrl: config.publicUrl ?? ownOrigin(), setupUrl, httpPort, mqttPort, mqttsPort,
+      store: shownStore(config.databasePath, config.postgres?.url ?? null), audioUrl: config.icecast?.url ?? null, notifyTransport: config.notifyTransport,
+    };
+    logger.info({ ...startupFields(summary), host: config.host }, 'minaret is listening');
+    if (setupUrl) logger.warn({ setup_url: setupUrl }, `no superadmin yet: open ${setupUrl} in a browser to create the first one (valid until used or this process stops)`);
 
     return {
       httpPort,
       mqttPort,
       mqttsPort,
       httpUrl: ownOrigin(),
+      summary,
       mqttUrl: `mqtt://${host}:${mqttPort}`,
       notifier,
       routes: handlerRoutes(api),

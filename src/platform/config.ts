@@ -1,6 +1,7 @@
 import type crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import util from 'node:util';
 import { fileURLToPath } from 'node:url';
 import * as v from 'valibot';
 import { parseTrustProxy, type TrustProxy } from './net/client-address.ts';
@@ -108,6 +109,8 @@ export interface Config {
   /** The audio server (docs/operator.md#audio-icecast); null: off, players get the mosque's own, ungated stream_url. */
   icecast: IcecastSettings | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** LOG_REQUESTS=1: a line per HTTP request at `info`; else at `debug` (docs/operator.md, "Reading the log"). */
+  logRequests: boolean;
   /** The whole graceful stop (signal or fatal error) gets this long before the process exits anyway. */
   shutdownTimeoutS: number;
   /** Tests only (refused unless NODE_ENV=test): a fault main.ts raises on SIGUSR2, to test the fatal-error policy. */
@@ -319,6 +322,7 @@ const EnvSchema = v.object({
   ICECAST_ADMIN_PASSWORD: optionalText,
   ICECAST_HOOK_SECRET: optionalText,
   LOG_LEVEL: picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+  LOG_REQUESTS: picklist(['0', '1'] as const, '0'),
   SHUTDOWN_TIMEOUT_S: wholeNumber(1, 600, 10),
   TEST_FAULT: v.optional(v.picklist(['uncaught_exception', 'unhandled_rejection'] as const, 'must be one of uncaught_exception, unhandled_rejection')),
 });
@@ -349,6 +353,29 @@ export function loadConfig(env: Record<string, string | undefined>): ConfigResul
     return { ok: false, error: `${name}: ${issue.message}${shown}` };
   }
   return checkCombinations(parsed.output);
+}
+
+/** The settings file `npm start` and `minaret` read from the working folder when it is there (docs/operator.md, "A first trial"). */
+export const LOCAL_ENV_FILE = 'minaret.env';
+
+/**
+ * The environment with a settings file under it: MINARET_ENV_FILE (which must exist), else ./minaret.env when the
+ * working folder holds one. A variable already in the environment wins over the file, as systemd's Environment=
+ * lines and `docker run -e` do; the file is read as a shell would source it (Node's util.parseEnv).
+ */
+export function withEnvFile(env: Record<string, string | undefined>, cwd: string):
+  | { ok: true; env: Record<string, string | undefined>; file: string | null }
+  | { ok: false; error: string } {
+  const named = env.MINARET_ENV_FILE?.trim();
+  const file = named ? path.resolve(cwd, named) : path.join(cwd, LOCAL_ENV_FILE);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if (!named && (err as NodeJS.ErrnoException).code === 'ENOENT') return { ok: true, env, file: null };
+    return { ok: false, error: `${named ? 'MINARET_ENV_FILE' : LOCAL_ENV_FILE}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` };
+  }
+  return { ok: true, env: { ...util.parseEnv(text), ...env }, file };
 }
 
 function pickKnown(env: Record<string, string | undefined>): Record<string, string> {
@@ -484,6 +511,7 @@ function checkCombinations(e: v.InferOutput<typeof EnvSchema>): ConfigResult {
       scheduleGraceMinutes: e.SCHEDULE_GRACE_MINUTES,
       icecast: icecast.value,
       logLevel: e.LOG_LEVEL,
+      logRequests: e.LOG_REQUESTS === '1',
       shutdownTimeoutS: e.SHUTDOWN_TIMEOUT_S,
       testFault: e.TEST_FAULT,
     },

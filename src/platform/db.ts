@@ -17,7 +17,7 @@ export const MIGRATIONS_DIR = projectPath('data/migrations');
  * while reads go on. SQLite never sets it below the current size, so a file already over it is full at once.
  */
 export function openDatabase(file: string, opts: { maxBytes?: number | undefined } = {}): Db {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  if (file !== ':memory:') keepPrivate(file);
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
@@ -28,6 +28,29 @@ export function openDatabase(file: string, opts: { maxBytes?: number | undefined
     db.pragma(`max_page_count = ${Math.max(1, Math.floor(opts.maxBytes / pageSize))}`);
   }
   return db;
+}
+
+/**
+ * The database holds password and device-secret hashes: it is created 0600 (its folder 0700) before SQLite opens
+ * it, as the key files beside it are. SQLite's unix VFS gives the -wal and -shm it creates later the database
+ * file's own mode, so they follow. A file a former version left readable to others is narrowed, with its -wal
+ * and -shm; one this user does not own is left as it is (its owner chose).
+ */
+function keepPrivate(file: string): void {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 });
+  try {
+    fs.closeSync(fs.openSync(file, 'wx', 0o600));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    try {
+      const { mode } = fs.statSync(f);
+      if ((mode & 0o077) !== 0) fs.chmodSync(f, mode & 0o700);
+    } catch (err) {
+      if (!['ENOENT', 'EPERM'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+    }
+  }
 }
 
 /** How often the background checkpointer runs, and the WAL size past which commits checkpoint inline again. */

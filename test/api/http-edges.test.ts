@@ -1,11 +1,18 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { getRequestListener } from '@hono/node-server';
+import { Hono } from 'hono';
+import pino from 'pino';
 import { sql } from 'kysely';
 import { sha256, signupMember, startTestService, type HttpResult } from '../support/service.ts';
 import { AUTH, assertError, emailId } from '../support/api.ts';
 import { createMosque, signInSuperadmin } from '../support/people.ts';
 import { storeOf } from '../support/database.ts';
+import { withRequestContext } from '../../api/request-context.ts';
+import type { RequestBindings } from '../../api/context.ts';
 
 const SECURITY_HEADERS = {
   'strict-transport-security': 'max-age=31536000; includeSubDomains',
@@ -124,16 +131,26 @@ test('an inbound X-Request-Id of word characters is kept and echoed; a malformed
   }
 });
 
-test('at LOG_LEVEL=info every request writes one request line carrying its request id; at warn none is written', async (t) => {
-  const info = await startTestService(t, { logLevel: 'info' });
+test('with LOG_REQUESTS=1 at LOG_LEVEL=info every request writes one request line carrying its request id; at warn none is written', async (t) => {
+  const info = await startTestService(t, { logLevel: 'info', env: { LOG_REQUESTS: '1' } });
   const ids = [await info.http.get('/healthz'), await info.http.get('/api/v1/me'), await info.http.get('/no-such-path')].map((r) => r.headers.get('x-request-id'));
   const lines = info.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
   assert.deepEqual(lines.map((l) => [l.req_id, l.method, l.path, l.status]), [
     [ids[0], 'GET', '/healthz', 200], [ids[1], 'GET', '/api/v1/me', 401], [ids[2], 'GET', '/no-such-path', 404],
   ]);
-  const warn = await startTestService(t, { logLevel: 'warn' });
+  const warn = await startTestService(t, { logLevel: 'warn', env: { LOG_REQUESTS: '1' } });
   assert.equal((await warn.http.get('/healthz')).status, 200);
   assert.deepEqual(warn.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request'), []);
+});
+
+test('without LOG_REQUESTS, at LOG_LEVEL=info the console files and the API leave no request line; at debug they do', async (t) => {
+  const info = await startTestService(t, { logLevel: 'info' });
+  for (const path of ['/', '/healthz', '/api/v1/me', '/no-such-path']) await info.http.get(path);
+  assert.deepEqual(info.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request'), []);
+  const debug = await startTestService(t, { logLevel: 'debug' });
+  await debug.http.get('/healthz');
+  const lines = debug.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+  assert.deepEqual(lines.map((l) => [l.level, l.path, l.status]), [[20, '/healthz', 200]]);
 });
 
 test('two Authorization headers count as their joined value, so a second one cannot ride on a valid first one', async (t) => {
@@ -403,3 +420,51 @@ test('a request that is not HTTP answers 400 with the error body', async (t) => 
   assertErrorShape(res as HttpResult);
   assert.equal(res.body.error.code, 'bad_request');
 });
+
+/**
+ * api/request-context.ts on a real HTTP server: which request lines reach the log at which level
+ * (docs/operator.md, "Reading the log"; LOG_REQUESTS in docs/settings.md).
+ */
+async function serve(t: TestContext, level: string, logRequests: boolean) {
+  const lines: Array<Record<string, unknown>> = [];
+  const sink = new Writable({ write(chunk, _enc, done) { lines.push(...String(chunk).split('\n').filter(Boolean).map((l) => JSON.parse(l))); done(); } });
+  const logger = pino({ level }, sink);
+  const app = new Hono<{ Bindings: RequestBindings }>();
+  app.get('/app.js', (c) => c.text('// the console'));
+  app.get('/broken', (c) => c.json({ error: { code: 'internal', message: 'x' } }, 500));
+  app.get('/unavailable', (c) => c.json({ error: { code: 'storage_unavailable', message: 'x' } }, 503));
+  const server = http.createServer(getRequestListener(withRequestContext(app.fetch, logger, { kind: 'off' }, logRequests)));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const get = async (path: string) => {
+    const res = await fetch(base + path);
+    await res.arrayBuffer();
+    // The line is written on the response's 'close', just after the client has read it all.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return res.status;
+  };
+  const requestLines = () => lines.filter((l) => l.msg === 'request').map((l) => [l.level, l.path, l.status]);
+  return { get, requestLines };
+}
+
+const INFO = 30;
+const DEBUG = 20;
+
+const CASES: Array<{ level: string; logRequests: boolean; expected: Array<[number, string, number]> }> = [
+  // The default: a static file is quiet at info; an answer of 500 or more still shows.
+  { level: 'info', logRequests: false, expected: [[INFO, '/broken', 500], [INFO, '/unavailable', 503]] },
+  { level: 'info', logRequests: true, expected: [[INFO, '/app.js', 200], [INFO, '/broken', 500], [INFO, '/unavailable', 503]] },
+  { level: 'debug', logRequests: false, expected: [[DEBUG, '/app.js', 200], [INFO, '/broken', 500], [INFO, '/unavailable', 503]] },
+  { level: 'warn', logRequests: true, expected: [] },
+];
+
+for (const { level, logRequests, expected } of CASES) {
+  test(`at LOG_LEVEL=${level} with LOG_REQUESTS=${logRequests ? 1 : 0} the request lines are ${JSON.stringify(expected)}`, async (t) => {
+    const s = await serve(t, level, logRequests);
+    assert.equal(await s.get('/app.js'), 200);
+    assert.equal(await s.get('/broken'), 500);
+    assert.equal(await s.get('/unavailable'), 503);
+    assert.deepEqual(s.requestLines(), expected);
+  });
+}

@@ -193,3 +193,32 @@ test('a bad setting (BCRYPT_COST=99) stops the command with one line naming it',
   assert.match(run.stderrLines[0]!, /BCRYPT_COST/);
   assert.ok(!fs.existsSync(databasePath), 'no database was created');
 });
+
+// docs/operator.md, "Audio: Icecast" and "A first trial": Icecast on 127.0.0.1 unless --bind; settings from a file.
+test('icecast-config binds Icecast to 127.0.0.1 unless --bind names another address, reading its settings from MINARET_ENV_FILE', async (t) => {
+  const databasePath = tempDb(t);
+  const file = path.join(path.dirname(databasePath), 'minaret.env');
+  fs.writeFileSync(file, `ICECAST_URL=https://audio.example.org\nICECAST_ADMIN_PASSWORD=${'a'.repeat(16)}\nICECAST_HOOK_SECRET=${'h'.repeat(40)}\n`, { mode: 0o600 });
+  const env = { MINARET_ENV_FILE: file };
+  const plain = await cli(['icecast-config'], '', databasePath, env);
+  assert.equal(plain.code, 0, plain.stderrLines.join('\n'));
+  assert.match(plain.stdout, /<bind-address>127\.0\.0\.1<\/bind-address>/);
+  assert.match(plain.stdout, /<hostname>audio\.example\.org<\/hostname>/, 'the settings came from the file');
+  assert.match(plain.stderrLines.join('\n'), /127\.0\.0\.1 only: serve https:\/\/audio\.example\.org through a TLS reverse proxy/);
+  const everywhere = await cli(['icecast-config', '--bind', '0.0.0.0'], '', databasePath, env);
+  assert.equal(everywhere.code, 0);
+  assert.match(everywhere.stdout, /<bind-address>0\.0\.0\.0<\/bind-address>/);
+  assert.deepEqual(everywhere.stderrLines, [], 'a chosen address needs no warning');
+  const bad = await cli(['icecast-config', '--bind', '0.0.0.0"/><x'], '', databasePath, env);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderrLines[0]!, /^minaret: --bind: must be an IP address/);
+  assert.equal(bad.stdout, '');
+});
+
+test('a MINARET_ENV_FILE that does not exist stops the command with one line naming it', async (t) => {
+  const databasePath = tempDb(t);
+  const run = await cli(['icecast-config'], '', databasePath, { MINARET_ENV_FILE: path.join(path.dirname(databasePath), 'missing.env') });
+  assert.equal(run.code, 1);
+  assert.deepEqual(run.stderrLines.length, 1);
+  assert.match(run.stderrLines[0]!, /^minaret: MINARET_ENV_FILE: cannot read .*missing\.env \(ENOENT\)/);
+});

@@ -176,6 +176,13 @@ function slug(heading: string): string {
   return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
 }
 
+// The walk-through promises that every sh block on it runs: a block it must not run is visible text (a ```text fence
+// after a sentence saying why), never an HTML comment a rendered page hides from the reader who pastes.
+test('docs/walkthrough.md hides no block behind a not-run comment', () => {
+  const walkthrough = docs().find((d) => d.name === 'walkthrough.md')!;
+  assert.deepEqual(walkthrough.blocks.filter((b) => b.notRun !== null).map((b) => `line ${b.line}: ${b.notRun}`), []);
+});
+
 test('README.md and docs/: every relative link reaches a file, and every #anchor a heading in it', () => {
   const withoutCode = (text: string): string => text.replace(/^```[\s\S]*?^```/gm, '');
   const files = ['README.md', 'SECURITY.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];

@@ -73,3 +73,31 @@ test('a node killed with SIGKILL: its device reconnects through HAProxy to the o
   assert.equal(started.status, 201, JSON.stringify(started.body));
   assert.equal((await start).body.name, 'broadcast_start');
 });
+
+// docs/operator.md, "Health": the audio server is an optional part. With Icecast down on every node, /healthz names it
+// with 200, so HAProxy (deploy/haproxy.cfg checks /healthz every 2 s, out after 2 failures) keeps both nodes in and
+// the API works through it; before, every node answered 503 and the balancer served nothing at all.
+test('with Icecast down, both nodes stay in HAProxy and the API answers through it, /healthz naming audio down', { skip, timeout: 90_000 }, async (t) => {
+  const { hosts: [hostA, hostB], files, shared } = await startDeployment(t, 'lb-audio');
+  // Nothing listens on port 9 of the nodes' own loopback: the admin API never answers.
+  const audio = { ICECAST_URL: 'http://127.0.0.1:9', ICECAST_ADMIN_PASSWORD: 'a-long-admin-password', ICECAST_HOOK_SECRET: 'h'.repeat(40) };
+  const nodes = [hostA, hostB].map((host) => host.start(nodeEnv(host, files.dir, { ...shared, ...audio })));
+  for (const [i, node] of nodes.entries()) await listening(node).catch(() => assert.fail(`node ${i} did not start: ${node.stderr()}\n${node.stdout()}`));
+  const lb = await startBalancer(t, backend(hostA), backend(hostB));
+  for (const host of [hostA, hostB]) {
+    const own = httpClient(`http://${host.address}:8080`);
+    await waitFor(`${host.address} names audio down`, async () => (await own.get('/healthz')).body.audio === 'down', 10_000);
+    const health = await own.get('/healthz');
+    assert.equal(health.status, 200);
+    assert.deepEqual(health.body, { status: 'degraded', db: 'ok', broker: 'ok', audio: 'down' });
+  }
+  // Past HAProxy's fall (2 checks 2 s apart): still in, and each request through it is served.
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  for (let i = 0; i < 6; i++) {
+    assert.equal((await lb.http.get('/healthz')).status, 200, lb.output());
+    const spec = await lb.http.get('/api/v1/openapi.json');
+    assert.equal(spec.status, 200, 'the API answers through the balancer');
+  }
+  // (The MQTTS backend is down here: these nodes have no MQTTS_PORT.)
+  assert.doesNotMatch(lb.output(), /Server (http|mqtt)_nodes\/\w+ is DOWN/, 'HAProxy took no node out of HTTP or MQTT');
+});

@@ -1,7 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { loadConfig, projectPath, SETTING_NAMES } from '../../src/platform/config.ts';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig, projectPath, SETTING_NAMES, withEnvFile } from '../../src/platform/config.ts';
+import { shownStore, startupSummary, type StartupFacts } from '../../src/platform/log.ts';
 
 const SECRET = 'x'.repeat(32);
 
@@ -186,4 +189,65 @@ test('docs/settings.md documents every setting the service reads', () => {
   const rows = new Set(firstCells.flatMap((cell) => [...cell.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1])));
   assert.ok(SETTING_NAMES.length > 50, 'the settings are read from the schema');
   assert.deepEqual(SETTING_NAMES.filter((name) => !rows.has(name)), []);
+});
+
+test('LOG_REQUESTS is off unless 1, and refuses anything but 0 or 1', () => {
+  const off = loadConfig({});
+  const on = loadConfig({ LOG_REQUESTS: '1' });
+  assert.ok(off.ok && on.ok);
+  assert.deepEqual([off.config.logRequests, on.config.logRequests], [false, true]);
+  const bad = loadConfig({ LOG_REQUESTS: 'yes' });
+  assert.ok(!bad.ok && bad.error.startsWith('LOG_REQUESTS:'));
+});
+
+/** docs/operator.md, "Reading the log": the block a person at a terminal reads first. */
+const FIRST_START: StartupFacts = {
+  consoleUrl: 'http://127.0.0.1:8080', setupUrl: 'http://127.0.0.1:8080/setup#token=abc', httpPort: 8080, mqttPort: 1883,
+  mqttsPort: null, store: 'SQLite data/minaret.db', audioUrl: null, notifyTransport: 'console',
+};
+
+test('the first start names the console, the setup link, the ports, the store, the audio and where codes go', () => {
+  const block = startupSummary(FIRST_START);
+  for (const part of ['http://127.0.0.1:8080/', 'http://127.0.0.1:8080/setup#token=abc', 'port 8080', 'port 1883', 'SQLite data/minaret.db', 'Audio', 'off', 'NOTIFY_TRANSPORT=console']) {
+    assert.ok(block.includes(part), `${part} in\n${block}`);
+  }
+});
+
+test('once a superadmin exists there is no setup line; MQTTS, Icecast and smtp are named when on', () => {
+  const block = startupSummary({ ...FIRST_START, setupUrl: null, mqttsPort: 8883, audioUrl: 'https://audio.example.org', notifyTransport: 'smtp' });
+  assert.ok(!block.includes('Set up'));
+  assert.ok(block.includes('MQTT over TLS on port 8883'));
+  assert.ok(block.includes('Icecast at https://audio.example.org'));
+  assert.ok(block.includes('sent by smtp'));
+});
+
+test('a PostgreSQL store is shown without its password', () => {
+  assert.equal(shownStore('data/minaret.db', null), 'SQLite data/minaret.db');
+  const shown = shownStore('ignored', 'postgres://minaret:s3cret@db.example.org:5432/minaret');
+  assert.ok(!shown.includes('s3cret'), shown);
+  assert.ok(shown.includes('db.example.org:5432/minaret'));
+});
+
+test('./minaret.env fills what the environment does not set; the environment wins; none there is no error', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-env-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  assert.deepEqual(withEnvFile({ HTTP_PORT: '1' }, dir), { ok: true, env: { HTTP_PORT: '1' }, file: null });
+  fs.writeFileSync(path.join(dir, 'minaret.env'), '# a trial\nHTTP_PORT=9090\nMQTT_PORT=2883\nSMTP_FROM="Minaret <m@example.org>"\n');
+  const read = withEnvFile({ MQTT_PORT: '1884' }, dir);
+  assert.ok(read.ok);
+  assert.equal(read.file, path.join(dir, 'minaret.env'));
+  assert.deepEqual([read.env.HTTP_PORT, read.env.MQTT_PORT, read.env.SMTP_FROM], ['9090', '1884', 'Minaret <m@example.org>']);
+  const loaded = loadConfig(read.env);
+  assert.ok(loaded.ok && loaded.config.httpPort === 9090 && loaded.config.mqttPort === 1884);
+});
+
+test('MINARET_ENV_FILE names the file instead, relative to the working folder, and must exist', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-env-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(dir, 'minaret.env'), 'HTTP_PORT=9090\n');
+  fs.writeFileSync(path.join(dir, 'other.env'), 'HTTP_PORT=7070\n');
+  const named = withEnvFile({ MINARET_ENV_FILE: 'other.env' }, dir);
+  assert.ok(named.ok && named.env.HTTP_PORT === '7070');
+  const missing = withEnvFile({ MINARET_ENV_FILE: 'nowhere.env' }, dir);
+  assert.ok(!missing.ok && missing.error.startsWith('MINARET_ENV_FILE: cannot read'));
 });

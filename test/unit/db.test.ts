@@ -275,3 +275,28 @@ test('a token version changed through another connection is picked up by reloadV
   assert.equal(here.tokenVersion(user.id), 1);
   assert.deepEqual(heard, []);
 });
+
+test('the database, its -wal and its -shm are created 0600 in a 0700 folder, whatever the umask', (t) => {
+  const file = tempDbPath(t);
+  const before = process.umask(0o022);
+  t.after(() => process.umask(before));
+  const db = openDatabase(file);
+  t.after(() => db.close());
+  migrate(db);
+  db.prepare('CREATE TABLE probe (x)').run();
+  db.prepare('INSERT INTO probe VALUES (1)').run();
+  const mode = (f: string) => (fs.statSync(f).mode & 0o777).toString(8);
+  assert.ok(fs.existsSync(`${file}-wal`) && fs.existsSync(`${file}-shm`), 'SQLite made its WAL and shared-memory files');
+  assert.deepEqual([mode(file), mode(`${file}-wal`), mode(`${file}-shm`), mode(path.dirname(file))], ['600', '600', '600', '700']);
+});
+
+test('a database a former version left 0644 is narrowed to 0600 when opened', (t) => {
+  const file = tempDbPath(t);
+  openDatabase(file).close();
+  fs.chmodSync(file, 0o644);
+  const db = openDatabase(file);
+  t.after(() => db.close());
+  db.prepare('CREATE TABLE probe (x)').run();
+  assert.equal((fs.statSync(file).mode & 0o777).toString(8), '600');
+  assert.equal((fs.statSync(`${file}-wal`).mode & 0o777).toString(8), '600');
+});
