@@ -198,6 +198,21 @@ test('every page fits 320, 390 and 768 px in English and Arabic with 80-characte
   // Signed out: the pages a stranger sees.
   const stranger = await phonePage(browser, t);
   await stranger.page.goto(`${ts.url}/signin`);
+  await stranger.page.locator('main h1').first().waitFor();
+  // The check itself: a button squeezed until "Your account" breaks inside a word, and a select narrower than
+  // its option, are both reported (the header's old fault, and the settings page's).
+  await stranger.page.evaluate(() => {
+    const d = (globalThis as any).document;
+    const probe = d.createElement('div');
+    probe.id = 'probe';
+    probe.innerHTML = '<button style="inline-size: 60px; overflow-wrap: anywhere">Your account</button>'
+      + '<label><span>Azaan</span><select name="probe" style="inline-size: 120px"><option>At the start of the prayer time</option></select></label>';
+    d.querySelector('main').append(probe);
+  });
+  const caught = await splits(stranger.page);
+  assert.ok(caught.some((m) => m.includes('splits "account"')), `a split word is reported: ${caught.join('; ')}`);
+  assert.ok(caught.some((m) => m.startsWith('select "probe" cuts its options')), `a cut select is reported: ${caught.join('; ')}`);
+  await stranger.page.evaluate(() => (globalThis as any).document.getElementById('probe').remove());
   failures.push(...await checkEvery(t, stranger.page, ['/signin', '/signup', '/superadmin', '/setup', `/join/${mosque.join_code}`], 'stranger'));
 
   // A member: home (prayer times, their players, notifications), the account page, a join link.
