@@ -205,8 +205,10 @@ test('every page fits 320, 390 and 768 px in English and Arabic with 80-characte
     const d = (globalThis as any).document;
     const probe = d.createElement('div');
     probe.id = 'probe';
-    probe.innerHTML = '<button style="inline-size: 60px; overflow-wrap: anywhere">Your account</button>'
-      + '<label><span>Azaan</span><select name="probe" style="inline-size: 120px"><option>At the start of the prayer time</option></select></label>';
+    // Markup without style attributes (the page's CSP refuses them); sizes through the CSSOM, which it allows.
+    probe.innerHTML = '<button type="button">Your account</button><label><span>Azaan</span><select name="probe"><option>At the start of the prayer time</option></select></label>';
+    Object.assign(probe.querySelector('button').style, { inlineSize: '60px', overflowWrap: 'anywhere' });
+    probe.querySelector('select').style.inlineSize = '120px';
     d.querySelector('main').append(probe);
   });
   const caught = await splits(stranger.page);
