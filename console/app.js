@@ -2,7 +2,7 @@
 import { api, currentUser, onSessionChange, restoreSession, signOut } from './api.js';
 import { h, replace } from './dom.js';
 import { chosenLanguage, setLanguage, t } from './i18n.js';
-import { flash, navigate, rememberTarget, setRenderer } from './nav.js';
+import { closeMenu, flash, navigate, rememberTarget, setRenderer, setUpMenu } from './nav.js';
 
 const main = document.getElementById('main');
 let stopCurrent = null; // the open page's cleanup (an EventSource, a timer)
@@ -61,6 +61,8 @@ async function render() {
   } catch (err) {
     replace(page, h('p', { class: 'error', role: 'alert' }, err.message));
   }
+  // A mosque's tabs scroll sideways on a phone: the open one is brought into view (style.css, nav.tabs).
+  main.querySelector('nav.tabs [aria-current=page]')?.scrollIntoView({ block: 'nearest', inline: 'nearest' });
   const heading = main.querySelector('h1');
   document.title = heading ? `${heading.textContent} · Minaret` : 'Minaret';
   main.focus({ preventScroll: true }); window.scrollTo(0, 0); // a screen reader hears the new page, keyboard users start from its top
@@ -71,9 +73,11 @@ function renderNav() {
   const link = (href, key) => h('a', { href, 'data-nav': '' }, t(key));
   replace(document.getElementById('nav'), user
     ? [link('/', 'nav.home'), user.role === 'superadmin' && link('/admin', 'nav.superadmin'),
-      h('span', { class: 'muted-light' }, user.email), link('/account', 'nav.account'),
+      h('span', { class: 'muted-light who', title: user.email }, user.email), link('/account', 'nav.account'),
       h('button', { type: 'button', class: 'link', onclick: () => void signOutHere() }, t('nav.sign_out'))]
     : [link('/signin', 'nav.sign_in'), link('/signup', 'nav.sign_up')]);
+  closeMenu();
+  document.getElementById('menu-label').textContent = t('nav.menu');
   document.getElementById('lang-label').textContent = t('nav.language');
   document.querySelector('.skip').textContent = t('nav.skip');
 }
@@ -95,6 +99,7 @@ document.addEventListener('click', (e) => {
   navigate(a.getAttribute('href'));
 });
 setRenderer(render);
+setUpMenu();
 window.addEventListener('popstate', () => void render());
 onSessionChange(() => {
   if (!currentUser()) navigate('/signin', true);

@@ -21,3 +21,26 @@ export async function signedIn(landing = async () => '/') {
 export function flash(text) {
   document.getElementById('flash').textContent = text ?? '';
 }
+
+/**
+ * The header's menu on a phone (docs/console.md, "Phone first"): a disclosure button (WAI-ARIA APG, "Disclosure
+ * pattern") that shows the navigation below the bar. Escape closes it and gives the button its focus back; so do
+ * a click outside the header and every page change. On a wide screen style.css hides the button and shows the
+ * navigation in the bar, so the state below only matters on a phone.
+ */
+const menuButton = () => document.getElementById('menu-button');
+export function closeMenu() {
+  menuButton().setAttribute('aria-expanded', 'false');
+}
+export function setUpMenu() {
+  const button = menuButton();
+  const bar = button.closest('header');
+  const isOpen = () => button.getAttribute('aria-expanded') === 'true';
+  button.addEventListener('click', () => button.setAttribute('aria-expanded', String(!isOpen())));
+  bar.addEventListener('keydown', (e) => {
+    if (e.key !== 'Escape' || !isOpen()) return;
+    closeMenu();
+    button.focus();
+  });
+  document.addEventListener('click', (e) => { if (isOpen() && !bar.contains(e.target)) closeMenu(); });
+}

@@ -75,9 +75,17 @@ async function signUp(page: Page, who: { email: string; password: string }) {
   await page.getByRole('button', { name: 'Create account' }).click();
 }
 
+/** A link of the header's navigation: on a phone it is behind the menu button (console/nav.js), opened first. */
+async function menuLink(page: Page, name: string) {
+  await page.locator('#nav').getByRole('link', { name, exact: true, includeHidden: true }).waitFor({ state: 'attached' });
+  const button = page.locator('#menu-button');
+  if (await button.isVisible() && await button.getAttribute('aria-expanded') !== 'true') await button.click();
+  return page.locator('#nav').getByRole('link', { name, exact: true });
+}
+
 /** From anywhere in the console: Home, then the mosque (its page reads the pending list when it opens). */
 async function openMosque(page: Page) {
-  await page.getByRole('link', { name: 'Home' }).click();
+  await (await menuLink(page, 'Home')).click();
   await page.getByRole('heading', { name: 'Mosques you run' }).waitFor();
   await page.getByRole('link', { name: MOSQUE }).click();
   await page.getByRole('heading', { name: MOSQUE, level: 1 }).waitFor();
@@ -139,7 +147,7 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
     await root.getByLabel('One-time code', { exact: true }).fill(otp);
     await picture(root, 'superadmin-step2');
     await root.getByRole('button', { name: 'Verify and sign in' }).click();
-    await root.getByRole('link', { name: 'All mosques' }).click();
+    await (await menuLink(root, 'All mosques')).click();
     await root.getByRole('heading', { name: 'All mosques' }).waitFor();
   });
 
@@ -216,7 +224,7 @@ async function story(service: Service, browser: Browser, messages: OutgoingMessa
       const memberRow = member.locator(`li[data-device="${credentials.id}"]`);
       // A member's page reads the players again every 10 s (no event stream for members).
       await memberRow.getByText('Online and ready to play.').waitFor();
-      await member.getByRole('link', { name: 'Home' }).click();
+      await (await menuLink(member, 'Home')).click();
       await member.getByText('You are a member.').waitFor();
       await memberRow.getByText('Online and ready to play.').waitFor();
       await picture(member, 'member-player-online');

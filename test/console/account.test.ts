@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sha256, startTestService } from '../support/service.ts';
 import { createMosque, member, signInSuperadmin } from '../support/people.ts';
-import { PASSWORD, WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn } from './browser.ts';
+import { PASSWORD, WAIT_MS, assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn } from './browser.ts';
 
 /** The account page (docs/console.md): confirming the email, changing the password, signing out everywhere. */
 test('a member confirms their email from the banner, changes the password and signs out everywhere', async (t) => {
@@ -37,7 +37,7 @@ test('a member confirms their email from the banner, changes the password and si
   assert.deepEqual(me.body.memberships.map((m: { mosque_id: string; status: string }) => [m.mosque_id, m.status]), [[mosque.id, 'approved']]);
 
   // The account page: the address is confirmed; a new password keeps this page signed in and ends the others.
-  await page.getByRole('link', { name: 'Your account' }).click();
+  await (await fromMenu(page, 'link', 'Your account')).click();
   await page.getByRole('heading', { name: 'Your account' }).waitFor();
   await page.getByText('Confirmed', { exact: true }).waitFor();
   await assertAccessible(page, 'account');
@@ -70,7 +70,7 @@ test('signing out from the menu ends that token on the server, not only in the p
   const token = ((await (await loggedIn).json()) as { access_token: string }).access_token;
   assert.equal((await ts.http.get('/api/v1/me', token)).status, 200);
   const signedOut = page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/logout') && r.status() === 204, { timeout: WAIT_MS });
-  await page.getByRole('button', { name: 'Sign out' }).click();
+  await (await fromMenu(page, 'button', 'Sign out')).click();
   await signedOut;
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
   assert.equal((await ts.http.get('/api/v1/me', token)).status, 401);

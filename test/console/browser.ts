@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import type { TestService } from '../support/service.ts';
 
 /** Debian's chromium (the Playwright download cannot be reached here); .ci/run installs it. */
@@ -54,6 +54,17 @@ export async function phonePage(browser: Browser, t: TestContext, opts: { locale
     if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(`console: ${m.text()}`);
   });
   return { page, context, problems };
+}
+
+/**
+ * A link or button of the header's navigation, ready to click: on a phone it is behind the menu button
+ * (console/nav.js), which this opens once the navigation holds it (every page change renders it anew, closed).
+ */
+export async function fromMenu(page: Page, role: 'link' | 'button', name: string): Promise<Locator> {
+  await page.locator('#nav').getByRole(role, { name, exact: true, includeHidden: true }).waitFor({ state: 'attached' });
+  const button = page.locator('#menu-button');
+  if (await button.isVisible() && await button.getAttribute('aria-expanded') !== 'true') await button.click();
+  return page.locator('#nav').getByRole(role, { name, exact: true });
 }
 
 /** The password of every person test/support/service.ts signupMember makes. */

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { SimDevice } from '../../simulator/device.ts';
 import { createMosque, member, mosqueMemberships, setStatus, signInSuperadmin } from '../support/people.ts';
 import { startTestService } from '../support/service.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot } from './browser.ts';
+import { WAIT_MS, assertAccessible, fromMenu, launchBrowser, phonePage, shot } from './browser.ts';
 
 test('a member signs up from a join link, registers a player and sees it become online once an admin approves them', async (t) => {
   // The stream is a local Icecast over plain http, which the operator lists (docs/api.md, "Flags decide").
@@ -74,7 +74,7 @@ test('a member signs up from a join link, registers a player and sees it become 
   await row.locator('.badge', { hasText: 'Online' }).waitFor({ timeout: WAIT_MS });
   await row.getByText('Online and ready to play.').waitFor({ timeout: WAIT_MS });
   // The membership list is read when the page opens (the token lives in memory: move inside the page, not reload).
-  await page.getByRole('link', { name: 'Home' }).click();
+  await (await fromMenu(page, 'link', 'Home')).click();
   await page.getByText('You are a member.').waitFor();
   await shot(page, 'member-player-online');
   await assertAccessible(page, 'member home');

@@ -7,7 +7,7 @@ import { openDatabase } from '../../src/platform/db.ts';
 import { waitFor } from '../support/devices.ts';
 import { member } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
-import { WAIT_MS, launchBrowser, phonePage, signIn } from './browser.ts';
+import { WAIT_MS, fromMenu, launchBrowser, phonePage, signIn } from './browser.ts';
 
 // docs/console.md "Token storage": a reload stays signed in through the HttpOnly session cookie, which script never
 // reads, another site cannot use, and signing out (here or everywhere) ends.
@@ -28,7 +28,7 @@ const sessionCookie = async (context: BrowserContext) => (await context.cookies(
 /** Waits until the page shows its signed-in account page (the nav names the person). */
 async function onAccountPage(page: Page, email: string) {
   await page.getByRole('heading', { name: 'Your account' }).waitFor({ timeout: WAIT_MS });
-  await page.locator('#nav').getByText(email).waitFor({ timeout: WAIT_MS });
+  await page.locator('#nav').getByText(email).waitFor({ state: 'attached', timeout: WAIT_MS }); // behind the menu on a phone
 }
 
 test('a reload stays signed in on the same page; the cookie is HttpOnly and SameSite=Strict; sign out clears it', async (t) => {
@@ -56,7 +56,7 @@ test('a reload stays signed in on the same page; the cookie is HttpOnly and Same
   assert.equal(new URL(page.url()).pathname, '/account', 'the same page, not the sign-in page');
 
   // Signing out ends the session and the browser forgets the cookie.
-  await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+  await (await fromMenu(page, 'button', 'Sign out')).click();
   await page.getByRole('heading', { name: 'Sign in' }).waitFor({ timeout: WAIT_MS });
   assert.equal(await sessionCookie(context), undefined);
   assert.deepEqual(sessionRows(ts), []);
@@ -85,7 +85,7 @@ test('"sign out everywhere" in a second browser ends the first one\'s session: i
 
   // The first page's token was minted before: its next request is refused, the cookie too, and it goes to sign-in.
   const refused = first.page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/session/token'));
-  await first.page.locator('#nav').getByRole('link', { name: 'Home' }).click();
+  await (await fromMenu(first.page, 'link', 'Home')).click();
   assert.equal((await refused).status(), 401);
   await first.page.getByRole('heading', { name: 'Sign in' }).waitFor({ timeout: WAIT_MS });
   await first.page.goto(`${ts.url}/account`);

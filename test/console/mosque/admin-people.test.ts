@@ -6,7 +6,7 @@ import { API, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, mosqu
 import { mosqueWithOwner, registerTransmitter } from '../../support/devices.ts';
 import { startTestService } from '../../support/service.ts';
 import { createSuperadmin } from '../../support/superadmin.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from '../browser.ts';
+import { WAIT_MS, assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from '../browser.ts';
 
 const QR_OPTIONS = { ecc: 'M', border: 0 } as const; // console/qr.js
 
@@ -208,7 +208,7 @@ test('a superadmin finds people in the users list by search', async (t) => {
   await ts.service.notifier.idle();
   await page.getByLabel('One-time code', { exact: true }).fill(ts.messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)!.code!);
   await page.getByRole('button', { name: 'Verify and sign in' }).click();
-  await page.getByRole('link', { name: 'All mosques' }).click();
+  await (await fromMenu(page, 'link', 'All mosques')).click();
   await page.getByRole('heading', { name: 'People' }).waitFor();
 
   const token = (await signInSuperadmin(ts, 'root2@users.test')).token;

@@ -5,7 +5,7 @@ import { createManualClock } from '../../../src/platform/clock.ts';
 import { makeAdmin, member, signInSuperadmin } from '../../support/people.ts';
 import { mosqueWithOwner } from '../../support/devices.ts';
 import { startTestService, type TestService } from '../../support/service.ts';
-import { WAIT_MS, assertAccessible, launchBrowser, shot, signedInAdminPage } from '../browser.ts';
+import { WAIT_MS, assertAccessible, fromMenu, launchBrowser, shot, signedInAdminPage } from '../browser.ts';
 
 // Wednesday 10 June 2026, 08:00 UTC (09:00 in London, summer time): every prayer of the day but Fajr is ahead.
 const NOW = Date.parse('2026-06-10T08:00:00Z');
@@ -232,7 +232,7 @@ async function superadminPage(t: TestContext, ts: TestService, timezoneId: strin
   const otp = ts.messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)?.code;
   await page.getByLabel('One-time code', { exact: true }).fill(otp!);
   await page.getByRole('button', { name: 'Verify and sign in' }).click();
-  await page.getByRole('link', { name: 'All mosques' }).click();
+  await (await fromMenu(page, 'link', 'All mosques')).click();
   await page.getByRole('heading', { name: 'All mosques' }).waitFor();
   return { page, root };
 }
