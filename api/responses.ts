@@ -31,6 +31,9 @@ export const ErrorResponse = v.object({
 
 export const Status = <T extends string>(value: T) => v.object({ status: v.literal(value) });
 
+/** Whether the first superadmin's setup link still works (docs/operator.md, "The first superadmin"). */
+export const SetupState = v.object({ status: v.picklist(['open', 'closed']) });
+
 export const TokenResponse = v.object({
   access_token: v.string(),
   token_type: v.literal('Bearer'),

@@ -108,7 +108,7 @@ export function superadminView(page) {
  */
 export async function setupView(page) {
   const token = new URLSearchParams(location.hash.slice(1)).get('token') ?? '';
-  const open = await api('GET', '/auth/setup').then(() => true, () => false);
+  const open = await api('GET', '/auth/setup').then((r) => r.status === 'open', () => false);
   if (!open) return replace(page, h('h1', {}, t('setup.title')), h('p', {}, t('setup.done')), h('a', { href: '/superadmin', 'data-nav': '' }, t('setup.sign_in')));
   replace(page,
     h('h1', {}, t('setup.title')),

@@ -152,4 +152,13 @@ test('signed-out pages make no failing request, log no error and reach network i
     await page.getByRole('heading', { level: 1 }).first().waitFor();
     assert.deepEqual([...failures, ...problems], [], `${url}: no failure`);
   }
+  // Once the service is set up, its setup link says so without a failing request.
+  await signInSuperadmin(ts);
+  for (const url of [setupUrl]) {
+    const { page, problems } = await phonePage(browser, t);
+    const failures = watchFailures(page);
+    await page.goto(url, { waitUntil: 'networkidle' });
+    await page.getByRole('heading', { level: 1 }).first().waitFor();
+    assert.deepEqual([...failures, ...problems], [], `${url} once set up: no failure`);
+  }
 });

@@ -5,7 +5,7 @@ import { createSuperadmin } from '../support/superadmin.ts';
 import { assertError } from '../support/api.ts';
 import { assertAccessible, launchBrowser, phonePage, WAIT_MS } from '../console/browser.ts';
 
-/** docs/operator.md, "The first superadmin": a setup link logged while none exists, used once, then 404. */
+/** docs/operator.md, "The first superadmin": a setup link logged while none exists, used once, then closed (POST 404). */
 
 const AUTH = '/api/v1/auth';
 
@@ -35,7 +35,7 @@ test('a fresh service logs a setup link; its token creates the first superadmin 
   assert.deepEqual([made.body.user.email, made.body.user.role], ['root@example.com', 'superadmin']);
   // Used up: the same token, and the setup page's check, are gone.
   assertError(await ts.http.post(`${AUTH}/setup`, { token, email: 'other@example.com', password_hash: sha256('x') }), 404, 'not_found');
-  assertError(await ts.http.get(`${AUTH}/setup`), 404, 'not_found');
+  assert.deepEqual((await ts.http.get(`${AUTH}/setup`)).body, { status: 'closed' }, 'closed is an answer: the console page asks it signed out');
 
   const step1 = await ts.http.post(`${AUTH}/superadmin-2fa`, { identifier_hash: sha256('root@example.com'), password_hash: sha256('a long password') });
   assert.equal(step1.status, 200);
@@ -51,7 +51,7 @@ test('a superadmin made by the CLI closes the setup link even after the service 
   const ts = await startTestService(t);
   const token = setupUrlOf(ts.logs).split('#token=')[1]!;
   await createSuperadmin(ts, 'ops@example.com', 'operator password');
-  assertError(await ts.http.get(`${AUTH}/setup`), 404, 'not_found');
+  assert.deepEqual((await ts.http.get(`${AUTH}/setup`)).body, { status: 'closed' }, 'closed is an answer: the console page asks it signed out');
   assertError(await ts.http.post(`${AUTH}/setup`, { token, email: 'late@example.com', password_hash: sha256('x') }), 404, 'not_found');
 });
 
