@@ -61,11 +61,23 @@ async function render() {
   } catch (err) {
     replace(page, h('p', { class: 'error', role: 'alert' }, err.message));
   }
+  if (currentUser() && /^\/(mosques|admin)(\/|$)/.test(path)) void healthNotice(page);
   // A mosque's tabs scroll sideways on a phone: the open one is brought into view (style.css, nav.tabs).
   main.querySelector('nav.tabs [aria-current=page]')?.scrollIntoView({ block: 'nearest', inline: 'nearest' });
   const heading = main.querySelector('h1');
   document.title = heading ? `${heading.textContent} · Minaret` : 'Minaret';
   main.focus({ preventScroll: true }); window.scrollTo(0, 0); // a screen reader hears the new page, keyboard users start from its top
+}
+
+/**
+ * On the pages of those who run a mosque or the service: a part this node can do without (the audio server) that is
+ * down is named above the page (docs/operator.md, "Health"). The API and the devices go on; listening does not.
+ */
+async function healthNotice(page) {
+  const health = await fetch('/healthz', { headers: { accept: 'application/json' } }).then((r) => r.json()).catch(() => null);
+  const down = health ? Object.entries(health).filter(([part, state]) => part !== 'status' && part !== 'db' && part !== 'broker' && state === 'down').map(([part]) => part) : [];
+  if (down.length === 0 || !page.isConnected) return;
+  page.prepend(h('p', { class: 'warn', role: 'status', 'data-health': down.join(' ') }, down.map((part) => t(`health.${part}_down`)).join(' ')));
 }
 
 function renderNav() {
