@@ -49,9 +49,10 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const started = service;
-  // docs/operator.md, "Reading the log": stdout stays JSON lines; outside production a person at a terminal also
-  // gets the addresses and the setup link as one plain block.
-  if (config.nodeEnv !== 'production') process.stderr.write(startupSummary(started.summary));
+  // docs/operator.md, "Reading the log": stdout stays JSON lines; in development (a first trial, NODE_ENV unset) a
+  // person at a terminal also gets the addresses and the setup link as one plain block. Production and the test
+  // runs keep stderr for what went wrong.
+  if (config.nodeEnv === 'development') process.stderr.write(startupSummary(started.summary));
   // A renewed certificate (certbot's deploy hook, `systemctl reload`) takes effect for new connections;
   // the default action of SIGHUP would end the process instead.
   process.on('SIGHUP', () => {

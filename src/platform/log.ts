@@ -49,7 +49,7 @@ export function startupFields(f: StartupFacts): Record<string, unknown> {
 }
 
 /**
- * A plain-text block for a person at a terminal, written to stderr outside production so stdout stays JSON
+ * A plain-text block for a person at a terminal, written to stderr in development so stdout stays JSON
  * lines a collector can parse: among the request lines of a first trial, the link and the addresses were lost.
  */
 export function startupSummary(f: StartupFacts): string {

@@ -95,7 +95,7 @@ test('"sign out everywhere" in a second browser ends the first one\'s session: i
 });
 
 test('a cross-origin POST carrying the cookie is refused with 403 and changes nothing', async (t) => {
-  const ts = await startTestService(t, { logLevel: 'info' }); // the request log shows what the other origin cannot read
+  const ts = await startTestService(t, { logLevel: 'info', env: { LOG_REQUESTS: '1' } }); // the request log shows what the other origin cannot read
   const hafsa = await member(ts, 'hafsa@session.test');
   // Another origin on the same host (another port): same-site, so SameSite=Strict still sends the cookie, and only
   // the Origin rule stands between that page and a token.

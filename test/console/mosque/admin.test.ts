@@ -89,6 +89,6 @@ test('a command to a connected device shows its answer on the device page', asyn
   await page.getByRole('link', { name: 'Devices' }).click();
   await page.getByRole('link', { name: 'Roof' }).click();
   await page.getByRole('button', { name: 'Ping' }).click();
-  await page.getByRole('status').filter({ hasText: /^ping: ok \(\d+ ms\)/ }).waitFor({ timeout: WAIT_MS });
+  await page.getByRole('status').filter({ hasText: /^Ping: done\. \(\d+ ms\)/ }).waitFor({ timeout: WAIT_MS });
   assert.deepEqual(problems, []);
 });
