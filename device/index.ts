@@ -4,6 +4,7 @@
  *   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
  *   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]]
  *                      [--input tone|FILE|alsa:<dev>] [--ca FILE]
+ *                      [--firmware-key FILE|BASE64] [--install-command CMD] [--fail-update]
  *
  * Exit codes: 0 done, 1 failed (a message on stderr says why), 2 a usage error.
  */
@@ -19,7 +20,8 @@ import { runDevice } from './run.ts';
 
 const USAGE = `usage:
   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
-  minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]] [--input tone|FILE|alsa:<dev>] [--ca FILE]`;
+  minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]] [--input tone|FILE|alsa:<dev>] [--ca FILE]
+                     [--firmware-key FILE|BASE64] [--install-command CMD] [--fail-update]`;
 
 class UsageError extends Error {}
 
@@ -50,6 +52,7 @@ async function main(argv: string[]): Promise<number> {
     options: {
       server: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, state: { type: 'string' },
       output: { type: 'string' }, 'audio-device': { type: 'string' }, input: { type: 'string' }, ca: { type: 'string' },
+      'firmware-key': { type: 'string' }, 'install-command': { type: 'string' }, 'fail-update': { type: 'boolean' },
     },
     strict: true,
   });
@@ -77,6 +80,9 @@ async function main(argv: string[]): Promise<number> {
     return runDevice({
       stateDir, output, input: inputOf(values.input), fw, print: (line) => void process.stdout.write(`${line}\n`),
       ...(values.ca !== undefined && { ca: values.ca }),
+      ...(values['firmware-key'] !== undefined && { firmwareKey: values['firmware-key'] }),
+      ...(values['install-command'] !== undefined && { installCommand: values['install-command'] }),
+      ...(values['fail-update'] === true && { failUpdate: true }),
       ...(Number.isInteger(reconnectMax) && reconnectMax >= 1000 && { reconnectMaxMs: reconnectMax }),
     });
   }
