@@ -4,7 +4,7 @@
  *   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
  *   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]]
  *                      [--input tone|FILE|alsa:<dev>] [--ca FILE]
- *                      [--firmware-key FILE|BASE64] [--install-command CMD] [--fail-update]
+ *                      [--firmware-key FILE|BASE64] [--install-command CMD] [--reboot process|exit] [--fail-update]
  *
  * Exit codes: 0 done, 1 failed (a message on stderr says why), 2 a usage error.
  */
@@ -21,7 +21,7 @@ import { runDevice } from './run.ts';
 const USAGE = `usage:
   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]] [--input tone|FILE|alsa:<dev>] [--ca FILE]
-                     [--firmware-key FILE|BASE64] [--install-command CMD] [--fail-update]`;
+                     [--firmware-key FILE|BASE64] [--install-command CMD] [--reboot process|exit] [--fail-update]`;
 
 class UsageError extends Error {}
 
@@ -52,7 +52,7 @@ async function main(argv: string[]): Promise<number> {
     options: {
       server: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, state: { type: 'string' },
       output: { type: 'string' }, 'audio-device': { type: 'string' }, input: { type: 'string' }, ca: { type: 'string' },
-      'firmware-key': { type: 'string' }, 'install-command': { type: 'string' }, 'fail-update': { type: 'boolean' },
+      'firmware-key': { type: 'string' }, 'install-command': { type: 'string' }, 'fail-update': { type: 'boolean' }, reboot: { type: 'string' },
     },
     strict: true,
   });
@@ -76,6 +76,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'run') {
     const output = parseOutput(values.output, values['audio-device']);
     if ('error' in output) throw new UsageError(output.error);
+    if (values.reboot !== undefined && values.reboot !== 'process' && values.reboot !== 'exit') throw new UsageError('--reboot: process or exit');
     const reconnectMax = Number(process.env['MINARET_DEVICE_RECONNECT_MAX_MS']);
     return runDevice({
       stateDir, output, input: inputOf(values.input), fw, print: (line) => void process.stdout.write(`${line}\n`),
@@ -83,6 +84,7 @@ async function main(argv: string[]): Promise<number> {
       ...(values['firmware-key'] !== undefined && { firmwareKey: values['firmware-key'] }),
       ...(values['install-command'] !== undefined && { installCommand: values['install-command'] }),
       ...(values['fail-update'] === true && { failUpdate: true }),
+      ...(values.reboot === 'exit' && { reboot: 'exit' as const }),
       ...(Number.isInteger(reconnectMax) && reconnectMax >= 1000 && { reconnectMaxMs: reconnectMax }),
     });
   }

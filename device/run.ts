@@ -15,7 +15,7 @@ import { openPlayer } from './audio/player.ts';
 import { openSource, type AudioSource } from './audio/source.ts';
 import { readState } from './state/store.ts';
 import { OfflineAzaan } from './offline.ts';
-import { boardUpdatePort, installedFw, pinnedKey } from './state/firmware.ts';
+import { boardUpdatePort, installedFw, pinnedKey, takeBootReason } from './state/firmware.ts';
 
 export interface RunOptions {
   stateDir: string;
@@ -33,6 +33,8 @@ export interface RunOptions {
   installCommand?: string;
   /** Every update's image rolls back after the reboot (tests and rehearsals of a failed rollout). */
   failUpdate?: boolean;
+  /** How an update reboots: 'process' restarts the firmware in this process; 'exit' ends it (exit 0) for systemd. */
+  reboot?: 'process' | 'exit';
   print: (line: string) => void;
 }
 
@@ -86,12 +88,19 @@ export async function runDevice(o: RunOptions): Promise<number> {
   let firmware: Firmware | null = null;
   const redact = redactor(() => [creds.password, firmware?.config?.lease?.token ?? ''].filter(Boolean));
   const say = (line: string): void => o.print(redact(`${new Date().toISOString()} ${line}`));
+  // The process ends on SIGTERM or SIGINT, or, with --reboot exit, when an update reboots the board.
+  let rebooted: () => void = () => {};
+  const ended = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+    rebooted = () => resolve('reboot');
+  });
   firmware = new Firmware({
     kind, id: creds.username, password: creds.password, mqttUrl, fw: fwVersion, hardware: new LinuxBoard(kind),
     update: boardUpdatePort(o.stateDir, key.key, {
-      say: (line) => say(line), ...(o.installCommand !== undefined && { installCommand: o.installCommand }), ...(o.failUpdate && { failUpdate: true }),
+      say: (line) => say(line), ...(o.reboot === 'exit' && { exit: () => rebooted() }), ...(o.installCommand !== undefined && { installCommand: o.installCommand }), ...(o.failUpdate && { failUpdate: true }),
     }),
-    audio: audioPort(kind, card, o), logger: say, startTimeoutMs: 0, retryRefused: true,
+    bootReason: takeBootReason(o.stateDir), audio: audioPort(kind, card, o), logger: say, startTimeoutMs: 0, retryRefused: true,
     reconnect: { minMs: 1000, maxMs: o.reconnectMaxMs ?? 60_000 },
     ...(o.ca !== undefined && { ca: fs.readFileSync(o.ca) }),
     ...(o.audioTiming && { audioTiming: o.audioTiming }),
@@ -103,11 +112,8 @@ export async function runDevice(o: RunOptions): Promise<number> {
   offline?.start();
   if (!key.key) say('no firmware key pinned (--firmware-key): updates are refused');
   fw.start().catch((err: Error) => say(`connect: ${err.message}`));
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-  });
-  say(`${signal}: going offline`);
+  const signal = await ended;
+  say(signal === 'reboot' ? 'update installed: exiting for the service manager to start this board again' : `${signal}: going offline`);
   offline?.stop();
   await fw.stop({ graceful: true });
   card.close();

@@ -891,6 +891,7 @@ export class Firmware extends EventEmitter implements CommandHost {
    */
   async reboot(fw: string, bootReason: string): Promise<void> {
     await this.stop({ graceful: true, reason: 'reboot' });
+    if (this.updatePort.reboot) return this.updatePort.reboot(fw, bootReason);
     this._fw = fw;
     this.bootReason = bootReason;
     this.boundMosque = null;

@@ -36,6 +36,11 @@ export interface UpdatePort {
   sink?(offer: UpdateOffer): ImageSink;
   /** Installs a verified image; says which fw the device runs after the reboot (the old one when it rolled back). */
   install(image: VerifiedImage, currentFw: string): Promise<InstallOutcome>;
+  /**
+   * The reboot, after the graceful OFFLINE (reason reboot): absent, the firmware restarts in the process; a host that
+   * ends the process instead (for its service manager to start the new code) does it here.
+   */
+  reboot?(fw: string, bootReason: string): Promise<void>;
   timing?: Partial<DownloadTiming>;
   /** Least time between two UPDATING progress statuses (docs/firmware.md, "4.4": at most every few seconds). */
   progressEveryMs?: number;

@@ -6,6 +6,7 @@
  *   .<sha256>.partial an image while it downloads (a dropped connection or a restart continues it)
  *   <version>         the verified image installed last (0600); older ones are deleted once a newer one is in
  *   installed.json    {fw, previous_fw, image, installed_at}: the version the board runs, reported as fw from then on
+ *   boot.json         {reason}: the first status's reason after a reboot that ended the process (`--reboot exit`)
  *
  * "Install" is: keep the verified image, run the optional install command with its path (exit 0 = installed),
  * record the new version. "Reboot" is the firmware's own restart in the process (device/contract/firmware.ts).
@@ -19,12 +20,15 @@ import { parsePinnedKey, type InstallOutcome, type UpdatePort, type VerifiedImag
 
 const KEY_FILE = 'public.key';
 const INSTALLED_FILE = 'installed.json';
+const BOOT_FILE = 'boot.json';
 const INSTALL_TIMEOUT_MS = 10 * 60_000;
 
 export interface BoardUpdateOptions {
   installCommand?: string;
   /** --fail-update: the installed image fails its own checks after the reboot and the board rolls back. */
   failUpdate?: boolean;
+  /** --reboot exit: the reboot ends the process (its service manager starts it again, on the new code). */
+  exit?: () => void;
   say: (line: string) => void;
 }
 
@@ -72,6 +76,18 @@ export function installedFw(stateDir: string): string | null {
   }
 }
 
+/** The reason a reboot that ended the process left for the first status of this one (read once), else 'connected'. */
+export function takeBootReason(stateDir: string): string {
+  const file = path.join(folderOf(stateDir), BOOT_FILE);
+  try {
+    const v = JSON.parse(fs.readFileSync(file, 'utf8')) as { reason?: unknown };
+    fs.rmSync(file, { force: true });
+    return typeof v.reason === 'string' && /^[a-z_]{1,32}$/.test(v.reason) ? v.reason : 'connected';
+  } catch {
+    return 'connected';
+  }
+}
+
 /** The image file name for a version: one path segment, whatever the version says. */
 const imageName = (version: string): string => version.replace(/[^0-9A-Za-z._+-]/g, '_').replace(/^\.+/, '_');
 
@@ -80,6 +96,12 @@ export function boardUpdatePort(stateDir: string, key: crypto.KeyObject | null, 
     key,
     sink: (offer) => fileSink(path.join(ensureFolder(stateDir), `.${offer.sha256}.partial`)),
     install: (image, currentFw) => install(stateDir, image, currentFw, o),
+    ...(o.exit && {
+      reboot: async (_fw: string, bootReason: string) => {
+        writePrivate(path.join(ensureFolder(stateDir), BOOT_FILE), `${JSON.stringify({ reason: bootReason })}\n`);
+        o.exit!();
+      },
+    }),
   };
 }
 
@@ -105,7 +127,7 @@ async function install(stateDir: string, image: VerifiedImage, currentFw: string
   const record = { fw: target, previous_fw: currentFw, image: file, installed_at: Math.floor(Date.now() / 1000) };
   writePrivate(path.join(dir, INSTALLED_FILE), `${JSON.stringify(record)}\n`);
   for (const name of fs.readdirSync(dir)) {
-    if (name !== path.basename(file) && name !== KEY_FILE && name !== INSTALLED_FILE) fs.rmSync(path.join(dir, name), { force: true });
+    if (![path.basename(file), KEY_FILE, INSTALLED_FILE, BOOT_FILE].includes(name)) fs.rmSync(path.join(dir, name), { force: true });
   }
   return { ok: true, fw: target, rolledBack: false };
 }

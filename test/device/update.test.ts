@@ -278,7 +278,7 @@ test('an update while PLAYING is answered busy, and one without a pinned key no_
   await stopped(bare.run);
 });
 
-test('--fail-update: the image is installed, the device reboots and comes back on its old fw with reason rolled_back', { skip, timeout: 90_000 }, async (t) => {
+test('--fail-update: the image is installed, the device reboots (in the process, or by exiting with --reboot exit) and comes back on its old fw with reason rolled_back', { skip, timeout: 90_000 }, async (t) => {
   const id = 'update-tx-rollback';
   const image = signedImage(60_000);
   const served = await imageServer(t, id, image.body, image.sha256);
@@ -294,4 +294,17 @@ test('--fail-update: the image is installed, the device reboots and comes back o
   assert.equal(mq.statuses.find((s) => s.status === 'OFFLINE')?.reason, 'reboot');
   assert.deepEqual(firmwareFolder(dir), ['public.key'], 'the rolled-back image is not recorded as installed');
   await stopped(run);
+
+  // --reboot exit: the process ends after the graceful OFFLINE (systemd's Restart=always starts it again), and the
+  // process that follows says rolled_back in its first status.
+  const exiting = device(t, id, 'transmitter', mq.port, ['--fail-update', '--reboot', 'exit'], dir);
+  await until('connected again', () => mq.statuses.filter((s) => s.prev === 'CONNECTING').length >= 3 || undefined);
+  const seen = mq.statuses.length;
+  assert.equal((await sendUpdate(mq, id, served.url, { ...image, size: image.body.length }, '3.0.0')).ok, true);
+  assert.equal((await exiting.run.exited).code, 0, exiting.run.stderr());
+  assert.equal(mq.statuses.slice(seen).find((s) => s.status === 'OFFLINE')?.reason, 'reboot');
+  const restarted = device(t, id, 'transmitter', mq.port, [], dir);
+  const first = await until('the first status after the restart', () => mq.statuses.slice(seen).find((s) => s.prev === 'CONNECTING'));
+  assert.deepEqual([first.status, first.reason, first.fw], ['ONLINE', 'rolled_back', online.fw]);
+  await stopped(restarted.run);
 });
