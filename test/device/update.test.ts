@@ -12,6 +12,7 @@ import { ffmpegPath } from '../audio/audio-files.ts';
 import { audioToolsMissing } from '../audio/icecast-plain.ts';
 import { digestOf, newKeyPair, signDigest } from '../../src/platform/keys/signatures.ts';
 import { deviceLine } from './support.ts';
+import { SimDevice } from '../../simulator/device.ts';
 
 // Firmware updates on the device (docs/firmware.md, "4.4 Firmware updates"; docs/devices/raspberry-pi.md): a real
 // `minaret-device run` against a plain aedes broker (the rollout that sends the command is the service's side, built
@@ -307,4 +308,32 @@ test('--fail-update: the image is installed, the device reboots (in the process,
   const first = await until('the first status after the restart', () => mq.statuses.slice(seen).find((s) => s.prev === 'CONNECTING'));
   assert.deepEqual([first.status, first.reason, first.fw], ['ONLINE', 'rolled_back', online.fw]);
   await stopped(restarted.run);
+});
+
+test('a fleet of simulated players updates through the same firmware, and the one made with failUpdate rolls back', { timeout: 60_000 }, async (t) => {
+  const ids = ['sim-update-1', 'sim-update-2', 'sim-update-3', 'sim-update-4'];
+  const image = signedImage(80_000);
+  const mqs = await Promise.all(ids.map((id) => broker(t, id)));
+  const devices = await Promise.all(ids.map(async (id, i) => {
+    const mq = mqs[i]!;
+    const config = { v: '1.0', config_version: 1, mosque_id: MOSQUE, stream_url: `http://127.0.0.1:9/m/${MOSQUE}`, lease: { token: 'made-up-lease-0123456789abcdef', expires_at: nowS() + 3600 } };
+    await mq.publish(`devices/${id}/config`, config, true);
+    const dev = new SimDevice({ kind: 'stream_player', id, password: PASSWORD, mqttUrl: `mqtt://127.0.0.1:${mq.port}`, firmwareKey: keys.publicRaw, failUpdate: i === 3, progressEveryMs: 0 });
+    t.after(() => dev.stop({ graceful: true }));
+    await dev.start();
+    await until(`${id} ONLINE`, () => mq.statuses.find((s) => s.status === 'ONLINE'));
+    return dev;
+  }));
+  const served = await Promise.all(ids.map((id) => imageServer(t, id, image.body, image.sha256)));
+  const acks = await Promise.all(ids.map((id, i) => sendUpdate(mqs[i]!, id, served[i]!.url, { ...image, size: image.body.length })));
+  for (const ack of acks) assert.deepEqual(ack.result, { accepted: true, target_fw: TARGET });
+  const backs = await Promise.all(mqs.map((mq) => until('back after the reboot', () => {
+    const reboot = mq.statuses.findIndex((s) => s.status === 'OFFLINE' && s.reason === 'reboot');
+    return reboot < 0 ? undefined : mq.statuses.slice(reboot).find((s) => s.prev === 'CONNECTING');
+  })));
+  assert.deepEqual(backs.map((s) => [s.status, s.reason, s.fw]), [
+    ['ONLINE', 'connected', TARGET], ['ONLINE', 'connected', TARGET], ['ONLINE', 'connected', TARGET], ['ONLINE', 'rolled_back', 'minaret-sp-sim/1.0.0'],
+  ]);
+  assert.deepEqual(devices.map((d) => d.fw), [TARGET, TARGET, TARGET, 'minaret-sp-sim/1.0.0']);
+  for (const mq of mqs) assert.ok(mq.statuses.filter((s) => s.status === 'UPDATING').length >= 3, 'progress reported as the image came');
 });
