@@ -4,6 +4,7 @@
  *   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
  *   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]]
  *                      [--input tone|FILE|alsa:<dev>] [--ca FILE] [--server <url> --kind player|transmitter [--name N]]
+ *                      [--firmware-key FILE|BASE64] [--install-command CMD] [--reboot process|exit] [--fail-update]
  *
  * `run` with --server and --kind pairs first when DIR holds no credentials yet, in the same process, so the device
  * is connecting within milliseconds of the approval (one systemd unit shows the code, then plays).
@@ -23,7 +24,8 @@ import { runDevice } from './run.ts';
 const USAGE = `usage:
   minaret-device pair --server <url> --kind player|transmitter [--name N] [--state DIR]
   minaret-device run [--state DIR] [--output FILE.wav | --audio-device alsa:<dev>|pulse[:<sink>]] [--input tone|FILE|alsa:<dev>] [--ca FILE]
-                     [--server <url> --kind player|transmitter [--name N]]   (pairs first when DIR holds no credentials)`;
+                     [--server <url> --kind player|transmitter [--name N]]   (pairs first when DIR holds no credentials)
+                     [--firmware-key FILE|BASE64] [--install-command CMD] [--reboot process|exit] [--fail-update]`;
 
 class UsageError extends Error {}
 
@@ -54,6 +56,7 @@ async function main(argv: string[]): Promise<number> {
     options: {
       server: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, state: { type: 'string' },
       output: { type: 'string' }, 'audio-device': { type: 'string' }, input: { type: 'string' }, ca: { type: 'string' },
+      'firmware-key': { type: 'string' }, 'install-command': { type: 'string' }, 'fail-update': { type: 'boolean' }, reboot: { type: 'string' },
     },
     strict: true,
   });
@@ -78,6 +81,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'run') {
     const output = parseOutput(values.output, values['audio-device']);
     if ('error' in output) throw new UsageError(output.error);
+    if (values.reboot !== undefined && values.reboot !== 'process' && values.reboot !== 'exit') throw new UsageError('--reboot: process or exit');
     // Not paired yet, and told where to pair: pair, then run in this same process.
     if ((values.server !== undefined || values.kind !== undefined) && !fs.existsSync(path.join(stateDir, 'device.json'))) {
       const paired = await pairHere();
@@ -87,6 +91,10 @@ async function main(argv: string[]): Promise<number> {
     return runDevice({
       stateDir, output, input: inputOf(values.input), fw, print: (line) => void process.stdout.write(`${line}\n`),
       ...(values.ca !== undefined && { ca: values.ca }),
+      ...(values['firmware-key'] !== undefined && { firmwareKey: values['firmware-key'] }),
+      ...(values['install-command'] !== undefined && { installCommand: values['install-command'] }),
+      ...(values['fail-update'] === true && { failUpdate: true }),
+      ...(values.reboot === 'exit' && { reboot: 'exit' as const }),
       ...(Number.isInteger(reconnectMax) && reconnectMax >= 1000 && { reconnectMaxMs: reconnectMax }),
     });
   }

@@ -15,6 +15,7 @@ import { openPlayer } from './audio/player.ts';
 import { openSource, type AudioSource } from './audio/source.ts';
 import { readState } from './state/store.ts';
 import { OfflineAzaan } from './offline.ts';
+import { boardUpdatePort, installedFw, pinnedKey, takeBootReason } from './state/firmware.ts';
 
 export interface RunOptions {
   stateDir: string;
@@ -26,6 +27,14 @@ export interface RunOptions {
   /** Test hooks: shorter stream retries (docs/firmware.md, "3.1 Status" keeps its 3-retry rule). */
   audioTiming?: { retryMs: number; retryMaxMs: number; stallMs: number };
   reconnectMaxMs?: number;
+  /** docs/firmware.md, "4.4": the public key updates must be signed by (a file, or base64 / PEM), pinned in DIR. */
+  firmwareKey?: string;
+  /** Run with the verified image's path to install it; exit 0 = installed. */
+  installCommand?: string;
+  /** Every update's image rolls back after the reboot (tests and rehearsals of a failed rollout). */
+  failUpdate?: boolean;
+  /** How an update reboots: 'process' restarts the firmware in this process; 'exit' ends it (exit 0) for systemd. */
+  reboot?: 'process' | 'exit';
   print: (line: string) => void;
 }
 
@@ -63,33 +72,48 @@ export async function runDevice(o: RunOptions): Promise<number> {
     o.print(`minaret-device: ${ffmpeg} is missing: install it (apt install ffmpeg)`);
     return 1;
   }
+  const key = pinnedKey(o.stateDir, o.firmwareKey);
+  if (!key.ok) {
+    o.print(`minaret-device: ${key.error}`);
+    return 1;
+  }
   const { state } = loaded;
   const creds = state.credentials;
   const kind = state.device.kind === 'transmitter' ? 'transmitter' : 'stream_player';
   // docs/firmware.md, "1. Credentials and connecting": use mqtts_url whenever it is there.
   const mqttUrl = creds.mqtts_url ?? creds.mqtt_url;
   const card = new SoundCard(o.output, ffmpeg);
+  // The version an update installed, else this package's own.
+  const fwVersion = installedFw(o.stateDir) ?? o.fw;
   let firmware: Firmware | null = null;
   const redact = redactor(() => [creds.password, firmware?.config?.lease?.token ?? ''].filter(Boolean));
   const say = (line: string): void => o.print(redact(`${new Date().toISOString()} ${line}`));
+  // The process ends on SIGTERM or SIGINT, or, with --reboot exit, when an update reboots the board.
+  let rebooted: () => void = () => {};
+  const ended = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+    rebooted = () => resolve('reboot');
+  });
   firmware = new Firmware({
-    kind, id: creds.username, password: creds.password, mqttUrl, fw: o.fw, hardware: new LinuxBoard(kind),
-    audio: audioPort(kind, card, o), logger: say, startTimeoutMs: 0, retryRefused: true,
+    kind, id: creds.username, password: creds.password, mqttUrl, fw: fwVersion, hardware: new LinuxBoard(kind),
+    update: boardUpdatePort(o.stateDir, key.key, {
+      say: (line) => say(line), ...(o.reboot === 'exit' && { exit: () => rebooted() }), ...(o.installCommand !== undefined && { installCommand: o.installCommand }), ...(o.failUpdate && { failUpdate: true }),
+    }),
+    bootReason: takeBootReason(o.stateDir), audio: audioPort(kind, card, o), logger: say, startTimeoutMs: 0, retryRefused: true,
     reconnect: { minMs: 1000, maxMs: o.reconnectMaxMs ?? 60_000 },
     ...(o.ca !== undefined && { ca: fs.readFileSync(o.ca) }),
     ...(o.audioTiming && { audioTiming: o.audioTiming }),
   });
   const fw = firmware;
-  say(`minaret-device ${o.fw}: ${kind} ${fw.id} connecting to ${redactUrl(mqttUrl)}`);
+  say(`minaret-device ${fwVersion}: ${kind} ${fw.id} connecting to ${redactUrl(mqttUrl)}`);
   // A player's azaan without the network (docs/firmware.md, "4.1 Config": offline): armed from DIR before any connect.
   const offline = kind === 'stream_player' ? new OfflineAzaan(fw, card, o.stateDir, say) : null;
   offline?.start();
+  if (!key.key) say('no firmware key pinned (--firmware-key): updates are refused');
   fw.start().catch((err: Error) => say(`connect: ${err.message}`));
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-  });
-  say(`${signal}: going offline`);
+  const signal = await ended;
+  say(signal === 'reboot' ? 'update installed: exiting for the service manager to start this board again' : `${signal}: going offline`);
   offline?.stop();
   await fw.stop({ graceful: true });
   card.close();

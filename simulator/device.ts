@@ -17,6 +17,7 @@ import { openSource, type AudioSource } from '../device/audio/source.ts';
 import type { AudioTiming } from '../device/audio/link.ts';
 import type { DeviceKind, FirmwareCounters, Hardware } from '../device/contract/types.ts';
 import { openListener } from './audio-listener.ts';
+import { parsePinnedKey, type UpdatePort } from '../device/contract/update.ts';
 
 export type {
   AckPayload, BroadcastMessage, CommandMessage, Detail, DeviceConfig, DeviceKind, DeviceLease, DeviceStatus, HeartbeatPayload, LogLevel, StatusPayload, Transition,
@@ -50,6 +51,12 @@ export interface SimDeviceOptions {
   audioTiming?: Partial<AudioTiming>;
   /** The ffmpeg binary for a source (default: `ffmpeg` on PATH). */
   ffmpegPath?: string;
+  /** The pinned firmware key (base64 or PEM): updates are downloaded and checked (docs/firmware.md, "4.4"). */
+  firmwareKey?: string;
+  /** Every update rolls back after its reboot: the device comes back on its old fw, reason rolled_back. */
+  failUpdate?: boolean;
+  /** Least time between two UPDATING progress statuses (default a few seconds). */
+  progressEveryMs?: number;
 }
 
 /** Stable per-device hardware derived from the id, with a radio and a heap that drift a little each heartbeat. */
@@ -91,6 +98,17 @@ class SimHardware implements Hardware {
   }
 }
 
+/** Updates in memory: the image is checked like a board's, and "installing" it only changes the fw reported. */
+function simUpdates(opts: SimDeviceOptions): UpdatePort {
+  const key = parsePinnedKey(opts.firmwareKey ?? '');
+  if (typeof key === 'string') throw new Error(`firmwareKey: ${key}`);
+  return {
+    key,
+    install: async (image, currentFw) => (opts.failUpdate ? { ok: true, fw: currentFw, rolledBack: true } : { ok: true, fw: image.offer.target_fw, rolledBack: false }),
+    ...(opts.progressEveryMs !== undefined && { progressEveryMs: opts.progressEveryMs }),
+  };
+}
+
 function simAudio(opts: SimDeviceOptions, fw: string): AudioPort {
   const port: AudioPort = {};
   const source = opts.source;
@@ -117,6 +135,7 @@ export class SimDevice extends Firmware {
       ...(opts.logger && { logger: opts.logger }),
       ...(opts.startTimeoutMs !== undefined && { startTimeoutMs: opts.startTimeoutMs }),
       ...(opts.audioTiming && { audioTiming: opts.audioTiming }),
+      ...(opts.firmwareKey !== undefined && { update: simUpdates(opts) }),
     });
     this.mac = hardware.mac;
     this.ssid = hardware.ssid;

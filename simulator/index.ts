@@ -42,6 +42,11 @@
  *   --listen              players open their stream address on a broadcast start and are PLAYING only
  *                         while audio bytes arrive; STREAM_ERROR after 3 failed retries. Without it a
  *                         player declares PLAYING on the start event alone (no HTTP, for load tests)
+ *   --firmware-key <k>    the Ed25519 public key every device pins for firmware updates (a file, or
+ *                         base64 / PEM): the update command is then downloaded with each device's own
+ *                         credentials, checked and "installed" (docs/firmware.md, "4.4"); without it
+ *                         every update is refused with no_firmware_key
+ *   --fail-update         every device's update rolls back after its reboot (old fw, reason rolled_back)
  *
  * Output: one line per status transition and per command, `[d3k2abcd...] UNBOUND -> ONLINE (entitled)`,
  * `[d3k2abcd...] cmd ping <command id> -> ok`, plus connection changes; a summary table at the end.
@@ -54,6 +59,7 @@ import { parseArgs } from 'node:util';
 import { SimDevice, SimConnectError, type DeviceKind, type DeviceStatus } from './device.ts';
 import { followSchedule } from './follow-schedule.ts';
 import type { AudioSource } from '../device/audio/source.ts';
+import { parsePinnedKey } from '../device/contract/update.ts';
 
 interface Credential {
   id: string;
@@ -82,10 +88,20 @@ interface Options {
   source: AudioSource | undefined;
   onAir: boolean;
   listen: boolean;
+  firmwareKey: string | undefined;
+  failUpdate: boolean;
 }
 
 class UsageError extends Error {}
 class FatalError extends Error {}
+
+/** --firmware-key: a file holding the key, or the key itself; its shape is checked once, here. */
+function firmwareKeyText(raw: string): string {
+  const text = fs.existsSync(raw) ? fs.readFileSync(raw, 'utf8') : raw;
+  const key = parsePinnedKey(text);
+  if (typeof key === 'string') throw new UsageError(`--firmware-key: ${key}`);
+  return text;
+}
 
 function parseOptions(argv: string[]): Options {
   try {
@@ -122,6 +138,8 @@ function parseOptionsStrict(argv: string[]): Options {
       source: { type: 'string' },
       'on-air': { type: 'boolean' },
       listen: { type: 'boolean' },
+      'firmware-key': { type: 'string' },
+      'fail-update': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -163,6 +181,8 @@ function parseOptionsStrict(argv: string[]): Options {
     source: audioSource(values.source),
     onAir: values['on-air'] ?? false,
     listen: values.listen ?? false,
+    firmwareKey: values['firmware-key'] === undefined ? undefined : firmwareKeyText(values['firmware-key']),
+    failUpdate: values['fail-update'] ?? false,
   };
   if (opts.onAir && !opts.source) throw new UsageError('--on-air needs --source tone|<file>');
   const prayers = ['fajr', 'dhuhr', 'jumuah', 'asr', 'maghrib', 'isha'];
@@ -353,6 +373,8 @@ async function main(): Promise<number> {
         startTimeoutMs: 15_000,
         ...(c.kind === 'transmitter' && opts.source && { source: opts.source }),
         ...(c.kind === 'stream_player' && opts.listen && { listen: true }),
+        ...(opts.firmwareKey !== undefined && { firmwareKey: opts.firmwareKey }),
+        ...(opts.failUpdate && { failUpdate: true }),
       }),
   );
 

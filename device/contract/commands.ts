@@ -29,6 +29,7 @@ export interface CommandHost {
   guard(what: string, fn: () => void): void;
   broadcastStart(args: Record<string, unknown>): CommandOutcome;
   broadcastStop(args: Record<string, unknown>): CommandOutcome;
+  startUpdate(args: Record<string, unknown>): CommandOutcome;
 }
 
 const MAX_LOG_TTL_S = 3600;
@@ -58,6 +59,8 @@ export function commandOutcome(host: CommandHost & { audioPort: AudioPort }, nam
       return player ? { ok: false, error: 'unsupported_command' } : host.broadcastStart(args);
     case 'broadcast_stop':
       return player ? { ok: false, error: 'unsupported_command' } : host.broadcastStop(args);
+    case 'update':
+      return host.startUpdate(args);
     default:
       return { ok: false, error: 'unsupported_command' };
   }

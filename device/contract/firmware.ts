@@ -19,7 +19,8 @@ import { commandOutcome, type CommandHost } from './commands.ts';
 import { DEFAULT_HEARTBEAT_S, MIN_HEARTBEAT_S, isEntitled, isObject, leaseExpiresMs, mosqueOf, msToNextQuietEdge, muteOf, unboundReason, validateConfig } from './config.ts';
 import { MqttLink, type LinkOptions } from './link.ts';
 import { offlineProblem } from './slots.ts';
-import type { AckPayload, BroadcastMessage, CommandMessage, Detail, DeviceConfig, DeviceKind, DeviceLease, DeviceStatus, FirmwareCounters, Hardware, HeartbeatPayload, LogLevel, StatusPayload, Transition } from './types.ts';
+import { offerOf, runUpdate, type UpdateError, type UpdateOffer, type UpdatePort } from './update.ts';
+import type { AckPayload, BroadcastMessage, CommandMessage, CommandOutcome, Detail, DeviceConfig, DeviceKind, DeviceLease, DeviceStatus, FirmwareCounters, Hardware, HeartbeatPayload, LogLevel, StatusPayload, Transition } from './types.ts';
 
 /** The sound card and the streams, as this device has them. A part left out is played without audio. */
 export interface AudioPort {
@@ -46,6 +47,10 @@ export interface FirmwareOptions extends LinkOptions {
   audio?: AudioPort;
   /** Retry and stall timing of streams (tests shorten it); defaults in device/audio/link.ts. */
   audioTiming?: Partial<AudioTiming>;
+  /** Firmware updates (docs/firmware.md, "4.4"): the pinned key and what installing means here. Absent: refused. */
+  update?: UpdatePort;
+  /** The reason of the first status after this start (a board that rolled an image back says rolled_back). */
+  bootReason?: string;
 }
 
 const TRANSITION_HISTORY = 50;
@@ -59,7 +64,7 @@ const errText = (err: unknown): string => (err instanceof Error ? err.message : 
 export class Firmware extends EventEmitter implements CommandHost {
   readonly kind: DeviceKind;
   readonly id: string;
-  readonly fw: string;
+  private _fw: string;
   readonly hardware: Hardware;
   protected readonly password: string;
   readonly audioPort: AudioPort;
@@ -67,6 +72,10 @@ export class Firmware extends EventEmitter implements CommandHost {
   private readonly logger: (line: string) => void;
   private readonly audioTiming: AudioTiming;
   private readonly link: MqttLink;
+  private readonly updatePort: UpdatePort;
+  /** The update under way: downloading (abortable by a broadcast) until `installing`. */
+  private updateRun: { offer: UpdateOffer; abort(): void; installing: boolean } | null = null;
+  private bootReason: string;
 
   /** The stream open for the broadcast being played (real audio only), and what PLAYING will say about it. */
   private audioLink: AudioLink | null = null;
@@ -119,7 +128,9 @@ export class Firmware extends EventEmitter implements CommandHost {
     this.kind = opts.kind;
     this.id = opts.id;
     this.password = opts.password;
-    this.fw = opts.fw;
+    this._fw = opts.fw;
+    this.updatePort = opts.update ?? { key: null, install: async () => ({ ok: false, error: 'install_failed', why: 'no installer' }) };
+    this.bootReason = opts.bootReason ?? 'connected';
     this.hardware = opts.hardware;
     this.audioPort = opts.audio ?? {};
     this.heartbeatOverride = opts.heartbeatSecsOverride !== undefined && opts.heartbeatSecsOverride > 0 ? opts.heartbeatSecsOverride : undefined;
@@ -143,6 +154,10 @@ export class Firmware extends EventEmitter implements CommandHost {
   // -------------------------------------------------------------------------------------------------
   // Public surface
 
+  /** The version this device runs (docs/firmware.md, "3.1 Status": fw); an update changes it at the reboot. */
+  get fw(): string {
+    return this._fw;
+  }
   get status(): DeviceStatus {
     return this._status;
   }
@@ -202,18 +217,21 @@ export class Firmware extends EventEmitter implements CommandHost {
    * graceful: publish OFFLINE (reason 'shutdown', retained) and disconnect cleanly, so no will fires.
    * Not graceful: destroy the socket without DISCONNECT, so the broker publishes the will.
    */
-  async stop(opts: { graceful: boolean } = { graceful: true }): Promise<void> {
+  async stop(opts: { graceful: boolean; reason?: string } = { graceful: true }): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.clearTimers();
     this.stopAudio();
+    this.updateRun?.abort();
+    this.updateRun = null;
     if (!opts.graceful) {
       this.setLocal('OFFLINE', 'lwt', { reason: 'lwt' });
       return this.link.end(null);
     }
     const prev = this._status;
-    this.setLocal('OFFLINE', 'shutdown', { reason: 'shutdown' });
-    await this.link.end(JSON.stringify(this.statusPayload(prev, 'shutdown')));
+    const reason = opts.reason ?? 'shutdown';
+    this.setLocal('OFFLINE', reason, { reason });
+    await this.link.end(JSON.stringify(this.statusPayload(prev, reason)));
   }
 
   /** Power cut: the broker sees the socket die and publishes the will. */
@@ -261,9 +279,11 @@ export class Firmware extends EventEmitter implements CommandHost {
     const published = owed.length > 0 && this.owedIsCurrent ? this._counters.statusPublishes - 1 : this._counters.statusPublishes;
     this.checkLease();
     if (this._status === 'CONNECTING') {
-      if (this.kind === 'transmitter') this.transition('ONLINE', 'connected', {});
-      else if (this.entitled()) this.transition('ONLINE', 'connected', this.onlineDetail());
-      else this.transition('UNBOUND', 'connected', { reason: unboundReason(this._config, this.unbindFloor, Date.now()) });
+      const reason = this.bootReason;
+      this.bootReason = 'connected';
+      if (this.kind === 'transmitter') this.transition('ONLINE', reason, {});
+      else if (this.entitled()) this.transition('ONLINE', reason, this.onlineDetail());
+      else this.transition('UNBOUND', reason, { reason: unboundReason(this._config, this.unbindFloor, Date.now()) });
     } else if (this._counters.statusPublishes === published) {
       // A transition made while offline goes out with its own prev and reason; otherwise prev = status.
       if (this.unpublished) this.publishStatus(this._prev, this._reason);
@@ -463,7 +483,7 @@ export class Firmware extends EventEmitter implements CommandHost {
     if (mosque) this.subscribeBroadcast(mosque, false);
     else this.unsubscribeBroadcast();
     this.armLeaseTimer(cfg.lease!);
-    if (!BOUND_STATES.has(this._status) && this._status !== 'OFFLINE' && this._status !== 'CONNECTING') {
+    if (!BOUND_STATES.has(this._status) && this._status !== 'OFFLINE' && this._status !== 'CONNECTING' && this._status !== 'UPDATING') {
       this.transition('ONLINE', reasonOverride ?? 'entitled', this.onlineDetail());
     }
     this.applyMute();
@@ -476,7 +496,8 @@ export class Firmware extends EventEmitter implements CommandHost {
     this.unsubscribeBroadcast();
     for (const t of [this.leaseTimer, this.quietTimer]) if (t) clearTimeout(t);
     this.leaseTimer = this.quietTimer = null;
-    if (this._status === 'OFFLINE' || this._status === 'CONNECTING') return;
+    // An update under way reports where it ends (settleUpdate): that is when the device says it is unbound.
+    if (this._status === 'OFFLINE' || this._status === 'CONNECTING' || this._status === 'UPDATING') return;
     if (this._status === 'UNBOUND' && this._detail['reason'] === reason) return;
     this.transition('UNBOUND', reason, { reason });
   }
@@ -559,6 +580,7 @@ export class Firmware extends EventEmitter implements CommandHost {
     const broadcastId = typeof bmsg.broadcast_id === 'string' ? bmsg.broadcast_id : undefined;
     if (bmsg.action === 'start') {
       this.onAir = bmsg;
+      this.interruptUpdate();
       return this.playBroadcast(bmsg, false);
     }
     if (this.onAir && (broadcastId === undefined || this.onAir.broadcast_id === broadcastId)) this.onAir = null;
@@ -649,6 +671,7 @@ export class Firmware extends EventEmitter implements CommandHost {
    */
   playLocal(shownUrl: string, open: Opener, detail: Detail): void {
     if (this.kind !== 'stream_player') return;
+    this.interruptUpdate();
     this.startAudio(`local:${shownUrl}`, shownUrl, open, { source: 'local', ...detail }, true);
   }
 
@@ -769,6 +792,7 @@ export class Firmware extends EventEmitter implements CommandHost {
   broadcastStart(args: Record<string, unknown>): { ok: true; result: unknown } | { ok: false; error: string } {
     const broadcastId = args['broadcast_id'];
     if (typeof broadcastId !== 'string' || broadcastId === '') return { ok: false, error: 'invalid_args' };
+    this.interruptUpdate();
     const onAir = this._status === 'ONLINE' || this._status === 'PLAYING' || (this.audioLink !== null && this._status === 'STREAM_ERROR');
     if (!onAir) return { ok: false, error: 'not_ready' };
     const detail: Detail = { source: 'local', broadcast_id: broadcastId, position_s: 0 };
@@ -799,6 +823,81 @@ export class Firmware extends EventEmitter implements CommandHost {
       return { ok: true, result: { status: this._status, stopped: true } };
     }
     return { ok: true, result: { status: this._status, stopped: false } };
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Firmware updates (docs/firmware.md, "4.4 Firmware updates"; the download and its checks: ./update.ts)
+
+  /** The update command: answered at once; the download, the checks, the install and the reboot follow. */
+  startUpdate(args: Record<string, unknown>): CommandOutcome {
+    const offer = offerOf(args);
+    if (!offer) return { ok: false, error: 'invalid_args' };
+    if (offer.target_fw === this._fw) return { ok: false, error: 'already_installed' };
+    if (!this.updatePort.key) return { ok: false, error: 'no_firmware_key' };
+    // Never while a sound plays for a broadcast, nor over an update under way (the backend offers it again later).
+    if (this._status === 'PLAYING' || this.audioBroadcast !== null || this.updateRun || this.stopped) return { ok: false, error: 'busy' };
+    const run = runUpdate(offer, this.updatePort, { user: this.id, password: this.password, userAgent: this._fw }, (pct) =>
+      this.guard('update', () => this.reportProgress(offer, pct)),
+    );
+    this.updateRun = { offer, abort: () => run.abort(), installing: false };
+    // The ack goes out first (the caller publishes it when this returns), then UPDATING.
+    setImmediate(() => this.guard('update', () => this.reportProgress(offer, 0)));
+    void run.done.then((outcome) => this.guard('update', () => void this.afterDownload(offer, outcome)));
+    return { ok: true, result: { accepted: true, target_fw: offer.target_fw } };
+  }
+
+  private reportProgress(offer: UpdateOffer, pct: number): void {
+    if (this.updateRun?.offer !== offer || this.updateRun.installing || this.stopped) return;
+    this.transition('UPDATING', 'ota', { progress_pct: pct, target_fw: offer.target_fw });
+  }
+
+  private async afterDownload(offer: UpdateOffer, outcome: Awaited<ReturnType<typeof runUpdate>['done']>): Promise<void> {
+    if (this.updateRun?.offer !== offer || this.stopped) return;
+    if (!outcome.ok) return this.settleUpdate(offer, outcome.error, outcome.why);
+    this.updateRun.installing = true;
+    this.say(`update ${offer.target_fw}: verified (${offer.size} bytes, sha256 ${offer.sha256}); installing`);
+    const installed = await this.updatePort.install(outcome.image, this._fw).catch((err: Error) => ({ ok: false as const, error: 'install_failed', why: err.message }));
+    if (this.stopped) return;
+    if (!installed.ok) return this.settleUpdate(offer, 'install_failed', installed.why);
+    this.updateRun = null;
+    this.say(`update ${offer.target_fw}: installed; rebooting`);
+    await this.reboot(installed.fw, installed.rolledBack ? 'rolled_back' : 'connected');
+  }
+
+  /** Nothing was installed: back to what the device is now, with why (docs/firmware.md, "4.4": reason update_failed). */
+  private settleUpdate(offer: UpdateOffer, error: UpdateError | string, why: string): void {
+    this.updateRun = null;
+    this.noteError(`update ${offer.target_fw} failed: ${error} (${why})`);
+    const extra: Detail = { error, target_fw: offer.target_fw };
+    if (this._status !== 'UPDATING') return;
+    if (this.kind === 'transmitter') return this.transition('ONLINE', 'update_failed', extra);
+    if (!this.entitled()) return this.transition('UNBOUND', 'update_failed', { reason: unboundReason(this._config, this.unbindFloor, Date.now()), ...extra });
+    this.transition('ONLINE', 'update_failed', { ...this.onlineDetail(), ...extra });
+    this.evaluateEntitlement();
+  }
+
+  /** A broadcast comes before an update still downloading: the download stops and the azaan plays. */
+  private interruptUpdate(): void {
+    const run = this.updateRun;
+    if (!run || run.installing) return;
+    run.abort();
+    this.settleUpdate(run.offer, 'interrupted', 'a broadcast started');
+  }
+
+  /**
+   * A reboot in the process: a clean goodbye (OFFLINE reason reboot, so no will fires), then a new connection
+   * through CONNECTING, running `fw`; the first status after it carries `bootReason` (rolled_back when the image
+   * did not hold). The retained config comes again on subscribing, as after a real power cycle.
+   */
+  async reboot(fw: string, bootReason: string): Promise<void> {
+    await this.stop({ graceful: true, reason: 'reboot' });
+    if (this.updatePort.reboot) return this.updatePort.reboot(fw, bootReason);
+    this._fw = fw;
+    this.bootReason = bootReason;
+    this.boundMosque = null;
+    this.unsubscribeBroadcast();
+    this.safeEmit('reboot', fw, bootReason);
+    await this.start().catch((err: Error) => this.noteError(`reconnect after reboot: ${err.message}`));
   }
 
   // -------------------------------------------------------------------------------------------------

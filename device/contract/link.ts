@@ -197,6 +197,7 @@ export class MqttLink {
     this.abortStart?.();
     const client = this.client;
     if (!client) return;
+    this.client = null; // a later start() (a reboot in the process) makes a new client
     if (finalStatus === null || !this.online) {
       await new Promise<void>((resolve) => client.end(true, {}, () => resolve()));
       this.online = false;
