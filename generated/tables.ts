@@ -214,6 +214,7 @@ export interface FirmwareRolloutsTable {
   error_threshold_pct: number;
   max_concurrent: number;
   timeout_s: number;
+  resumed_at: number | null;
   created_by: string | null;
   created_at: number;
   updated_at: number;

@@ -17,6 +17,7 @@ CREATE TABLE firmware_rollouts (
   error_threshold_pct   INTEGER NOT NULL,
   max_concurrent        INTEGER NOT NULL,
   timeout_s             INTEGER NOT NULL,
+  resumed_at            INTEGER,                                    -- the last resume: failures before it are accepted
   created_by            TEXT REFERENCES users(id) ON DELETE SET NULL,
   created_at            INTEGER NOT NULL,                           -- Unix seconds
   updated_at            INTEGER NOT NULL
