@@ -354,7 +354,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       windows: { findMosque: (id) => people.mosques.findById(id), slotsOn: scheduler.slotsOn, liveBroadcast: broadcasts.findLive },
       downloadUrl: (imageId) => `${config.publicUrl ?? ownOrigin()}/api/v1/firmware/images/${imageId}/download`,
     });
-    duties.add('firmware rollouts', ROLLOUT_TICK_MS, firmware.tick);
+    if (firmware.images) duties.add('firmware rollouts', ROLLOUT_TICK_MS, firmware.tick); // off without FIRMWARE_PUBLIC_KEY
     const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
