@@ -49,7 +49,11 @@ export function createRolloutStore(store: Store, clock: Clock) {
   return {
     find,
     list: (): Promise<RolloutRow[]> => store.selectFrom('firmware_rollouts').selectAll().orderBy('created_at', 'desc').orderBy('id').execute(),
-    listRunning: (): Promise<RolloutRow[]> => store.selectFrom('firmware_rollouts').selectAll().where('status', '=', 'running').orderBy('created_at').execute(),
+    /** The rollouts a tick looks at: the unfinished, and a cancelled one while a device it offered is still on its way. */
+    listWatched: (): Promise<RolloutRow[]> => store.selectFrom('firmware_rollouts').selectAll().where((eb) => eb.or([
+      eb('status', 'in', UNFINISHED),
+      eb.and([eb('status', '=', 'cancelled'), eb.exists(eb.selectFrom('firmware_offers').select('device_id').whereRef('firmware_offers.rollout_id', '=', 'firmware_rollouts.id').where('firmware_offers.state', 'in', OPEN_OFFER))]),
+    ])).orderBy('created_at').execute(),
     offersOf: (rolloutId: string): Promise<OfferRow[]> =>
       store.selectFrom('firmware_offers').selectAll().where('rollout_id', '=', rolloutId).orderBy('group_index').orderBy('device_id').execute(),
     /** The devices some rollout already names for this image: docs/api.md, a device is offered an image at most once. */

@@ -71,6 +71,8 @@ export function createRunner(deps: { rollouts: RolloutStore; images: FirmwareIma
       const move = outcomeOf(o, rows.get(o.device_id) ?? null, rollout.target_fw, now, rollout.timeout_s);
       if (move && (await rollouts.moveOffer(o, o.state as 'waiting', move))) offers[i] = { ...o, ...move };
     }
+    // Paused or cancelled: a device offered already finishes on its own, and is recorded; nothing new is offered.
+    if (rollout.status !== 'running') return;
     const groups = countGroups(rollout, offers);
     const met = (g: GroupCounts) => g.succeeded * 100 >= rollout.success_threshold_pct * (g.size - g.accepted);
     const finished = (g: GroupCounts) => g.waiting + g.waiting_for_window + g.offered + g.updating === 0;
@@ -98,12 +100,12 @@ export function createRunner(deps: { rollouts: RolloutStore; images: FirmwareIma
   }
 
   let running: Promise<void> | null = null;
-  /** Every running rollout, once; a tick asked for while one runs joins it. */
+  /** Every watched rollout, once; a tick asked for while one runs joins it. */
   function tick(): Promise<void> {
     running ??= (async () => {
       try {
         const isOpen = windowsAt(deps.windows, deps.clock());
-        for (const r of await rollouts.listRunning()) await step(r, isOpen);
+        for (const r of await rollouts.listWatched()) await step(r, isOpen);
       } finally {
         running = null;
       }
