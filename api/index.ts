@@ -54,6 +54,8 @@ import type { AdmitRecording, Recordings } from '../src/audio/recordings.ts';
 import { RECORDING_DOWNLOAD_PATH, RECORDING_UPLOAD_PATH, recordingRoutes } from './audio/recordings.ts';
 import { FIRMWARE_DOWNLOAD_PATH, FIRMWARE_UPLOAD_PATH, firmwareImageRoutes } from './firmware/images.ts';
 import type { FirmwareImages } from '../src/firmware/images.ts';
+import type { Firmware } from '../src/firmware/firmware.ts';
+import { firmwareRolloutRoutes } from './firmware/rollouts.ts';
 import type { DeviceInfo } from '../src/devices/devices.ts';
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -160,6 +162,8 @@ export interface ApiDeps {
   firmwareMaxBytes: number;
   firmwareDevices: { load(id: string): Promise<unknown>; info(id: string): DeviceInfo | null; verifySecret(id: string, password: string): boolean };
   firmwareOffers: { holds(deviceId: string, imageId: string): Promise<boolean>; inUse(imageId: string): Promise<boolean> };
+  /** Staged rollouts and a device's firmware history (src/firmware/firmware.ts). */
+  firmwareRollouts: Firmware['rollouts'];
 }
 
 /** The routes that have handlers (method + Hono path), without middleware: for the OpenAPI and matrix tests. */
@@ -227,6 +231,7 @@ export function createApi(deps: ApiDeps) {
   v1.route('/', deviceRoutes(deps));
   v1.route('/', recordingRoutes(deps));
   v1.route('/', firmwareImageRoutes(deps));
+  v1.route('/', firmwareRolloutRoutes({ ...deps, firmwareOn: deps.firmwareImages !== null }));
   app.route('/api/v1', v1);
   isRoute = pathMatcher(handlerRoutes(app));
   // After the API, so a console path never shadows a route; the console never sees /api/*.

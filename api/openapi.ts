@@ -13,6 +13,7 @@ import { ActivityQuery, AdminCreate, AdminUpdate, Enrol, MembershipQuery, Mosque
 import { UserCreate, UserQuery, UserUpdate } from './people/users.ts';
 import { HookForm } from './audio/hooks.ts';
 import { UPLOAD_TYPES } from '../src/audio/recordings.ts';
+import { RolloutCreate } from './firmware/rollouts.ts';
 import { PairingApprove, PairingDeny, PairingStart, PairingToken } from './devices/pairing.ts';
 import { CommandRequest, DeviceListQuery, DeviceUpdate, EventsQuery, LogsQuery, PlayerCreate, TransmitterCreate } from './devices/devices.ts';
 
@@ -69,6 +70,8 @@ const SCHEMAS = {
   Recording: r.Recording,
   Audio: r.Audio,
   FirmwareImage: r.FirmwareImage,
+  FirmwareRollout: r.FirmwareRollout,
+  FirmwareHistoryEntry: r.FirmwareHistoryEntry,
   Binary: r.Binary,
 } satisfies Record<string, v.GenericSchema>;
 export type ResponseName = keyof typeof SCHEMAS;
@@ -191,6 +194,13 @@ export const ROUTE_DOCS: RouteDoc[] = [
   { operationId: 'putFirmwareImage', method: 'PUT', path: '/api/v1/firmware/images/:kind/:hw_rev/:version', summary: 'Upload a firmware image: the raw bytes as the body, X-Firmware-Signature the base64 Ed25519 signature of its SHA-256 digest (checked against FIRMWARE_PUBLIC_KEY), at most FIRMWARE_MAX_BYTES; 201, or 200 for the same bytes again', gate: 'superadmin', success: 201, binaryBody: true, response: 'FirmwareImage', errors: [409] },
   { operationId: 'listFirmwareImages', method: 'GET', path: '/api/v1/firmware/images', summary: 'Firmware images, newest first, without their bytes', gate: 'superadmin', success: 200, response: 'FirmwareImage', list: true, errors: [409] },
   { operationId: 'deleteFirmwareImage', method: 'DELETE', path: '/api/v1/firmware/images/:id', summary: 'Remove a firmware image no unfinished rollout offers', gate: 'superadmin', success: 204, errors: [409] },
+  { operationId: 'createFirmwareRollout', method: 'POST', path: '/api/v1/firmware/rollouts', summary: "Start a staged rollout of an image to the devices of its kind and hw_rev (in mosque_ids, in fw_range), group by group, inside each mosque's prayer-aware window", gate: 'superadmin', success: 201, body: RolloutCreate, response: 'FirmwareRollout', errors: [409] },
+  { operationId: 'listFirmwareRollouts', method: 'GET', path: '/api/v1/firmware/rollouts', summary: 'Rollouts, newest first, with each group\'s counts', gate: 'superadmin', success: 200, response: 'FirmwareRollout', list: true, errors: [409] },
+  { operationId: 'getFirmwareRollout', method: 'GET', path: '/api/v1/firmware/rollouts/:id', summary: "A rollout and each group's waiting, waiting_for_window, offered, updating, succeeded and failed devices", gate: 'superadmin', success: 200, response: 'FirmwareRollout', errors: [409] },
+  { operationId: 'pauseFirmwareRollout', method: 'POST', path: '/api/v1/firmware/rollouts/:id/pause', summary: 'Pause a running rollout: nothing new is offered; a device offered already finishes', gate: 'superadmin', success: 200, response: 'FirmwareRollout', errors: [409] },
+  { operationId: 'resumeFirmwareRollout', method: 'POST', path: '/api/v1/firmware/rollouts/:id/resume', summary: 'Resume a paused rollout (also one paused by errors: the failures so far are accepted)', gate: 'superadmin', success: 200, response: 'FirmwareRollout', errors: [409] },
+  { operationId: 'cancelFirmwareRollout', method: 'POST', path: '/api/v1/firmware/rollouts/:id/cancel', summary: 'Cancel an unfinished rollout: nothing new is offered; a device offered already finishes', gate: 'superadmin', success: 200, response: 'FirmwareRollout', errors: [409] },
+  { operationId: 'getDeviceFirmware', method: 'GET', path: '/api/v1/devices/:id/firmware', summary: "The device's firmware history: every rollout that named it, newest first, with each outcome", gate: 'self or admin', success: 200, response: 'FirmwareHistoryEntry', list: true },
   { operationId: 'downloadFirmwareImage', method: 'GET', path: '/api/v1/firmware/images/:id/download', summary: "A firmware image's bytes for a device offered it, by its MQTT credentials as HTTP basic, checked on every request; one Range (RFC 9110 §14) answers 206 with that slice", gate: 'public', deviceBasic: true, success: 200, binaryResponse: true, response: 'Binary', errors: [401, 404, 416] },
   { operationId: 'downloadRecording', method: 'GET', path: '/api/v1/audio/recordings/:mosque_id', summary: "The recorded azaan's bytes for a player entitled to the mosque, its lease checked on every request (?lease=); one Range (RFC 9110 §14) answers 206 with that slice", gate: 'public', success: 200, audioResponse: SERVED_AUDIO, response: 'Audio', errors: [403, 404, 416] },
   { operationId: 'issueEventTicket', method: 'POST', path: `${M}/events/ticket`, summary: 'A 30-second, single-use ticket that opens the event stream once', gate: 'admin', success: 201, response: 'EventTicket', errors: [429] },

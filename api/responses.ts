@@ -430,6 +430,37 @@ export const FirmwareImage = v.object({
   created_at: isoTime,
 });
 
+const RolloutGroup = v.object({ size: count, waiting: count, waiting_for_window: count, offered: count, updating: count, succeeded: count, failed: count });
+/** A staged rollout with each group's counts (docs/api.md, "Firmware updates"). */
+export const FirmwareRollout = v.object({
+  id: v.string(),
+  image: v.object({ id: v.string(), kind: v.string(), hw_rev: v.string(), version: v.string() }),
+  status: v.picklist(['running', 'paused', 'paused_by_errors', 'cancelled', 'done']),
+  mosque_ids: v.nullable(v.array(v.string())),
+  fw_range: v.nullable(v.string()),
+  success_threshold_pct: count,
+  error_threshold_pct: count,
+  max_concurrent: count,
+  timeout_s: count,
+  groups: v.array(RolloutGroup),
+  created_at: isoTime,
+  updated_at: isoTime,
+});
+
+/** One rollout that named a device, and what came of it (GET /devices/{id}/firmware). */
+export const FirmwareHistoryEntry = v.object({
+  rollout_id: v.string(),
+  image_id: v.string(),
+  target_fw: v.string(),
+  rollout_status: v.string(),
+  from_fw: v.nullable(v.string()),
+  state: v.picklist(['waiting', 'offered', 'updating', 'succeeded', 'failed']),
+  error: v.nullable(v.string()),
+  offered_at: v.nullable(isoTime),
+  finished_at: v.nullable(isoTime),
+  created_at: isoTime,
+});
+
 /** A firmware image's bytes. */
 export const Binary = v.string();
 

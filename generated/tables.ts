@@ -160,6 +160,7 @@ export interface DevicesTable {
   timeline_head: number | null;
   timeline_seq: Generated<number>;
   timeline_floor: Generated<number>;
+  hw_rev: string | null;
 }
 
 export interface DutyRunsTable {
@@ -182,6 +183,41 @@ export interface FirmwareImagesTable {
   uploaded_by: string | null;
   created_at: number;
   data: Buffer;
+}
+
+export interface FirmwareOffersTable {
+  rollout_id: string;
+  device_id: string;
+  image_id: string;
+  group_index: number;
+  state: string;
+  waiting_for_window: Generated<number>;
+  from_fw: string | null;
+  progress_pct: number | null;
+  error: string | null;
+  offered_at: number | null;
+  finished_at: number | null;
+  updated_at: number;
+}
+
+export interface FirmwareRolloutsTable {
+  id: string;
+  image_id: string;
+  kind: string;
+  hw_rev: string;
+  target_fw: string;
+  status: string;
+  mosque_ids: string | null;
+  fw_range: string | null;
+  groups: string;
+  success_threshold_pct: number;
+  error_threshold_pct: number;
+  max_concurrent: number;
+  timeout_s: number;
+  resumed_at: number | null;
+  created_by: string | null;
+  created_at: number;
+  updated_at: number;
 }
 
 export interface InvitesTable {
@@ -413,6 +449,8 @@ export interface Tables {
   devices: DevicesTable;
   duty_runs: DutyRunsTable;
   firmware_images: FirmwareImagesTable;
+  firmware_offers: FirmwareOffersTable;
+  firmware_rollouts: FirmwareRolloutsTable;
   invites: InvitesTable;
   login_codes: LoginCodesTable;
   membership_removals: MembershipRemovalsTable;

@@ -37,6 +37,7 @@ import { createDuties, type Duties } from './platform/store/duties.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createPairings } from './devices/pairing/pairing.ts';
 import { buildFirmware } from './firmware/firmware.ts';
+import { ROLLOUT_TICK_MS } from './firmware/runner.ts';
 import { createInvites } from './mosques/invites.ts';
 import { createAddressGrants } from './mosques/address-grants.ts';
 import { createAddressProof } from './people/addresses/address-proof.ts';
@@ -350,7 +351,14 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       nowSeconds: toUnixSeconds(clock()), verifyLease: plane.ports.audio.verifyLease, device: plane.ports.audio.devices.info, lease: plane.ports.audio.lease,
       membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
     }));
-    const firmware = buildFirmware({ store, clock, config });
+    // docs/api.md, "Firmware updates": the runner reads the devices through the plane's port, the windows through
+    // the schedule and the broadcasts; one tick per period across nodes (a duty), plus one at a create or a resume.
+    const firmware = buildFirmware({
+      store, clock, logger, config, devices: plane.ports.firmware,
+      windows: { findMosque: (id) => people.mosques.findById(id), slotsOn: scheduler.slotsOn, liveBroadcast: broadcasts.findLive },
+      downloadUrl: (imageId) => `${config.publicUrl ?? ownOrigin()}/api/v1/firmware/images/${imageId}/download`,
+    });
+    if (firmware.images) duties.add('firmware rollouts', ROLLOUT_TICK_MS, firmware.tick); // off without FIRMWARE_PUBLIC_KEY
     const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
     const api = createApi({
       ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
@@ -365,7 +373,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       trustProxy: config.trustProxy, logRequests: config.logRequests,
       scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
       recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
-      firmwareImages: firmware.images, firmwareMaxBytes: config.firmware.maxBytes, firmwareOffers: firmware.offers,
+      firmwareImages: firmware.images, firmwareMaxBytes: config.firmware.maxBytes, firmwareOffers: firmware.offers, firmwareRollouts: firmware.rollouts,
       firmwareDevices: { load: plane.ports.broker.loadDevice, info: plane.ports.broker.device, verifySecret: plane.ports.broker.verifySecret },
     });
     httpServer.on('request', getRequestListener(api.fetch));

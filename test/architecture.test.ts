@@ -263,7 +263,7 @@ const TABLE_OWNERS: Record<string, string> = {
   audio_on_air: 'src/audio', audio_listener_sessions: 'src/audio', audio_refusals: 'src/audio', recordings: 'src/audio',
   broadcasts: 'src/broadcasts', push_subscriptions: 'src/broadcasts', push_outbox: 'src/broadcasts',
   schedule_timetables: 'src/schedule', schedule_slots: 'src/schedule', schedule_alerts: 'src/schedule',
-  firmware_images: 'src/firmware',
+  firmware_images: 'src/firmware', firmware_rollouts: 'src/firmware', firmware_offers: 'src/firmware',
 };
 // In SQL text, or in the store's query builder (src/platform/store): selectFrom('t'), insertInto('t'), a join...
 const SQL_NAMING = (table: string) => new RegExp(

@@ -39,7 +39,7 @@ export interface CommandOutcome {
  * What the backend records once a device acknowledged a command with ok: true (the log escalation's expiry, the
  * cleared binding). A failure ends the command with it (the device was deleted while the ack was on its way).
  */
-export type CommandEffects = (deviceId: string, name: string, args: Record<string, unknown>, actorUserId: string | null) => Promise<Result<void>>;
+export type CommandEffects = (deviceId: string, name: string, args: Record<string, unknown>, actorUserId: string | null, result: unknown) => Promise<Result<void>>;
 
 /** How a wait ends: the ack, no ack in time (null), or the device was deleted meanwhile. */
 type Settled = Ack | null | 'deleted';
@@ -68,7 +68,7 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
     const detail = { command_id: c.id, name: c.name, ok: ack.ok, ...(c.rttMs !== null && { rtt_ms: c.rttMs }) };
     const reason = ack.ok ? null : String(ack.error ?? 'failed');
     await deps.timeline.note({ deviceId: c.deviceId, mosqueId: c.mosqueId, kind: 'command_acked', actorUserId: c.actorUserId, reason, detail });
-    return ack.ok && deps.effects ? deps.effects(c.deviceId, c.name, c.args, c.actorUserId) : ok(undefined);
+    return ack.ok && deps.effects ? deps.effects(c.deviceId, c.name, c.args, c.actorUserId, ack.result) : ok(undefined);
   }
 
   function publish(deviceId: string, id: string, name: string, args: Record<string, unknown>, ttlSeconds: number) {
@@ -108,8 +108,11 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
       return ok({ command_id: id, name, ok: ack.ok, result: ack.ok ? ack.result ?? null : { error: ack.error ?? null }, rtt_ms: rtt });
     },
 
-    /** Fire and forget (broadcast_start to a transmitter): the ack, if any, is noted in the timeline. */
-    dispatch(deviceId: string, name: string, args: Record<string, unknown>, ttlSeconds = 60): void {
+    /**
+     * Fire and forget (broadcast_start to a transmitter): the ack, if any, is noted in the timeline, and handed
+     * to `onAck` when it reaches this process (a firmware offer's `busy`).
+     */
+    dispatch(deviceId: string, name: string, args: Record<string, unknown>, ttlSeconds = 60, onAck?: (ack: Ack) => void): void {
       const id = crypto.randomUUID();
       const mosqueId = deps.mosqueOf(deviceId);
       const failed = (what: string) => (err: Error) => deps.logger.warn({ device_id: deviceId, name, err: err.message }, what);
@@ -117,7 +120,9 @@ export function createCommands(deps: { link: () => DeviceLink; timeline: Timelin
         deviceId, name, sentAt: performance.now(),
         settle: (ack) => {
           pending.delete(id);
-          if (ack && ack !== 'deleted') acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: null, rttMs: null }, ack).catch(failed('command ack not noted'));
+          if (!ack || ack === 'deleted') return;
+          acknowledged({ deviceId, mosqueId, id, name, args, actorUserId: null, rttMs: null }, ack).catch(failed('command ack not noted'));
+          onAck?.(ack);
         },
       });
       setTimeout(() => pending.get(id)?.settle(null), ttlSeconds * 1000).unref();

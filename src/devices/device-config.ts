@@ -149,3 +149,6 @@ export interface LogReport {
   msg: string;
   ts: number;
 }
+
+/** A hardware revision as devices report it (pairing, get_state): short, and safe in a path. */
+export const HW_REV = /^[A-Za-z0-9._-]{1,64}$/;

@@ -362,6 +362,16 @@ export async function createDevicePlane(deps: {
         lastSeenMs: telemetry.lastSeenMs,
         holdsLease: entitlement.holdsLease,
       },
+      /**
+       * A firmware rollout's runner (src/firmware/runner.ts): the devices of a kind and hardware revision, their rows
+       * as last reported (read per tick, never per status), presence every process agrees on, and the offer.
+       */
+      firmware: {
+        listForHardware: devices.listForHardware,
+        listByIds: devices.listByIds,
+        connected: (row: DeviceRow) => telemetry.presence(row).connected,
+        dispatch: commands.dispatch,
+      },
       /** The facts of the one lease rule (src/audio/lease-admission.ts), which the audio gate and the recording download ask. */
       // From memory, which follows the change feed: the gate answers synchronously (a player registered through
       // another process is known here once the feed told of it, before it can hold a config with a lease).

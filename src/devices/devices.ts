@@ -21,6 +21,8 @@ export interface DeviceRow {
   status_at: number | null;
   last_seen_at: number | null;
   fw: string | null;
+  /** The hardware revision last reported (migration 027): at pairing, and by get_state. */
+  hw_rev: string | null;
   mac: string | null;
   ssid: string | null;
   ip: string | null;
@@ -201,6 +203,18 @@ export async function createDeviceStore(store: Store, clock: Clock, changes: Cha
     listTransmitters: (mosqueId: string): Array<Pick<DeviceInfo, 'id'>> => inMemory((d) => d.mosqueId === mosqueId && d.kind === 'transmitter'),
     /** The ids of the devices a person owns, from memory (the audio gate's standing change asks synchronously). */
     idsOwnedBy: (userId: string): string[] => inMemory((d) => d.ownerUserId === userId).map((d) => d.id),
+    /** The devices a firmware rollout may target (docs/api.md, "Firmware updates"): of a kind and hardware revision. */
+    listForHardware: async (kind: DeviceKind, hwRev: string) => (await rows(store).where('kind', '=', kind).where('hw_rev', '=', hwRev).orderBy('created_at').orderBy('id').execute()) as DeviceRow[],
+    /** Rows by id, in one query per few hundred (a rollout's tick reads its devices' reported state). */
+    async listByIds(ids: readonly string[]): Promise<DeviceRow[]> {
+      const out: DeviceRow[] = [];
+      for (let i = 0; i < ids.length; i += 500) out.push(...((await rows(store).where('id', 'in', ids.slice(i, i + 500)).execute()) as DeviceRow[]));
+      return out;
+    },
+    /** The hardware revision the device reported (pairing, get_state); the same value again writes nothing. */
+    async setHwRev(id: string, hwRev: string): Promise<void> {
+      await store.updateTable('devices').set({ hw_rev: hwRev }).where('id', '=', id).where((eb) => eb.or([eb('hw_rev', 'is', null), eb('hw_rev', '!=', hwRev)])).execute();
+    },
     listAll: async () => (await rows(store).orderBy('created_at').orderBy('id').execute()) as DeviceRow[],
     /** The next `limit` rows in id order after `afterId` ('' to begin): a pass over every device a page at a time. */
     listPage: async (q: Queries, afterId: string, limit: number) => (await rows(q).where('id', '>', afterId).orderBy('id').limit(limit).execute()) as DeviceRow[],

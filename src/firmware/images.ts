@@ -33,8 +33,7 @@ export const toImage = (row: ImageRow): FirmwareImage => ({
 
 /** Semantic Versioning 2.0.0 §2, §9, §10: MAJOR.MINOR.PATCH, an optional pre-release and build metadata. */
 export const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$/;
-/** A hardware revision as devices report it: short, and safe in a path. */
-export const HW_REV = /^[A-Za-z0-9._-]{1,64}$/;
+export { HW_REV } from '../devices/device-config.ts';
 /** Bytes of images kept in memory for downloads, the least recently stored first to go. */
 export const IMAGE_CACHE_BYTES = 64 * 1024 * 1024;
 const COLUMNS = ['id', 'kind', 'hw_rev', 'version', 'sha256', 'size', 'signature', 'notes', 'uploaded_by', 'created_at'] as const;

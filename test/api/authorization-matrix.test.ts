@@ -400,6 +400,20 @@ const ROWS: Row[] = [
     check: (w, s, res) => assert.equal(res.status === 204 ? null : res.body.user.id, w.caller(s)?.id ?? null),
   },
 
+  // --- firmware rollouts: superadmin only at the route; the matrix's world has no FIRMWARE_PUBLIC_KEY, so the
+  // superadmin is told updates are off (409) and nothing changes (docs/api.md, "Firmware updates") ---
+  { route: `PUT ${V1}/firmware/images/:kind/:hw_rev/:version`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/images/stream_player/r1/1.0.0` }) },
+  { route: `GET ${V1}/firmware/images`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/images` }) },
+  { route: `DELETE ${V1}/firmware/images/:id`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/images/x` }) },
+  // A device's own credentials as HTTP Basic, never a person's bearer token: every standing is refused.
+  { route: `GET ${V1}/firmware/images/:id/download`, expect: { anonymous: 401, member: 401, admin: 401, trigger: 401, manager: 401, owner: 401, other_owner: 401, superadmin: 401 }, request: () => ({ path: `${V1}/firmware/images/x/download` }) },
+  { route: `POST ${V1}/firmware/rollouts`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts`, body: { image_id: 'x', groups: [{ devices: 1 }] } }) },
+  { route: `GET ${V1}/firmware/rollouts`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts` }) },
+  { route: `GET ${V1}/firmware/rollouts/:id`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x` }) },
+  { route: `POST ${V1}/firmware/rollouts/:id/pause`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x/pause` }) },
+  { route: `POST ${V1}/firmware/rollouts/:id/resume`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x/resume` }) },
+  { route: `POST ${V1}/firmware/rollouts/:id/cancel`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x/cancel` }) },
+
   // --- users: superadmin only, all-or-nothing at the route ---
   { route: `GET ${V1}/users`, expect: superadminOnly(200), request: () => ({ path: `${V1}/users` }) },
   {
@@ -655,6 +669,12 @@ const ROWS: Row[] = [
       route: `GET ${V1}/devices/:id/events`, target: kind, expect: deviceOfM(kind, 'view', 200),
       request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}/events` }),
       check: (_w, _s, res) => assert.ok((res.body as Array<{ kind: string }>).some((e) => e.kind === 'registered'), 'the registration is in the timeline'),
+    },
+    {
+      // Gated as the timeline: whoever may view the device reads its firmware history.
+      route: `GET ${V1}/devices/:id/firmware`, target: kind, expect: deviceOfM(kind, 'view', 200),
+      request: async (w) => ({ path: `${V1}/devices/${await sharedDevice(w, kind)}/firmware` }),
+      check: (_w, _s, res) => assert.deepEqual(res.body, []),
     },
     {
       route: `GET ${V1}/devices/:id/logs`, target: kind, expect: deviceOfM(kind, 'view', 200),

@@ -1,3 +1,4 @@
+import { HW_REV } from '../device-config.ts';
 import crypto from 'node:crypto';
 import type { Actor, AdminStore } from '../../mosques/admins.ts';
 import type { MosqueStore } from '../../mosques/mosques.ts';
@@ -48,7 +49,7 @@ export function createPairings(deps: {
   key: Buffer;
   /** PAIRING_MAX_PENDING: unexpired pairings at once, past it a new one is refused for a while. */
   maxPending: number;
-  verbs: Pick<DeviceVerbs, 'mayBind' | 'registerPlayer' | 'registerTransmitter' | 'issuePairedPassword'>;
+  verbs: Pick<DeviceVerbs, 'mayBind' | 'registerPlayer' | 'registerTransmitter' | 'issuePairedPassword' | 'recordHwRev'>;
   mosques: Pick<MosqueStore, 'findById'>;
   admins: Pick<AdminStore, 'find'>;
 }) {
@@ -199,6 +200,7 @@ export function createPairings(deps: {
         return registered;
       }
       await store.updateTable('device_pairings').set({ status: 'approved', device_id: registered.value.id, approved_by: actor.id }).where('id', '=', row.id).execute();
+      if (row.hw_rev && HW_REV.test(row.hw_rev)) await deps.verbs.recordHwRev(registered.value.id, row.hw_rev);
       wake(row.id);
       return registered;
     },

@@ -4,6 +4,7 @@ import { fail, ok, type Result } from '../../platform/failure.ts';
 import type { CommandEffects } from '../commands.ts';
 import type { DeviceRow, DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
+import { HW_REV } from '../device-config.ts';
 import { inTransaction } from '../../platform/store/after-commit.ts';
 
 /**
@@ -13,12 +14,12 @@ import { inTransaction } from '../../platform/store/after-commit.ts';
  */
 export function createCommandEffects(deps: {
   store: Store;
-  devices: Pick<DeviceStore, 'findById' | 'setLogLevel'>;
+  devices: Pick<DeviceStore, 'findById' | 'setLogLevel' | 'setHwRev'>;
   timeline: Pick<Timeline, 'record'>;
   clock: Clock;
   unbind: (row: DeviceRow, actorUserId: string | null) => Promise<unknown>;
 }): CommandEffects {
-  return async (deviceId, name, args, actorUserId): Promise<Result<void>> => {
+  return async (deviceId, name, args, actorUserId, result): Promise<Result<void>> => {
     // Read now: the row the person loaded before the wait may be stale (rebound) or gone (deleted meanwhile).
     const row = await deps.devices.findById(deviceId);
     if (!row) return fail('not_found', 'The device was deleted while the command waited for its acknowledgement.');
@@ -30,6 +31,9 @@ export function createCommandEffects(deps: {
         await deps.timeline.record(trx, { deviceId: row.id, mosqueId: row.mosque_id, kind: 'log_level_set', actorUserId, detail: { level: args.level, until } });
       });
     }
+    // docs/api.md, "Firmware updates": a rollout targets devices by the hw_rev they last reported.
+    const hwRev = name === 'get_state' ? (result as { hw_rev?: unknown } | null)?.hw_rev : undefined;
+    if (typeof hwRev === 'string' && HW_REV.test(hwRev)) await deps.devices.setHwRev(row.id, hwRev);
     if (name === 'unbind_mosque' && row.mosque_id !== null) await deps.unbind(row, actorUserId);
     return ok(undefined);
   };

@@ -26,7 +26,7 @@ export interface DeviceChange {
  * who may see or change it is decided once, here.
  */
 export function createDeviceVerbs(deps: {
-  devices: Pick<DeviceStore, 'listForMosque' | 'listForOwner' | 'listAll' | 'findById'>;
+  devices: Pick<DeviceStore, 'listForMosque' | 'listForOwner' | 'listAll' | 'findById' | 'setHwRev'>;
   service: DeviceService;
   commands: Pick<Commands, 'send'>;
   timeline: Pick<Timeline, 'list'>;
@@ -93,6 +93,9 @@ export function createDeviceVerbs(deps: {
       const password = await service.rotateCredentials(row, actorId);
       return { device: await describe(row), password };
     },
+
+    /** The hardware revision a device's pairing request named (docs/api.md, "Firmware updates" targets by it). */
+    recordHwRev: (deviceId: string, hwRev: string): Promise<void> => deps.devices.setHwRev(deviceId, hwRev),
 
     /** Name, settings and binding in one change (a move is a change of `mosqueId`), each with its rule first. */
     async update(device: OpenDevice, change: DeviceChange): Promise<Result<DeviceBody>> {
