@@ -400,19 +400,19 @@ const ROWS: Row[] = [
     check: (w, s, res) => assert.equal(res.status === 204 ? null : res.body.user.id, w.caller(s)?.id ?? null),
   },
 
-  // --- firmware rollouts: superadmin only at the route; the matrix's world has no FIRMWARE_PUBLIC_KEY, so the
-  // superadmin is told updates are off (409) and nothing changes (docs/api.md, "Firmware updates") ---
-  { route: `PUT ${V1}/firmware/images/:kind/:hw_rev/:version`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/images/stream_player/r1/1.0.0` }) },
-  { route: `GET ${V1}/firmware/images`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/images` }) },
-  { route: `DELETE ${V1}/firmware/images/:id`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/images/x` }) },
+  // --- firmware rollouts (docs/api.md, "Firmware updates"): superadmin only. A rollout of a stored image is made by
+  // the create row; the others name one nobody made, so a superadmin is answered 404 and nothing changes ---
   // A device's own credentials as HTTP Basic, never a person's bearer token: every standing is refused.
   { route: `GET ${V1}/firmware/images/:id/download`, expect: { anonymous: 401, member: 401, admin: 401, trigger: 401, manager: 401, owner: 401, other_owner: 401, superadmin: 401 }, request: () => ({ path: `${V1}/firmware/images/x/download` }) },
-  { route: `POST ${V1}/firmware/rollouts`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts`, body: { image_id: 'x', groups: [{ devices: 1 }] } }) },
-  { route: `GET ${V1}/firmware/rollouts`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts` }) },
-  { route: `GET ${V1}/firmware/rollouts/:id`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x` }) },
-  { route: `POST ${V1}/firmware/rollouts/:id/pause`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x/pause` }) },
-  { route: `POST ${V1}/firmware/rollouts/:id/resume`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x/resume` }) },
-  { route: `POST ${V1}/firmware/rollouts/:id/cancel`, expect: superadminOnly(409), request: () => ({ path: `${V1}/firmware/rollouts/x/cancel` }) },
+  {
+    route: `POST ${V1}/firmware/rollouts`, expect: superadminOnly(201), mutates: true,
+    request: async (w) => ({ path: `${V1}/firmware/rollouts`, body: { image_id: await storedImage(w), groups: [{ devices: 1 }] } }),
+  },
+  { route: `GET ${V1}/firmware/rollouts`, expect: superadminOnly(200), request: () => ({ path: `${V1}/firmware/rollouts` }) },
+  { route: `GET ${V1}/firmware/rollouts/:id`, expect: superadminOnly(404), request: () => ({ path: `${V1}/firmware/rollouts/x` }) },
+  { route: `POST ${V1}/firmware/rollouts/:id/pause`, expect: superadminOnly(404), request: () => ({ path: `${V1}/firmware/rollouts/x/pause` }) },
+  { route: `POST ${V1}/firmware/rollouts/:id/resume`, expect: superadminOnly(404), request: () => ({ path: `${V1}/firmware/rollouts/x/resume` }) },
+  { route: `POST ${V1}/firmware/rollouts/:id/cancel`, expect: superadminOnly(404), request: () => ({ path: `${V1}/firmware/rollouts/x/cancel` }) },
 
   // --- users: superadmin only, all-or-nothing at the route ---
   { route: `GET ${V1}/users`, expect: superadminOnly(200), request: () => ({ path: `${V1}/users` }) },
@@ -759,8 +759,6 @@ const EXEMPT = [
   `POST ${V1}/auth/setup`,
   // Opened with a single-use ticket, never a bearer token: test/e2e/events-stream.test.ts holds who gets one.
   `GET ${V1}/mosques/:id/events/stream`,
-  // A device's firmware download: its own MQTT credentials as HTTP basic, never a person (test/firmware/images.test.ts).
-  `GET ${V1}/firmware/images/:id/download`,
   // Icecast's callbacks: authenticated by the hook secret, never a person (test/audio/callbacks.test.ts).
   `POST ${V1}/audio/hooks/:action`,
   // Pairing a device (docs/api.md, "Pairing a device"): the device starts and polls with no token, its device code
