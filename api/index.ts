@@ -208,7 +208,7 @@ export function createApi(deps: ApiDeps) {
   // Everything but /auth needs a signed-in person; a device password never opens this door. A path that
   // names no route answers 404 with or without a token (docs/api.md, "Base URL and conventions"), so it skips the check.
   let isRoute: (path: string) => boolean = () => true;
-  v1.use('*', async (c, next) => (isPublic(c.req.path) || !isRoute(c.req.path) ? next() : signedIn(c, next)));
+  v1.use('*', (c, next) => (isPublic(c.req.path) || !isRoute(c.req.path) ? next() : signedIn(c, next)));
   // Built on their first request, not at start (~0.7 MiB of heap most services never serve).
   let openapi: Record<string, unknown> | null = null;
   let asyncapi: Record<string, unknown> | null = null;

@@ -9,7 +9,7 @@ import type { AddressChange } from '../../src/people/addresses/address-change.ts
 import type { PeopleAuth } from '../../src/people/auth.ts';
 import type { AccessTokens } from '../../src/people/tokens.ts';
 import type { ChangeFeed } from '../../src/platform/changes.ts';
-import type { AppEnv } from '../context.ts';
+import type { AppContext, AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import { holderOnly } from '../guards.ts';
 import { isSyntheticEmail } from '../../src/platform/identifiers.ts';
@@ -98,9 +98,7 @@ function createMeCache(deps: Deps, read: (userId: string) => Promise<string | nu
       bodies.clear();
     },
   });
-  return async (userId: string): Promise<string | null> => {
-    const cached = bodies.get(userId);
-    if (cached !== undefined) return cached;
+  const fill = async (userId: string): Promise<string | null> => {
     const before = epoch;
     const body = await read(userId);
     if (body === null || epoch !== before) return body;
@@ -108,6 +106,8 @@ function createMeCache(deps: Deps, read: (userId: string) => Promise<string | nu
     bodies.set(userId, body);
     return body;
   };
+  // A kept body is answered as a value, not a promise: GET /me is what the signed-in console asks most.
+  return (userId: string): string | Promise<string | null> => bodies.get(userId) ?? fill(userId);
 }
 
 /** GET /me, GET /me/memberships, POST and DELETE /me/push-subscriptions; the console's test push. */
@@ -129,10 +129,13 @@ export function meRoutes(deps: Deps) {
     });
   });
 
-  app.get('/', async (c) => {
-    const body = await me(c.get('user').id);
+  const answer = (c: AppContext, body: string | null): Response => {
     if (body === null) throw new ApiError('unauthorized');
     return c.body(body, 200, { 'Content-Type': 'application/json' });
+  };
+  app.get('/', (c): Response | Promise<Response> => {
+    const body = me(c.get('user').id);
+    return typeof body === 'string' ? answer(c, body) : body.then((read) => answer(c, read));
   });
 
   // docs/api.md, "Changing your email or phone": the new address is a claim until proven; on a proven account

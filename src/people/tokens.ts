@@ -48,8 +48,11 @@ export interface TokenResponse {
 
 export interface AccessTokens {
   issue(user: Pick<UserRow, 'id' | 'email' | 'role' | 'token_version'>, options?: IssueOptions): Promise<TokenResponse>;
-  /** The claims of a valid, unexpired, unrevoked token; null otherwise. */
-  verify(token: string): Promise<AccessClaims | null>;
+  /**
+   * The claims of a valid, unexpired, unrevoked token; null otherwise. A value, not a promise, when memory
+   * answers (a token seen before, its user's version known): the per-request path of every signed-in route.
+   */
+  verify(token: string): AccessClaims | null | Promise<AccessClaims | null>;
 }
 
 interface Deps {
@@ -77,12 +80,27 @@ export function createAccessTokens(deps: Deps): AccessTokens {
   const cache = new Map<string, AccessClaims>();
 
   const isRevoked = deps.isRevoked ?? (() => false);
-  const isCurrent = async (claims: AccessClaims, nowSeconds: number) =>
-    claims.exp > nowSeconds && (await deps.currentVersion(claims.id)) === claims.ver && !isRevoked(claims.tokenIdHash);
+  // Expiry, revocation and version, each from memory; only a version memory does not hold yet is a promise.
+  const isCurrent = (claims: AccessClaims, nowSeconds: number): boolean | Promise<boolean> => {
+    if (claims.exp <= nowSeconds || isRevoked(claims.tokenIdHash)) return false;
+    const version = deps.currentVersion(claims.id);
+    return version instanceof Promise ? version.then((v) => v === claims.ver) : version === claims.ver;
+  };
 
   const remember = (token: string, claims: AccessClaims) => {
     if (cache.size >= cacheSize) cache.delete(cache.keys().next().value!);
     cache.set(token, claims);
+  };
+
+  const forget = (token: string) => {
+    cache.delete(token);
+    return null;
+  };
+  const verifyFresh = async (token: string, nowSeconds: number) => {
+    const claims = await verifySignature(token, key, deps.clock);
+    if (!claims || !(await isCurrent(claims, nowSeconds))) return null;
+    remember(token, claims);
+    return claims;
   };
 
   return {
@@ -103,18 +121,14 @@ export function createAccessTokens(deps: Deps): AccessTokens {
       return { access_token: token, token_type: 'Bearer', expires_in: ttl, user: { id: user.id, email: user.email, role: user.role } };
     },
 
-    async verify(token) {
+    verify(token) {
       const nowSeconds = Math.floor(deps.clock() / 1000);
       const cached = cache.get(token);
-      if (cached) {
-        if (await isCurrent(cached, nowSeconds)) return cached;
-        cache.delete(token);
-        return null;
-      }
-      const claims = await verifySignature(token, key, deps.clock);
-      if (!claims || !(await isCurrent(claims, nowSeconds))) return null;
-      remember(token, claims);
-      return claims;
+      if (!cached) return verifyFresh(token, nowSeconds);
+      const current = isCurrent(cached, nowSeconds);
+      if (current === true) return cached;
+      if (current === false) return forget(token);
+      return current.then((ok) => (ok ? cached : forget(token)));
     },
   };
 }
