@@ -42,6 +42,8 @@ export function outcomeOf(offer: OfferRow, row: ReportedState | null, target: st
   // Already there (updated some other way, or `already_installed`): nothing to offer.
   if (row.fw === target && !AWAY.has(row.status)) return done('succeeded');
   if (offer.state === 'waiting') return null;
+  // A broadcast began while the image was downloading: the azaan won, the image is not at fault; offered again later.
+  if (since(offer.offered_at) && reason === 'update_failed' && detail.error === 'interrupted') return { state: 'waiting', offered_at: null };
   if (since(offer.offered_at) && reason === 'update_failed') return done('failed', typeof detail.error === 'string' ? detail.error : 'update_failed');
   if (since(offer.offered_at) && reason === 'rolled_back') return done('failed', 'rolled_back');
   if (row.status === 'UPDATING') {

@@ -8,6 +8,7 @@ import { digestOf, newKeyPair, signDigest } from '../../src/platform/keys/signat
 import { windowOpen } from '../../src/firmware/windows.ts';
 import { groupSizes } from '../../src/firmware/rollouts.ts';
 import { satisfies } from '../../src/firmware/versions.ts';
+import { outcomeOf } from '../../src/firmware/outcomes.ts';
 import { fakeDevice, type Behaviour, type FakeDevice } from './fleet.ts';
 
 /** docs/api.md, "Firmware updates": staged rollouts, offered only inside each mosque's prayer-aware window. */
@@ -138,4 +139,22 @@ test('windows, group sizes and ranges, as rules', () => {
   assert.equal(satisfies('1.5.0-rc.1', '>=1.2.0 <1.5.0'), true);
   assert.equal(satisfies('1.5.0', '>=1.2.0 <1.5.0'), false);
   assert.equal(satisfies('0.9.0', '<1.0.0 || >=2.0.0'), true);
+});
+
+test("what a device reports moves its offer, as rules (docs/firmware.md, 4.4)", () => {
+  const offeredAt = 1_000;
+  const offer = (state: string, extra: Record<string, unknown> = {}) => ({
+    rollout_id: 'r', device_id: 'd', image_id: 'i', group_index: 0, state, waiting_for_window: 0, from_fw: '1.0.0',
+    progress_pct: null, error: null, offered_at: offeredAt, finished_at: null, updated_at: offeredAt, ...extra,
+  }) as Parameters<typeof outcomeOf>[0];
+  const row = (status: string, reason: string | null, detail: Record<string, unknown> = {}, fw = '1.0.0') => ({ status, status_detail: JSON.stringify({ reason, detail }), status_at: offeredAt + 5, fw });
+  const now = offeredAt + 10;
+  assert.deepEqual(outcomeOf(offer('offered'), row('UPDATING', 'ota', { progress_pct: 40 }), '2.0.0', now, 1800), { state: 'updating', progress_pct: 40 });
+  assert.deepEqual(outcomeOf(offer('updating'), row('ONLINE', 'connected', {}, '2.0.0'), '2.0.0', now, 1800), { state: 'succeeded', error: null, finished_at: now });
+  assert.deepEqual(outcomeOf(offer('updating'), row('ONLINE', 'rolled_back'), '2.0.0', now, 1800), { state: 'failed', error: 'rolled_back', finished_at: now });
+  assert.deepEqual(outcomeOf(offer('offered'), row('ONLINE', 'update_failed', { error: 'bad_signature' }), '2.0.0', now, 1800), { state: 'failed', error: 'bad_signature', finished_at: now });
+  assert.deepEqual(outcomeOf(offer('updating'), row('PLAYING', 'update_failed', { error: 'interrupted' }), '2.0.0', now, 1800), { state: 'waiting', offered_at: null }, 'the azaan won: offered again later');
+  assert.deepEqual(outcomeOf(offer('offered'), row('ONLINE', 'connected'), '2.0.0', offeredAt + 1801, 1800), { state: 'failed', error: 'timeout', finished_at: offeredAt + 1801 });
+  assert.deepEqual(outcomeOf(offer('succeeded', { finished_at: offeredAt }), row('STREAM_ERROR', 'stream_unreachable', {}, '2.0.0'), '2.0.0', now, 1800), { state: 'failed', error: 'stream_error', finished_at: now });
+  assert.equal(outcomeOf(offer('succeeded', { finished_at: offeredAt - 700 }), row('STREAM_ERROR', 'stream_unreachable', {}, '2.0.0'), '2.0.0', now, 1800), null, 'past the 10 minutes after the update');
 });
