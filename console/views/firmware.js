@@ -46,10 +46,11 @@ export async function firmwareView(page) {
     if (err.status !== 409) throw err;
     return void replace(page, heading, h('p', { class: 'warn', 'data-firmware-off': '' }, t('firmware.off')));
   }
+  // What is moving first (on a phone the forms below are long), then a new rollout, then the images it sends.
   replace(page, heading, h('p', { class: 'muted' }, t('firmware.intro')),
-    h('section', { 'aria-labelledby': 'fw-img-h' }, h('h2', { id: 'fw-img-h' }, t('firmware.images')), images, uploadForm(load)),
+    h('section', { 'aria-labelledby': 'fw-ro-h' }, h('h2', { id: 'fw-ro-h' }, t('firmware.rollouts')), report, rollouts),
     h('section', { 'aria-labelledby': 'fw-new-h' }, h('h2', { id: 'fw-new-h' }, t('firmware.new_rollout')), newRollout),
-    h('section', { 'aria-labelledby': 'fw-ro-h' }, h('h2', { id: 'fw-ro-h' }, t('firmware.rollouts')), report, rollouts));
+    h('section', { 'aria-labelledby': 'fw-img-h' }, h('h2', { id: 'fw-img-h' }, t('firmware.images')), images, uploadForm(load)));
   await load();
   const timer = setInterval(() => void loadRollouts().catch(() => {}), POLL_MS);
   return () => clearInterval(timer);
@@ -103,9 +104,11 @@ const numberField = (label, name, value, min, max) => field(label, { name, type:
 
 function rolloutForm(images, mosques, onDone) {
   return form({ 'aria-labelledby': 'fw-new-h', 'data-new-rollout': '' }, [
-    h('label', {}, h('span', {}, t('firmware.image')), h('select', { name: 'image_id' }, images.map((i) => h('option', { value: i.id }, imageName(i))))),
+    // Grouped by kind, each option only its version and revision: a select cannot wrap, and a phone is narrow.
+    h('label', {}, h('span', {}, t('firmware.image')), h('select', { name: 'image_id' }, KINDS.filter((k) => images.some((i) => i.kind === k)).map((k) =>
+      h('optgroup', { label: t(`device.kind_${k}`) }, images.filter((i) => i.kind === k).map((i) => h('option', { value: i.id }, `${i.version} (${i.hw_rev})`)))))),
     h('fieldset', {}, h('legend', {}, t('firmware.mosques')), h('p', { class: 'muted' }, t('firmware.mosques_hint')),
-      mosques.map((m) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'mosque_ids', value: m.id }), m.name))),
+      mosques.map((m) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'mosque_ids', value: m.id }), h('span', { class: 'wrap' }, m.name)))),
     field(t('firmware.groups'), { name: 'groups', value: DEFAULTS.groups, required: true, dir: 'ltr', autocomplete: 'off' }),
     h('p', { class: 'muted' }, t('firmware.groups_hint')),
     field(t('firmware.fw_range'), { name: 'fw_range', dir: 'ltr', autocomplete: 'off', placeholder: '>=1.2.0 <1.5.0' }),
