@@ -120,13 +120,16 @@ export function api(method, path, body) {
   return send(method, path, body === undefined ? undefined : JSON.stringify(body), body === undefined ? undefined : 'application/json');
 }
 
-/** A body that is not JSON (a File: the recorded azaan), sent as it is with its own media type. */
-export function apiUpload(method, path, blob, contentType) {
-  return send(method, path, blob, contentType);
+/**
+ * A body that is not JSON (a File: the recorded azaan, a firmware image), sent as it is with its own media type and
+ * any headers of its own (a firmware image's X-Firmware-Signature: docs/api.md, "Firmware updates").
+ */
+export function apiUpload(method, path, blob, contentType, extra = {}) {
+  return send(method, path, blob, contentType, false, extra);
 }
 
-async function send(method, path, body, contentType, retried = false) {
-  const headers = { Accept: 'application/json' };
+async function send(method, path, body, contentType, retried = false, extra = {}) {
+  const headers = { Accept: 'application/json', ...extra };
   if (contentType) headers['Content-Type'] = contentType;
   if (session) headers.Authorization = `Bearer ${session.token}`;
   let res;
@@ -140,7 +143,7 @@ async function send(method, path, body, contentType, retried = false) {
   const code = data?.error?.code ?? 'unknown';
   if (res.status === 401 && code === 'unauthorized' && session) {
     // An expired short-lived token (a tab asleep past its refresh): one new token from the cookie, one more try.
-    if (session.fromCookie && !retried && (await mint()) === 'ok') return send(method, path, body, contentType, true);
+    if (session.fromCookie && !retried && (await mint()) === 'ok') return send(method, path, body, contentType, true, extra);
     // A revoked session or token: back to sign-in rather than a page of failures.
     signOut();
   }

@@ -142,7 +142,7 @@ function readTree(root: string): Map<string, Buffer> {
  * The console's client routes (console/app.js ROUTES): these answer index.html so a reload or a shared link
  * works; any other unknown path keeps the contract's JSON 404.
  */
-const CLIENT_ROUTES = /^\/(?:|signin|signup|setup|account|superadmin|admin|pair|join\/[A-Za-z0-9_-]+|mosques\/[^/]+(?:\/(?:schedule|devices|team|activity|print|members(?:\/[^/]+)?|settings))?|devices\/[^/]+)\/?$/;
+const CLIENT_ROUTES = /^\/(?:|signin|signup|setup|account|superadmin|admin(?:\/firmware)?|pair|join\/[A-Za-z0-9_-]+|mosques\/[^/]+(?:\/(?:schedule|devices|team|activity|print|members(?:\/[^/]+)?|settings))?|devices\/[^/]+)\/?$/;
 
 /**
  * npm packages the console imports, served from node_modules under the same hash (no copy in the repo,

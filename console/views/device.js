@@ -5,6 +5,7 @@ import { button, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
 import { openLive } from '../live.js';
 import { mosqueContext, mosqueHeader } from './admin.js';
+import { historySection } from './firmware.js';
 import { badge, durationText, playerBadge, seenText, whyText } from './why.js';
 
 const COMMANDS = ['ping', 'identify', 'play_test', 'diag_bundle'];
@@ -113,8 +114,9 @@ export async function deviceView(page, id) {
     result.textContent = `${t(answer.ok ? 'event.command_done' : 'event.command_failed', { command: commandName(name), reason: '' })} (${answer.rtt_ms} ms)\n${JSON.stringify(answer.result ?? {}, null, 2)}`;
   };
   const load = async () => {
-    const [d, why, events, logs] = await Promise.all([
+    const [d, why, events, logs, firmware] = await Promise.all([
       api('GET', `/devices/${id}`), api('GET', `/devices/${id}/why`), api('GET', `/devices/${id}/events?limit=30`), api('GET', `/devices/${id}/logs?limit=30`),
+      historySection(id),
     ]);
     const facts = [['status', playerBadge(d, why.effective_playback_state !== 'unbound')], ['kind', t(`device.kind_${d.kind}`)], ['last_seen', `${when(d.last_seen_at)} (${seenText(d)})`],
       ['rssi', d.rssi === null || d.rssi === undefined ? '—' : t('signal.with_dbm', { quality: t(`signal.${signalQuality(d.rssi)}`), rssi: d.rssi })], ['fw', d.fw ?? '—'], ['ip', d.ip ?? '—'], ['uptime', d.uptime_s ?? '—']];
@@ -128,6 +130,7 @@ export async function deviceView(page, id) {
         // docs/firmware.md, "4.2 Commands": set_log_level is a stream player's command; a transmitter logs by its log_enabled setting.
         d.kind === 'stream_player' && logLevelForm(send),
         result),
+      firmware,
       h('section', { 'aria-labelledby': 'tl-h' }, h('h2', { id: 'tl-h' }, t('device.timeline')),
         h('ul', { class: 'list' }, events.length === 0 ? h('li', { class: 'muted' }, '—') : events.map((e) => h('li', { 'data-event': e.kind },
           h('span', { class: 'muted' }, when(e.at)), ' ', eventText(e))))),

@@ -44,6 +44,7 @@ export async function superView(page) {
   };
   replace(page,
     h('h1', {}, t('super.title')),
+    h('p', {}, h('a', { href: '/admin/firmware', 'data-nav': '' }, t('firmware.title'))),
     h('section', { 'aria-labelledby': 'ms-h' }, h('h2', { id: 'ms-h' }, t('super.mosques')), list),
     h('section', {}, form({ 'aria-labelledby': 'new-h' }, [
       h('h2', { id: 'new-h' }, t('super.new_mosque')),

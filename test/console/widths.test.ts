@@ -6,10 +6,11 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
-import { API, member } from '../support/people.ts';
+import { API, member, superadminToken } from '../support/people.ts';
 import { createSuperadmin } from '../support/superadmin.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { mosqueWithOwner, registerPlayer, registerTransmitter } from '../support/devices.ts';
+import { digestOf, newKeyPair, signDigest } from '../../src/platform/keys/signatures.ts';
 import { launchBrowser, phonePage, signIn } from './browser.ts';
 
 const WIDTHS = [320, 390, 768];
@@ -27,6 +28,8 @@ const LONG_EMAIL = `${'imam.of.the.central.jamia.masjid.noor.ul.islam.and.the.ma
 assert.equal(LONG_NAME.length, 80);
 assert.equal(LONG_EMAIL.length, 80);
 const ROOT = { email: `${'root.of.the.network'.padEnd(60, 'r')}@minaret-operators.example`, password: 'root password 123' };
+/** Firmware updates on, so the superadmin's Firmware page shows its lists and forms (docs/api.md, "Firmware updates"). */
+const FIRMWARE = newKeyPair();
 
 // The in-page scripts are strings: the test runner's TypeScript loader wraps named functions in a helper
 // the page does not have.
@@ -190,7 +193,7 @@ async function world(ts: TestService) {
 }
 
 test('every page fits 320, 390 and 768 px in English and Arabic with 80-character names: 44 px targets, no split word, a one-row header', async (t) => {
-  const ts = await startTestService(t, { logLevel: 'warn' });
+  const ts = await startTestService(t, { env: { FIRMWARE_PUBLIC_KEY: FIRMWARE.publicRaw }, logLevel: 'warn' });
   const { owner, mosque, tx, listener, player, membership } = await world(ts);
   const browser = await launchBrowser(t);
   const failures: string[] = [];
@@ -243,7 +246,14 @@ test('every page fits 320, 390 and 768 px in English and Arabic with 80-characte
   await root.page.getByLabel('One-time code', { exact: true }).fill(otp);
   await root.page.getByRole('button', { name: 'Verify and sign in' }).click();
   await root.page.getByRole('link', { name: 'All mosques', includeHidden: true }).waitFor({ state: 'attached' });
-  failures.push(...await checkEvery(t, root.page, ['/admin', base], 'superadmin'));
+  // An image with the longest notes and version a release has, and a rollout of it (its group empty: no device reported T1).
+  const image = Buffer.from('firmware');
+  const rootToken = await superadminToken(ts, ROOT.email, ROOT.password);
+  const put = await ts.http.request('PUT', `${API}/firmware/images/transmitter/T1/10.20.30-rc.123`, { token: rootToken, raw: image,
+    headers: { 'content-type': 'application/octet-stream', 'x-firmware-signature': signDigest(FIRMWARE.privatePem, digestOf(image).raw), 'x-firmware-notes': encodeURIComponent(LONG_NAME) } });
+  assert.equal(put.status, 201, JSON.stringify(put.body));
+  assert.equal((await ts.http.post(`${API}/firmware/rollouts`, { image_id: put.body.id, groups: [{ devices: 2 }, { percent: 100 }] }, rootToken)).status, 201);
+  failures.push(...await checkEvery(t, root.page, ['/admin', '/admin/firmware', base], 'superadmin'));
 
   assert.deepEqual(failures, [], `${failures.length} misfits:\n${failures.join('\n')}`);
   for (const { problems } of [stranger, home, imam, root]) assert.deepEqual(problems, []);

@@ -4,6 +4,11 @@ import { createSuperadmin } from './superadmin.ts';
 /** Creates a superadmin and signs in through the real two-step flow; returns its access token and id. */
 export async function signInSuperadmin(ts: TestService, email = 'root@example.com', password = 'root password 123') {
   const user = await createSuperadmin(ts, email, password);
+  return { token: await superadminToken(ts, email, password), id: user.id };
+}
+
+/** A token of a superadmin who exists already, through its two steps (POST /auth/superadmin-2fa, then /verify). */
+export async function superadminToken(ts: TestService, email: string, password: string): Promise<string> {
   const step1 = await ts.http.post('/api/v1/auth/superadmin-2fa', { identifier_hash: sha256(email), password_hash: sha256(password) });
   if (step1.status !== 200) throw new Error(`superadmin step 1: ${step1.status}`);
   await ts.service.notifier.idle();
@@ -12,7 +17,7 @@ export async function signInSuperadmin(ts: TestService, email = 'root@example.co
   const hmac = hmacHex(step1.body.session_token, `${otp}|${timestamp}`);
   const step2 = await ts.http.post('/api/v1/auth/superadmin-2fa/verify', { session_token: step1.body.session_token, timestamp, hmac });
   if (step2.status !== 200) throw new Error(`superadmin step 2: ${step2.status}`);
-  return { token: step2.body.access_token as string, id: user.id };
+  return step2.body.access_token as string;
 }
 
 export interface Person {
