@@ -29,7 +29,7 @@ const ROUTES = [
   [/^\/pair$/, () => import('./views/device.js').then((m) => m.pairView), true],
   [/^\/devices\/([^/]+)$/, () => import('./views/device.js').then((m) => m.deviceView), true],
   [/^\/admin$/, () => import('./views/super.js').then((m) => m.superView), true],
-  [/^\/admin\/firmware$/, () => import('./views/firmware.js').then((m) => m.firmwareView), true],
+  [/^\/admin\/firmware$/, () => import('./views/super/firmware.js').then((m) => m.firmwareView), true],
   [/^\/account$/, () => import('./views/account.js').then((m) => m.accountView), true],
   [/^\/$/, () => import('./views/member.js').then((m) => m.homeView), true],
 ];

@@ -5,7 +5,7 @@ import { button, form, h, replace } from '../dom.js';
 import { t, when } from '../i18n.js';
 import { openLive } from '../live.js';
 import { mosqueContext, mosqueHeader } from './admin.js';
-import { historySection } from './firmware.js';
+import { historySection } from './super/firmware.js';
 import { badge, durationText, playerBadge, seenText, whyText } from './why.js';
 
 const COMMANDS = ['ping', 'identify', 'play_test', 'diag_bundle'];

@@ -1,8 +1,8 @@
 // Firmware updates for the superadmin (docs/api.md, "Firmware updates"): the signed images, a form for a staged
 // rollout, each rollout's groups as bars with their numbers in words, and a device's firmware history.
-import { api, apiUpload } from '../api.js';
-import { button, field, form, h, replace } from '../dom.js';
-import { t, when } from '../i18n.js';
+import { api, apiUpload } from '../../api.js';
+import { button, field, form, h, replace } from '../../dom.js';
+import { t, when } from '../../i18n.js';
 
 const KINDS = ['stream_player', 'transmitter'];
 /** Each group's devices by where they are, in the order the bar draws them (docs/api.md, GET /firmware/rollouts/{id}). */
