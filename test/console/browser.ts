@@ -112,3 +112,15 @@ export async function assertAccessible(page: Page, what: string): Promise<void> 
   const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
   assert.deepEqual(bad, [], `${what}: axe found serious or critical violations`);
 }
+
+/** The superadmin's two steps on /superadmin: the password, then the one-time code the service sent (docs/api.md, "Signing in"). */
+export async function superadminSignsIn(page: Page, ts: TestService, email: string, password: string): Promise<void> {
+  await page.goto(`${ts.url}/superadmin`);
+  await page.getByRole('textbox', { name: 'Email' }).fill(email);
+  await page.locator('input[name=password]').fill(password);
+  await page.getByRole('button', { name: 'Continue' }).click();
+  await page.getByLabel('One-time code', { exact: true }).waitFor();
+  await ts.service.notifier.idle();
+  await page.getByLabel('One-time code', { exact: true }).fill(ts.messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)!.code!);
+  await page.getByRole('button', { name: 'Verify and sign in' }).click();
+}

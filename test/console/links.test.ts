@@ -4,7 +4,7 @@ import type { Page } from 'playwright-core';
 import { API, createMosque, makeAdmin, member, signInSuperadmin } from '../support/people.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { createSuperadmin } from '../support/superadmin.ts';
-import { launchBrowser, phonePage, signIn } from './browser.ts';
+import { launchBrowser, phonePage, signIn, superadminSignsIn } from './browser.ts';
 
 /** Links from messages, join links, where a sign-in lands, refusals, and signed-out pages (docs/console.md, "Links and refusals"). */
 
@@ -19,16 +19,6 @@ function watchFailures(page: Page): string[] {
   return failures;
 }
 
-async function superadminSignsIn(ts: TestService, page: Page): Promise<void> {
-  await page.goto(`${ts.url}/superadmin`);
-  await page.getByRole('textbox', { name: 'Email' }).fill(ROOT.email);
-  await page.locator('input[name=password]').fill(ROOT.password);
-  await page.getByRole('button', { name: 'Continue' }).click();
-  await page.getByLabel('One-time code', { exact: true }).waitFor();
-  await ts.service.notifier.idle();
-  await page.getByLabel('One-time code', { exact: true }).fill(ts.messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)!.code!);
-  await page.getByRole('button', { name: 'Verify and sign in' }).click();
-}
 
 test('an invitation is followed from its message to an approved membership', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
@@ -95,7 +85,7 @@ test('each person lands where their work is: superadmin on All mosques, an admin
   const browser = await launchBrowser(t);
 
   const su = await phonePage(browser, t);
-  await superadminSignsIn(ts, su.page);
+  await superadminSignsIn(su.page, ts, ROOT.email, ROOT.password);
   await su.page.getByRole('heading', { name: 'All mosques' }).waitFor();
   assert.equal(new URL(su.page.url()).pathname, '/admin');
 
@@ -126,7 +116,7 @@ test('a refusal names the field and the reason the API gave', async (t) => {
   const ts = await startTestService(t, { logLevel: 'warn' });
   await createSuperadmin(ts, ROOT.email, ROOT.password);
   const { page, problems } = await phonePage(await launchBrowser(t), t);
-  await superadminSignsIn(ts, page);
+  await superadminSignsIn(page, ts, ROOT.email, ROOT.password);
   await page.getByRole('heading', { name: 'All mosques' }).waitFor();
   const create = page.locator('form', { has: page.getByRole('heading', { name: 'New mosque' }) });
   await create.getByLabel('Name', { exact: true }).fill('Masjid Al-Nur');

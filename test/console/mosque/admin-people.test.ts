@@ -6,7 +6,7 @@ import { API, joinMosque, makeAdmin, member, mosqueActivity, mosqueAdmins, mosqu
 import { mosqueWithOwner, registerTransmitter } from '../../support/devices.ts';
 import { startTestService } from '../../support/service.ts';
 import { createSuperadmin } from '../../support/superadmin.ts';
-import { WAIT_MS, assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn, signedInAdminPage } from '../browser.ts';
+import { WAIT_MS, assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn, signedInAdminPage, superadminSignsIn } from '../browser.ts';
 
 const QR_OPTIONS = { ecc: 'M', border: 0 } as const; // console/qr.js
 
@@ -200,14 +200,7 @@ test('a superadmin finds people in the users list by search', async (t) => {
 
   const browser = await launchBrowser(t);
   const { page, problems } = await phonePage(browser, t);
-  await page.goto(`${ts.url}/superadmin`);
-  await page.getByRole('textbox', { name: 'Email' }).fill('root@users.test');
-  await page.locator('input[name=password]').fill('root password 123');
-  await page.getByRole('button', { name: 'Continue' }).click();
-  await page.getByLabel('One-time code', { exact: true }).waitFor();
-  await ts.service.notifier.idle();
-  await page.getByLabel('One-time code', { exact: true }).fill(ts.messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)!.code!);
-  await page.getByRole('button', { name: 'Verify and sign in' }).click();
+  await superadminSignsIn(page, ts, 'root@users.test', 'root password 123');
   await (await fromMenu(page, 'link', 'All mosques')).click();
   await page.getByRole('heading', { name: 'People' }).waitFor();
 

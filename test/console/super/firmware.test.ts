@@ -10,21 +10,14 @@ import { startTestService, type TestService } from '../../support/service.ts';
 import { registerTransmitter, waitFor } from '../../support/devices.ts';
 import { digestOf, newKeyPair, signDigest } from '../../../src/platform/keys/signatures.ts';
 import { fakeDevice, type FakeDevice } from '../../firmware/fleet.ts';
-import { assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn } from '../browser.ts';
+import { assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn, superadminSignsIn } from '../browser.ts';
 
 const ROOT = { email: 'root@console.test', password: 'root password 123' };
 
 /** The superadmin's two steps in the page: password, then the one-time code the service sent. */
 async function superadminPage(t: TestContext, ts: TestService): Promise<{ page: Page; problems: string[] }> {
   const { page, problems } = await phonePage(await launchBrowser(t), t);
-  await page.goto(`${ts.url}/superadmin`);
-  await page.getByRole('textbox', { name: 'Email' }).fill(ROOT.email);
-  await page.locator('input[name=password]').fill(ROOT.password);
-  await page.getByRole('button', { name: 'Continue' }).click();
-  await page.getByLabel('One-time code', { exact: true }).waitFor();
-  await ts.service.notifier.idle();
-  await page.getByLabel('One-time code', { exact: true }).fill(ts.messages.filter((m) => m.purpose === 'superadmin_otp').at(-1)!.code!);
-  await page.getByRole('button', { name: 'Verify and sign in' }).click();
+  await superadminSignsIn(page, ts, ROOT.email, ROOT.password);
   await (await fromMenu(page, 'link', 'All mosques')).click();
   await page.getByRole('link', { name: 'Firmware updates' }).click();
   await page.getByRole('heading', { name: 'Firmware updates', level: 1 }).waitFor();
