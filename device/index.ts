@@ -29,17 +29,20 @@ const USAGE = `usage:
 
 class UsageError extends Error {}
 
-/** minaret-device/<version of this package>, as fw in statuses and in the pairing request. */
+/**
+ * The version of this package, as fw in statuses and in the pairing request: plain semver, so a rollout's
+ * range and its "older than the image" test (docs/firmware.md, "4.4 Firmware updates") can compare it.
+ */
 function firmwareVersion(): string {
   for (const rel of ['../package.json', '../../package.json', '../../../package.json']) {
     try {
       const pkg = JSON.parse(fs.readFileSync(new URL(rel, import.meta.url), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'minaret' && pkg.version) return `minaret-device/${pkg.version}`;
+      if (pkg.name === 'minaret' && pkg.version) return pkg.version;
     } catch {
       // not this one
     }
   }
-  return 'minaret-device/0.0.0';
+  return '0.0.0';
 }
 
 function inputOf(raw: string | undefined): AudioSource {

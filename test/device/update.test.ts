@@ -154,6 +154,9 @@ test('a signed image is downloaded with the device\'s credentials, reported as U
   const online = await until('ONLINE', () => mq.statuses.find((s) => s.status === 'ONLINE'));
   const oldFw = online.fw as string;
   assert.notEqual(oldFw, TARGET);
+  // Plain semver, the package's version: a rollout without fw_range offers an image to devices older than it.
+  const pkg = JSON.parse(fs.readFileSync(path.resolve('package.json'), 'utf8')) as { version: string };
+  assert.equal(oldFw, pkg.version);
 
   const ack = await sendUpdate(mq, id, served.url, { ...image, size: image.body.length });
   assert.equal(ack.ok, true, JSON.stringify(ack));
