@@ -23,7 +23,8 @@ export async function simPlayer(t: TestContext, creds: Credentials, opts: { key:
   });
   const player: SimPlayer = { id: creds.username, device, updates: 0 };
   device.on('command', (cmd: CommandMessage) => void (cmd.name === 'update' && player.updates++));
-  t.after(() => device.stop({ graceful: true }).catch(() => undefined));
+  // Bounded: a test that stopped its broker (a killed node) first must not wait on a goodbye no one can take.
+  t.after(() => Promise.race([device.stop({ graceful: true }).catch(() => undefined), new Promise((r) => setTimeout(r, 3000))]));
   await device.start();
   return player;
 }
