@@ -14,6 +14,8 @@ export interface SimPlayer {
   device: SimDevice;
   /** Update commands that reached this device. */
   updates: number;
+  /** Each update command's download address, in the order they came (it names the node that sent it when nodes differ). */
+  updateUrls: string[];
 }
 
 export async function simPlayer(t: TestContext, creds: Credentials, opts: { key: string; failUpdate?: boolean; mqttUrl?: string }): Promise<SimPlayer> {
@@ -21,8 +23,12 @@ export async function simPlayer(t: TestContext, creds: Credentials, opts: { key:
     kind: 'stream_player', id: creds.username, password: creds.password, mqttUrl: opts.mqttUrl ?? creds.mqtt_url, fw: '1.0.0',
     firmwareKey: opts.key, failUpdate: opts.failUpdate ?? false, progressEveryMs: 500, startTimeoutMs: 20_000,
   });
-  const player: SimPlayer = { id: creds.username, device, updates: 0 };
-  device.on('command', (cmd: CommandMessage) => void (cmd.name === 'update' && player.updates++));
+  const player: SimPlayer = { id: creds.username, device, updates: 0, updateUrls: [] };
+  device.on('command', (cmd: CommandMessage) => {
+    if (cmd.name !== 'update') return;
+    player.updates++;
+    player.updateUrls.push(String(cmd.args.url));
+  });
   // Bounded: a test that stopped its broker (a killed node) first must not wait on a goodbye no one can take.
   t.after(() => Promise.race([device.stop({ graceful: true }).catch(() => undefined), new Promise((r) => setTimeout(r, 3000))]));
   await device.start();

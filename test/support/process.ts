@@ -129,18 +129,22 @@ export function logLines(stdout: string): Array<Record<string, any>> {
 /** Waits for a JSON log line with this `msg` (and optional predicate); returns it. */
 export async function logLine(run: Run, msg: string, ms = 20_000, match: (l: Record<string, any>) => boolean = () => true): Promise<Record<string, any>> {
   const found = () => logLines(run.stdout()).find((l) => l.msg === msg && match(l));
+  // The look ends with the wait: a look left polling after a timeout (or after a kill, which leaves exitCode null
+  // and sets signalCode) kept the test process alive after its last test, to the run's own timeout.
+  let over = false;
   await withTimeout(
     new Promise<void>((resolve, reject) => {
       const check = () => {
+        if (over) return;
         if (found()) return resolve();
-        if (run.child.exitCode !== null) return reject(new Error(`exited early: ${run.stderr()}`));
+        if (run.child.exitCode !== null || run.child.signalCode !== null) return reject(new Error(`exited early (${run.child.exitCode ?? run.child.signalCode}): ${run.stderr()}`));
         setTimeout(check, 25);
       };
       check();
     }),
     ms,
     msg,
-  );
+  ).finally(() => (over = true));
   return found()!;
 }
 
