@@ -48,6 +48,8 @@ export interface Live {
   pendingStatus: string | null;
   /** Which write set pendingStatus: only its own settle clears it (a later batch may hold a newer one). */
   pendingWrite: object | null;
+  /** Its row in that write, when the write is a set of rows (src/devices/telemetry/row-set.ts); -1 otherwise. */
+  pendingRow: number;
   lastSeenMs: number | null;
   pendingHeartbeat: HeartbeatReport | null;
   lastHeartbeat: HeartbeatReport | null;
@@ -81,7 +83,7 @@ export function overlay(base: HeartbeatReport | null, report: HeartbeatReport | 
 }
 
 export const newLive = (status: string, lastSeenMs: number | null): Live => ({
-  connection: null, status, pendingStatus: null, pendingWrite: null, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
+  connection: null, status, pendingStatus: null, pendingWrite: null, pendingRow: -1, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
 });
 
 export const newCounters = (): DeviceCounters => ({
