@@ -91,6 +91,9 @@ export const newCounters = (): DeviceCounters => ({
   status_dropped: 0, heartbeats_dropped: 0, acks_dropped: 0, broadcasts_dropped: 0, connects_refused: 0, writes_failed: 0,
 });
 
+/** A status to write: a device's report, or a transition the backend decides with the fields it knows. */
+export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
+
 export interface StatusChange {
   deviceId: string;
   from: string;

@@ -1,8 +1,7 @@
 import type { Store, StoreTransaction } from '../../platform/store/store.ts';
 import { textStatements } from '../../platform/store/prepared.ts';
 import type { RowSet } from '../group-commit.ts';
-import type { Live } from './live.ts';
-import type { Transition } from './rows.ts';
+import type { Live, Transition } from './live.ts';
 
 /** What a row of a set is: a device's own status, a transition the backend decided, a connected note. */
 export const STATUS = 0;

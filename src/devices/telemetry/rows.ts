@@ -6,11 +6,11 @@ import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
 import type { StatusReport } from '../device-config.ts';
-import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog } from './live.ts';
+import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog, type Transition } from './live.ts';
 import { inTransaction } from '../../platform/store/after-commit.ts';
 import { CONNECTED, Columns, HEARTBEAT, STATUS, createColumnWriter, type DeviceRowSet } from './row-set.ts';
 
-export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
+export type { Transition } from './live.ts';
 
 /** What telemetry writes to the store: a status transition, the batched heartbeats and logs; and the logs read back. */
 export function createTelemetryRows(deps: { store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
