@@ -117,6 +117,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
    * status becomes memory's only once written, and a status's PUBACK goes only after the commit that holds it.
    */
   function settleRows(set: DeviceRowSet, err: unknown): void {
+    let thrown: unknown = null;
     for (let i = 0; i < set.ids.length; i++) {
       const id = set.ids[i]!;
       const s = set.lives[i]!;
@@ -133,10 +134,16 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       const report = set.reports[i]!;
       if (err) writeFailed(id, kind === STATUS ? 'status' : kind === HEARTBEAT ? 'heartbeat' : 'stale sweep', err);
       else if (kind === STATUS || set.written[i]) applied(s, id, set.froms[i]!, report.status, report.reason ?? null);
-      set.acks[i]?.(err);
+      try {
+        set.acks[i]?.(err);
+      } catch (bug) {
+        thrown ??= bug; // the other rows are settled all the same; the group commit's fault handler reports it
+      }
     }
+    if (thrown !== null) throw thrown;
   }
-  const openRows = () => new DeviceRowSet({ write: rowSets.write, writeAlone: rowSets.writeAlone, settle: settleRows });
+  const sink = { write: rowSets.write, writeAlone: rowSets.writeAlone, settle: settleRows };
+  const openRows = () => new DeviceRowSet(sink);
 
   /** A status or a transition into the turn's set: it transitions from the last one written or waiting. */
   function pushStatus(id: string, kind: number, report: Transition, ack: ((err: unknown) => void) | null): void {
