@@ -29,11 +29,29 @@ export interface GroupWrite {
   write(trx: StoreTransaction): Promise<void> | void;
   /** After the commit (err null) or the rollback (err set), in the order the writes were added. */
   settle(err: unknown): void;
+  /**
+   * For a batch that holds this write alone: the same write as ONE statement on the store, outside any
+   * transaction (a statement commits or fails whole by itself), so BEGIN and COMMIT cost no round trip of their
+   * own; null where it takes more than one statement (then `write` runs in a transaction).
+   */
+  writeAlone?(store: Store): Promise<void> | null;
 }
+
+/**
+ * A write that holds many rows as arrays (src/devices/telemetry/row-set.ts): while it is the batch's last write,
+ * the next row of its kind joins it instead of adding a write of its own, so a batch of statuses is one write with
+ * one settle, flushed as a few multi-row statements per table.
+ */
+export type RowSet = GroupWrite;
 
 /** `onFault`: where a throw from a batch committed at the end of a turn goes (no caller is there to catch it). */
 export function createGroupCommit(store: Store, onFault: (err: unknown) => void, maxBatch = MAX_BATCH, laterMs = LATER_MS) {
   let batch: GroupWrite[] = [];
+  /** Rows in the open batch (a set counts each of its rows): what `maxBatch` bounds. */
+  let rows = 0;
+  /** The set rows join while it is the batch's last write, and the opener that made it. */
+  let openSet: RowSet | null = null;
+  let openedBy: (() => RowSet) | null = null;
   let scheduled = false;
   let later: NodeJS.Timeout | null = null;
   /** The batch under way (or the last one): the next one begins only once it settled, so batches commit in order. */
@@ -43,7 +61,9 @@ export function createGroupCommit(store: Store, onFault: (err: unknown) => void,
   async function commit(items: GroupWrite[]): Promise<void> {
     let failure: unknown = null;
     try {
-      await inTransaction(store, async (trx) => {
+      const alone = items.length === 1 ? items[0]!.writeAlone?.(store) : null;
+      if (alone) await alone;
+      else await inTransaction(store, async (trx) => {
         for (const item of items) {
           const written = item.write(trx);
           if (written) await written; // a write that had nothing to do costs no turn of the microtask queue
@@ -74,6 +94,8 @@ export function createGroupCommit(store: Store, onFault: (err: unknown) => void,
     if (batch.length === 0) return tail;
     const items = batch;
     batch = [];
+    rows = 0;
+    openSet = null;
     const done = tail.then(() => commit(items));
     tail = done.catch(() => undefined); // a settle's bug is the caller's to report; the next batch still runs
     return done;
@@ -83,13 +105,48 @@ export function createGroupCommit(store: Store, onFault: (err: unknown) => void,
     flush().catch(onFault);
   };
 
+  const inThisTurn = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(flushReporting);
+  };
+  const inLaterMs = () => {
+    if (scheduled || later) return;
+    later = setTimeout(flushReporting, laterMs);
+    later.unref(); // the last flush at shutdown (device plane stop) commits what waits
+  };
+  /** The set the next row goes into: the batch's last write when `open` made it, else a new one added. */
+  const setFor = <S extends RowSet>(open: () => S): S => {
+    if (rows >= maxBatch) flushReporting();
+    rows++;
+    if (openSet !== null && openedBy === open && batch[batch.length - 1] === openSet) return openSet as S;
+    const set = open();
+    batch.push(set);
+    openSet = set;
+    openedBy = open;
+    return set;
+  };
+
   return {
     add(item: GroupWrite): void {
       batch.push(item);
-      if (batch.length >= maxBatch) return flushReporting();
-      if (scheduled) return;
-      scheduled = true;
-      setImmediate(flushReporting);
+      if (++rows >= maxBatch) return flushReporting();
+      inThisTurn();
+    },
+    /**
+     * The set (made by `open`, always the same function for one kind of set) that the caller's next row goes into,
+     * committed at the end of this turn as `add`'s writes are. The caller pushes its row at once.
+     */
+    join<S extends RowSet>(open: () => S): S {
+      const set = setFor(open);
+      inThisTurn();
+      return set;
+    },
+    /** `join` for a row nothing waits on, as `addLater`. */
+    joinLater<S extends RowSet>(open: () => S): S {
+      const set = setFor(open);
+      inLaterMs();
+      return set;
     },
     /**
      * A write nothing waits on (no acknowledgement, no reader in this turn): it rides in the next batch, in
@@ -97,10 +154,8 @@ export function createGroupCommit(store: Store, onFault: (err: unknown) => void,
      */
     addLater(item: GroupWrite): void {
       batch.push(item);
-      if (batch.length >= maxBatch) return flushReporting();
-      if (scheduled || later) return;
-      later = setTimeout(flushReporting, laterMs);
-      later.unref(); // the last flush at shutdown (device plane stop) commits what waits
+      if (++rows >= maxBatch) return flushReporting();
+      inLaterMs();
     },
     /**
      * Commits the open batch now: a write outside the batch (a timeline note of its own, a page read) awaits
@@ -119,7 +174,7 @@ export function createGroupCommit(store: Store, onFault: (err: unknown) => void,
       tail = done.then(() => undefined, () => undefined);
       return done;
     },
-    pending: () => batch.length,
+    pending: () => rows,
   };
 }
 

@@ -292,12 +292,9 @@ export function createTimeline(store: Store, clock: Clock, pendingFirst: () => P
       touched?.add(e.deviceId);
       return id;
     },
-    /** `appended` answered in this turn where the store answers synchronously; undefined (nothing written) elsewhere. */
-    appendedNow(trx: StoreTransaction, e: TimelineEvent): number | undefined {
-      const result = insert.runNow(trx, rowOf(e));
-      if (result === undefined) return undefined;
-      touched?.add(e.deviceId);
-      return idOf(result);
+    /** Rows of the device appended by a batch's own statement (src/devices/telemetry/row-set.ts): its cap is checked on the next pass. */
+    appendedTo(deviceId: string): void {
+      touched?.add(deviceId);
     },
     /**
      * A note of its own (a command sent or answered, a flood noted): after the notes and statuses still waiting

@@ -268,3 +268,35 @@ test('every status acknowledged before a kill -9 of the service process is in th
   const missing = acked.filter((a) => !written.has(`${a.id} ${a.reason}`));
   assert.deepEqual(missing, [], `${missing.length} of ${acked.length} acknowledged statuses are not in the file`);
 });
+
+test('rows join the set at the batch\'s end; a write of another kind between them starts the next set, so the order holds', async (t) => {
+  const { store } = await testStore(t);
+  const commits = createGroupCommit(store, (err) => assert.fail(String(err)));
+  const order: string[] = [];
+  class Set {
+    readonly rows: number[] = [];
+    write() {
+      order.push(`set [${this.rows.join(', ')}]`);
+    }
+    settle(err: unknown) {
+      order.push(`settled [${this.rows.join(', ')}]${err ? ' with an error' : ''}`);
+    }
+  }
+  const open = () => new Set();
+  commits.join(open).rows.push(1);
+  commits.join(open).rows.push(2);
+  commits.add({ write: () => void order.push('other'), settle: () => void order.push('other settled') });
+  commits.join(open).rows.push(3);
+  assert.equal(commits.pending(), 4, 'each row counts toward the batch');
+  await commits.flush();
+  assert.deepEqual(order, ['set [1, 2]', 'other', 'set [3]', 'settled [1, 2]', 'other settled', 'settled [3]']);
+
+  // A batch that fails settles each set once, with the error, and the next batch opens a new set.
+  order.length = 0;
+  commits.join(open).rows.push(4);
+  commits.add({ write: () => { throw new Error('SQLITE_FULL: database or disk is full'); }, settle: () => undefined });
+  await commits.flush();
+  commits.join(open).rows.push(5);
+  await commits.flush();
+  assert.deepEqual(order, ['set [4]', 'settled [4] with an error', 'set [5]', 'settled [5]']);
+});

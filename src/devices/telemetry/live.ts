@@ -48,6 +48,8 @@ export interface Live {
   pendingStatus: string | null;
   /** Which write set pendingStatus: only its own settle clears it (a later batch may hold a newer one). */
   pendingWrite: object | null;
+  /** Its row in that write, when the write is a set of rows (src/devices/telemetry/row-set.ts); -1 otherwise. */
+  pendingRow: number;
   lastSeenMs: number | null;
   pendingHeartbeat: HeartbeatReport | null;
   lastHeartbeat: HeartbeatReport | null;
@@ -81,13 +83,16 @@ export function overlay(base: HeartbeatReport | null, report: HeartbeatReport | 
 }
 
 export const newLive = (status: string, lastSeenMs: number | null): Live => ({
-  connection: null, status, pendingStatus: null, pendingWrite: null, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
+  connection: null, status, pendingStatus: null, pendingWrite: null, pendingRow: -1, lastSeenMs, pendingHeartbeat: null, lastHeartbeat: null, lastLogMs: 0, lastNoteMs: { payload: 0, publish: 0, budget: 0 }, counters: newCounters(),
 });
 
 export const newCounters = (): DeviceCounters => ({
   status_messages: 0, heartbeats: 0, logs_accepted: 0, logs_dropped: 0, payloads_rejected: 0, publishes_refused: 0, connects: 0,
   status_dropped: 0, heartbeats_dropped: 0, acks_dropped: 0, broadcasts_dropped: 0, connects_refused: 0, writes_failed: 0,
 });
+
+/** A status to write: a device's report, or a transition the backend decides with the fields it knows. */
+export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
 
 export interface StatusChange {
   deviceId: string;

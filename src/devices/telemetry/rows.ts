@@ -6,10 +6,11 @@ import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
 import type { Timeline } from '../timeline.ts';
 import type { StatusReport } from '../device-config.ts';
-import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog } from './live.ts';
+import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog, type Transition } from './live.ts';
 import { inTransaction } from '../../platform/store/after-commit.ts';
+import { CONNECTED, Columns, HEARTBEAT, STATUS, createColumnWriter, type DeviceRowSet } from './row-set.ts';
 
-export type Transition = Pick<StatusReport, 'status' | 'reason' | 'detail' | 'prev'> & Partial<StatusReport>;
+export type { Transition } from './live.ts';
 
 /** What telemetry writes to the store: a status transition, the batched heartbeats and logs; and the logs read back. */
 export function createTelemetryRows(deps: { store: Store; clock: Clock; devices: DeviceStore; timeline: Timeline; live: Map<string, Live> }) {
@@ -131,19 +132,59 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
     await writeTransitionRow.run(trx, { ...values, head });
   }
 
+  const columnWriter = createColumnWriter(store);
+  const SOURCES = ['status', 'heartbeat', 'backend'];
   /**
-   * `writeTransition` answered in this turn where the store answers synchronously (a SQLite transaction): the
-   * same statements without a promise between them, on a status's path. False, with nothing written, elsewhere.
+   * A batch's rows as columns, merged per device in the order they came (a later value over an earlier one, as
+   * the row's COALESCE lays them); `set.written` says which were written (a device deleted meanwhile has none).
+   * A report's detail is encoded once, for both the row's status_detail and the timeline entry.
    */
-  function writeTransitionNow(trx: StoreTransaction, id: string, from: string, report: Transition, source: string): boolean {
-    const values = valuesOf(id, from, report, source);
-    if (from === report.status) return writeStatus.runNow(trx, values) !== undefined;
-    const head = timeline.appendedNow(trx, entryOf(id, from, report, source));
-    if (head === undefined) return false;
-    // Through the same transaction as the insert above, so it answers the same way (prepared.ts).
-    if (writeTransitionRow.runNow(trx, { ...values, head }) === undefined) throw new Error('a status half written: the transaction is rolled back');
-    return true;
+  function columnsOf(set: DeviceRowSet): Columns {
+    const c = new Columns();
+    const now = toUnixSeconds(nowMs());
+    const d = c.d;
+    for (let i = 0; i < set.ids.length; i++) {
+      const id = set.ids[i]!;
+      const info = devices.info(id);
+      set.written[i] = info !== null;
+      if (!info) continue;
+      const dev = c.device(id);
+      const kind = set.kinds[i]!;
+      if (kind === CONNECTED) {
+        c.timeline(dev, info.mosqueId, set.ats[i]!, 'connected', null, null, null, '{}');
+        c.set(dev, 'broker', set.brokers[i]);
+        timeline.appendedTo(id);
+        continue;
+      }
+      const r = set.reports[i]!;
+      const from = set.froms[i]!;
+      const reason = r.reason ?? null;
+      const detail = r.detail == null ? null : JSON.stringify(r.detail);
+      d.status[dev] = r.status;
+      d.reason[dev] = reason;
+      d.detail[dev] = `{"prev":${JSON.stringify(r.prev ?? from)},"reason":${reason === null ? 'null' : JSON.stringify(reason)},"detail":${detail ?? '{}'}}`;
+      d.status_at[dev] = now;
+      // last_seen_at is the time of the device's last packet: the backend's own verdicts (stale, disconnect) keep it.
+      if (kind === STATUS || kind === HEARTBEAT) d.seen[dev] = now;
+      c.set(dev, 'fw', r.fw);
+      c.set(dev, 'mac', r.mac);
+      c.set(dev, 'ssid', r.ssid);
+      c.set(dev, 'ip', r.ip);
+      c.set(dev, 'rssi', r.rssi);
+      c.set(dev, 'temp', r.temp_c);
+      c.set(dev, 'uptime', r.uptime_s);
+      c.set(dev, 'cfg', r.config_version);
+      if (from === r.status) continue;
+      const source = SOURCES[kind]!;
+      c.timeline(dev, info.mosqueId, now, 'status', from, r.status, reason, detail === null ? `{"source":"${source}"}` : `{"source":"${source}","detail":${detail}}`);
+      timeline.appendedTo(id);
+    }
+    return c;
   }
+  const rowSets = {
+    write: (set: DeviceRowSet, trx: StoreTransaction) => columnWriter.write(trx, columnsOf(set)),
+    writeAlone: (set: DeviceRowSet) => (columnWriter.sqlite ? null : columnWriter.writeAlone(columnsOf(set))),
+  };
 
-  return { writeBatch, writeTransition, writeTransitionNow, readLogs };
+  return { writeBatch, writeTransition, rowSets, readLogs };
 }

@@ -4,13 +4,14 @@ import type { DeviceStore } from '../devices.ts';
 import type { Faults } from '../../platform/faults.ts';
 import type { Logger } from '../../platform/log.ts';
 import type { Timeline } from '../timeline.ts';
-import { createGroupCommit, type GroupCommit, type GroupWrite } from '../group-commit.ts';
+import { createGroupCommit, type GroupCommit } from '../group-commit.ts';
 import type { HeartbeatReport, LogReport, StatusReport } from '../device-config.ts';
 import {
   DROPPED_COUNTER, FLUSH_BACKOFF_MS, LOG_MAX_BYTES, LOG_MIN_INTERVAL_MS, MAX_PENDING_LOGS, REJECTION_NOTE_INTERVAL_MS, STALE_AFTER_MISSED,
   newCounters, newLive, overlay, type BudgetedChannel, type DeviceCounters, type Live, type LoggingState, type PendingLog, type StatusChange,
 } from './live.ts';
 import { createTelemetryRows, type Transition } from './rows.ts';
+import { CONNECTED, DeviceRowSet, HEARTBEAT, STALE, STATUS } from './row-set.ts';
 
 // The payload types live beside the statuses they carry; re-exported for the broker edge.
 export type { HeartbeatReport, LogReport, StatusReport };
@@ -38,7 +39,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
   const touched = new Set<string>();
   const flushRetry = { backoffMs: 0, at: 0 };
   const commits = deps.commits ?? createGroupCommit(deps.store, (err) => deps.faults.report('status group commit', err));
-  const { writeBatch, writeTransition, writeTransitionNow, readLogs } = createTelemetryRows({ store: deps.store, clock: deps.clock, devices, timeline, live });
+  const { writeBatch, writeTransition, rowSets, readLogs } = createTelemetryRows({ store: deps.store, clock: deps.clock, devices, timeline, live });
 
   const stateOf = (id: string): Live => {
     let s = live.get(id);
@@ -92,6 +93,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
     const mine = {};
     s.pendingStatus = to;
     s.pendingWrite = mine;
+    s.pendingRow = -1;
     let written = false;
     commits.add({
       write: (trx) => {
@@ -110,16 +112,51 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
     });
   }
 
+  /**
+   * The batch's statuses, transitions and connected notes, settled together in the order they came: a row's
+   * status becomes memory's only once written, and a status's PUBACK goes only after the commit that holds it.
+   */
+  function settleRows(set: DeviceRowSet, err: unknown): void {
+    let thrown: unknown = null;
+    for (let i = 0; i < set.ids.length; i++) {
+      const id = set.ids[i]!;
+      const s = set.lives[i]!;
+      const kind = set.kinds[i]!;
+      if (kind === CONNECTED) {
+        if (err) writeFailed(id, 'connected note', err);
+        continue;
+      }
+      // A later status of this device may be waiting in this batch or the next: it keeps its own.
+      if (s.pendingWrite === set && s.pendingRow === i) {
+        s.pendingStatus = null;
+        s.pendingWrite = null;
+      }
+      const report = set.reports[i]!;
+      if (err) writeFailed(id, kind === STATUS ? 'status' : kind === HEARTBEAT ? 'heartbeat' : 'stale sweep', err);
+      else if (kind === STATUS || set.written[i]) applied(s, id, set.froms[i]!, report.status, report.reason ?? null);
+      try {
+        set.acks[i]?.(err);
+      } catch (bug) {
+        thrown ??= bug; // the other rows are settled all the same; the group commit's fault handler reports it
+      }
+    }
+    if (thrown !== null) throw thrown;
+  }
+  const sink = { write: rowSets.write, writeAlone: rowSets.writeAlone, settle: settleRows };
+  const openRows = () => new DeviceRowSet(sink);
+
+  /** A status or a transition into the turn's set: it transitions from the last one written or waiting. */
+  function pushStatus(id: string, kind: number, report: Transition, ack: ((err: unknown) => void) | null): void {
+    const s = stateOf(id);
+    const set = commits.join(openRows);
+    s.pendingRow = set.push(id, kind, s, s.pendingStatus ?? s.status, report, ack);
+    s.pendingStatus = report.status;
+    s.pendingWrite = set;
+  }
+
   /** A transition the backend decides (stale, a heartbeat's differing status): in the group commit, as a status. */
-  function transition(id: string, report: Transition, source: string): void {
-    pendingTransition(id, report.status, async (trx, from) => {
-      if (!devices.info(id)) return false;
-      await writeTransition(trx, id, from, { ...report, prev: report.prev ?? from }, source);
-      return true;
-    }, (err, from, written) => {
-      if (err) writeFailed(id, source === 'heartbeat' ? 'heartbeat' : 'stale sweep', err);
-      else if (written) applied(stateOf(id), id, from, report.status, report.reason ?? null);
-    });
+  function transition(id: string, report: Transition, kind: number): void {
+    pushStatus(id, kind, report, null);
   }
 
   let flushing: Promise<boolean> | null = null;
@@ -185,18 +222,8 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       // reconnect storm costs no commit of its own. With REDIS_URL the claim is read by the other processes
       // on a takeover: it commits in this turn.
       const at = toUnixSeconds(s.lastSeenMs);
-      const note: GroupWrite = {
-        write: async (trx) => {
-          if (!devices.info(id)) return;
-          await timeline.record(trx, { deviceId: id, mosqueId: mosqueOf(id), kind: 'connected', at });
-          if (brokerId !== undefined) await devices.claimConnection(trx, id, brokerId);
-        },
-        settle: (err) => {
-          if (err) writeFailed(id, 'connected note', err);
-        },
-      };
-      if (brokerId === undefined) commits.addLater(note);
-      else commits.add(note);
+      const set = brokerId === undefined ? commits.joinLater(openRows) : commits.join(openRows);
+      set.push(id, CONNECTED, s, s.status, null, null, at, brokerId ?? null);
     },
 
     /**
@@ -270,17 +297,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       // put an older rssi, ip, uptime back over what this status just wrote.
       if (s.pendingHeartbeat) s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
       if (s.lastHeartbeat) s.lastHeartbeat = overlay(s.lastHeartbeat, report);
-      pendingTransition(id, report.status, (trx, from) => {
-        // A device deleted meanwhile has no row to update (and its timeline would break the foreign key).
-        if (!devices.info(id)) return false;
-        // In this turn where the store answers so (SQLite), else awaited: the same statements either way.
-        if (writeTransitionNow(trx, id, from, report, 'status')) return true;
-        return writeTransition(trx, id, from, report, 'status').then(() => true);
-      }, (err, from) => {
-        if (err) writeFailed(id, 'status', err);
-        else applied(s, id, from, report.status, report.reason ?? null);
-        settled(err);
-      });
+      pushStatus(id, STATUS, report, settled);
     },
 
     /** A heartbeat repeats the status so a lost retained status recovers (docs/firmware.md, "3.2 Heartbeat"). */
@@ -292,7 +309,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
       s.lastHeartbeat = overlay(s.lastHeartbeat, report);
       touched.add(id);
-      if (report.status !== (s.pendingStatus ?? s.status)) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, 'heartbeat');
+      if (report.status !== (s.pendingStatus ?? s.status)) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, HEARTBEAT);
     },
 
     /**
@@ -371,7 +388,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
         if (now - s.lastSeenMs > STALE_AFTER_MISSED * info.settings.heartbeat_secs * 1000) stale.push(id);
       }
       // A refused write leaves the device stale in memory: the next sweep tries again.
-      for (const id of stale) transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, 'backend');
+      for (const id of stale) transition(id, { status: 'OFFLINE', reason: 'stale', prev: live.get(id)!.status }, STALE);
       return stale;
     },
 

@@ -1,4 +1,4 @@
-import type { Compilable, CompiledQuery, QueryResult } from 'kysely';
+import { CompiledQuery, type Compilable, type QueryResult } from 'kysely';
 import { transactionConnectionOf, type Queries } from './store.ts';
 
 /**
@@ -53,6 +53,29 @@ export function prepared<V extends Record<string, unknown>, R = unknown>(
     runNow(on, values) {
       const held = on.isTransaction ? heldConnection?.() : null;
       return held && 'executeNow' in held ? (held as SyncConnection).executeNow<R>(withValues(values)) : undefined;
+    },
+  };
+}
+
+/**
+ * Statements whose text was written for one dialect of `store`, run with their parameters in order: for a batch's
+ * multi-row statements, whose values the batch lays out as flat arrays (or, on PostgreSQL, one array per column),
+ * with no map of names per value. `sqlite`: whether `store` is SQLite's (its statements answer in this turn
+ * through a transaction of it, each text prepared once by the connection).
+ */
+export function textStatements(store: Queries) {
+  const heldConnection = transactionConnectionOf(store);
+  const raw = <R>(text: string, parameters: readonly unknown[]) => CompiledQuery.raw(text, parameters as unknown[]) as CompiledQuery<R>;
+  return {
+    sqlite: heldConnection !== null,
+    run<R>(q: Queries, text: string, parameters: readonly unknown[]): Promise<QueryResult<R>> {
+      return q.executeQuery<R>(raw<R>(text, parameters));
+    },
+    /** Through a transaction of a SQLite store, answered in this turn; a bug anywhere else. */
+    runNow<R>(q: Queries, text: string, parameters: readonly unknown[]): QueryResult<R> {
+      const held = q.isTransaction ? heldConnection?.() : null;
+      if (!held || !('executeNow' in held)) throw new Error('a synchronous statement outside a SQLite transaction');
+      return (held as SyncConnection).executeNow<R>(raw<R>(text, parameters));
     },
   };
 }
