@@ -64,8 +64,10 @@ export interface WorldPlan {
   mosques: Array<{ name: string; stream_url?: string; auto_approve_members?: boolean }>;
   /** member1@bench.example...: each signs up and joins; a membership left pending is approved by the owner. */
   members: number;
-  /** Device i is bound to mosque i % mosques; a transmitter is the owner's, a stream player member i % members's. */
+  /** Device i is bound to mosque `mosqueOf(i)`; a transmitter is the owner's, a stream player member i % members's. */
   devices: number;
+  /** The mosque (an index into `mosques`) device i is bound to; i % mosques unless given. */
+  mosqueOf?: (i: number) => number;
   isTransmitter?: (i: number) => boolean;
   /** HTTP requests in flight. */
   concurrency: number;
@@ -132,7 +134,7 @@ export async function registerWorld(base: string, rootToken: string, plan: World
     const devices: RegisteredDevice[] = new Array(plan.devices);
     const t0 = performance.now();
     await pool(plan.devices, plan.concurrency, async (i) => {
-      const at = i % mosqueIds.length;
+      const at = plan.mosqueOf?.(i) ?? i % mosqueIds.length;
       const mosqueId = mosqueIds[at]!;
       type Answer = { credentials: { client_id: string; password: string } };
       if (plan.isTransmitter?.(i)) {
