@@ -228,16 +228,17 @@ async function main(): Promise<void> {
     if (bytesPerS > 0) await until('the downloads under way', 5000, async () => (downloads.inFlight >= opts.maxConcurrent ? true : null)).catch(() => undefined);
     const w1 = epochMs();
     const run = await minaretFanout(fleet, fanWorld, service);
-    const dl = downloads.during(w1 + run.doorMs, w1 + run.doorMs + run.max);
     const rid = rolloutId;
     await api(base, 'POST', `/api/v1/firmware/rollouts/${rid}/pause`, undefined, world.rootToken);
-    console.log(`  with (${bytesPerS ? `${opts.deviceKbps} kbit/s` : 'unthrottled'}): p50 ${run.p50.toFixed(0)} p99 ${run.p99.toFixed(0)} ms, ${run.received}/${run.expected}; downloads in flight at the POST ${dl.atStart}, overlapping ${dl.count} (${(dl.bytes / 1e6).toFixed(1)} MB)`);
     // Drained: every offered device back, the runner's counts settled, before the next round without.
     await until('the paused rollout drained', 120_000, async () => {
       if (downloads.inFlight > 0) return null;
       const ro = await rolloutOf(rid);
       return sum(ro, 'offered') + sum(ro, 'updating') === 0 ? ro : null;
     });
+    // Read once the downloads are over: each one's bytes are known only at its end.
+    const dl = downloads.during(w1 + run.doorMs, w1 + run.doorMs + run.max);
+    console.log(`  with (${bytesPerS ? `${opts.deviceKbps} kbit/s` : 'unthrottled'}): p50 ${run.p50.toFixed(0)} p99 ${run.p99.toFixed(0)} ms, ${run.received}/${run.expected}; downloads in flight at the POST ${dl.atStart}, overlapping ${dl.count} (${(dl.bytes / 1e6).toFixed(1)} MB)`);
     return { run, dl };
   }
   for (let r = 0; r < opts.rounds; r++) {
