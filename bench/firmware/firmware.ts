@@ -318,7 +318,8 @@ main().then(
     process.exit(0);
   },
   (err: unknown) => {
-    console.error(`firmware bench failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    const cause = err instanceof Error && err.cause ? ` (cause: ${String((err.cause as Error).stack ?? err.cause)})` : '';
+    console.error(`firmware bench failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}${cause}`);
     cleanupSync();
     process.exit(1);
   },

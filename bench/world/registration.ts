@@ -19,7 +19,17 @@ export async function api<T = any>(base: string, method: string, p: string, body
   const headers: Record<string, string> = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (token) headers['authorization'] = `Bearer ${token}`;
-  const res = await fetch(`${base}${p}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const send = () => fetch(`${base}${p}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  let res: Response;
+  try {
+    res = await send();
+  } catch (err) {
+    // A GET is safe to send again (RFC 9110 §9.2.2): a pooled keep-alive socket the server closed as it was reused
+    // fails the request before anything reached the service.
+    if (method !== 'GET') throw err;
+    console.warn(`${method} ${p}: ${String((err as Error).cause ?? err)}; sent again`);
+    res = await send();
+  }
   const text = await res.text();
   if (res.status < 200 || res.status > 299) throw new Error(`${method} ${p}: HTTP ${res.status} ${text.slice(0, 300)}`);
   return (text ? JSON.parse(text) : null) as T;
