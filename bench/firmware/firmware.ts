@@ -87,6 +87,7 @@ class DownloadLog {
       for (const w of this.startWaiters.splice(0)) w();
     } else {
       this.done.push({ start: this.open.get(device) ?? Number(m['at']), end: Number(m['at']), bytes: Number(m['bytes']), ok: m['ok'] === true, throttled: this.throttled });
+      if (m['ok'] !== true) console.warn(`  download by ${device} failed: ${String(m['error'])}`);
       this.open.delete(device);
     }
   }

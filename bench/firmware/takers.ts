@@ -16,6 +16,7 @@
  * from then on is read at most that fast (0: unthrottled). Parent -> {type:'stop'}: disconnects, exits.
  */
 import crypto from 'node:crypto';
+import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
 import { pool } from '../support.ts';
@@ -98,17 +99,24 @@ class Taker {
     this.result = 'updated';
   }
 
-  /** The whole image with HTTP Basic by the device's own credentials (RFC 7617); null on any failure. */
+  /**
+   * The whole image with HTTP Basic by the device's own credentials (RFC 7617); null on any failure. On a connection
+   * of its own, as a device opens one per download: a pooled keep-alive socket the service closed between two
+   * downloads can be handed out again, and the download fails before it starts.
+   */
   private async download(url: string): Promise<Buffer | null> {
     send({ type: 'dl', phase: 'start', device: this.id, at: epochMs() });
     let bytes = 0;
     const chunks: Buffer[] = [];
     try {
-      const res = await fetch(url, { headers: { authorization: `Basic ${Buffer.from(`${this.id}:${this.password}`).toString('base64')}` } });
-      if (res.status !== 200 || !res.body) throw new Error(`HTTP ${res.status}`);
+      const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+        const req = http.get(url, { agent: false, headers: { authorization: `Basic ${Buffer.from(`${this.id}:${this.password}`).toString('base64')}` } }, resolve);
+        req.on('error', reject);
+      });
+      if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
       const t0 = performance.now();
-      for await (const chunk of res.body) {
-        chunks.push(Buffer.from(chunk));
+      for await (const chunk of res as AsyncIterable<Buffer>) {
+        chunks.push(chunk);
         bytes += chunk.byteLength;
         // A device's own link: reading no faster than `rate` leaves the rest in the sockets (TCP backpressure).
         const ahead = rate > 0 ? (bytes * 1000) / rate - (performance.now() - t0) : 0;
@@ -116,8 +124,8 @@ class Taker {
       }
       send({ type: 'dl', phase: 'end', device: this.id, at: epochMs(), bytes, ok: true });
       return Buffer.concat(chunks);
-    } catch {
-      send({ type: 'dl', phase: 'end', device: this.id, at: epochMs(), bytes, ok: false });
+    } catch (err) {
+      send({ type: 'dl', phase: 'end', device: this.id, at: epochMs(), bytes, ok: false, error: String(err) });
       return null;
     }
   }
