@@ -34,23 +34,22 @@
  * Writes its table into bench/RESULTS.md under "## Broadcasts (npm run bench, bench/broadcast.ts)", one
  * subsection per player count, leaving every other section as it finds it (--no-write: print only).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, cli, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, ratio, serviceNodeFlags, serviceRoot, writeJson, writeSubsection } from './support.ts';
+import { CONTENDED_CORES, RESULTS_FILE, cli, fmt, machine, openFilesLimit, percentile, ratio, serviceRoot, writeJson, writeSubsection } from './support.ts';
 import { api, registerWorld, createFirstSuperadminRow, superadminToken } from './world/registration.ts';
+import { Child, cpuWindow, killChildrenSync, sleep, startWebhook, waitQuiet, type CpuSpent, type Webhook } from './fanout/children.ts';
+import { FANOUT_TIMEOUT_MS, Watch, connectFleet, endFleet, minaretFanout, newFleet, summarize, type Fleet, type FanoutRun } from './fanout/players.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
 const HOST = '127.0.0.1';
 const STREAM_URL = 'https://radio.example.org/bench-noor';
 /** Sockets and files this process needs besides one per player. */
 const FD_MARGIN = 512;
-/** Above this much CPU taken by other processes, a run on a small host is not a clean measurement. */
 
 // ---------------------------------------------------------------------------------------------------
 // Options
@@ -110,191 +109,21 @@ function fitPlayers(n: number): { players: number; note: string | null } {
   return { players: fitted, note };
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Children
-
-type ChildMessage = { type: string; [key: string]: unknown };
-const children = new Set<Child>();
-
-class Child {
-  readonly proc: ChildProcess;
-  exited = false;
-  private readonly exitedP: Promise<void>;
-  private readonly readyP: Promise<ChildMessage>;
-
-  constructor(readonly name: string, mode: 'minaret' | 'bare', env: Record<string, string>) {
-    // BENCH_BROKER_NODE_ARGS: extra node flags for the server children, as in bench/devices.ts (e.g. "--cpu-prof").
-    const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
-    // The service runs with the node flags npm start gives it, from the checkout measured (BENCH_SERVICE_ROOT,
-    // see serviceRoot); bare aedes from this one, without them.
-    const root = mode === 'minaret' ? serviceRoot() : ROOT;
-    const flags = mode === 'minaret' ? serviceNodeFlags(root) : [];
-    this.proc = spawn(process.execPath, [...flags, ...extra, '--import', 'tsx', path.join(root, 'bench', 'broadcast-server.ts'), mode], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    children.add(this);
-    this.exitedP = new Promise((resolve) => {
-      this.proc.once('exit', () => {
-        this.exited = true;
-        children.delete(this);
-        resolve();
-      });
-    });
-    this.readyP = new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${name}: not ready within 60 s`)), 60_000);
-      this.proc.on('message', (m: ChildMessage) => {
-        if (m?.type === 'ready') {
-          clearTimeout(timer);
-          resolve(m);
-        }
-      });
-      this.proc.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        reject(new Error(`${name} exited (${signal ?? `code ${code}`}) before it was ready`));
-      });
-    });
-  }
-
-  ready(): Promise<ChildMessage> {
-    return this.readyP;
-  }
-
-  get pid(): number {
-    return this.proc.pid ?? -1;
-  }
-
-  /** CPU seconds (user + system) the child has used so far, from /proc/<pid>/stat; NaN if unknown. */
-  cpuSeconds(): number {
-    try {
-      const stat = fs.readFileSync(`/proc/${this.pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
-    } catch {
-      return Number.NaN;
-    }
-  }
-
-  async stop(): Promise<void> {
-    if (this.exited) return;
-    if (this.proc.connected) this.proc.send({ type: 'stop' });
-    else this.proc.kill('SIGTERM');
-    const killer = setTimeout(() => this.proc.kill('SIGKILL'), 10_000);
-    await this.exitedP;
-    clearTimeout(killer);
-  }
-}
-
 let tempDir: string | null = null;
-let webhookServer: http.Server | null = null;
+let webhook: Webhook | null = null;
 
 function cleanupSync(): void {
-  for (const c of children) if (!c.exited) c.proc.kill('SIGKILL');
-  webhookServer?.close();
-  webhookServer = null;
+  killChildrenSync();
+  webhook?.close();
+  webhook = null;
   if (tempDir) fs.rmSync(tempDir, { recursive: true, force: true });
   tempDir = null;
 }
 
 // ---------------------------------------------------------------------------------------------------
-// CPU accounting (Linux /proc; figures are NaN / null elsewhere)
-
-interface CpuSpent {
-  seconds: number;
-  brokerCpuS: number;
-  genCores: number;
-  bgCores: number | null;
-}
-
-function cpuWindow(child: Child): () => CpuSpent {
-  const host0 = hostBusySeconds();
-  const self0 = process.cpuUsage();
-  const child0 = child.cpuSeconds();
-  const t0 = performance.now();
-  return () => {
-    const seconds = (performance.now() - t0) / 1000;
-    const brokerCpuS = child.cpuSeconds() - child0;
-    const self = process.cpuUsage(self0);
-    const selfS = (self.user + self.system) / 1e6;
-    const host1 = hostBusySeconds();
-    const bgCores = host0 === null || host1 === null || !Number.isFinite(brokerCpuS) ? null : Math.max(0, (host1 - host0 - brokerCpuS - selfS) / seconds);
-    return { seconds, brokerCpuS, genCores: selfS / seconds, bgCores };
-  };
-}
-
-/** Waits (up to maxS) for a whole second in which other processes used under CONTENDED_CORES. */
-async function waitQuiet(child: Child, maxS: number): Promise<number | null> {
-  if (maxS <= 0) return null;
-  const t0 = performance.now();
-  let last: number | null = null;
-  do {
-    const close = cpuWindow(child);
-    await sleep(1000);
-    last = close().bgCores;
-    if (last === null || last < CONTENDED_CORES) break;
-  } while ((performance.now() - t0) / 1000 < maxS);
-  return last;
-}
-
-// ---------------------------------------------------------------------------------------------------
 // Small helpers
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 const median = (values: number[]) => percentile(values, 50);
-
-// ---------------------------------------------------------------------------------------------------
-// The notifier's webhook peer: the superadmin's OTP arrives here
-
-interface Webhook {
-  url: string;
-  nextCode(purpose: string, timeoutMs: number): Promise<string>;
-}
-
-async function startWebhook(): Promise<Webhook> {
-  const codes: Array<{ purpose: string; code: string }> = [];
-  const waiters: Array<() => void> = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      try {
-        const m = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { purpose?: string; code?: string };
-        if (typeof m.code === 'string') codes.push({ purpose: String(m.purpose ?? ''), code: m.code });
-      } catch {
-        /* not JSON: ignored, still acknowledged */
-      }
-      res.writeHead(204).end();
-      for (const w of waiters.splice(0)) w();
-    });
-  });
-  webhookServer = server;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, HOST, () => resolve());
-  });
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://${HOST}:${port}/notify`,
-    async nextCode(purpose, timeoutMs) {
-      const deadline = performance.now() + timeoutMs;
-      for (;;) {
-        const i = codes.findIndex((c) => c.purpose === purpose);
-        if (i >= 0) return codes.splice(i, 1)[0]!.code;
-        const left = deadline - performance.now();
-        if (left <= 0) throw new Error(`webhook: no ${purpose} code within ${timeoutMs} ms`);
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, left);
-          waiters.push(() => {
-            clearTimeout(t);
-            resolve();
-          });
-        });
-      }
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Setting up the world through the API
@@ -320,269 +149,10 @@ async function buildWorld(base: string, webhook: Webhook, opts: Options): Promis
   const world = await registerWorld(base, root, {
     mosques: [{ name: 'Bench Masjid', stream_url: STREAM_URL }],
     members: opts.players, devices: opts.players, concurrency: opts.httpConcurrency, progress: (line) => console.log(`  ${line}`),
-    nextCode: (purpose) => webhook.nextCode(purpose, 30_000),
+    confirmCode: (email) => webhook.nextCode('confirm_address', 60_000, email),
   });
   const players = world.devices.map((d) => ({ id: d.id, password: d.password, membershipId: d.membershipId! }));
   return { base, ownerToken: world.ownerToken, mosqueId: world.mosqueIds[0]!, players, setupS: (performance.now() - t0) / 1000 };
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Receivers: what each player (or bare subscriber) got, and when
-
-/** One fan-out being watched: the receipt time of each receiver, for one action. */
-class Watch {
-  readonly at: Float64Array;
-  readonly ids: Array<string | undefined>;
-  count = 0;
-  private resolveAll: (() => void) | null = null;
-  readonly expected: number;
-
-  constructor(n: number, readonly action: 'start' | 'stop', readonly receivers: Set<number> | null) {
-    this.at = new Float64Array(n).fill(Number.NaN);
-    this.ids = new Array(n);
-    this.expected = receivers ? receivers.size : n;
-  }
-
-  saw(i: number, t: number, event: { action?: unknown; broadcast_id?: unknown }): void {
-    if (event.action !== this.action || !Number.isNaN(this.at[i]!)) return;
-    this.at[i] = t;
-    this.ids[i] = typeof event.broadcast_id === 'string' ? event.broadcast_id : undefined;
-    this.count++;
-    if (this.resolveAll && this.receivedExpected() >= this.expected) this.resolveAll();
-  }
-
-  private receivedExpected(): number {
-    if (!this.receivers) return this.count;
-    let k = 0;
-    for (const i of this.receivers) if (!Number.isNaN(this.at[i]!)) k++;
-    return k;
-  }
-
-  /** Resolves once every expected receiver has it, or after `timeoutMs` (then some are missing). */
-  all(timeoutMs: number): Promise<void> {
-    if (this.receivedExpected() >= this.expected) return Promise.resolve();
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.resolveAll = null;
-        resolve();
-      }, timeoutMs);
-      this.resolveAll = () => {
-        clearTimeout(t);
-        this.resolveAll = null;
-        resolve();
-      };
-    });
-  }
-}
-
-interface Conn {
-  client: mqtt.MqttClient;
-}
-
-interface Fleet {
-  conns: Conn[];
-  connectS: number;
-  /** CPU while the fleet got ready (broker child, this process, other processes). */
-  connectCpu: CpuSpent | null;
-  readyP50: number;
-  readyP99: number;
-  lost: () => number;
-  watch: Watch | null;
-  /** Player index -> what a config message resolves (ban measurement). */
-  configWaiters: Map<number, (t: number, cfg: Record<string, unknown>) => void>;
-}
-
-function newFleet(n: number): Fleet {
-  return { conns: new Array(n), connectS: 0, connectCpu: null, readyP50: 0, readyP99: 0, lost: () => 0, watch: null, configWaiters: new Map() };
-}
-
-function parse(payload: Buffer): Record<string, unknown> | null {
-  try {
-    const v = JSON.parse(payload.toString('utf8')) as unknown;
-    return v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
-}
-
-function subscribe(client: mqtt.MqttClient, topic: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    client.subscribe(topic, { qos: 1 }, (err, granted) => {
-      if (err) return reject(err);
-      const g = granted?.[0];
-      if (!g || g.qos === 128) return reject(new Error(`SUBACK refused ${topic}`));
-      resolve();
-    });
-  });
-}
-
-/**
- * Connects every receiver (at most `concurrency` in flight); each is ready once `prepare` resolves. For
- * Minaret players: config subscribed, a leased config received, broadcast topic subscribed.
- */
-async function connectFleet(
-  fleet: Fleet,
-  url: string,
-  concurrency: number,
-  identity: (i: number) => { clientId: string; username?: string; password?: string },
-  broadcastTopic: string,
-  configTopic: ((i: number) => string) | null,
-): Promise<void> {
-  const n = fleet.conns.length;
-  const ready = new Float64Array(n);
-  let lost = 0;
-  const t0 = performance.now();
-  let done = 0;
-  const progress = setInterval(() => console.log(`  connect: ${done}/${n} ready`), 10_000);
-  try {
-    await pool(n, concurrency, (i) => {
-      const started = performance.now();
-      const id = identity(i);
-      return new Promise<void>((resolve, reject) => {
-        const client = mqtt.connect(url, {
-          protocolVersion: 4, clientId: id.clientId, ...(id.username !== undefined && { username: id.username }), ...(id.password !== undefined && { password: id.password }),
-          clean: true, keepalive: 300, reconnectPeriod: 0, connectTimeout: 30_000, resubscribe: false,
-        });
-        let leased: (() => void) | null = null;
-        client.on('message', (topic, payload) => {
-          const t = performance.now();
-          const msg = parse(payload);
-          if (!msg) return;
-          if (topic === broadcastTopic) {
-            fleet.watch?.saw(i, t, msg);
-            return;
-          }
-          // The player's config.
-          if (leased && msg['lease']) leased();
-          const waiter = fleet.configWaiters.get(i);
-          if (waiter) waiter(t, msg);
-        });
-        const fail = (err: Error) => {
-          client.end(true);
-          reject(new Error(`receiver ${i} (${id.clientId}) not ready: ${err.message}`));
-        };
-        const closedEarly = () => fail(new Error('connection closed before it was ready'));
-        client.on('error', fail);
-        client.on('close', closedEarly);
-        client.once('connect', () => {
-          void (async () => {
-            if (configTopic) {
-              const gotLease = new Promise<void>((res, rej) => {
-                const t = setTimeout(() => rej(new Error('no config with a lease within 30 s')), 30_000);
-                leased = () => {
-                  clearTimeout(t);
-                  leased = null;
-                  res();
-                };
-              });
-              await subscribe(client, configTopic(i));
-              await gotLease;
-            }
-            await subscribe(client, broadcastTopic);
-          })().then(
-            () => {
-              ready[i] = performance.now() - started;
-              client.off('error', fail);
-              client.off('close', closedEarly);
-              client.on('error', () => undefined);
-              client.once('close', () => {
-                if (!client.disconnecting) lost++;
-              });
-              fleet.conns[i] = { client };
-              done++;
-              resolve();
-            },
-            (err: Error) => fail(err),
-          );
-        });
-      });
-    });
-  } finally {
-    clearInterval(progress);
-  }
-  fleet.connectS = (performance.now() - t0) / 1000;
-  fleet.readyP50 = percentile(ready, 50);
-  fleet.readyP99 = percentile(ready, 99);
-  fleet.lost = () => lost;
-}
-
-async function endFleet(fleet: Fleet): Promise<void> {
-  const conns = fleet.conns.filter(Boolean);
-  const wait = Promise.all(conns.map((c) => new Promise<void>((resolve) => c.client.end(false, {}, () => resolve()))));
-  await Promise.race([wait, sleep(15_000)]);
-  for (const c of conns) if (!c.client.disconnected) c.client.end(true);
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Fan-out runs
-
-interface FanoutRun {
-  p50: number;
-  p99: number;
-  max: number;
-  first: number;
-  received: number;
-  expected: number;
-  /** Receipts whose broadcast_id is not the one triggered (should be 0). */
-  wrongId: number;
-  /** Trigger -> response: the POST's response time (Minaret) or the PUBACK (bare). */
-  triggerMs: number;
-  /**
-   * Minaret only (NaN for bare): GET /mosques/{id} by the same client with the same token just before the POST:
-   * the HTTP request and the mosque gate without a broadcast, the part of the POST's figures bare aedes has no
-   * counterpart for (its clock starts at a publish on an open MQTT connection).
-   */
-  doorMs: number;
-  cpu: CpuSpent;
-  stopP50: number;
-  stopP99: number;
-  stopReceived: number;
-  /** Minaret only: GET of the stopped broadcast, which builds the delivery report the POST no longer waits for (NaN for bare). */
-  reportMs: number;
-}
-
-const FANOUT_TIMEOUT_MS = 60_000;
-
-function summarize(w: Watch, t0: number, id: string | null): { p50: number; p99: number; max: number; first: number; received: number; wrongId: number } {
-  const lat: number[] = [];
-  let wrongId = 0;
-  for (let i = 0; i < w.at.length; i++) {
-    const t = w.at[i]!;
-    if (Number.isNaN(t)) continue;
-    lat.push(t - t0);
-    if (id !== null && w.ids[i] !== id) wrongId++;
-  }
-  return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: percentile(lat, 100), first: percentile(lat, 0), received: lat.length, wrongId };
-}
-
-async function minaretFanout(fleet: Fleet, world: World, child: Child): Promise<FanoutRun> {
-  const n = fleet.conns.length;
-  const base = world.base;
-  const watch = new Watch(n, 'start', null);
-  fleet.watch = watch;
-  const d0 = performance.now();
-  await api(base, 'GET', `/api/v1/mosques/${world.mosqueId}`, undefined, world.ownerToken);
-  const doorMs = performance.now() - d0;
-  const close = cpuWindow(child);
-  const t0 = performance.now();
-  const res = await api<{ id: string }>(base, 'POST', `/api/v1/mosques/${world.mosqueId}/broadcasts`, { kind: 'azaan', prayer: 'maghrib' }, world.ownerToken);
-  const triggerMs = performance.now() - t0;
-  await watch.all(FANOUT_TIMEOUT_MS);
-  const cpu = close();
-  const start = summarize(watch, t0, res.id);
-  // Stop it, and wait for every player to have the stop before the next run.
-  const stopWatch = new Watch(n, 'stop', null);
-  fleet.watch = stopWatch;
-  const s0 = performance.now();
-  await api(base, 'POST', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.id}/stop`, undefined, world.ownerToken);
-  await stopWatch.all(FANOUT_TIMEOUT_MS);
-  const stop = summarize(stopWatch, s0, res.id);
-  fleet.watch = null;
-  // The delivery report alone: GET of the broadcast builds it (one statement over the mosque's devices).
-  const g0 = performance.now();
-  await api(base, 'GET', `/api/v1/mosques/${world.mosqueId}/broadcasts/${res.id}`, undefined, world.ownerToken);
-  const reportMs = performance.now() - g0;
-  return { ...start, expected: n, triggerMs, doorMs, cpu, stopP50: stop.p50, stopP99: stop.p99, stopReceived: stop.received, reportMs };
 }
 
 async function bareFanout(fleet: Fleet, publisher: mqtt.MqttClient, topic: string, child: Child): Promise<FanoutRun> {
@@ -857,7 +427,7 @@ async function main(): Promise<void> {
   tempDir = fs.mkdtempSync(path.join(os.tmpdir(), 'minaret-bench-broadcast-'));
   const dbPath = path.join(tempDir, 'minaret.db');
   await createFirstSuperadminRow(dbPath);
-  const webhook = await startWebhook();
+  webhook = await startWebhook();
 
   console.log(`broadcast bench: ${num(n)} players, ${opts.runs} runs, ${opts.bans} bans (timeout ${opts.timeoutS} s)`);
   const service = new Child('minaret', 'minaret', {
