@@ -1,7 +1,5 @@
 import http from 'node:http';
-import type net from 'node:net';
 import { getRequestListener } from '@hono/node-server';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
 import { createMosqueEvents } from '../api/mosques/events.ts';
@@ -26,14 +24,7 @@ import { createOneTimeCodes } from './people/codes.ts';
 import { createGuessBudget } from './people/guess-budget.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
-import { checkpointInBackground, migrate, openDatabase, storageUse } from './platform/db.ts';
-import { sqliteStore, type Store } from './platform/store/store.ts';
-import { createFaults, sqliteProbe, storageFaultOf, type Faults, type StorageProbe } from './platform/faults.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
-import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
-import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
-import { createChangeLog } from './platform/store/change-log.ts';
-import { createDuties, type Duties } from './platform/store/duties.ts';
 import { createDevicePlane } from './devices/device-plane.ts';
 import { createPairings } from './devices/pairing/pairing.ts';
 import { buildFirmware } from './firmware/firmware.ts';
@@ -51,13 +42,21 @@ import { shownStore, startupFields, type Logger, type StartupFacts } from './pla
 import { createMemberships } from './mosques/memberships.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
 import { createMosqueStore } from './mosques/mosques.ts';
-import { createNotifier, type Notifier, type PageUrl, type Transport } from './platform/notify.ts';
-import { createAfterAnswer, idleAfterAnswer, type AfterAnswer } from './platform/flow/after-answer.ts';
+import type { Notifier, PageUrl, Transport } from './platform/notify.ts';
 import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
-import { deriveKey, loadOrCreateSecretFile } from './platform/secrets.ts';
-import { listeningPort, shownHost } from './platform/net/listening.ts';
-import { loadTlsCredentials, type TlsCredentials } from './platform/net/tls-files.ts';
+import { deriveKey } from './platform/secrets.ts';
+import { closeHttp, listen, listeningPort, shownHost } from './platform/net/listening.ts';
+import { readTlsAtStart, reloadTls } from './platform/net/tls-files.ts';
+import { openStorage } from './platform/boot/storage.ts';
+import { buildPlatform } from './platform/boot/platform.ts';
+import { StartupError } from './platform/boot/startup-error.ts';
+import { resolveJwtSecret } from './platform/keys/jwt-secret.ts';
+import type { Db } from './platform/db.ts';
+import type { Store } from './platform/store/store.ts';
+import type { ChangePublisher } from './platform/changes.ts';
+import type { Faults } from './platform/faults.ts';
+import type { AfterAnswer } from './platform/flow/after-answer.ts';
 import { createSuperadminAuth } from './people/superadmin.ts';
 import { createAccessTokens } from './people/tokens.ts';
 import { createUserAdmin } from './people/user-admin.ts';
@@ -78,8 +77,7 @@ import { createRecordings, leaseAdmission, recordingUrl } from './audio/recordin
 import { leaseFacts } from './audio/lease-admission.ts';
 import { createSourceFollow } from './broadcasts/source-follow.ts';
 
-/** A start-up failure an operator can act on; main prints its message as the one line. */
-export class StartupError extends Error {}
+export { StartupError };
 
 export interface ServiceOptions {
   clock?: Clock;
@@ -123,8 +121,6 @@ export interface Service {
 
 /** Past this many bytes waiting for a stuck stdout reader (a paused pipe, a slow journald), lines are dropped. */
 export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
-/** How often the change log's entries past CHANGE_LOG_KEEP_S are deleted (once across nodes: a periodic duty). */
-const CHANGE_LOG_PRUNE_MS = 10 * 60 * 1000;
 /** How often expired device pairings are deleted (docs/api.md, "Pairing a device"). */
 const PAIRING_PRUNE_MS = 10 * 60 * 1000;
 
@@ -175,7 +171,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(config);
   const jwtSecret = resolveJwtSecret(config, logger);
-  const tlsCredentials = readTls(config, logger);
+  const tlsCredentials = readTlsAtStart(config, logger);
   // Closed in reverse order of creation; then `finals` in order (the last flush, then db.close), always.
   const closers: Closer[] = [];
   const finals: Closer[] = [];
@@ -183,29 +179,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
   try {
     // Construct: the platform, then each domain in the order they depend on one another.
-    const opened = config.postgres ? await openPostgresStore(config.postgres, logger) : openSqlite(config, clock, logger);
-    finals.push({ name: 'database', close: () => opened.close() });
-    const { store } = opened;
-    const faults = createFaults({ probe: opened.probe, clock, logger });
-    // Stopped before the database closes, so that is the last connection and folds the WAL away (see also the end of start).
-    const checkpointer = opened.checkpointer((err) => faults.report('database checkpoint', err));
-    closers.push({ name: 'database checkpointer', close: () => checkpointer.close() });
+    const dataSteps = (db: Db) => logIdentifierRewrite(normalizeStoredIdentifiersOnce(db, toUnixSeconds(clock())), logger);
+    const { store, faults, isOpen, checkpointer } = await openStorage(config, { clock, logger, dataSteps }, closers, finals);
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push({ name: 'password hasher', close: () => hasher.close() });
-    const transport = opts.transport ?? createTransport(config, logger);
-    const messages = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
-    closers.push({ name: 'notifier', close: () => messages.close() });
-    // Work an answer must not wait for (docs/api.md "Signing in"); stopped before the notifier it may still send through.
-    const afterAnswer = createAfterAnswer(logger);
-    closers.push({ name: 'work after answers', close: () => afterAnswer.idle() });
-    const notifier = idleAfterAnswer(messages, afterAnswer);
-    // The deployment's periodic duties, each run claimed once across nodes; started once everything they run is.
-    const duties = createDuties({ store, clock, onError: (what, err) => void faults.report(what, err) });
-    const { changes, redis, startFeed } = await openChangeFeed(config, { logger, faults, store, clock, duties });
-    closers.push({ name: 'change feed', close: async () => {
-      await changes.close();
-      redis?.disconnect();
-    } });
+    const { notifier, afterAnswer, duties, changes, redis, startFeed } = await buildPlatform(config, {
+      store, faults, clock, logger, transport: opts.transport ?? createTransport(config, logger), notifyRetryBaseMs: opts.notifyRetryBaseMs,
+    }, closers);
 
     // The HTTP door exists from here on (its handler is attached once the API is built, before it listens):
     // what names this process's own address asks the server where it listens.
@@ -342,7 +322,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // told nothing more, and it was the largest part of a probe's cost. Whether the file takes
     // writes is faults.storageState(), from the last real write and a probe while degraded.
     const health = () => ({
-      db: opened.isOpen() ? faults.storageState() : 'down',
+      db: isOpen() ? faults.storageState() : 'down',
       broker: broker.isHealthy() ? 'ok' : 'down',
       ...(audio && { audio: audio.health() }),
     });
@@ -422,18 +402,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       mqttUrl: `mqtt://${host}:${mqttPort}`,
       notifier,
       routes: handlerRoutes(api),
-      reloadTls: () => {
-        if (!broker.tlsServer) return { ok: false, error: 'MQTTS_PORT is not set: there is no certificate to reload' };
-        const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
-        if (!loaded.ok) return loaded;
-        try {
-          broker.setTlsCredentials(loaded.credentials);
-        } catch (err) {
-          // A signal handler must not throw: the pair is refused and the one in use stays.
-          return { ok: false, error: `TLS_CERT_FILE/TLS_KEY_FILE: ${(err as Error).message}` };
-        }
-        return { ok: true, validTo: loaded.credentials.validTo };
-      },
+      reloadTls: () => reloadTls(config, broker),
       broker: { counters: () => broker.counters(), session: (id) => broker.session(id) },
       schedule: { runDue: () => scheduler.runDue() },
       broadcasts: { listen: (l) => broadcasts.listen(l) },
@@ -471,125 +440,4 @@ function buildAudio(
     membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
     isAdmin: async (mosqueId, userId) => (await people.admins.find(mosqueId, userId)) !== null,
   });
-}
-
-/**
- * The change feed (src/platform/changes.ts): in-process without REDIS_URL; else over Redis pub/sub on a
- * connection of its own, which the rate limiters share (api/rate-limit.ts). No offline queue: while Redis is
- * away a command fails at once (the limiters fall back to memory, the feed to its change log in the store) instead of queueing.
- */
-async function openChangeFeed(
-  config: Config, deps: { logger: Logger; faults: { report(what: string, err: unknown): unknown }; store: Store; clock: Clock; duties: Duties },
-): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
-  const { logger, faults } = deps;
-  const onError = (what: string, err: unknown) => void faults.report(what, err);
-  if (!config.redisUrl) return { changes: createLocalChangeFeed((err) => onError('change listener', err)), redis: null, startFeed: () => undefined };
-  // Loaded only with REDIS_URL (~40 modules a single process never needs).
-  const { Redis: RedisClient } = await import('ioredis');
-  const redis = new RedisClient(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on('error', (err: Error) => onError('redis connection', err));
-  const log = { log: createChangeLog(deps.store), keepMs: config.changeLogKeepS * 1000, clock: deps.clock };
-  deps.duties.add('change log prune', CHANGE_LOG_PRUNE_MS, () => log.log.prune(deps.clock() - log.keepMs));
-  const feed = await createRedisChangeFeed({ conn: redis, logger, onError, log });
-  return { changes: feed, redis, startFeed: () => feed.start() };
-}
-
-function resolveJwtSecret(config: Config, logger: Logger): string {
-  if (config.jwtSecret) return config.jwtSecret;
-  const { value, created } = loadOrCreateSecretFile(config.dataDir, 'jwt-secret');
-  logger.warn(
-    { file: `${config.dataDir}/jwt-secret`, created },
-    'JWT_SECRET is not set: using a secret generated once and kept in the data folder (set JWT_SECRET in production)',
-  );
-  return value;
-}
-
-/** MQTTS_PORT set: the certificate and key must be usable before anything opens (one line otherwise). */
-function readTls(config: Config, logger: Logger): TlsCredentials | undefined {
-  if (config.mqttsPort === undefined) return undefined;
-  const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
-  if (!loaded.ok) throw new StartupError(loaded.error);
-  logger.info({ cert_file: config.tlsCertFile, valid_to: loaded.credentials.validTo }, 'mqtts certificate loaded');
-  return loaded.credentials;
-}
-
-/** The store the settings name, migrated, with what the rest of the service asks of it. */
-interface OpenedStore {
-  store: Store;
-  probe: StorageProbe;
-  isOpen(): boolean;
-  /** SQLite's WAL checkpoints in a worker (src/platform/db.ts); nothing to do on PostgreSQL. */
-  checkpointer(onError: (err: Error) => void): { close(): Promise<void> };
-  close(): Promise<void>;
-}
-
-/**
- * The SQLite file (DATABASE_PATH): the SQL migrations, then the data steps written in TypeScript (the rewrite of
- * stored identifiers), before any store reads a row. A database already at DATABASE_MAX_BYTES has no room for
- * them: say so in one line.
- */
-function openSqlite(config: Config, clock: Clock, logger: Logger): OpenedStore {
-  const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
-  try {
-    const version = migrate(db);
-    logIdentifierRewrite(normalizeStoredIdentifiersOnce(db, toUnixSeconds(clock())), logger);
-    logger.info({ database: config.databasePath, schema_version: version, ...(config.databaseMaxBytes !== undefined && storageUse(db)) }, 'database ready');
-  } catch (err) {
-    db.close();
-    if (storageFaultOf(err) !== 'full') throw err;
-    const setting = config.databaseMaxBytes === undefined ? 'DATABASE_PATH: the disk' : 'DATABASE_MAX_BYTES: the limit';
-    throw new StartupError(`${setting} leaves no room to update the database schema; free space or raise the limit`);
-  }
-  return {
-    store: sqliteStore(db),
-    probe: sqliteProbe(db),
-    isOpen: () => db.open,
-    checkpointer: (onError) => checkpointInBackground(db, { onError }),
-    close: async () => void db.close(),
-  };
-}
-
-/** PostgreSQL (DATABASE_URL): loaded only then, as the pg driver is memory a single SQLite process never uses. */
-async function openPostgresStore(settings: NonNullable<Config['postgres']>, logger: Logger): Promise<OpenedStore> {
-  const { openPostgres } = await import('./platform/store/postgres.ts');
-  const opened = await openPostgres(settings.url, settings, 'DATABASE_URL').catch((err: Error) => {
-    throw new StartupError(err.message);
-  });
-  logger.info({ database: opened.shown, pool_size: settings.poolSize, schema_version: opened.version }, 'database ready');
-  const state = { open: true };
-  return {
-    store: opened.store,
-    probe: opened.probe,
-    isOpen: () => state.open,
-    checkpointer: () => ({ close: async () => undefined }),
-    close: async () => {
-      state.open = false;
-      await opened.store.destroy();
-    },
-  };
-}
-
-function listen(server: net.Server, port: number, host: string, setting: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EADDRINUSE') reject(new StartupError(`${setting}: port ${port} on ${host} is already in use`));
-      else if (err.code === 'EACCES') reject(new StartupError(`${setting}: no permission to listen on port ${port}`));
-      else if (err.code === 'EADDRNOTAVAIL') reject(new StartupError(`HOST: ${host} is not an address of this machine`));
-      else reject(err);
-    };
-    server.once('error', onError);
-    server.listen(port, host, () => {
-      server.off('error', onError);
-      resolve((server.address() as net.AddressInfo).port);
-    });
-  });
-}
-
-/** Stops accepting, lets requests in flight finish for a moment, then drops what is left. */
-async function closeHttp(server: http.Server): Promise<void> {
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  server.closeIdleConnections();
-  const timer = setTimeout(() => server.closeAllConnections(), 2000);
-  await closed;
-  clearTimeout(timer);
 }
