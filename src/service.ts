@@ -8,9 +8,6 @@ import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { createBroker, type Broker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
-import { createActivityLog } from './mosques/activity.ts';
-import { createAdminStore } from './mosques/admins.ts';
-import { createPeopleAuth } from './people/auth.ts';
 import { createBroadcasts, type Broadcasts } from './broadcasts/broadcasts.ts';
 import { createDeliveryReports } from './broadcasts/who-heard.ts';
 import { listenToAudio } from './broadcasts/on-air-story.ts';
@@ -20,8 +17,6 @@ import { createBroadcastStory } from './broadcasts/broadcast-story.ts';
 import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
 import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
 import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
-import { createOneTimeCodes } from './people/codes.ts';
-import { createGuessBudget } from './people/guess-budget.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
@@ -29,21 +24,17 @@ import { createDevicePlane } from './devices/device-plane.ts';
 import { createPairings } from './devices/pairing/pairing.ts';
 import { buildFirmware } from './firmware/firmware.ts';
 import { ROLLOUT_TICK_MS } from './firmware/runner.ts';
-import { createInvites } from './mosques/invites.ts';
-import { createAddressGrants } from './mosques/address-grants.ts';
-import { createAddressProof } from './people/addresses/address-proof.ts';
-import { createAddressChange } from './people/addresses/address-change.ts';
 import { createAddressClaims } from './devices/address-claims.ts';
 import { accountDeletionStory } from './devices/stories/account-deletion.ts';
 import { membershipStory } from './devices/stories/membership.ts';
 import { createPresenceStory } from './devices/stories/presence.ts';
 import { followDeviceChanges } from './devices/stories/shared-caches.ts';
 import { shownStore, startupFields, type Logger, type StartupFacts } from './platform/log.ts';
-import { createMemberships } from './mosques/memberships.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
-import { createMosqueStore } from './mosques/mosques.ts';
 import type { Notifier, PageUrl, Transport } from './platform/notify.ts';
-import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
+import { createPasswordHasher } from './people/passwords.ts';
+import { buildPeople } from './people/build.ts';
+import { buildMosques } from './mosques/build.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
 import { deriveKey } from './platform/secrets.ts';
 import { closeHttp, listen, listeningPort, shownHost } from './platform/net/listening.ts';
@@ -54,16 +45,7 @@ import { StartupError } from './platform/boot/startup-error.ts';
 import { resolveJwtSecret } from './platform/keys/jwt-secret.ts';
 import type { Db } from './platform/db.ts';
 import type { Store } from './platform/store/store.ts';
-import type { ChangePublisher } from './platform/changes.ts';
-import type { Faults } from './platform/faults.ts';
-import type { AfterAnswer } from './platform/flow/after-answer.ts';
-import { createSuperadminAuth } from './people/superadmin.ts';
-import { createAccessTokens } from './people/tokens.ts';
-import { createUserAdmin } from './people/user-admin.ts';
-import { createFirstSuperadmin } from './people/first-superadmin.ts';
-import { createUserStore } from './people/users.ts';
-import { createRevokedTokens } from './people/revoked-tokens.ts';
-import { createConsoleSessions, createSessions } from './people/sessions.ts';
+import { createUserAdmin } from './people/admin/user-admin.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
@@ -135,33 +117,6 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
   return pino({ level: config.logLevel, base: { service: 'minaret' } }, stdout);
 }
 
-/** People, their credentials, their mosques and standing. */
-async function buildPeople(store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, messages: { notifier: Notifier; pageUrl: PageUrl }, changes: ChangePublisher, faults: Faults, afterAnswer: AfterAnswer) {
-  const reportTo = (what: string, err: unknown) => void faults.report(what, err);
-  const { notifier, pageUrl } = messages;
-  const users = await createUserStore(store, clock, changes, reportTo);
-  const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
-  const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
-  const revoked = await createRevokedTokens(store, clock, changes, reportTo);
-  const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
-  const activity = createActivityLog(store, clock);
-  const mosques = createMosqueStore(store, clock, changes);
-  const admins = createAdminStore(store, clock, users, changes);
-  const memberships = createMemberships({ store, clock, activity, users, changes });
-  const grants = createAddressGrants({ store, clock, activity, memberships, admins });
-  const proof = createAddressProof({ users });
-  const addressChange = createAddressChange({ users, hasher, codes, guesses, notifier, proof, pageUrl });
-  const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, pageUrl, clock });
-  const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
-  return {
-    users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof, addressChange,
-    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, pageUrl, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours, afterAnswer }),
-    sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
-    consoleSessions,
-    invites: createInvites({ store, clock, users, memberships, grants, activity, notifier, pageUrl }),
-  };
-}
-
 /**
  * The composition root: construct, connect, start; `close` stops in reverse. Each cross-domain story is a
  * named module of the later domain (docs/architecture.md, "Where each story lives"); this file only
@@ -193,35 +148,37 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // Where players fetch what Minaret serves itself (the recorded azaan, and the pages messages lead to): PUBLIC_URL, else this process's own address.
     const ownOrigin = () => `http://${shownHost(config.host)}:${listeningPort(httpServer, config.httpPort)}`;
     const pageUrl: PageUrl = (path) => `${config.publicUrl ?? ownOrigin()}${path}`;
-    const people = await buildPeople(store, clock, config, logger, jwtSecret, hasher, { notifier, pageUrl }, changes, faults, afterAnswer);
-    const recordings = createRecordings({ store, clock, activity: people.activity });
+    const onError = (what: string, err: unknown) => void faults.report(what, err);
+    const people = await buildPeople(config, { store, clock, logger, jwtSecret, hasher, notifier, pageUrl, changes, afterAnswer, onError });
+    const mosques = buildMosques({ store, clock, changes, users: people.users, notifier, pageUrl });
+    const recordings = createRecordings({ store, clock, activity: mosques.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
     const plane = await createDevicePlane({
       ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
-      membershipStatus: async (mosqueId, userId, q) => (await people.memberships.findFor(mosqueId, userId, q))?.status ?? null,
-      membershipRemoved: (mosqueId, userId, q) => people.memberships.wasRemoved(mosqueId, userId, q),
+      store, clock, config, logger, faults, mosques: mosques.mosques, admins: mosques.admins, activity: mosques.activity,
+      membershipStatus: async (mosqueId, userId, q) => (await mosques.memberships.findFor(mosqueId, userId, q))?.status ?? null,
+      membershipRemoved: (mosqueId, userId, q) => mosques.memberships.wasRemoved(mosqueId, userId, q),
       changes, duties,
     });
     const pairings = createPairings({
       store, clock, key: deriveKey(jwtSecret, 'device-pairing'), maxPending: config.pairing.maxPending,
-      verbs: plane, mosques: people.mosques, admins: people.admins,
+      verbs: plane, mosques: mosques.mosques, admins: mosques.admins,
     });
     // Starts prune too; this clears what expired while nobody started one (once across nodes).
     duties.add('pairing prune', PAIRING_PRUNE_MS, () => pairings.prune());
     const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
-    const audio = buildAudio(config, { store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
-    const broadcasts = createBroadcasts({ store, clock, activity: people.activity });
+    const audio = buildAudio(config, { store, clock, logger, jwtSecret, mosques, plane, onError: (what, err) => void faults.report(what, err) });
+    const broadcasts = createBroadcasts({ store, clock, activity: mosques.activity });
     const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
     closers.push({ name: 'push sender', close: () => sender.close?.() });
     const outbox = createPushOutbox({ store, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
     const fanout = createFanout({
-      store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
+      store, clock, logger, ...plane.ports.fanout, mosques: mosques.mosques, memberships: mosques.memberships, outbox,
       ...(addresses && { streamUrl: addresses.mount }),
       fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
       localLeadS: config.scheduleGraceMinutes * 60,
@@ -232,10 +189,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     });
     closers.push({ name: 'fallback timers', close: () => follow.stop() });
     const reports = createDeliveryReports({ fanout, broadcasts, heard: audio, clock });
-    const scheduleStore = await createScheduleStore(store, people.mosques);
+    const scheduleStore = await createScheduleStore(store, mosques.mosques);
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
-      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, queries: store, notifier, pageUrl,
+      mosques: mosques.mosques, store: scheduleStore, admins: mosques.admins, users: people.users, activity: mosques.activity, queries: store, notifier, pageUrl,
       readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
       timesChanged: (mosqueId) => void plane.offlinePlanChanged(mosqueId, 'schedule_changed').catch((err: unknown) => faults.report('offline plan', err)),
@@ -245,23 +202,23 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // docs/firmware.md, "The azaan without the network": an entitled player's config carries its coming azaans and the recording.
     plane.planOffline(createOfflinePlanner({
       slotsOn: scheduler.slotsOn,
-      toggles: (mosqueId, userId, q) => people.memberships.findFor(mosqueId, userId, q),
+      toggles: (mosqueId, userId, q) => mosques.memberships.findFor(mosqueId, userId, q),
       recording: (mosqueId, q) => recordings.find(mosqueId, q),
       recordingUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
       graceS: config.offlineGraceS,
     }));
     recordings.listen((mosqueId) => void plane.offlinePlanChanged(mosqueId, 'recording_changed').catch((err: unknown) => faults.report('offline plan', err)));
     const mosqueOps = createMosqueOps({
-      store, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
-      grants: people.grants, afterAnswer, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
+      store, mosques: mosques.mosques, admins: mosques.admins, users: people.users, activity: mosques.activity, memberships: mosques.memberships,
+      grants: mosques.grants, afterAnswer, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
     const userAdmin = createUserAdmin({
-      users: people.users, admins: people.admins, hasher, addressChange: people.addressChange,
-      beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
+      users: people.users, admins: mosques.admins, hasher, addressChange: people.addressChange,
+      beforeDelete: accountDeletionStory({ memberships: mosques.memberships, plane }),
     });
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
-      mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await people.mosques.findById(mosqueId))?.stream_url ?? null)),
+      mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await mosques.mosques.findById(mosqueId))?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
@@ -272,9 +229,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // plane for it); each story is registered where the earlier domain declares its listeners.
     plane.attach(broker.link);
     plane.onStatusChange(presence.statusChanged);
-    people.memberships.listen(membershipStory(plane));
+    mosques.memberships.listen(membershipStory(plane));
     people.proof.listen(createAddressClaims({
-      store, grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane,
+      store, grants: mosques.grants, memberships: mosques.memberships, admins: mosques.admins, activity: mosques.activity, plane,
       forgetPushSubscriptions: pushSubscriptions.removeAllFor,
     }));
     broadcasts.gateOnSource(follow.waitsForSource);
@@ -329,19 +286,18 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // Players fetch the recorded azaan with their lease, by the rule the Icecast listener gate applies (src/audio/lease-admission.ts).
     const admitRecording = leaseAdmission(() => leaseFacts({
       nowSeconds: toUnixSeconds(clock()), verifyLease: plane.ports.audio.verifyLease, device: plane.ports.audio.devices.info, lease: plane.ports.audio.lease,
-      membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
+      membershipStatus: async (mosqueId, userId) => (await mosques.memberships.findFor(mosqueId, userId))?.status ?? null,
     }));
     // docs/api.md, "Firmware updates": the runner reads the devices through the plane's port, the windows through
     // the schedule and the broadcasts; one tick per period across nodes (a duty), plus one at a create or a resume.
     const firmware = buildFirmware({
       store, clock, logger, config, devices: plane.ports.firmware,
-      windows: { findMosque: (id) => people.mosques.findById(id), slotsOn: scheduler.slotsOn, liveBroadcast: broadcasts.findLive },
+      windows: { findMosque: (id) => mosques.mosques.findById(id), slotsOn: scheduler.slotsOn, liveBroadcast: broadcasts.findLive },
       downloadUrl: (imageId) => `${config.publicUrl ?? ownOrigin()}/api/v1/firmware/images/${imageId}/download`,
     });
     if (firmware.images) duties.add('firmware rollouts', ROLLOUT_TICK_MS, firmware.tick); // off without FIRMWARE_PUBLIC_KEY
-    const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
-    const api = createApi({
-      ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
+        const api = createApi({
+      ...people, ...mosques, broadcasts, pushSubscriptions, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
       deliveryReport: reports.report, reportFor: reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
       asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir, consoleSessionSettings: config.consoleSessions,
       authRateLimit: config.authRateLimit,
@@ -384,7 +340,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const host = shownHost(config.host);
     // The first start: the setup link (the token in the fragment never reaches a server's log). In the message
     // itself too, so a person reading the raw JSON sees it (docs/operator.md, "Reading the log").
-    const setupToken = await firstSuperadmin.token();
+    const setupToken = await people.firstSuperadmin.token();
     const setupUrl = setupToken ? `${config.publicUrl ?? ownOrigin()}/setup#token=${setupToken}` : null;
     const summary: StartupFacts = {
       consoleUrl: config.publicUrl ?? ownOrigin(), setupUrl, httpPort, mqttPort, mqttsPort,
@@ -423,21 +379,21 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: Awaited<ReturnType<typeof createDevicePlane>>; onError: (what: string, err: unknown) => void },
+  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; mosques: ReturnType<typeof buildMosques>; plane: Awaited<ReturnType<typeof createDevicePlane>>; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
-  const { people, plane } = d;
+  const { mosques, plane } = d;
   return createAudio({
     store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
     server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
     publicBase: config.icecast.url,
     ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
     retentionDays: config.deviceEventsRetentionDays,
-    mosqueExists: async (id) => (await people.mosques.findById(id)) !== null,
+    mosqueExists: async (id) => (await mosques.mosques.findById(id)) !== null,
     devices: plane.ports.audio.devices,
     verifyLease: plane.ports.audio.verifyLease,
     lease: plane.ports.audio.lease,
-    membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
-    isAdmin: async (mosqueId, userId) => (await people.admins.find(mosqueId, userId)) !== null,
+    membershipStatus: async (mosqueId, userId) => (await mosques.memberships.findFor(mosqueId, userId))?.status ?? null,
+    isAdmin: async (mosqueId, userId) => (await mosques.admins.find(mosqueId, userId)) !== null,
   });
 }
