@@ -20,14 +20,11 @@ import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
 import type { Config } from './platform/config.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
-import { createDevicePlane } from './devices/device-plane.ts';
-import { createPairings } from './devices/pairing/pairing.ts';
 import { buildFirmware } from './firmware/firmware.ts';
 import { ROLLOUT_TICK_MS } from './firmware/runner.ts';
-import { createAddressClaims } from './devices/address-claims.ts';
-import { accountDeletionStory } from './devices/stories/account-deletion.ts';
-import { membershipStory } from './devices/stories/membership.ts';
-import { createPresenceStory } from './devices/stories/presence.ts';
+import { createAddressClaims } from './devices/stories/address-claims.ts';
+import { buildDevices } from './devices/build.ts';
+import type { DevicePlane } from './devices/device-plane.ts';
 import { followDeviceChanges } from './devices/stories/shared-caches.ts';
 import { shownStore, startupFields, type Logger, type StartupFacts } from './platform/log.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
@@ -45,7 +42,6 @@ import { StartupError } from './platform/boot/startup-error.ts';
 import { resolveJwtSecret } from './platform/keys/jwt-secret.ts';
 import type { Db } from './platform/db.ts';
 import type { Store } from './platform/store/store.ts';
-import { createUserAdmin } from './people/admin/user-admin.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
@@ -103,8 +99,6 @@ export interface Service {
 
 /** Past this many bytes waiting for a stuck stdout reader (a paused pipe, a slow journald), lines are dropped. */
 export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
-/** How often expired device pairings are deleted (docs/api.md, "Pairing a device"). */
-const PAIRING_PRUNE_MS = 10 * 60 * 1000;
 
 /**
  * JSON lines on stdout, written asynchronously: pino's default is a synchronous write(2) per line, which
@@ -155,20 +149,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
-    const plane = await createDevicePlane({
-      ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      store, clock, config, logger, faults, mosques: mosques.mosques, admins: mosques.admins, activity: mosques.activity,
-      membershipStatus: async (mosqueId, userId, q) => (await mosques.memberships.findFor(mosqueId, userId, q))?.status ?? null,
-      membershipRemoved: (mosqueId, userId, q) => mosques.memberships.wasRemoved(mosqueId, userId, q),
-      changes, duties,
+    const { plane, pairings, userAdmin } = await buildDevices(config, {
+      store, clock, logger, faults, changes, duties, jwtSecret, hasher, people, mosques, announce: mosqueEvents.publish,
+      streamUrl: addresses ? (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) : undefined,
     });
-    const pairings = createPairings({
-      store, clock, key: deriveKey(jwtSecret, 'device-pairing'), maxPending: config.pairing.maxPending,
-      verbs: plane, mosques: mosques.mosques, admins: mosques.admins,
-    });
-    // Starts prune too; this clears what expired while nobody started one (once across nodes).
-    duties.add('pairing prune', PAIRING_PRUNE_MS, () => pairings.prune());
-    const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
     // Started once the plane runs (below); built here because the schedule asks it what was on air.
     const audio = buildAudio(config, { store, clock, logger, jwtSecret, mosques, plane, onError: (what, err) => void faults.report(what, err) });
     const broadcasts = createBroadcasts({ store, clock, activity: mosques.activity });
@@ -212,10 +196,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       store, mosques: mosques.mosques, admins: mosques.admins, users: people.users, activity: mosques.activity, memberships: mosques.memberships,
       grants: mosques.grants, afterAnswer, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
     });
-    const userAdmin = createUserAdmin({
-      users: people.users, admins: mosques.admins, hasher, addressChange: people.addressChange,
-      beforeDelete: accountDeletionStory({ memberships: mosques.memberships, plane }),
-    });
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
       mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await mosques.mosques.findById(mosqueId))?.stream_url ?? null)),
@@ -228,8 +208,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // Connect: the devices reach the broker through its link (once, for the plane and everything that asks the
     // plane for it); each story is registered where the earlier domain declares its listeners.
     plane.attach(broker.link);
-    plane.onStatusChange(presence.statusChanged);
-    mosques.memberships.listen(membershipStory(plane));
     people.proof.listen(createAddressClaims({
       store, grants: mosques.grants, memberships: mosques.memberships, admins: mosques.admins, activity: mosques.activity, plane,
       forgetPushSubscriptions: pushSubscriptions.removeAllFor,
@@ -379,7 +357,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
  */
 function buildAudio(
   config: Config,
-  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; mosques: ReturnType<typeof buildMosques>; plane: Awaited<ReturnType<typeof createDevicePlane>>; onError: (what: string, err: unknown) => void },
+  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; mosques: ReturnType<typeof buildMosques>; plane: DevicePlane; onError: (what: string, err: unknown) => void },
 ): Audio | null {
   if (!config.icecast) return null;
   const { mosques, plane } = d;
