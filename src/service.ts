@@ -24,7 +24,6 @@ import { buildFirmware } from './firmware/firmware.ts';
 import { ROLLOUT_TICK_MS } from './firmware/runner.ts';
 import { createAddressClaims } from './devices/stories/address-claims.ts';
 import { buildDevices } from './devices/build.ts';
-import type { DevicePlane } from './devices/device-plane.ts';
 import { followDeviceChanges } from './devices/stories/shared-caches.ts';
 import { shownStore, startupFields, type Logger, type StartupFacts } from './platform/log.ts';
 import { createMosqueOps } from './mosques/mosque-ops.ts';
@@ -33,7 +32,6 @@ import { createPasswordHasher } from './people/passwords.ts';
 import { buildPeople } from './people/build.ts';
 import { buildMosques } from './mosques/build.ts';
 import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
-import { deriveKey } from './platform/secrets.ts';
 import { closeHttp, listen, listeningPort, shownHost } from './platform/net/listening.ts';
 import { readTlsAtStart, reloadTls } from './platform/net/tls-files.ts';
 import { openStorage } from './platform/boot/storage.ts';
@@ -41,18 +39,16 @@ import { buildPlatform } from './platform/boot/platform.ts';
 import { StartupError } from './platform/boot/startup-error.ts';
 import { resolveJwtSecret } from './platform/keys/jwt-secret.ts';
 import type { Db } from './platform/db.ts';
-import type { Store } from './platform/store/store.ts';
 import { createReadiness } from './schedule/readiness.ts';
 import { createScheduleStore } from './schedule/schedule-store.ts';
 import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
 import { createMosqueStory } from './schedule/mosque-story.ts';
 import { createOfflinePlanner } from './schedule/offline-plan.ts';
 import { transmitterStory } from './schedule/transmitter-story.ts';
-import { createAudio, type Audio } from './audio/audio.ts';
+import { buildAudio } from './audio/build.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
-import { createRecordings, leaseAdmission, recordingUrl } from './audio/recordings.ts';
-import { leaseFacts } from './audio/lease-admission.ts';
+import { recordingUrl } from './audio/recordings.ts';
 import { createSourceFollow } from './broadcasts/source-follow.ts';
 
 export { StartupError };
@@ -145,7 +141,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const onError = (what: string, err: unknown) => void faults.report(what, err);
     const people = await buildPeople(config, { store, clock, logger, jwtSecret, hasher, notifier, pageUrl, changes, afterAnswer, onError });
     const mosques = buildMosques({ store, clock, changes, users: people.users, notifier, pageUrl });
-    const recordings = createRecordings({ store, clock, activity: mosques.activity });
     const mosqueEvents = createMosqueEvents();
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
@@ -153,8 +148,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       store, clock, logger, faults, changes, duties, jwtSecret, hasher, people, mosques, announce: mosqueEvents.publish,
       streamUrl: addresses ? (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) : undefined,
     });
-    // Started once the plane runs (below); built here because the schedule asks it what was on air.
-    const audio = buildAudio(config, { store, clock, logger, jwtSecret, mosques, plane, onError: (what, err) => void faults.report(what, err) });
+    const { audio, recordings, admitRecording } = buildAudio(config, {
+      store, clock, logger, jwtSecret, mosques, plane, onError,
+      server: config.icecast ? createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }) : null,
+    });
     const broadcasts = createBroadcasts({ store, clock, activity: mosques.activity });
     const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
@@ -261,11 +258,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       broker: broker.isHealthy() ? 'ok' : 'down',
       ...(audio && { audio: audio.health() }),
     });
-    // Players fetch the recorded azaan with their lease, by the rule the Icecast listener gate applies (src/audio/lease-admission.ts).
-    const admitRecording = leaseAdmission(() => leaseFacts({
-      nowSeconds: toUnixSeconds(clock()), verifyLease: plane.ports.audio.verifyLease, device: plane.ports.audio.devices.info, lease: plane.ports.audio.lease,
-      membershipStatus: async (mosqueId, userId) => (await mosques.memberships.findFor(mosqueId, userId))?.status ?? null,
-    }));
     // docs/api.md, "Firmware updates": the runner reads the devices through the plane's port, the windows through
     // the schedule and the broadcasts; one tick per period across nodes (a duty), plus one at a create or a resume.
     const firmware = buildFirmware({
@@ -349,29 +341,4 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     await closeAll();
     throw err;
   }
-}
-
-/**
- * The audio gate when ICECAST_URL is set (docs/operator.md#audio-icecast): Icecast's admin API behind the
- * AudioServer port, and the facts admission is decided from, read from memory and the store when asked.
- */
-function buildAudio(
-  config: Config,
-  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; mosques: ReturnType<typeof buildMosques>; plane: DevicePlane; onError: (what: string, err: unknown) => void },
-): Audio | null {
-  if (!config.icecast) return null;
-  const { mosques, plane } = d;
-  return createAudio({
-    store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
-    server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
-    publicBase: config.icecast.url,
-    ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
-    retentionDays: config.deviceEventsRetentionDays,
-    mosqueExists: async (id) => (await mosques.mosques.findById(id)) !== null,
-    devices: plane.ports.audio.devices,
-    verifyLease: plane.ports.audio.verifyLease,
-    lease: plane.ports.audio.lease,
-    membershipStatus: async (mosqueId, userId) => (await mosques.memberships.findFor(mosqueId, userId))?.status ?? null,
-    isAdmin: async (mosqueId, userId) => (await mosques.admins.find(mosqueId, userId)) !== null,
-  });
 }
