@@ -8,13 +8,9 @@ import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { createBroker, type Broker } from '../broker/index.ts';
 import { createTransport } from '../notify/index.ts';
-import { createBroadcasts, type Broadcasts } from './broadcasts/broadcasts.ts';
-import { createDeliveryReports } from './broadcasts/who-heard.ts';
-import { listenToAudio } from './broadcasts/on-air-story.ts';
-import { slotBroadcasts } from './broadcasts/slot-story.ts';
-import { createFanout } from './broadcasts/broadcast-fanout.ts';
-import { createBroadcastStory } from './broadcasts/broadcast-story.ts';
-import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
+import type { PushSender } from './broadcasts/push-outbox.ts';
+import type { Broadcasts } from './broadcasts/broadcasts.ts';
+import { buildBroadcasts } from './broadcasts/build.ts';
 import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
 import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
 import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
@@ -31,7 +27,6 @@ import type { Notifier, PageUrl, Transport } from './platform/notify.ts';
 import { createPasswordHasher } from './people/passwords.ts';
 import { buildPeople } from './people/build.ts';
 import { buildMosques } from './mosques/build.ts';
-import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
 import { closeHttp, listen, listeningPort, shownHost } from './platform/net/listening.ts';
 import { readTlsAtStart, reloadTls } from './platform/net/tls-files.ts';
 import { openStorage } from './platform/boot/storage.ts';
@@ -49,7 +44,6 @@ import { buildAudio } from './audio/build.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
 import { recordingUrl } from './audio/recordings.ts';
-import { createSourceFollow } from './broadcasts/source-follow.ts';
 
 export { StartupError };
 
@@ -137,7 +131,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const httpServer = http.createServer(httpServerOptions(config));
     // Where players fetch what Minaret serves itself (the recorded azaan, and the pages messages lead to): PUBLIC_URL, else this process's own address.
     const ownOrigin = () => `http://${shownHost(config.host)}:${listeningPort(httpServer, config.httpPort)}`;
-    const pageUrl: PageUrl = (path) => `${config.publicUrl ?? ownOrigin()}${path}`;
+    const publicOrigin = () => config.publicUrl ?? ownOrigin();
+    const pageUrl: PageUrl = (path) => `${publicOrigin()}${path}`;
     const onError = (what: string, err: unknown) => void faults.report(what, err);
     const people = await buildPeople(config, { store, clock, logger, jwtSecret, hasher, notifier, pageUrl, changes, afterAnswer, onError });
     const mosques = buildMosques({ store, clock, changes, users: people.users, notifier, pageUrl });
@@ -152,24 +147,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       store, clock, logger, jwtSecret, mosques, plane, onError,
       server: config.icecast ? createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }) : null,
     });
-    const broadcasts = createBroadcasts({ store, clock, activity: mosques.activity });
-    const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
-    const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
-    closers.push({ name: 'push sender', close: () => sender.close?.() });
-    const outbox = createPushOutbox({ store, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
-    const fanout = createFanout({
-      store, clock, logger, ...plane.ports.fanout, mosques: mosques.mosques, memberships: mosques.memberships, outbox,
-      ...(addresses && { streamUrl: addresses.mount }),
-      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
-      localLeadS: config.scheduleGraceMinutes * 60,
-    });
-    const follow = createSourceFollow({
-      broadcasts, fanout, audio, logger,
-      recordingSeconds: async (mosqueId) => (await recordings.find(mosqueId))?.duration_s ?? null,
-    });
-    closers.push({ name: 'fallback timers', close: () => follow.stop() });
-    const reports = createDeliveryReports({ fanout, broadcasts, heard: audio, clock });
+    const broadcasting = buildBroadcasts(config, {
+      store, clock, logger, mosques, plane, audio, recordings, onError, publicOrigin, mountUrl: addresses?.mount,
+      sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork), announce: mosqueEvents.publish, listened: mosqueEvents.listens,
+    }, closers);
+    const { broadcasts, pushSubscriptions, outbox, reports } = broadcasting;
     const scheduleStore = await createScheduleStore(store, mosques.mosques);
     const scheduler = createScheduler({
       clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
@@ -177,7 +160,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       readiness: createReadiness(plane.ports.readiness),
       announce: mosqueEvents.publish,
       timesChanged: (mosqueId) => void plane.offlinePlanChanged(mosqueId, 'schedule_changed').catch((err: unknown) => faults.report('offline plan', err)),
-      ...slotBroadcasts({ broadcasts, follow, outbox, audio, onError: (what, err) => void faults.report(what, err) }),
+      ...broadcasting.slotPorts,
     });
     const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
     // docs/firmware.md, "The azaan without the network": an entitled player's config carries its coming azaans and the recording.
@@ -185,7 +168,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       slotsOn: scheduler.slotsOn,
       toggles: (mosqueId, userId, q) => mosques.memberships.findFor(mosqueId, userId, q),
       recording: (mosqueId, q) => recordings.find(mosqueId, q),
-      recordingUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
+      recordingUrl: (mosqueId) => recordingUrl(publicOrigin(), mosqueId),
       graceS: config.offlineGraceS,
     }));
     recordings.listen((mosqueId) => void plane.offlinePlanChanged(mosqueId, 'recording_changed').catch((err: unknown) => faults.report('offline plan', err)));
@@ -209,9 +192,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       store, grants: mosques.grants, memberships: mosques.memberships, admins: mosques.admins, activity: mosques.activity, plane,
       forgetPushSubscriptions: pushSubscriptions.removeAllFor,
     }));
-    broadcasts.gateOnSource(follow.waitsForSource);
-    broadcasts.listen(createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock }));
-    if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, listened: mosqueEvents.listens, clock, onError: (what, err) => void faults.report(what, err) });
+    broadcasting.connect(scheduler);
 
     // Start.
     // Memory mode: every retained config is rebuilt before the broker listens. With REDIS_URL the
@@ -242,9 +223,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
     duties.start();
     closers.push({ name: 'periodic duties', close: () => duties.stop() });
-    const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);
-    outboxTimer.unref();
-    closers.push({ name: 'push outbox', close: () => clearInterval(outboxTimer) });
+    closers.push(broadcasting.startOutbox());
     // The broker closes before the last flush (its goodbyes land in the timeline), the flush before db.close.
     finals.unshift({ name: 'device plane (last telemetry flush)', close: () => plane.stop() });
     closers.push({ name: 'broker', close: () => broker.close() });
@@ -263,7 +242,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const firmware = buildFirmware({
       store, clock, logger, config, devices: plane.ports.firmware,
       windows: { findMosque: (id) => mosques.mosques.findById(id), slotsOn: scheduler.slotsOn, liveBroadcast: broadcasts.findLive },
-      downloadUrl: (imageId) => `${config.publicUrl ?? ownOrigin()}/api/v1/firmware/images/${imageId}/download`,
+      downloadUrl: (imageId) => `${publicOrigin()}/api/v1/firmware/images/${imageId}/download`,
     });
     if (firmware.images) duties.add('firmware rollouts', ROLLOUT_TICK_MS, firmware.tick); // off without FIRMWARE_PUBLIC_KEY
         const api = createApi({
@@ -311,9 +290,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     // The first start: the setup link (the token in the fragment never reaches a server's log). In the message
     // itself too, so a person reading the raw JSON sees it (docs/operator.md, "Reading the log").
     const setupToken = await people.firstSuperadmin.token();
-    const setupUrl = setupToken ? `${config.publicUrl ?? ownOrigin()}/setup#token=${setupToken}` : null;
+    const setupUrl = setupToken ? `${publicOrigin()}/setup#token=${setupToken}` : null;
     const summary: StartupFacts = {
-      consoleUrl: config.publicUrl ?? ownOrigin(), setupUrl, httpPort, mqttPort, mqttsPort,
+      consoleUrl: publicOrigin(), setupUrl, httpPort, mqttPort, mqttsPort,
       store: shownStore(config.databasePath, config.postgres?.url ?? null), audioUrl: config.icecast?.url ?? null, notifyTransport: config.notifyTransport,
     };
     logger.info({ ...startupFields(summary), host: config.host }, 'minaret is listening');
