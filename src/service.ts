@@ -22,7 +22,6 @@ import { createAddressClaims } from './devices/stories/address-claims.ts';
 import { buildDevices } from './devices/build.ts';
 import { followDeviceChanges } from './devices/stories/shared-caches.ts';
 import { shownStore, startupFields, type Logger, type StartupFacts } from './platform/log.ts';
-import { createMosqueOps } from './mosques/mosque-ops.ts';
 import type { Notifier, PageUrl, Transport } from './platform/notify.ts';
 import { createPasswordHasher } from './people/passwords.ts';
 import { buildPeople } from './people/build.ts';
@@ -34,16 +33,11 @@ import { buildPlatform } from './platform/boot/platform.ts';
 import { StartupError } from './platform/boot/startup-error.ts';
 import { resolveJwtSecret } from './platform/keys/jwt-secret.ts';
 import type { Db } from './platform/db.ts';
-import { createReadiness } from './schedule/readiness.ts';
-import { createScheduleStore } from './schedule/schedule-store.ts';
-import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
-import { createMosqueStory } from './schedule/mosque-story.ts';
-import { createOfflinePlanner } from './schedule/offline-plan.ts';
-import { transmitterStory } from './schedule/transmitter-story.ts';
+import type { Scheduler } from './schedule/scheduler.ts';
+import { buildSchedule } from './schedule/build.ts';
 import { buildAudio } from './audio/build.ts';
 import { streamAddresses } from './audio/mounts.ts';
 import { createIcecastAdminClient } from '../icecast/admin-client.ts';
-import { recordingUrl } from './audio/recordings.ts';
 
 export { StartupError };
 
@@ -153,28 +147,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork), announce: mosqueEvents.publish, listened: mosqueEvents.listens,
     }, closers);
     const { broadcasts, pushSubscriptions, outbox, reports } = broadcasting;
-    const scheduleStore = await createScheduleStore(store, mosques.mosques);
-    const scheduler = createScheduler({
-      clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
-      mosques: mosques.mosques, store: scheduleStore, admins: mosques.admins, users: people.users, activity: mosques.activity, queries: store, notifier, pageUrl,
-      readiness: createReadiness(plane.ports.readiness),
-      announce: mosqueEvents.publish,
-      timesChanged: (mosqueId) => void plane.offlinePlanChanged(mosqueId, 'schedule_changed').catch((err: unknown) => faults.report('offline plan', err)),
-      ...broadcasting.slotPorts,
-    });
-    const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
-    // docs/firmware.md, "The azaan without the network": an entitled player's config carries its coming azaans and the recording.
-    plane.planOffline(createOfflinePlanner({
-      slotsOn: scheduler.slotsOn,
-      toggles: (mosqueId, userId, q) => mosques.memberships.findFor(mosqueId, userId, q),
-      recording: (mosqueId, q) => recordings.find(mosqueId, q),
-      recordingUrl: (mosqueId) => recordingUrl(publicOrigin(), mosqueId),
-      graceS: config.offlineGraceS,
-    }));
-    recordings.listen((mosqueId) => void plane.offlinePlanChanged(mosqueId, 'recording_changed').catch((err: unknown) => faults.report('offline plan', err)));
-    const mosqueOps = createMosqueOps({
-      store, mosques: mosques.mosques, admins: mosques.admins, users: people.users, activity: mosques.activity, memberships: mosques.memberships,
-      grants: mosques.grants, afterAnswer, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
+    const { scheduleStore, scheduler, mosqueOps, ...schedule } = await buildSchedule(config, {
+      store, clock, logger, notifier, pageUrl, afterAnswer, people, mosques, plane, recordings, publicOrigin, onError,
+      slots: broadcasting.slotPorts, announce: mosqueEvents.publish,
     });
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
@@ -182,7 +157,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
-      onDeviceBroadcast: transmitterStory(scheduler),
+      onDeviceBroadcast: schedule.onDeviceBroadcast,
     });
 
     // Connect: the devices reach the broker through its link (once, for the plane and everything that asks the
@@ -210,7 +185,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     }
     // Each in-memory cache follows the change feed itself (src/platform/changes.ts), from here on: the leases
     // the start pass renewed are this process's own writes, current already.
-    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane, (what, err) => void faults.report(what, err)), mosqueStory.followChanges]) {
+    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane, (what, err) => void faults.report(what, err)), schedule.followChanges]) {
       if (follower) changes.subscribe(follower);
     }
     if (config.redisUrl) {
