@@ -7,37 +7,34 @@ import { answerClientError } from '../api/errors.ts';
 import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { createBroker, type Broker } from '../broker/index.ts';
+import { createIcecastAdminClient } from '../icecast/admin-client.ts';
 import { createTransport } from '../notify/index.ts';
-import type { PushSender } from './broadcasts/push-outbox.ts';
-import type { Broadcasts } from './broadcasts/broadcasts.ts';
-import { buildBroadcasts } from './broadcasts/build.ts';
 import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
-import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
-import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
+import { systemClock, type Clock } from './platform/clock.ts';
 import type { Config } from './platform/config.ts';
-import { closeInOrder, type Closer } from './platform/shutdown.ts';
-import { buildFirmware } from './firmware/firmware.ts';
-import { ROLLOUT_TICK_MS } from './firmware/runner.ts';
-import { createAddressClaims } from './devices/stories/address-claims.ts';
-import { buildDevices } from './devices/build.ts';
-import { followDeviceChanges } from './devices/stories/shared-caches.ts';
-import { shownStore, startupFields, type Logger, type StartupFacts } from './platform/log.ts';
+import { logListening, shownStore, type Logger, type StartupFacts } from './platform/log.ts';
 import type { Notifier, PageUrl, Transport } from './platform/notify.ts';
-import { createPasswordHasher } from './people/passwords.ts';
-import { buildPeople } from './people/build.ts';
-import { buildMosques } from './mosques/build.ts';
-import { closeHttp, listen, listeningPort, shownHost } from './platform/net/listening.ts';
-import { readTlsAtStart, reloadTls } from './platform/net/tls-files.ts';
-import { openStorage } from './platform/boot/storage.ts';
+import { closeInOrder, type Closer } from './platform/shutdown.ts';
 import { buildPlatform } from './platform/boot/platform.ts';
 import { StartupError } from './platform/boot/startup-error.ts';
+import { openStorage } from './platform/boot/storage.ts';
 import { resolveJwtSecret } from './platform/keys/jwt-secret.ts';
-import type { Db } from './platform/db.ts';
-import type { Scheduler } from './schedule/scheduler.ts';
-import { buildSchedule } from './schedule/build.ts';
+import { closeHttp, listen, listeningPort, shownHost } from './platform/net/listening.ts';
+import { readTlsAtStart, reloadTls } from './platform/net/tls-files.ts';
+import { buildPeople, peopleDataSteps } from './people/build.ts';
+import { createPasswordHasher } from './people/passwords.ts';
+import { buildMosques } from './mosques/build.ts';
+import { buildDevices } from './devices/build.ts';
+import { createAddressClaims } from './devices/stories/address-claims.ts';
 import { buildAudio } from './audio/build.ts';
 import { streamAddresses } from './audio/mounts.ts';
-import { createIcecastAdminClient } from '../icecast/admin-client.ts';
+import { buildBroadcasts } from './broadcasts/build.ts';
+import type { Broadcasts } from './broadcasts/broadcasts.ts';
+import type { PushSender } from './broadcasts/push-outbox.ts';
+import { buildSchedule } from './schedule/build.ts';
+import type { Scheduler } from './schedule/scheduler.ts';
+import { buildFirmware } from './firmware/firmware.ts';
+import { ROLLOUT_TICK_MS } from './firmware/runner.ts';
 
 export { StartupError };
 
@@ -96,9 +93,10 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
 }
 
 /**
- * The composition root: construct, connect, start; `close` stops in reverse. Each cross-domain story is a
- * named module of the later domain (docs/architecture.md, "Where each story lives"); this file only
- * hands each its parts and registers it where the earlier domain listens.
+ * The composition root, read as a list: the platform, then each domain's build in the order they depend on one
+ * another, each handed its ports and registering its closers as it makes them; the broker; the stories that
+ * cross a sibling or an edge; start; the API; listen. `close` stops in reverse. Each cross-domain story is a
+ * named module of the later domain (docs/architecture.md, "Where each story lives").
  */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
   const clock = opts.clock ?? systemClock;
@@ -111,46 +109,51 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const closeAll = () => closeInOrder(closers.splice(0).reverse(), finals.splice(0), { deadlineMs: config.shutdownTimeoutS * 1000, logger });
 
   try {
-    // Construct: the platform, then each domain in the order they depend on one another.
-    const dataSteps = (db: Db) => logIdentifierRewrite(normalizeStoredIdentifiersOnce(db, toUnixSeconds(clock())), logger);
+    // The platform: the store (with the SQLite file's data step), the bcrypt workers, messages, duties, the change feed.
+    const dataSteps = peopleDataSteps(clock, logger);
     const { store, faults, isOpen, checkpointer } = await openStorage(config, { clock, logger, dataSteps }, closers, finals);
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push({ name: 'password hasher', close: () => hasher.close() });
-    const { notifier, afterAnswer, duties, changes, redis, startFeed } = await buildPlatform(config, {
-      store, faults, clock, logger, transport: opts.transport ?? createTransport(config, logger), notifyRetryBaseMs: opts.notifyRetryBaseMs,
-    }, closers);
-
-    // The HTTP door exists from here on (its handler is attached once the API is built, before it listens):
-    // what names this process's own address asks the server where it listens.
+    const transport = opts.transport ?? createTransport(config, logger);
+    const platform = await buildPlatform(config, { store, faults, clock, logger, transport, notifyRetryBaseMs: opts.notifyRetryBaseMs }, closers);
+    const { notifier, afterAnswer, duties, changes } = platform;
+    const onError = (what: string, err: unknown) => void faults.report(what, err);
+    // The HTTP door exists from here on (its handler is attached once the API is built, before it listens): what
+    // names this process's own address asks the server where it listens. PUBLIC_URL, else that address, is where
+    // players fetch what Minaret serves itself (the recorded azaan, firmware) and where messages lead.
     const httpServer = http.createServer(httpServerOptions(config));
-    // Where players fetch what Minaret serves itself (the recorded azaan, and the pages messages lead to): PUBLIC_URL, else this process's own address.
     const ownOrigin = () => `http://${shownHost(config.host)}:${listeningPort(httpServer, config.httpPort)}`;
     const publicOrigin = () => config.publicUrl ?? ownOrigin();
     const pageUrl: PageUrl = (path) => `${publicOrigin()}${path}`;
-    const onError = (what: string, err: unknown) => void faults.report(what, err);
-    const people = await buildPeople(config, { store, clock, logger, jwtSecret, hasher, notifier, pageUrl, changes, afterAnswer, onError });
-    const mosques = buildMosques({ store, clock, changes, users: people.users, notifier, pageUrl });
     const mosqueEvents = createMosqueEvents();
+    const announce = mosqueEvents.publish;
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
-    const { plane, pairings, userAdmin } = await buildDevices(config, {
-      store, clock, logger, faults, changes, duties, jwtSecret, hasher, people, mosques, announce: mosqueEvents.publish,
+
+    // The domains.
+    const people = await buildPeople(config, { store, clock, logger, jwtSecret, hasher, notifier, pageUrl, changes, afterAnswer, onError });
+    const mosques = buildMosques({ store, clock, changes, users: people.users, notifier, pageUrl });
+    const devices = await buildDevices(config, {
+      store, clock, logger, faults, changes, duties, jwtSecret, hasher, people, mosques, announce,
       streamUrl: addresses ? (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) : undefined,
     });
+    const { plane } = devices;
     const { audio, recordings, admitRecording } = buildAudio(config, {
       store, clock, logger, jwtSecret, mosques, plane, onError,
       server: config.icecast ? createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }) : null,
     });
     const vapid = loadOrCreateVapidKeys(config.dataDir);
     const broadcasting = buildBroadcasts(config, {
-      store, clock, logger, mosques, plane, audio, recordings, onError, publicOrigin, mountUrl: addresses?.mount,
-      sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork), announce: mosqueEvents.publish, listened: mosqueEvents.listens,
+      store, clock, logger, mosques, plane, audio, recordings, onError, publicOrigin, mountUrl: addresses?.mount, announce, listened: mosqueEvents.listens,
+      sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork),
     }, closers);
-    const { broadcasts, pushSubscriptions, outbox, reports } = broadcasting;
-    const { scheduleStore, scheduler, mosqueOps, ...schedule } = await buildSchedule(config, {
-      store, clock, logger, notifier, pageUrl, afterAnswer, people, mosques, plane, recordings, publicOrigin, onError,
-      slots: broadcasting.slotPorts, announce: mosqueEvents.publish,
-    });
+    const { broadcasts, pushSubscriptions } = broadcasting;
+    const slots = broadcasting.slotPorts;
+    const schedule = await buildSchedule(config, { store, clock, logger, notifier, pageUrl, afterAnswer, people, mosques, plane, recordings, publicOrigin, onError, announce, slots });
+    const { scheduler } = schedule;
+
+    // The broker, then the stories whose parts span it, a sibling or a later domain: the devices reach the broker
+    // through its link (once, for the plane and everything that asks the plane for it).
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
       mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await mosques.mosques.findById(mosqueId))?.stream_url ?? null)),
@@ -159,41 +162,18 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
       onDeviceBroadcast: schedule.onDeviceBroadcast,
     });
-
-    // Connect: the devices reach the broker through its link (once, for the plane and everything that asks the
-    // plane for it); each story is registered where the earlier domain declares its listeners.
     plane.attach(broker.link);
-    people.proof.listen(createAddressClaims({
-      store, grants: mosques.grants, memberships: mosques.memberships, admins: mosques.admins, activity: mosques.activity, plane,
-      forgetPushSubscriptions: pushSubscriptions.removeAllFor,
-    }));
+    people.proof.listen(createAddressClaims({ store, ...mosques, plane, forgetPushSubscriptions: pushSubscriptions.removeAllFor }));
     broadcasting.connect(scheduler);
 
-    // Start.
-    // Memory mode: every retained config is rebuilt before the broker listens. With REDIS_URL the
-    // configs outlive this process in Redis; a pass here would push every one through the shared pub/sub to
-    // the devices connected to the other processes (docs/decisions.md, "Device configs are rebuilt at start, not on connect").
-    if (!config.redisUrl) {
-      const startedAt = performance.now();
-      const retained = await plane.retainAllConfigs();
-      logger.info({ devices: retained.devices, leases_renewed: retained.renewed, ms: Math.round(performance.now() - startedAt) }, 'device configs retained');
-    }
-    plane.start();
+    // Start. The caches follow the change feed from here on: the leases the devices' start pass renewed are
+    // this process's own writes, current already.
+    await devices.start();
     if (audio) {
       audio.start();
       closers.push({ name: 'audio', close: () => audio.stop() });
     }
-    // Each in-memory cache follows the change feed itself (src/platform/changes.ts), from here on: the leases
-    // the start pass renewed are this process's own writes, current already.
-    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane, (what, err) => void faults.report(what, err)), schedule.followChanges]) {
-      if (follower) changes.subscribe(follower);
-    }
-    if (config.redisUrl) {
-      // The safety net under the feed: whatever a lost message or a Redis outage hid is read again this often.
-      const reload = setInterval(() => changes.resync(), config.sharedCacheReloadS * 1000);
-      reload.unref();
-      closers.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
-    }
+    platform.follow([audio?.followChanges, people.users.followChanges, people.revoked.followChanges, devices.followChanges, schedule.followChanges], closers);
     scheduler.start();
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
     duties.start();
@@ -203,15 +183,6 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     finals.unshift({ name: 'device plane (last telemetry flush)', close: () => plane.stop() });
     closers.push({ name: 'broker', close: () => broker.close() });
 
-    // The HTTP door.
-    // Whether the connection is open, read without a query: a SELECT 1 reads no page of the file, so it
-    // told nothing more, and it was the largest part of a probe's cost. Whether the file takes
-    // writes is faults.storageState(), from the last real write and a probe while degraded.
-    const health = () => ({
-      db: isOpen() ? faults.storageState() : 'down',
-      broker: broker.isHealthy() ? 'ok' : 'down',
-      ...(audio && { audio: audio.health() }),
-    });
     // docs/api.md, "Firmware updates": the runner reads the devices through the plane's port, the windows through
     // the schedule and the broadcasts; one tick per period across nodes (a duty), plus one at a create or a resume.
     const firmware = buildFirmware({
@@ -220,20 +191,21 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       downloadUrl: (imageId) => `${publicOrigin()}/api/v1/firmware/images/${imageId}/download`,
     });
     if (firmware.images) duties.add('firmware rollouts', ROLLOUT_TICK_MS, firmware.tick); // off without FIRMWARE_PUBLIC_KEY
-        const api = createApi({
-      ...people, ...mosques, broadcasts, pushSubscriptions, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
-      deliveryReport: reports.report, reportFor: reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
-      asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir, consoleSessionSettings: config.consoleSessions,
-      authRateLimit: config.authRateLimit,
-      streamHttpHosts: config.streamHttpHosts,
-      authIdentifierRateLimit: config.authIdentifierRateLimit,
-      invitesPerMosquePerHour: config.invitesPerMosquePerHour,
-      invitesPerAddressPerDay: config.invitesPerAddressPerDay,
-      pairings, pairingLimits: config.pairing,
-      trustProxy: config.trustProxy, logRequests: config.logRequests,
-      scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
-      recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
-      firmwareImages: firmware.images, firmwareMaxBytes: config.firmware.maxBytes, firmwareOffers: firmware.offers, firmwareRollouts: firmware.rollouts,
+
+    // The API. Health reads whether the store is open without a query (a SELECT 1 told nothing more, at most of a
+    // probe's cost) and whether it takes writes from faults (the last real write, a probe while degraded).
+    const health = () => ({ db: isOpen() ? faults.storageState() : 'down', broker: broker.isHealthy() ? 'ok' : 'down', ...(audio && { audio: audio.health() }) });
+    const api = createApi({
+      ...people, ...mosques, ...devices, broadcasts, pushSubscriptions, audio, recordings, admitRecording, mosqueEvents, changes, logger, clock, health, faults,
+      mosqueOps: schedule.mosqueOps, scheduler, scheduleStore: schedule.scheduleStore, rateLimitStore: platform.redis,
+      icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, publicUrl: config.publicUrl, consoleDir: config.consoleDir,
+      mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
+      deliveryReport: broadcasting.reports.report, reportFor: broadcasting.reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: broadcasting.outbox.sendTest,
+      asyncApi: buildAsyncApi, consoleSessionSettings: config.consoleSessions, authRateLimit: config.authRateLimit, authIdentifierRateLimit: config.authIdentifierRateLimit,
+      streamHttpHosts: config.streamHttpHosts, invitesPerMosquePerHour: config.invitesPerMosquePerHour, invitesPerAddressPerDay: config.invitesPerAddressPerDay,
+      pairingLimits: config.pairing, trustProxy: config.trustProxy, logRequests: config.logRequests, graceMs: config.scheduleGraceMinutes * 60_000,
+      recordingMaxBytes: config.recordingMaxBytes, firmwareMaxBytes: config.firmware.maxBytes,
+      firmwareImages: firmware.images, firmwareOffers: firmware.offers, firmwareRollouts: firmware.rollouts,
       firmwareDevices: { load: plane.ports.broker.loadDevice, info: plane.ports.broker.device, verifySecret: plane.ports.broker.verifySecret },
     });
     httpServer.on('request', getRequestListener(api.fetch));
@@ -242,54 +214,39 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     httpServer.on('clientError', answerClientError);
     broker.attachWebSocket(httpServer);
 
+    // Listen.
     const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
-    closers.push({
-      name: 'http server',
-      close: () => {
-        const stopped = closeHttp(httpServer);
-        broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
-        return stopped;
-      },
-    });
+    closers.push({ name: 'http server', close: () => {
+      const stopped = closeHttp(httpServer);
+      broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
+      return stopped;
+    } });
     // Runs before the HTTP server's close (closers run in reverse): open event streams would hold it 2 s.
     closers.push({ name: 'event streams', close: () => mosqueEvents.closeAll() });
     // The same for device pairing polls held open for an approval (docs/api.md, "Pairing a device").
-    closers.push({ name: 'held pairing polls', close: () => pairings.close() });
+    closers.push({ name: 'held pairing polls', close: () => devices.pairings.close() });
     const mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
-    startFeed();
+    platform.startFeed();
     // Once started, the checkpointer stops first of all (closers run in reverse): a part that hangs until the
     // stop's deadline must not keep it running past db.close. What is written meanwhile checkpoints inline.
     closers.push({ name: 'database checkpointer (first to stop)', close: () => checkpointer.close() });
-    const host = shownHost(config.host);
-    // The first start: the setup link (the token in the fragment never reaches a server's log). In the message
-    // itself too, so a person reading the raw JSON sees it (docs/operator.md, "Reading the log").
+    // The first start: the setup link (the token in the fragment never reaches a server's log).
     const setupToken = await people.firstSuperadmin.token();
-    const setupUrl = setupToken ? `${publicOrigin()}/setup#token=${setupToken}` : null;
     const summary: StartupFacts = {
-      consoleUrl: publicOrigin(), setupUrl, httpPort, mqttPort, mqttsPort,
+      consoleUrl: publicOrigin(), setupUrl: setupToken ? `${publicOrigin()}/setup#token=${setupToken}` : null, httpPort, mqttPort, mqttsPort,
       store: shownStore(config.databasePath, config.postgres?.url ?? null), audioUrl: config.icecast?.url ?? null, notifyTransport: config.notifyTransport,
     };
-    logger.info({ ...startupFields(summary), host: config.host }, 'minaret is listening');
-    if (setupUrl) logger.warn({ setup_url: setupUrl }, `no superadmin yet: open ${setupUrl} in a browser to create the first one (valid until used or this process stops)`);
+    logListening(logger, summary, config.host);
 
     return {
-      httpPort,
-      mqttPort,
-      mqttsPort,
-      httpUrl: ownOrigin(),
-      summary,
-      mqttUrl: `mqtt://${host}:${mqttPort}`,
-      notifier,
+      httpPort, mqttPort, mqttsPort, summary, notifier, httpUrl: ownOrigin(), mqttUrl: `mqtt://${shownHost(config.host)}:${mqttPort}`,
       routes: handlerRoutes(api),
       reloadTls: () => reloadTls(config, broker),
       broker: { counters: () => broker.counters(), session: (id) => broker.session(id) },
       schedule: { runDue: () => scheduler.runDue() },
       broadcasts: { listen: (l) => broadcasts.listen(l) },
-      close: async () => {
-        await closeAll();
-        logger.info({}, 'minaret stopped');
-      },
+      close: () => closeAll().then(() => logger.info({}, 'minaret stopped')),
     };
   } catch (err) {
     await closeAll();

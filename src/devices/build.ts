@@ -16,6 +16,7 @@ import { createPairings } from './pairing/pairing.ts';
 import { createPresenceStory, type DeviceStatusEvent } from './stories/presence.ts';
 import { membershipStory } from './stories/membership.ts';
 import { accountDeletionStory } from './stories/account-deletion.ts';
+import { followDeviceChanges } from './stories/shared-caches.ts';
 
 /** How often expired device pairings are deleted (docs/api.md, "Pairing a device"). */
 const PAIRING_PRUNE_MS = 10 * 60 * 1000;
@@ -63,5 +64,22 @@ export async function buildDevices(config: Config, p: DevicesPorts) {
     users: people.users, admins: mosques.admins, hasher: p.hasher, addressChange: people.addressChange,
     beforeDelete: accountDeletionStory({ memberships: mosques.memberships, plane }),
   });
-  return { plane, pairings, userAdmin };
+  return {
+    plane, pairings, userAdmin,
+    /** Another process changed a device: this one's caches follow (src/devices/stories/shared-caches.ts). */
+    followChanges: followDeviceChanges(plane, (what, err) => void p.faults.report(what, err)),
+    /**
+     * Memory mode: every retained config is rebuilt before the broker listens. With REDIS_URL the configs outlive
+     * this process in Redis; a pass here would push every one through the shared pub/sub to the devices connected
+     * to the other processes (docs/decisions.md, "Device configs are rebuilt at start, not on connect").
+     */
+    async start(): Promise<void> {
+      if (!config.redisUrl) {
+        const startedAt = performance.now();
+        const retained = await plane.retainAllConfigs();
+        p.logger.info({ devices: retained.devices, leases_renewed: retained.renewed, ms: Math.round(performance.now() - startedAt) }, 'device configs retained');
+      }
+      plane.start();
+    },
+  };
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../platform/config.ts';
-import type { Clock } from '../platform/clock.ts';
+import { toUnixSeconds, type Clock } from '../platform/clock.ts';
+import type { Db } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Store } from '../platform/store/store.ts';
 import type { ChangePublisher } from '../platform/changes.ts';
@@ -18,6 +19,12 @@ import { createConsoleSessions, createSessions } from './sessions.ts';
 import { createPeopleAuth } from './auth.ts';
 import { createFirstSuperadmin } from './admin/first-superadmin.ts';
 import type { PasswordHasher } from './passwords.ts';
+import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './addresses/identifier-migration.ts';
+
+/** The people's data step of the SQLite file, run once after its SQL migrations (src/platform/boot/storage.ts). */
+export function peopleDataSteps(clock: Clock, logger: Logger): (db: Db) => void {
+  return (db) => logIdentifierRewrite(normalizeStoredIdentifiersOnce(db, toUnixSeconds(clock())), logger);
+}
 
 /** What the people domain is built from: the platform's parts, the service's key, and the bcrypt workers. */
 export interface PeoplePorts {

@@ -4,7 +4,7 @@ import type { Logger } from '../log.ts';
 import type { Closer } from '../shutdown.ts';
 import type { Faults } from '../faults.ts';
 import type { Store } from '../store/store.ts';
-import { createLocalChangeFeed, type ChangeFeed } from '../changes.ts';
+import { createLocalChangeFeed, type ChangeFeed, type ChangeListener } from '../changes.ts';
 import { connectRedis, createRedisChangeFeed, type RedisConnection } from '../net/redis-changes.ts';
 import { createChangeLog } from '../store/change-log.ts';
 import { createDuties, type Duties } from '../store/duties.ts';
@@ -38,7 +38,22 @@ export async function buildPlatform(
     await changes.close();
     redis?.disconnect();
   } });
-  return { notifier, afterAnswer, duties, changes, redis, startFeed };
+  return {
+    notifier, afterAnswer, duties, changes, redis, startFeed,
+    /**
+     * Each in-memory cache follows the change feed itself (src/platform/changes.ts) from here on; with REDIS_URL,
+     * the safety net under the feed: whatever a lost message or a Redis outage hid is read again this often.
+     */
+    follow(followers: Array<ChangeListener | null | undefined>, into: Closer[]): void {
+      for (const follower of followers) {
+        if (follower) changes.subscribe(follower);
+      }
+      if (!config.redisUrl) return;
+      const reload = setInterval(() => changes.resync(), config.sharedCacheReloadS * 1000);
+      reload.unref();
+      into.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
+    },
+  };
 }
 
 /**
