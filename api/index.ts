@@ -3,7 +3,7 @@ import { HTTPException } from 'hono/http-exception';
 import { bodyLimit } from 'hono/body-limit';
 import type { AddressChange } from '../src/people/addresses/address-change.ts';
 import type { PeopleAuth } from '../src/people/auth.ts';
-import type { FirstSuperadmin } from '../src/people/first-superadmin.ts';
+import type { FirstSuperadmin } from '../src/people/admin/first-superadmin.ts';
 import type { Clock } from '../src/platform/clock.ts';
 import type { TrustProxy } from '../src/platform/net/client-address.ts';
 import { storageFaultOf, type Faults } from '../src/platform/faults.ts';
@@ -19,7 +19,7 @@ import type { Memberships } from '../src/mosques/memberships.ts';
 import type { MosqueOps } from '../src/mosques/mosque-ops.ts';
 import type { MosqueStore } from '../src/mosques/mosques.ts';
 import type { PushSubscriptions } from '../src/broadcasts/push-subscriptions.ts';
-import type { UserAdmin } from '../src/people/user-admin.ts';
+import type { UserAdmin } from '../src/people/admin/user-admin.ts';
 import { broadcastRoutes } from './broadcasts/broadcasts.ts';
 import { inviteRoutes } from './mosques/invites.ts';
 import { JOIN_LOOKUP_PATH, membershipRoutes } from './mosques/memberships.ts';
@@ -89,7 +89,7 @@ export interface ApiDeps {
   tokens: AccessTokens;
   peopleAuth: PeopleAuth;
   addressChange: AddressChange;
-  /** The setup link of a service without a superadmin (src/people/first-superadmin.ts). */
+  /** The setup link of a service without a superadmin (src/people/admin/first-superadmin.ts). */
   firstSuperadmin: FirstSuperadmin;
   superadminAuth: SuperadminAuth;
   /** The caller's own sessions: password change, logout, logout-all (src/people/sessions.ts). */

@@ -1,7 +1,5 @@
 import http from 'node:http';
-import type net from 'node:net';
 import { getRequestListener } from '@hono/node-server';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { createApi, handlerRoutes } from '../api/index.ts';
 import { createMosqueEvents } from '../api/mosques/events.ts';
@@ -9,77 +7,36 @@ import { answerClientError } from '../api/errors.ts';
 import { httpServerOptions, limitHttpServer } from '../api/http-server.ts';
 import { buildAsyncApi } from '../broker/asyncapi.ts';
 import { createBroker, type Broker } from '../broker/index.ts';
+import { createIcecastAdminClient } from '../icecast/admin-client.ts';
 import { createTransport } from '../notify/index.ts';
-import { createActivityLog } from './mosques/activity.ts';
-import { createAdminStore } from './mosques/admins.ts';
-import { createPeopleAuth } from './people/auth.ts';
-import { createBroadcasts, type Broadcasts } from './broadcasts/broadcasts.ts';
-import { createDeliveryReports } from './broadcasts/who-heard.ts';
-import { listenToAudio } from './broadcasts/on-air-story.ts';
-import { slotBroadcasts } from './broadcasts/slot-story.ts';
-import { createFanout } from './broadcasts/broadcast-fanout.ts';
-import { createBroadcastStory } from './broadcasts/broadcast-story.ts';
-import { createPushOutbox, type PushSender } from './broadcasts/push-outbox.ts';
 import { loadOrCreateVapidKeys, webPushSender, type PushNetwork } from '../notify/webpush.ts';
-import { systemClock, toUnixSeconds, type Clock } from './platform/clock.ts';
-import { createOneTimeCodes } from './people/codes.ts';
-import { createGuessBudget } from './people/guess-budget.ts';
-import { logIdentifierRewrite, normalizeStoredIdentifiersOnce } from './people/addresses/identifier-migration.ts';
+import { systemClock, type Clock } from './platform/clock.ts';
 import type { Config } from './platform/config.ts';
-import { checkpointInBackground, migrate, openDatabase, storageUse } from './platform/db.ts';
-import { sqliteStore, type Store } from './platform/store/store.ts';
-import { createFaults, sqliteProbe, storageFaultOf, type Faults, type StorageProbe } from './platform/faults.ts';
+import { logListening, shownStore, type Logger, type StartupFacts } from './platform/log.ts';
+import type { Notifier, PageUrl, Transport } from './platform/notify.ts';
 import { closeInOrder, type Closer } from './platform/shutdown.ts';
-import { createLocalChangeFeed, type ChangeFeed, type ChangePublisher } from './platform/changes.ts';
-import { createRedisChangeFeed } from './platform/net/redis-changes.ts';
-import { createChangeLog } from './platform/store/change-log.ts';
-import { createDuties, type Duties } from './platform/store/duties.ts';
-import { createDevicePlane } from './devices/device-plane.ts';
-import { createPairings } from './devices/pairing/pairing.ts';
+import { buildPlatform } from './platform/boot/platform.ts';
+import { StartupError } from './platform/boot/startup-error.ts';
+import { openStorage } from './platform/boot/storage.ts';
+import { resolveJwtSecret } from './platform/keys/jwt-secret.ts';
+import { closeHttp, listen, listeningPort, shownHost } from './platform/net/listening.ts';
+import { readTlsAtStart, reloadTls } from './platform/net/tls-files.ts';
+import { buildPeople, peopleDataSteps } from './people/build.ts';
+import { createPasswordHasher } from './people/passwords.ts';
+import { buildMosques } from './mosques/build.ts';
+import { buildDevices } from './devices/build.ts';
+import { createAddressClaims } from './devices/stories/address-claims.ts';
+import { buildAudio } from './audio/build.ts';
+import { streamAddresses } from './audio/mounts.ts';
+import { buildBroadcasts } from './broadcasts/build.ts';
+import type { Broadcasts } from './broadcasts/broadcasts.ts';
+import type { PushSender } from './broadcasts/push-outbox.ts';
+import { buildSchedule } from './schedule/build.ts';
+import type { Scheduler } from './schedule/scheduler.ts';
 import { buildFirmware } from './firmware/firmware.ts';
 import { ROLLOUT_TICK_MS } from './firmware/runner.ts';
-import { createInvites } from './mosques/invites.ts';
-import { createAddressGrants } from './mosques/address-grants.ts';
-import { createAddressProof } from './people/addresses/address-proof.ts';
-import { createAddressChange } from './people/addresses/address-change.ts';
-import { createAddressClaims } from './devices/address-claims.ts';
-import { accountDeletionStory } from './devices/stories/account-deletion.ts';
-import { membershipStory } from './devices/stories/membership.ts';
-import { createPresenceStory } from './devices/stories/presence.ts';
-import { followDeviceChanges } from './devices/stories/shared-caches.ts';
-import { shownStore, startupFields, type Logger, type StartupFacts } from './platform/log.ts';
-import { createMemberships } from './mosques/memberships.ts';
-import { createMosqueOps } from './mosques/mosque-ops.ts';
-import { createMosqueStore } from './mosques/mosques.ts';
-import { createNotifier, type Notifier, type PageUrl, type Transport } from './platform/notify.ts';
-import { createAfterAnswer, idleAfterAnswer, type AfterAnswer } from './platform/flow/after-answer.ts';
-import { createPasswordHasher, type PasswordHasher } from './people/passwords.ts';
-import { createPushSubscriptions } from './broadcasts/push-subscriptions.ts';
-import { deriveKey, loadOrCreateSecretFile } from './platform/secrets.ts';
-import { listeningPort, shownHost } from './platform/net/listening.ts';
-import { loadTlsCredentials, type TlsCredentials } from './platform/net/tls-files.ts';
-import { createSuperadminAuth } from './people/superadmin.ts';
-import { createAccessTokens } from './people/tokens.ts';
-import { createUserAdmin } from './people/user-admin.ts';
-import { createFirstSuperadmin } from './people/first-superadmin.ts';
-import { createUserStore } from './people/users.ts';
-import { createRevokedTokens } from './people/revoked-tokens.ts';
-import { createConsoleSessions, createSessions } from './people/sessions.ts';
-import { createReadiness } from './schedule/readiness.ts';
-import { createScheduleStore } from './schedule/schedule-store.ts';
-import { createScheduler, type Scheduler } from './schedule/scheduler.ts';
-import { createMosqueStory } from './schedule/mosque-story.ts';
-import { createOfflinePlanner } from './schedule/offline-plan.ts';
-import { transmitterStory } from './schedule/transmitter-story.ts';
-import { createAudio, type Audio } from './audio/audio.ts';
-import { streamAddresses } from './audio/mounts.ts';
-import { createIcecastAdminClient } from '../icecast/admin-client.ts';
-import { createRecordings, leaseAdmission, recordingUrl } from './audio/recordings.ts';
-import { leaseFacts } from './audio/lease-admission.ts';
-import { createSourceFollow } from './broadcasts/source-follow.ts';
 
-/** A start-up failure an operator can act on; main prints its message as the one line. */
-export class StartupError extends Error {}
+export { StartupError };
 
 export interface ServiceOptions {
   clock?: Clock;
@@ -123,10 +80,6 @@ export interface Service {
 
 /** Past this many bytes waiting for a stuck stdout reader (a paused pipe, a slow journald), lines are dropped. */
 export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
-/** How often the change log's entries past CHANGE_LOG_KEEP_S are deleted (once across nodes: a periodic duty). */
-const CHANGE_LOG_PRUNE_MS = 10 * 60 * 1000;
-/** How often expired device pairings are deleted (docs/api.md, "Pairing a device"). */
-const PAIRING_PRUNE_MS = 10 * 60 * 1000;
 
 /**
  * JSON lines on stdout, written asynchronously: pino's default is a synchronous write(2) per line, which
@@ -139,241 +92,120 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger & { fatal
   return pino({ level: config.logLevel, base: { service: 'minaret' } }, stdout);
 }
 
-/** People, their credentials, their mosques and standing. */
-async function buildPeople(store: Store, clock: Clock, config: Config, logger: Logger, jwtSecret: string, hasher: PasswordHasher, messages: { notifier: Notifier; pageUrl: PageUrl }, changes: ChangePublisher, faults: Faults, afterAnswer: AfterAnswer) {
-  const reportTo = (what: string, err: unknown) => void faults.report(what, err);
-  const { notifier, pageUrl } = messages;
-  const users = await createUserStore(store, clock, changes, reportTo);
-  const codes = createOneTimeCodes(store, clock, deriveKey(jwtSecret, 'one-time-codes'));
-  const guesses = createGuessBudget(store, clock, config.authMaxWrongGuessesPerHour);
-  const revoked = await createRevokedTokens(store, clock, changes, reportTo);
-  const tokens = createAccessTokens({ secret: jwtSecret, expireDays: config.accessTokenExpireDays, clock, currentVersion: users.tokenVersion, isRevoked: revoked.isRevoked });
-  const activity = createActivityLog(store, clock);
-  const mosques = createMosqueStore(store, clock, changes);
-  const admins = createAdminStore(store, clock, users, changes);
-  const memberships = createMemberships({ store, clock, activity, users, changes });
-  const grants = createAddressGrants({ store, clock, activity, memberships, admins });
-  const proof = createAddressProof({ users });
-  const addressChange = createAddressChange({ users, hasher, codes, guesses, notifier, proof, pageUrl });
-  const superadminAuth = createSuperadminAuth({ store, users, codes, hasher, guesses, tokens, notifier, pageUrl, clock });
-  const consoleSessions = createConsoleSessions({ store, users, tokens, clock, settings: config.consoleSessions });
-  return {
-    users, tokens, revoked, activity, mosques, admins, memberships, superadminAuth, grants, proof, addressChange,
-    peopleAuth: createPeopleAuth({ users, codes, hasher, guesses, tokens, notifier, pageUrl, proof, clock, logger, passwordResetTtlHours: config.passwordResetTtlHours, afterAnswer }),
-    sessions: createSessions({ users, hasher, guesses, tokens, revoked, superadmin: superadminAuth, consoleSessions, clock }),
-    consoleSessions,
-    invites: createInvites({ store, clock, users, memberships, grants, activity, notifier, pageUrl }),
-  };
-}
-
 /**
- * The composition root: construct, connect, start; `close` stops in reverse. Each cross-domain story is a
- * named module of the later domain (docs/architecture.md, "Where each story lives"); this file only
- * hands each its parts and registers it where the earlier domain listens.
+ * The composition root, read as a list: the platform, then each domain's build in the order they depend on one
+ * another, each handed its ports and registering its closers as it makes them; the broker; the stories that
+ * cross a sibling or an edge; start; the API; listen. `close` stops in reverse. Each cross-domain story is a
+ * named module of the later domain (docs/architecture.md, "Where each story lives").
  */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(config);
   const jwtSecret = resolveJwtSecret(config, logger);
-  const tlsCredentials = readTls(config, logger);
+  const tlsCredentials = readTlsAtStart(config, logger);
   // Closed in reverse order of creation; then `finals` in order (the last flush, then db.close), always.
   const closers: Closer[] = [];
   const finals: Closer[] = [];
   const closeAll = () => closeInOrder(closers.splice(0).reverse(), finals.splice(0), { deadlineMs: config.shutdownTimeoutS * 1000, logger });
 
   try {
-    // Construct: the platform, then each domain in the order they depend on one another.
-    const opened = config.postgres ? await openPostgresStore(config.postgres, logger) : openSqlite(config, clock, logger);
-    finals.push({ name: 'database', close: () => opened.close() });
-    const { store } = opened;
-    const faults = createFaults({ probe: opened.probe, clock, logger });
-    // Stopped before the database closes, so that is the last connection and folds the WAL away (see also the end of start).
-    const checkpointer = opened.checkpointer((err) => faults.report('database checkpoint', err));
-    closers.push({ name: 'database checkpointer', close: () => checkpointer.close() });
+    // The platform: the store (with the SQLite file's data step), the bcrypt workers, messages, duties, the change feed.
+    const dataSteps = peopleDataSteps(clock, logger);
+    const { store, faults, isOpen, checkpointer } = await openStorage(config, { clock, logger, dataSteps }, closers, finals);
     const hasher = await createPasswordHasher({ cost: config.bcryptCost, maxQueue: config.bcryptMaxQueue });
     closers.push({ name: 'password hasher', close: () => hasher.close() });
     const transport = opts.transport ?? createTransport(config, logger);
-    const messages = createNotifier(transport, { logger, ...(opts.notifyRetryBaseMs ? { baseDelayMs: opts.notifyRetryBaseMs } : {}) });
-    closers.push({ name: 'notifier', close: () => messages.close() });
-    // Work an answer must not wait for (docs/api.md "Signing in"); stopped before the notifier it may still send through.
-    const afterAnswer = createAfterAnswer(logger);
-    closers.push({ name: 'work after answers', close: () => afterAnswer.idle() });
-    const notifier = idleAfterAnswer(messages, afterAnswer);
-    // The deployment's periodic duties, each run claimed once across nodes; started once everything they run is.
-    const duties = createDuties({ store, clock, onError: (what, err) => void faults.report(what, err) });
-    const { changes, redis, startFeed } = await openChangeFeed(config, { logger, faults, store, clock, duties });
-    closers.push({ name: 'change feed', close: async () => {
-      await changes.close();
-      redis?.disconnect();
-    } });
-
-    // The HTTP door exists from here on (its handler is attached once the API is built, before it listens):
-    // what names this process's own address asks the server where it listens.
+    const platform = await buildPlatform(config, { store, faults, clock, logger, transport, notifyRetryBaseMs: opts.notifyRetryBaseMs }, closers);
+    const { notifier, afterAnswer, duties, changes } = platform;
+    const onError = (what: string, err: unknown) => void faults.report(what, err);
+    // The HTTP door exists from here on (its handler is attached once the API is built, before it listens): what
+    // names this process's own address asks the server where it listens. PUBLIC_URL, else that address, is where
+    // players fetch what Minaret serves itself (the recorded azaan, firmware) and where messages lead.
     const httpServer = http.createServer(httpServerOptions(config));
-    // Where players fetch what Minaret serves itself (the recorded azaan, and the pages messages lead to): PUBLIC_URL, else this process's own address.
     const ownOrigin = () => `http://${shownHost(config.host)}:${listeningPort(httpServer, config.httpPort)}`;
-    const pageUrl: PageUrl = (path) => `${config.publicUrl ?? ownOrigin()}${path}`;
-    const people = await buildPeople(store, clock, config, logger, jwtSecret, hasher, { notifier, pageUrl }, changes, faults, afterAnswer);
-    const recordings = createRecordings({ store, clock, activity: people.activity });
+    const publicOrigin = () => config.publicUrl ?? ownOrigin();
+    const pageUrl: PageUrl = (path) => `${publicOrigin()}${path}`;
     const mosqueEvents = createMosqueEvents();
+    const announce = mosqueEvents.publish;
     // With ICECAST_URL, every stream address is the mosque's mount, a player's with its lease (docs/operator.md#audio-icecast).
     const addresses = config.icecast ? streamAddresses(config.icecast.url) : null;
-    const plane = await createDevicePlane({
-      ...(addresses && { streamUrl: (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) }),
-      store, clock, config, logger, faults, mosques: people.mosques, admins: people.admins, activity: people.activity,
-      membershipStatus: async (mosqueId, userId, q) => (await people.memberships.findFor(mosqueId, userId, q))?.status ?? null,
-      membershipRemoved: (mosqueId, userId, q) => people.memberships.wasRemoved(mosqueId, userId, q),
-      changes, duties,
+
+    // The domains.
+    const people = await buildPeople(config, { store, clock, logger, jwtSecret, hasher, notifier, pageUrl, changes, afterAnswer, onError });
+    const mosques = buildMosques({ store, clock, changes, users: people.users, notifier, pageUrl });
+    const devices = await buildDevices(config, {
+      store, clock, logger, faults, changes, duties, jwtSecret, hasher, people, mosques, announce,
+      streamUrl: addresses ? (mosque, lease) => (lease ? addresses.withLease(mosque.id, lease) : addresses.mount(mosque.id)) : undefined,
     });
-    const pairings = createPairings({
-      store, clock, key: deriveKey(jwtSecret, 'device-pairing'), maxPending: config.pairing.maxPending,
-      verbs: plane, mosques: people.mosques, admins: people.admins,
+    const { plane } = devices;
+    const { audio, recordings, admitRecording } = buildAudio(config, {
+      store, clock, logger, jwtSecret, mosques, plane, onError,
+      server: config.icecast ? createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }) : null,
     });
-    // Starts prune too; this clears what expired while nobody started one (once across nodes).
-    duties.add('pairing prune', PAIRING_PRUNE_MS, () => pairings.prune());
-    const presence = createPresenceStory({ plane, announce: mosqueEvents.publish, clock });
-    // Started once the plane runs (below); built here because the schedule asks it what was on air.
-    const audio = buildAudio(config, { store, clock, logger, jwtSecret, people, plane, onError: (what, err) => void faults.report(what, err) });
-    const broadcasts = createBroadcasts({ store, clock, activity: people.activity });
-    const pushSubscriptions = createPushSubscriptions(store, clock, config.maxPushSubscriptionsPerUser);
     const vapid = loadOrCreateVapidKeys(config.dataDir);
-    const sender = opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork);
-    closers.push({ name: 'push sender', close: () => sender.close?.() });
-    const outbox = createPushOutbox({ store, clock, logger, sender, subscriptions: pushSubscriptions, concurrency: config.pushConcurrency });
-    const fanout = createFanout({
-      store, clock, logger, ...plane.ports.fanout, mosques: people.mosques, memberships: people.memberships, outbox,
-      ...(addresses && { streamUrl: addresses.mount }),
-      fallbackUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
-      localLeadS: config.scheduleGraceMinutes * 60,
-    });
-    const follow = createSourceFollow({
-      broadcasts, fanout, audio, logger,
-      recordingSeconds: async (mosqueId) => (await recordings.find(mosqueId))?.duration_s ?? null,
-    });
-    closers.push({ name: 'fallback timers', close: () => follow.stop() });
-    const reports = createDeliveryReports({ fanout, broadcasts, heard: audio, clock });
-    const scheduleStore = await createScheduleStore(store, people.mosques);
-    const scheduler = createScheduler({
-      clock, logger, leadMs: config.scheduleReadyLeadMinutes * 60_000, graceMs: config.scheduleGraceMinutes * 60_000,
-      mosques: people.mosques, store: scheduleStore, admins: people.admins, users: people.users, activity: people.activity, queries: store, notifier, pageUrl,
-      readiness: createReadiness(plane.ports.readiness),
-      announce: mosqueEvents.publish,
-      timesChanged: (mosqueId) => void plane.offlinePlanChanged(mosqueId, 'schedule_changed').catch((err: unknown) => faults.report('offline plan', err)),
-      ...slotBroadcasts({ broadcasts, follow, outbox, audio, onError: (what, err) => void faults.report(what, err) }),
-    });
-    const mosqueStory = createMosqueStory({ plane, scheduleStore, scheduler });
-    // docs/firmware.md, "The azaan without the network": an entitled player's config carries its coming azaans and the recording.
-    plane.planOffline(createOfflinePlanner({
-      slotsOn: scheduler.slotsOn,
-      toggles: (mosqueId, userId, q) => people.memberships.findFor(mosqueId, userId, q),
-      recording: (mosqueId, q) => recordings.find(mosqueId, q),
-      recordingUrl: (mosqueId) => recordingUrl(config.publicUrl ?? ownOrigin(), mosqueId),
-      graceS: config.offlineGraceS,
-    }));
-    recordings.listen((mosqueId) => void plane.offlinePlanChanged(mosqueId, 'recording_changed').catch((err: unknown) => faults.report('offline plan', err)));
-    const mosqueOps = createMosqueOps({
-      store, mosques: people.mosques, admins: people.admins, users: people.users, activity: people.activity, memberships: people.memberships,
-      grants: people.grants, afterAnswer, beforeDelete: mosqueStory.beforeDelete, onUpdated: mosqueStory.updated,
-    });
-    const userAdmin = createUserAdmin({
-      users: people.users, admins: people.admins, hasher, addressChange: people.addressChange,
-      beforeDelete: accountDeletionStory({ memberships: people.memberships, plane }),
-    });
+    const broadcasting = buildBroadcasts(config, {
+      store, clock, logger, mosques, plane, audio, recordings, onError, publicOrigin, mountUrl: addresses?.mount, announce, listened: mosqueEvents.listens,
+      sender: opts.pushSender ?? webPushSender(vapid, config.vapidSubject, opts.pushNetwork),
+    }, closers);
+    const { broadcasts, pushSubscriptions } = broadcasting;
+    const slots = broadcasting.slotPorts;
+    const schedule = await buildSchedule(config, { store, clock, logger, notifier, pageUrl, afterAnswer, people, mosques, plane, recordings, publicOrigin, onError, announce, slots });
+    const { scheduler } = schedule;
+
+    // The broker, then the stories whose parts span it, a sibling or a later domain: the devices reach the broker
+    // through its link (once, for the plane and everything that asks the plane for it).
     const broker = await createBroker({
       logger, faults, redisUrl: config.redisUrl, tls: tlsCredentials, limits: config.mqtt, ...plane.ports.broker,
-      mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await people.mosques.findById(mosqueId))?.stream_url ?? null)),
+      mosqueStreamUrl: async (mosqueId) => (addresses ? addresses.mount(mosqueId) : ((await mosques.mosques.findById(mosqueId))?.stream_url ?? null)),
       clock, budgets: config.deviceBudgets, floodWindowMs: config.deviceFloodWindowS * 1000,
       flap: { maxConnects: config.mqttFlap.maxConnects, windowMs: config.mqttFlap.windowS * 1000, banMs: config.mqttFlap.banS * 1000 },
       ...(opts.brokerHeartbeatMs && { heartbeatIntervalMs: opts.brokerHeartbeatMs }),
-      onDeviceBroadcast: transmitterStory(scheduler),
+      onDeviceBroadcast: schedule.onDeviceBroadcast,
     });
-
-    // Connect: the devices reach the broker through its link (once, for the plane and everything that asks the
-    // plane for it); each story is registered where the earlier domain declares its listeners.
     plane.attach(broker.link);
-    plane.onStatusChange(presence.statusChanged);
-    people.memberships.listen(membershipStory(plane));
-    people.proof.listen(createAddressClaims({
-      store, grants: people.grants, memberships: people.memberships, admins: people.admins, activity: people.activity, plane,
-      forgetPushSubscriptions: pushSubscriptions.removeAllFor,
-    }));
-    broadcasts.gateOnSource(follow.waitsForSource);
-    broadcasts.listen(createBroadcastStory({ fanout, slots: scheduler, announce: mosqueEvents.publish, clock }));
-    if (audio) listenToAudio({ audio, follow, announce: mosqueEvents.publish, listened: mosqueEvents.listens, clock, onError: (what, err) => void faults.report(what, err) });
+    people.proof.listen(createAddressClaims({ store, ...mosques, plane, forgetPushSubscriptions: pushSubscriptions.removeAllFor }));
+    broadcasting.connect(scheduler);
 
-    // Start.
-    // Memory mode: every retained config is rebuilt before the broker listens. With REDIS_URL the
-    // configs outlive this process in Redis; a pass here would push every one through the shared pub/sub to
-    // the devices connected to the other processes (docs/decisions.md, "Device configs are rebuilt at start, not on connect").
-    if (!config.redisUrl) {
-      const startedAt = performance.now();
-      const retained = await plane.retainAllConfigs();
-      logger.info({ devices: retained.devices, leases_renewed: retained.renewed, ms: Math.round(performance.now() - startedAt) }, 'device configs retained');
-    }
-    plane.start();
+    // Start. The caches follow the change feed from here on: the leases the devices' start pass renewed are
+    // this process's own writes, current already.
+    await devices.start();
     if (audio) {
       audio.start();
       closers.push({ name: 'audio', close: () => audio.stop() });
     }
-    // Each in-memory cache follows the change feed itself (src/platform/changes.ts), from here on: the leases
-    // the start pass renewed are this process's own writes, current already.
-    for (const follower of [audio?.followChanges, people.users.followChanges, people.revoked.followChanges, followDeviceChanges(plane, (what, err) => void faults.report(what, err)), mosqueStory.followChanges]) {
-      if (follower) changes.subscribe(follower);
-    }
-    if (config.redisUrl) {
-      // The safety net under the feed: whatever a lost message or a Redis outage hid is read again this often.
-      const reload = setInterval(() => changes.resync(), config.sharedCacheReloadS * 1000);
-      reload.unref();
-      closers.push({ name: 'shared cache reload', close: () => clearInterval(reload) });
-    }
+    platform.follow([audio?.followChanges, people.users.followChanges, people.revoked.followChanges, devices.followChanges, schedule.followChanges], closers);
     scheduler.start();
     closers.push({ name: 'azaan scheduler', close: () => scheduler.stop() });
     duties.start();
     closers.push({ name: 'periodic duties', close: () => duties.stop() });
-    const outboxTimer = setInterval(() => void outbox.drain().catch((err: unknown) => faults.report('push outbox', err)), 1000);
-    outboxTimer.unref();
-    closers.push({ name: 'push outbox', close: () => clearInterval(outboxTimer) });
+    closers.push(broadcasting.startOutbox());
     // The broker closes before the last flush (its goodbyes land in the timeline), the flush before db.close.
     finals.unshift({ name: 'device plane (last telemetry flush)', close: () => plane.stop() });
     closers.push({ name: 'broker', close: () => broker.close() });
 
-    // The HTTP door.
-    // Whether the connection is open, read without a query: a SELECT 1 reads no page of the file, so it
-    // told nothing more, and it was the largest part of a probe's cost. Whether the file takes
-    // writes is faults.storageState(), from the last real write and a probe while degraded.
-    const health = () => ({
-      db: opened.isOpen() ? faults.storageState() : 'down',
-      broker: broker.isHealthy() ? 'ok' : 'down',
-      ...(audio && { audio: audio.health() }),
-    });
-    // Players fetch the recorded azaan with their lease, by the rule the Icecast listener gate applies (src/audio/lease-admission.ts).
-    const admitRecording = leaseAdmission(() => leaseFacts({
-      nowSeconds: toUnixSeconds(clock()), verifyLease: plane.ports.audio.verifyLease, device: plane.ports.audio.devices.info, lease: plane.ports.audio.lease,
-      membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
-    }));
     // docs/api.md, "Firmware updates": the runner reads the devices through the plane's port, the windows through
     // the schedule and the broadcasts; one tick per period across nodes (a duty), plus one at a create or a resume.
     const firmware = buildFirmware({
       store, clock, logger, config, devices: plane.ports.firmware,
-      windows: { findMosque: (id) => people.mosques.findById(id), slotsOn: scheduler.slotsOn, liveBroadcast: broadcasts.findLive },
-      downloadUrl: (imageId) => `${config.publicUrl ?? ownOrigin()}/api/v1/firmware/images/${imageId}/download`,
+      windows: { findMosque: (id) => mosques.mosques.findById(id), slotsOn: scheduler.slotsOn, liveBroadcast: broadcasts.findLive },
+      downloadUrl: (imageId) => `${publicOrigin()}/api/v1/firmware/images/${imageId}/download`,
     });
     if (firmware.images) duties.add('firmware rollouts', ROLLOUT_TICK_MS, firmware.tick); // off without FIRMWARE_PUBLIC_KEY
-    const firstSuperadmin = await createFirstSuperadmin({ users: people.users, hasher });
+
+    // The API. Health reads whether the store is open without a query (a SELECT 1 told nothing more, at most of a
+    // probe's cost) and whether it takes writes from faults (the last real write, a probe while degraded).
+    const health = () => ({ db: isOpen() ? faults.storageState() : 'down', broker: broker.isHealthy() ? 'ok' : 'down', ...(audio && { audio: audio.health() }) });
     const api = createApi({
-      ...people, broadcasts, pushSubscriptions, firstSuperadmin, audio, icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, changes, rateLimitStore: redis, logger, clock, health, faults, userAdmin, mosqueOps, plane, mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
-      deliveryReport: reports.report, reportFor: reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: outbox.sendTest,
-      asyncApi: buildAsyncApi, publicUrl: config.publicUrl, mosqueEvents, consoleDir: config.consoleDir, consoleSessionSettings: config.consoleSessions,
-      authRateLimit: config.authRateLimit,
-      streamHttpHosts: config.streamHttpHosts,
-      authIdentifierRateLimit: config.authIdentifierRateLimit,
-      invitesPerMosquePerHour: config.invitesPerMosquePerHour,
-      invitesPerAddressPerDay: config.invitesPerAddressPerDay,
-      pairings, pairingLimits: config.pairing,
-      trustProxy: config.trustProxy, logRequests: config.logRequests,
-      scheduler, scheduleStore, graceMs: config.scheduleGraceMinutes * 60_000,
-      recordings, admitRecording, recordingMaxBytes: config.recordingMaxBytes,
-      firmwareImages: firmware.images, firmwareMaxBytes: config.firmware.maxBytes, firmwareOffers: firmware.offers, firmwareRollouts: firmware.rollouts,
+      ...people, ...mosques, ...devices, broadcasts, pushSubscriptions, audio, recordings, admitRecording, mosqueEvents, changes, logger, clock, health, faults,
+      mosqueOps: schedule.mosqueOps, scheduler, scheduleStore: schedule.scheduleStore, rateLimitStore: platform.redis,
+      icecastUrl: config.icecast?.url ?? null, hookSecret: config.icecast?.hookSecret ?? null, publicUrl: config.publicUrl, consoleDir: config.consoleDir,
+      mqttPort: () => listeningPort(broker.tcpServer, config.mqttPort), mqttsPort: () => (broker.tlsServer ? listeningPort(broker.tlsServer, config.mqttsPort!) : null),
+      deliveryReport: broadcasting.reports.report, reportFor: broadcasting.reports.reportFor, vapidPublicKey: vapid.publicKey, sendTestPush: broadcasting.outbox.sendTest,
+      asyncApi: buildAsyncApi, consoleSessionSettings: config.consoleSessions, authRateLimit: config.authRateLimit, authIdentifierRateLimit: config.authIdentifierRateLimit,
+      streamHttpHosts: config.streamHttpHosts, invitesPerMosquePerHour: config.invitesPerMosquePerHour, invitesPerAddressPerDay: config.invitesPerAddressPerDay,
+      pairingLimits: config.pairing, trustProxy: config.trustProxy, logRequests: config.logRequests, graceMs: config.scheduleGraceMinutes * 60_000,
+      recordingMaxBytes: config.recordingMaxBytes, firmwareMaxBytes: config.firmware.maxBytes,
+      firmwareImages: firmware.images, firmwareOffers: firmware.offers, firmwareRollouts: firmware.rollouts,
       firmwareDevices: { load: plane.ports.broker.loadDevice, info: plane.ports.broker.device, verifySecret: plane.ports.broker.verifySecret },
     });
     httpServer.on('request', getRequestListener(api.fetch));
@@ -382,214 +214,42 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     httpServer.on('clientError', answerClientError);
     broker.attachWebSocket(httpServer);
 
+    // Listen.
     const httpPort = await listen(httpServer, config.httpPort, config.host, 'HTTP_PORT');
-    closers.push({
-      name: 'http server',
-      close: () => {
-        const stopped = closeHttp(httpServer);
-        broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
-        return stopped;
-      },
-    });
+    closers.push({ name: 'http server', close: () => {
+      const stopped = closeHttp(httpServer);
+      broker.dropWebSockets(); // else a device on MQTT-over-WebSocket keeps the HTTP server from closing
+      return stopped;
+    } });
     // Runs before the HTTP server's close (closers run in reverse): open event streams would hold it 2 s.
     closers.push({ name: 'event streams', close: () => mosqueEvents.closeAll() });
     // The same for device pairing polls held open for an approval (docs/api.md, "Pairing a device").
-    closers.push({ name: 'held pairing polls', close: () => pairings.close() });
+    closers.push({ name: 'held pairing polls', close: () => devices.pairings.close() });
     const mqttPort = await listen(broker.tcpServer, config.mqttPort, config.host, 'MQTT_PORT');
     const mqttsPort = broker.tlsServer ? await listen(broker.tlsServer, config.mqttsPort!, config.host, 'MQTTS_PORT') : null;
-    startFeed();
+    platform.startFeed();
     // Once started, the checkpointer stops first of all (closers run in reverse): a part that hangs until the
     // stop's deadline must not keep it running past db.close. What is written meanwhile checkpoints inline.
     closers.push({ name: 'database checkpointer (first to stop)', close: () => checkpointer.close() });
-    const host = shownHost(config.host);
-    // The first start: the setup link (the token in the fragment never reaches a server's log). In the message
-    // itself too, so a person reading the raw JSON sees it (docs/operator.md, "Reading the log").
-    const setupToken = await firstSuperadmin.token();
-    const setupUrl = setupToken ? `${config.publicUrl ?? ownOrigin()}/setup#token=${setupToken}` : null;
+    // The first start: the setup link (the token in the fragment never reaches a server's log).
+    const setupToken = await people.firstSuperadmin.token();
     const summary: StartupFacts = {
-      consoleUrl: config.publicUrl ?? ownOrigin(), setupUrl, httpPort, mqttPort, mqttsPort,
+      consoleUrl: publicOrigin(), setupUrl: setupToken ? `${publicOrigin()}/setup#token=${setupToken}` : null, httpPort, mqttPort, mqttsPort,
       store: shownStore(config.databasePath, config.postgres?.url ?? null), audioUrl: config.icecast?.url ?? null, notifyTransport: config.notifyTransport,
     };
-    logger.info({ ...startupFields(summary), host: config.host }, 'minaret is listening');
-    if (setupUrl) logger.warn({ setup_url: setupUrl }, `no superadmin yet: open ${setupUrl} in a browser to create the first one (valid until used or this process stops)`);
+    logListening(logger, summary, config.host);
 
     return {
-      httpPort,
-      mqttPort,
-      mqttsPort,
-      httpUrl: ownOrigin(),
-      summary,
-      mqttUrl: `mqtt://${host}:${mqttPort}`,
-      notifier,
+      httpPort, mqttPort, mqttsPort, summary, notifier, httpUrl: ownOrigin(), mqttUrl: `mqtt://${shownHost(config.host)}:${mqttPort}`,
       routes: handlerRoutes(api),
-      reloadTls: () => {
-        if (!broker.tlsServer) return { ok: false, error: 'MQTTS_PORT is not set: there is no certificate to reload' };
-        const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
-        if (!loaded.ok) return loaded;
-        try {
-          broker.setTlsCredentials(loaded.credentials);
-        } catch (err) {
-          // A signal handler must not throw: the pair is refused and the one in use stays.
-          return { ok: false, error: `TLS_CERT_FILE/TLS_KEY_FILE: ${(err as Error).message}` };
-        }
-        return { ok: true, validTo: loaded.credentials.validTo };
-      },
+      reloadTls: () => reloadTls(config, broker),
       broker: { counters: () => broker.counters(), session: (id) => broker.session(id) },
       schedule: { runDue: () => scheduler.runDue() },
       broadcasts: { listen: (l) => broadcasts.listen(l) },
-      close: async () => {
-        await closeAll();
-        logger.info({}, 'minaret stopped');
-      },
+      close: () => closeAll().then(() => logger.info({}, 'minaret stopped')),
     };
   } catch (err) {
     await closeAll();
     throw err;
   }
-}
-
-/**
- * The audio gate when ICECAST_URL is set (docs/operator.md#audio-icecast): Icecast's admin API behind the
- * AudioServer port, and the facts admission is decided from, read from memory and the store when asked.
- */
-function buildAudio(
-  config: Config,
-  d: { store: Store; clock: Clock; logger: Logger; jwtSecret: string; people: Awaited<ReturnType<typeof buildPeople>>; plane: Awaited<ReturnType<typeof createDevicePlane>>; onError: (what: string, err: unknown) => void },
-): Audio | null {
-  if (!config.icecast) return null;
-  const { people, plane } = d;
-  return createAudio({
-    store: d.store, clock: d.clock, logger: d.logger, onError: d.onError,
-    server: createIcecastAdminClient({ adminUrl: config.icecast.adminUrl, user: config.icecast.adminUser, password: config.icecast.adminPassword }),
-    publicBase: config.icecast.url,
-    ticketKey: deriveKey(d.jwtSecret, 'listen-tickets'),
-    retentionDays: config.deviceEventsRetentionDays,
-    mosqueExists: async (id) => (await people.mosques.findById(id)) !== null,
-    devices: plane.ports.audio.devices,
-    verifyLease: plane.ports.audio.verifyLease,
-    lease: plane.ports.audio.lease,
-    membershipStatus: async (mosqueId, userId) => (await people.memberships.findFor(mosqueId, userId))?.status ?? null,
-    isAdmin: async (mosqueId, userId) => (await people.admins.find(mosqueId, userId)) !== null,
-  });
-}
-
-/**
- * The change feed (src/platform/changes.ts): in-process without REDIS_URL; else over Redis pub/sub on a
- * connection of its own, which the rate limiters share (api/rate-limit.ts). No offline queue: while Redis is
- * away a command fails at once (the limiters fall back to memory, the feed to its change log in the store) instead of queueing.
- */
-async function openChangeFeed(
-  config: Config, deps: { logger: Logger; faults: { report(what: string, err: unknown): unknown }; store: Store; clock: Clock; duties: Duties },
-): Promise<{ changes: ChangeFeed; redis: Redis | null; startFeed(): void }> {
-  const { logger, faults } = deps;
-  const onError = (what: string, err: unknown) => void faults.report(what, err);
-  if (!config.redisUrl) return { changes: createLocalChangeFeed((err) => onError('change listener', err)), redis: null, startFeed: () => undefined };
-  // Loaded only with REDIS_URL (~40 modules a single process never needs).
-  const { Redis: RedisClient } = await import('ioredis');
-  const redis = new RedisClient(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  redis.on('error', (err: Error) => onError('redis connection', err));
-  const log = { log: createChangeLog(deps.store), keepMs: config.changeLogKeepS * 1000, clock: deps.clock };
-  deps.duties.add('change log prune', CHANGE_LOG_PRUNE_MS, () => log.log.prune(deps.clock() - log.keepMs));
-  const feed = await createRedisChangeFeed({ conn: redis, logger, onError, log });
-  return { changes: feed, redis, startFeed: () => feed.start() };
-}
-
-function resolveJwtSecret(config: Config, logger: Logger): string {
-  if (config.jwtSecret) return config.jwtSecret;
-  const { value, created } = loadOrCreateSecretFile(config.dataDir, 'jwt-secret');
-  logger.warn(
-    { file: `${config.dataDir}/jwt-secret`, created },
-    'JWT_SECRET is not set: using a secret generated once and kept in the data folder (set JWT_SECRET in production)',
-  );
-  return value;
-}
-
-/** MQTTS_PORT set: the certificate and key must be usable before anything opens (one line otherwise). */
-function readTls(config: Config, logger: Logger): TlsCredentials | undefined {
-  if (config.mqttsPort === undefined) return undefined;
-  const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
-  if (!loaded.ok) throw new StartupError(loaded.error);
-  logger.info({ cert_file: config.tlsCertFile, valid_to: loaded.credentials.validTo }, 'mqtts certificate loaded');
-  return loaded.credentials;
-}
-
-/** The store the settings name, migrated, with what the rest of the service asks of it. */
-interface OpenedStore {
-  store: Store;
-  probe: StorageProbe;
-  isOpen(): boolean;
-  /** SQLite's WAL checkpoints in a worker (src/platform/db.ts); nothing to do on PostgreSQL. */
-  checkpointer(onError: (err: Error) => void): { close(): Promise<void> };
-  close(): Promise<void>;
-}
-
-/**
- * The SQLite file (DATABASE_PATH): the SQL migrations, then the data steps written in TypeScript (the rewrite of
- * stored identifiers), before any store reads a row. A database already at DATABASE_MAX_BYTES has no room for
- * them: say so in one line.
- */
-function openSqlite(config: Config, clock: Clock, logger: Logger): OpenedStore {
-  const db = openDatabase(config.databasePath, { maxBytes: config.databaseMaxBytes });
-  try {
-    const version = migrate(db);
-    logIdentifierRewrite(normalizeStoredIdentifiersOnce(db, toUnixSeconds(clock())), logger);
-    logger.info({ database: config.databasePath, schema_version: version, ...(config.databaseMaxBytes !== undefined && storageUse(db)) }, 'database ready');
-  } catch (err) {
-    db.close();
-    if (storageFaultOf(err) !== 'full') throw err;
-    const setting = config.databaseMaxBytes === undefined ? 'DATABASE_PATH: the disk' : 'DATABASE_MAX_BYTES: the limit';
-    throw new StartupError(`${setting} leaves no room to update the database schema; free space or raise the limit`);
-  }
-  return {
-    store: sqliteStore(db),
-    probe: sqliteProbe(db),
-    isOpen: () => db.open,
-    checkpointer: (onError) => checkpointInBackground(db, { onError }),
-    close: async () => void db.close(),
-  };
-}
-
-/** PostgreSQL (DATABASE_URL): loaded only then, as the pg driver is memory a single SQLite process never uses. */
-async function openPostgresStore(settings: NonNullable<Config['postgres']>, logger: Logger): Promise<OpenedStore> {
-  const { openPostgres } = await import('./platform/store/postgres.ts');
-  const opened = await openPostgres(settings.url, settings, 'DATABASE_URL').catch((err: Error) => {
-    throw new StartupError(err.message);
-  });
-  logger.info({ database: opened.shown, pool_size: settings.poolSize, schema_version: opened.version }, 'database ready');
-  const state = { open: true };
-  return {
-    store: opened.store,
-    probe: opened.probe,
-    isOpen: () => state.open,
-    checkpointer: () => ({ close: async () => undefined }),
-    close: async () => {
-      state.open = false;
-      await opened.store.destroy();
-    },
-  };
-}
-
-function listen(server: net.Server, port: number, host: string, setting: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EADDRINUSE') reject(new StartupError(`${setting}: port ${port} on ${host} is already in use`));
-      else if (err.code === 'EACCES') reject(new StartupError(`${setting}: no permission to listen on port ${port}`));
-      else if (err.code === 'EADDRNOTAVAIL') reject(new StartupError(`HOST: ${host} is not an address of this machine`));
-      else reject(err);
-    };
-    server.once('error', onError);
-    server.listen(port, host, () => {
-      server.off('error', onError);
-      resolve((server.address() as net.AddressInfo).port);
-    });
-  });
-}
-
-/** Stops accepting, lets requests in flight finish for a moment, then drops what is left. */
-async function closeHttp(server: http.Server): Promise<void> {
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  server.closeIdleConnections();
-  const timer = setTimeout(() => server.closeAllConnections(), 2000);
-  await closed;
-  clearTimeout(timer);
 }

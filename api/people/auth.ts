@@ -3,7 +3,7 @@ import * as v from 'valibot';
 import type { PeopleAuth } from '../../src/people/auth.ts';
 import { identifierHash } from '../../src/platform/identifiers.ts';
 import type { SuperadminAuth } from '../../src/people/superadmin.ts';
-import type { FirstSuperadmin } from '../../src/people/first-superadmin.ts';
+import type { FirstSuperadmin } from '../../src/people/admin/first-superadmin.ts';
 import { ApiError, unwrap } from '../errors.ts';
 import type { AppEnv } from '../context.ts';
 import { createLimiter, perAddressLimit, type LimiterStore } from '../rate-limit.ts';

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import * as v from 'valibot';
-import type { UserAdmin } from '../../src/people/user-admin.ts';
+import type { UserAdmin } from '../../src/people/admin/user-admin.ts';
 import { toUser, type UserStore } from '../../src/people/users.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, unwrap } from '../errors.ts';

@@ -6,16 +6,16 @@ import type { DeviceInfo } from '../devices/devices.ts';
 import type { Lease } from '../devices/entitlement.ts';
 import type { LeaseClaims } from '../devices/leases.ts';
 import type { MembershipStatus } from '../mosques/memberships.ts';
-import type { AdmissionFacts } from './admission.ts';
+import type { AdmissionFacts } from './admission/admission.ts';
 import type { AudioServer } from './audio-server.ts';
 import { createCallbacks, type HookAnswer, type HookRequest } from './callbacks.ts';
 import { leaseFacts } from './lease-admission.ts';
-import { createListenTickets } from './listen-tickets.ts';
+import { createListenTickets } from './admission/listen-tickets.ts';
 import { createListenerSessions } from './listener-sessions.ts';
 import { streamAddresses } from './mounts.ts';
 import { createOnAir } from './on-air.ts';
 import { reconcile, type Reconciled } from './reconciliation.ts';
-import { createRevocation } from './revocation.ts';
+import { createRevocation } from './admission/revocation.ts';
 
 /** How often Icecast's admin API is asked whether it is there (/healthz names `audio` from the last answer). */
 export const AUDIO_PROBE_INTERVAL_MS = 5_000;

@@ -1,5 +1,5 @@
 import type { Logger } from '../platform/log.ts';
-import { admitListener, admitSource, type AdmissionFacts } from './admission.ts';
+import { admitListener, admitSource, type AdmissionFacts } from './admission/admission.ts';
 import type { ListenerSessions } from './listener-sessions.ts';
 import { parseMount } from './mounts.ts';
 import type { OnAir } from './on-air.ts';

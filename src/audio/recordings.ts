@@ -140,7 +140,7 @@ export function createRecordings(deps: { store: Store; clock: Clock; activity: P
     cached += data.byteLength;
   };
 
-  /** Told once an upload or a removal committed (src/service.ts: the players' offline plans carry the recording). */
+  /** Told once an upload or a removal committed (src/schedule/build.ts: the players' offline plans carry the recording). */
   const listeners: Array<(mosqueId: string) => void> = [];
   const changed = (mosqueId: string) => {
     for (const l of listeners) l(mosqueId);

@@ -128,7 +128,7 @@ export interface UserStore {
    * set goes, and with it every token and console session (src/people/addresses/address-proof.ts).
    */
   resetAfterTakeover(id: string, q?: Queries): Promise<void>;
-  /** Whether any superadmin exists (the first start in the browser: src/people/first-superadmin.ts). */
+  /** Whether any superadmin exists (the first start in the browser: src/people/admin/first-superadmin.ts). */
   hasSuperadmin(): Promise<boolean>;
   /** Records that the address was told of a signup attempt now, unless it was within `gapSeconds`; true when recorded. */
   claimSignupNotice(addressHash: string, gapSeconds: number): Promise<boolean>;

@@ -49,6 +49,15 @@ export function startupFields(f: StartupFacts): Record<string, unknown> {
 }
 
 /**
+ * The start's two lines: where it listens, and while no superadmin exists the setup link, in the message itself
+ * too so a person reading the raw JSON sees it (docs/operator.md, "Reading the log").
+ */
+export function logListening(logger: Logger, f: StartupFacts, host: string): void {
+  logger.info({ ...startupFields(f), host }, 'minaret is listening');
+  if (f.setupUrl) logger.warn({ setup_url: f.setupUrl }, `no superadmin yet: open ${f.setupUrl} in a browser to create the first one (valid until used or this process stops)`);
+}
+
+/**
  * A plain-text block for a person at a terminal, written to stderr in development so stdout stays JSON
  * lines a collector can parse: among the request lines of a first trial, the link and the addresses were lost.
  */

@@ -38,7 +38,7 @@ function readUsers(file: string) {
   }
 }
 
-// The rewrite is a data step of the SQLite file, run when the service opens it (src/service.ts, openSqlite); a
+// The rewrite is a data step of the SQLite file, run when the service opens it (peopleDataSteps, run by src/platform/boot/storage.ts); a
 // PostgreSQL store starts from `minaret migrate-store`, which runs the step on the file first, or empty.
 const skip = sqliteOnly('the identifier rewrite is a data step of the SQLite file, written here at an older schema version');
 

@@ -43,7 +43,7 @@ export function createAddressProof(deps: { users: UserStore }) {
   const listeners: AddressProvenListener[] = [];
 
   return {
-    /** Adds a listener told after each first proof's commit (src/devices/address-claims.ts is the story). */
+    /** Adds a listener told after each first proof's commit (src/devices/stories/address-claims.ts is the story). */
     listen: (listener: AddressProvenListener) => void listeners.push(listener),
     /**
      * The account let its last proven address go (an email changed, a phone removed): it holds nothing from now

@@ -24,9 +24,24 @@ const LOG_PAGE = 1000;
 /** More entries than this behind: one full reload is cheaper than reloading entry by entry. */
 const LOG_CATCH_UP_MAX = 20_000;
 
+/** The one Redis connection of a process (the feed and the API's rate limiters share it). */
+export type RedisConnection = Redis;
+
+/**
+ * A connection to REDIS_URL with no offline queue: while Redis is away a command fails at once (the limiters
+ * fall back to memory, the feed to its change log in the store) instead of queueing. ioredis is loaded only
+ * here and only then (~40 modules a single process never needs).
+ */
+export async function connectRedis(url: string, onError: (err: Error) => void): Promise<Redis> {
+  const { Redis: RedisClient } = await import('ioredis');
+  const redis = new RedisClient(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  redis.on('error', onError);
+  return redis;
+}
+
 export interface ChangeFeedLog {
   log: ChangeLog;
-  /** Entries older than this are pruned (src/service.ts); a process away for longer reloads everything instead. */
+  /** Entries older than this are pruned (src/platform/boot/platform.ts); a process away for longer reloads everything instead. */
   keepMs: number;
   clock: Clock;
 }
@@ -42,7 +57,7 @@ export interface ChangeFeedLog {
  *   back, from the highest number it saw; only a gap longer than the log keeps makes it reload everything;
  * - the publisher, back after publishes failed, sends one `catchUp` message that makes every process read the
  *   log (or `resync`, reload everything, when its log writes failed too);
- * - the poll in src/service.ts stays as the last safety net.
+ * - the poll the service starts (SHARED_CACHE_RELOAD_S) stays as the last safety net.
  * Without `log` (tools, tests of the feed alone) a gap is covered by reloading everything.
  */
 export async function createRedisChangeFeed(deps: {

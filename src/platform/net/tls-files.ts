@@ -1,5 +1,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import type { Config } from '../config.ts';
+import type { Logger } from '../log.ts';
+import { StartupError } from '../boot/startup-error.ts';
 
 /** A PEM certificate chain and its private key, checked to belong together. */
 export interface TlsCredentials {
@@ -36,6 +39,31 @@ export function loadTlsCredentials(certFile: string, keyFile: string): TlsLoad {
     return { ok: false, error: `TLS_KEY_FILE: ${keyFile} is not the key of the certificate in TLS_CERT_FILE` };
   }
   return { ok: true, credentials: { cert: cert.data, key: key.data, validTo: new Date(x509.validTo).toISOString() } };
+}
+
+/** MQTTS_PORT set: the certificate and key must be usable before anything opens (one line otherwise). */
+export function readTlsAtStart(config: Config, logger: Logger): TlsCredentials | undefined {
+  if (config.mqttsPort === undefined) return undefined;
+  const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
+  if (!loaded.ok) throw new StartupError(loaded.error);
+  logger.info({ cert_file: config.tlsCertFile, valid_to: loaded.credentials.validTo }, 'mqtts certificate loaded');
+  return loaded.credentials;
+}
+
+/** Reads TLS_CERT_FILE and TLS_KEY_FILE again (SIGHUP after a renewal); a bad pair leaves the one in use. */
+export function reloadTls(
+  config: Config, server: { tlsServer: unknown; setTlsCredentials(credentials: TlsCredentials): void },
+): { ok: true; validTo: string } | { ok: false; error: string } {
+  if (!server.tlsServer) return { ok: false, error: 'MQTTS_PORT is not set: there is no certificate to reload' };
+  const loaded = loadTlsCredentials(config.tlsCertFile!, config.tlsKeyFile!);
+  if (!loaded.ok) return loaded;
+  try {
+    server.setTlsCredentials(loaded.credentials);
+  } catch (err) {
+    // A signal handler must not throw: the pair is refused and the one in use stays.
+    return { ok: false, error: `TLS_CERT_FILE/TLS_KEY_FILE: ${(err as Error).message}` };
+  }
+  return { ok: true, validTo: loaded.credentials.validTo };
 }
 
 function readSetting(setting: string, file: string): { ok: true; data: Buffer } | { ok: false; error: string } {

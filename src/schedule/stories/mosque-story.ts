@@ -1,8 +1,8 @@
-import type { DevicePlane } from '../devices/device-plane.ts';
-import { scheduleFieldsOf, type MosqueRow } from '../mosques/mosques.ts';
-import type { ChangeListener } from '../platform/changes.ts';
-import type { ScheduleStore } from './schedule-store.ts';
-import type { Scheduler } from './scheduler.ts';
+import type { DevicePlane } from '../../devices/device-plane.ts';
+import { scheduleFieldsOf, type MosqueRow } from '../../mosques/mosques.ts';
+import type { ChangeListener } from '../../platform/changes.ts';
+import type { ScheduleStore } from '../schedule-store.ts';
+import type { Scheduler } from '../scheduler.ts';
 
 /**
  * The story of a mosque changed or deleted (docs/walkthrough.md, "3. The mosque and its members"), told by

@@ -1,9 +1,9 @@
-import { fail, ok, type Result } from '../platform/failure.ts';
-import { identifierHash, syntheticEmailForPhone } from '../platform/identifiers.ts';
-import { isUniqueViolation } from '../platform/store/store.ts';
-import type { PasswordHasher } from './passwords.ts';
-import type { Role, UserRow, UserStore, UserUpdate } from './users.ts';
-import type { AddressChange } from './addresses/address-change.ts';
+import { fail, ok, type Result } from '../../platform/failure.ts';
+import { identifierHash, syntheticEmailForPhone } from '../../platform/identifiers.ts';
+import { isUniqueViolation } from '../../platform/store/store.ts';
+import type { PasswordHasher } from '../passwords.ts';
+import type { Role, UserRow, UserStore, UserUpdate } from '../users.ts';
+import type { AddressChange } from '../addresses/address-change.ts';
 
 export interface UserFields {
   email?: string | null;

@@ -1,11 +1,11 @@
-import type { ActivityLog } from '../mosques/activity.ts';
-import type { AddressGrants } from '../mosques/address-grants.ts';
-import type { AdminStore } from '../mosques/admins.ts';
-import type { Memberships } from '../mosques/memberships.ts';
-import type { AddressProven } from '../people/addresses/address-proof.ts';
-import type { DevicePlane } from './device-plane.ts';
-import type { Store } from '../platform/store/store.ts';
-import { transact } from '../mosques/work.ts';
+import type { ActivityLog } from '../../mosques/activity.ts';
+import type { AddressGrants } from '../../mosques/address-grants.ts';
+import type { AdminStore } from '../../mosques/admins.ts';
+import type { Memberships } from '../../mosques/memberships.ts';
+import type { AddressProven } from '../../people/addresses/address-proof.ts';
+import type { DevicePlane } from '../device-plane.ts';
+import type { Store } from '../../platform/store/store.ts';
+import { transact } from '../../mosques/work.ts';
 
 
 /**

@@ -1,7 +1,7 @@
-import { admitLease, playerStanding, type LeaseFacts, type LeaseRefusal } from './lease-admission.ts';
+import { admitLease, playerStanding, type LeaseFacts, type LeaseRefusal } from '../lease-admission.ts';
 import type { ListenTicket } from './listen-tickets.ts';
-import type { Listener, ListenerSessionRow } from './listener-sessions.ts';
-import { parseMount } from './mounts.ts';
+import type { Listener, ListenerSessionRow } from '../listener-sessions.ts';
+import { parseMount } from '../mounts.ts';
 
 /**
  * Who Icecast may let in (docs/operator.md#audio-icecast; SECURITY.md, "The audio gate"). Pure: every fact comes

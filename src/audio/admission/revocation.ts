@@ -1,8 +1,8 @@
-import type { Logger } from '../platform/log.ts';
+import type { Logger } from '../../platform/log.ts';
 import { revocationOf, type AdmissionFacts } from './admission.ts';
-import type { AudioServer } from './audio-server.ts';
-import type { ListenerSessionRow, ListenerSessions } from './listener-sessions.ts';
-import { mountOf } from './mounts.ts';
+import type { AudioServer } from '../audio-server.ts';
+import type { ListenerSessionRow, ListenerSessions } from '../listener-sessions.ts';
+import { mountOf } from '../mounts.ts';
 
 /**
  * Removing listeners that no longer stand (docs/operator.md#audio-icecast, "Revocation"): a ban, a removal, a

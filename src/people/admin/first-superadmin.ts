@@ -1,8 +1,8 @@
-import { fail, ok, type Result } from '../platform/failure.ts';
-import { identifierHash, sha256Hex } from '../platform/identifiers.ts';
-import { hexEquals, randomToken } from '../platform/secret-codes.ts';
-import type { PasswordHasher } from './passwords.ts';
-import type { UserRow, UserStore } from './users.ts';
+import { fail, ok, type Result } from '../../platform/failure.ts';
+import { identifierHash, sha256Hex } from '../../platform/identifiers.ts';
+import { hexEquals, randomToken } from '../../platform/secret-codes.ts';
+import type { PasswordHasher } from '../passwords.ts';
+import type { UserRow, UserStore } from '../users.ts';
 
 /**
  * The first start in the browser (docs/operator.md, "The first superadmin"): while no superadmin exists, the

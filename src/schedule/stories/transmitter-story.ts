@@ -1,4 +1,4 @@
-import type { Scheduler } from './scheduler.ts';
+import type { Scheduler } from '../scheduler.ts';
 
 /** What a transmitter announced on its mosque's broadcast topic (docs/firmware.md, "4.3 Broadcast events"). */
 export interface TransmitterBroadcast {
