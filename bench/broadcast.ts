@@ -320,6 +320,7 @@ async function buildWorld(base: string, webhook: Webhook, opts: Options): Promis
   const world = await registerWorld(base, root, {
     mosques: [{ name: 'Bench Masjid', stream_url: STREAM_URL }],
     members: opts.players, devices: opts.players, concurrency: opts.httpConcurrency, progress: (line) => console.log(`  ${line}`),
+    nextOtp: () => webhook.nextCode('confirm_address', 30_000),
   });
   const players = world.devices.map((d) => ({ id: d.id, password: d.password, membershipId: d.membershipId! }));
   return { base, ownerToken: world.ownerToken, mosqueId: world.mosqueIds[0]!, players, setupS: (performance.now() - t0) / 1000 };

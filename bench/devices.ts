@@ -286,6 +286,7 @@ async function registerDevices(child: BrokerChild, base: string, dbPath: string,
   const world = await registerWorld(base, rootToken, {
     mosques: Array.from({ length: mosques }, (_, i) => ({ name: `Bench Masjid ${i + 1}`, auto_approve_members: true })),
     members, devices: n, isTransmitter: (i) => i % every === 0, concurrency: 20,
+    nextOtp: async () => String((await child.next('otp', 30_000))['code']),
   });
   const devices = world.devices.map((d) => ({ id: d.id, kind: d.kind, password: d.password }));
   return { devices, rootToken, seconds: world.deviceSeconds, transmitters: devices.filter((d) => d.kind === 'transmitter').length, mosques, members };

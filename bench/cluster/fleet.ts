@@ -309,6 +309,7 @@ async function main(): Promise<void> {
     const registered = await registerWorld(base, root, {
       mosques: Array.from({ length: M }, (_, m) => ({ name: `Bench Masjid ${m + 1}`, auto_approve_members: true, stream_url: `https://radio.example.org/bench-${m + 1}` })),
       members: Math.max(1, Math.ceil(N / 2000)), devices: N, concurrency: 20, progress: log,
+      nextOtp: async () => String((await registrar.next('otp', 30_000))['code']),
     });
     const registerS = (performance.now() - t0) / 1000;
     await registrar.stop();

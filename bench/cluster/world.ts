@@ -27,6 +27,7 @@ export async function buildWorld(child: Child, base: string, dbPath: string, n: 
   const world = await registerWorld(base, rootToken, {
     mosques: [{ name: 'Bench Masjid', auto_approve_members: true, stream_url: 'https://radio.example.org/bench-noor' }],
     members: Math.max(1, Math.ceil(n / 2000)), devices: n, concurrency: 20,
+    nextOtp: async () => String((await child.next('otp', 30_000))['code']),
   });
   return { ownerToken: world.ownerToken, mosqueId: world.mosqueIds[0]!, players: world.devices.map((d) => ({ id: d.id, password: d.password })) };
 }
