@@ -5,7 +5,7 @@ import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import mqemitter from 'mqemitter';
 import { WebSocketServer, createWebSocketStream } from 'ws';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks } from './hooks/adapter.ts';
@@ -143,6 +143,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       sessions.forget(deviceId).catch((err: Error) => deps.logger.error({ device_id: deviceId, err: err.message }, 'could not clear the device session'));
     },
     isConnected: (deviceId) => deps.telemetry.isConnected(deviceId),
+    retained: (topic) => firstRetained(persistence, topic),
     afterDeliveries: (topic, fn) => sliced.afterDeliveries(topic, fn),
   };
 
@@ -191,4 +192,16 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       await redis?.close();
     },
   };
+}
+
+/**
+ * The retained payload on one exact topic, through the persistence's own lookup (in Redis one HGET); null when
+ * none. A failed lookup rejects: the caller then takes it as missing.
+ */
+async function firstRetained(persistence: unknown, topic: string): Promise<Buffer | null> {
+  const stream = (persistence as { createRetainedStreamCombi(patterns: string[]): Readable }).createRetainedStreamCombi([topic]);
+  for await (const packet of stream as AsyncIterable<{ topic: string; payload: Buffer | string }>) {
+    if (packet.topic === topic) return Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+  }
+  return null;
 }
