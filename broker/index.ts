@@ -196,12 +196,17 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
 
 /**
  * The retained payload on one exact topic, through the persistence's own lookup (in Redis one HGET); null when
- * none. A failed lookup rejects: the caller then takes it as missing.
+ * none. Read to its end (one packet at most): leaving the stream early would destroy it with an AbortError, a
+ * stack trace made per lookup. A failed lookup rejects: the caller then takes it as missing.
  */
-async function firstRetained(persistence: unknown, topic: string): Promise<Buffer | null> {
+function firstRetained(persistence: unknown, topic: string): Promise<Buffer | null> {
   const stream = (persistence as { createRetainedStreamCombi(patterns: string[]): Readable }).createRetainedStreamCombi([topic]);
-  for await (const packet of stream as AsyncIterable<{ topic: string; payload: Buffer | string }>) {
-    if (packet.topic === topic) return Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
-  }
-  return null;
+  return new Promise((resolve, reject) => {
+    let found: Buffer | null = null;
+    stream.on('data', (packet: { topic: string; payload: Buffer | string }) => {
+      if (packet.topic === topic) found = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+    });
+    stream.once('end', () => resolve(found));
+    stream.once('error', reject);
+  });
 }
