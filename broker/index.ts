@@ -5,7 +5,7 @@ import tls from 'node:tls';
 import { Aedes, type AedesOptions, type Client } from 'aedes';
 import mqemitter from 'mqemitter';
 import { WebSocketServer, createWebSocketStream } from 'ws';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { DeviceLink } from '../src/devices/device-link.ts';
 import type { MqttLimits } from '../src/platform/config.ts';
 import { createHooks } from './hooks/adapter.ts';
@@ -143,6 +143,7 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       sessions.forget(deviceId).catch((err: Error) => deps.logger.error({ device_id: deviceId, err: err.message }, 'could not clear the device session'));
     },
     isConnected: (deviceId) => deps.telemetry.isConnected(deviceId),
+    retained: (topic) => firstRetained(persistence, topic),
     afterDeliveries: (topic, fn) => sliced.afterDeliveries(topic, fn),
   };
 
@@ -191,4 +192,21 @@ export async function createBroker(deps: BrokerDeps): Promise<Broker> {
       await redis?.close();
     },
   };
+}
+
+/**
+ * The retained payload on one exact topic, through the persistence's own lookup (in Redis one HGET); null when
+ * none. Read to its end (one packet at most): leaving the stream early would destroy it with an AbortError, a
+ * stack trace made per lookup. A failed lookup rejects: the caller then takes it as missing.
+ */
+function firstRetained(persistence: unknown, topic: string): Promise<Buffer | null> {
+  const stream = (persistence as { createRetainedStreamCombi(patterns: string[]): Readable }).createRetainedStreamCombi([topic]);
+  return new Promise((resolve, reject) => {
+    let found: Buffer | null = null;
+    stream.on('data', (packet: { topic: string; payload: Buffer | string }) => {
+      if (packet.topic === topic) found = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+    });
+    stream.once('end', () => resolve(found));
+    stream.once('error', reject);
+  });
 }

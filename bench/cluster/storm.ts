@@ -71,7 +71,7 @@ export interface BareStormFigures {
  * the parts a broker shared by several hosts needs. Each player's retained config is published first, outside the
  * window; `redisUrl` names a database of its own, emptied at the end (Minaret's retained configs are in another).
  */
-export async function bareStorm(o: { players: Player[]; topicOf: (i: number) => string; redisUrl: string; concurrency: number; watched: Watched[] }): Promise<BareStormFigures> {
+export async function bareStorm(o: { players: Player[]; topicOf: (i: number) => string; redisUrl: string; concurrency: number; watched: Watched[]; window?: StormWindow }): Promise<BareStormFigures> {
   const broker = new Child('bare aedes on Redis', 'bare-broker.ts', { HOST, REDIS_URL: o.redisUrl });
   const fleet: Fleet = { clients: [], watch: null };
   try {
@@ -82,13 +82,16 @@ export async function bareStorm(o: { players: Player[]; topicOf: (i: number) => 
       await publisher.publishAsync(`devices/${id}/config`, JSON.stringify({ v: '1.0', device_id: id, lease: { token: 'bench', expires_at: 0 } }), { qos: 1, retain: true });
     });
     await publisher.endAsync();
+    await o.window?.('start');
     const t0 = performance.now();
     const w = cpuWindow([broker.pid, ...o.watched]);
     await pool(o.players.length, o.concurrency, async (i) => {
       fleet.clients[i] = (await rejoin(url, o.players[i]!, o.topicOf(i))).client;
     });
     const spent = w();
-    return { seconds: (performance.now() - t0) / 1000, spent };
+    const seconds = (performance.now() - t0) / 1000;
+    await o.window?.('end');
+    return { seconds, spent };
   } finally {
     await endAll(fleet);
     await broker.stop();
@@ -99,11 +102,15 @@ export async function bareStorm(o: { players: Player[]; topicOf: (i: number) => 
   }
 }
 
+/** Told as the measured window opens and once it closed (bench/cluster/return.ts counts Redis commands and PostgreSQL transactions in it). */
+export type StormWindow = (edge: 'start' | 'end') => Promise<void>;
+
 /** How long a status may wait for its PUBACK before the storm counts it as never acknowledged. */
 const UNACKED_MS = 60_000;
 
 export async function reconnectStorm(o: {
   players: Player[]; topicOf: (i: number) => string; env: Record<string, string>; databaseUrl: string; concurrency: number; watched: Watched[]; log: (line: string) => void;
+  window?: StormWindow;
 }): Promise<StormFigures> {
   const n = o.players.length;
   const first = new Child('minaret 1', 'device-server.ts', o.env);
@@ -122,6 +129,7 @@ export async function reconnectStorm(o: {
     await endAll(fleet);
     again = new Child('minaret 1 (restarted)', 'device-server.ts', o.env);
     const againUrl = String((await again.next('ready'))['mqttUrl']);
+    await o.window?.('start');
     const t0 = performance.now();
     const w = cpuWindow([again.pid, other.pid, ...o.watched]);
     let unacked = 0;
@@ -132,6 +140,7 @@ export async function reconnectStorm(o: {
     });
     const spent = w();
     const end = performance.now();
+    await o.window?.('end');
     o.log(`storm: every player back in ${((end - t0) / 1000).toFixed(1)} s`);
     let stored = 0;
     let storedS = Number.NaN;

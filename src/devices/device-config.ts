@@ -104,6 +104,29 @@ export function configPayload(kind: DeviceKind, version: number, s: DeviceSettin
   };
 }
 
+/** A config's binding without its offline plan. */
+export type HeldBinding = Omit<Binding, 'offline'>;
+
+/**
+ * Whether `retained` (the bytes the broker keeps on devices/{id}/config) is the config this device would be given
+ * now (docs/decisions.md, "Device configs are rebuilt at start, not on connect"): its settings and binding as
+ * configPayload writes them today, its offline plan aside. The plan changes only with a new config_version (the
+ * mosque's schedule or recording changed: a refresh) or a new lease (renewed with fresh slots), both compared here.
+ * Anything unreadable or written otherwise is not the config: the caller builds and publishes it again.
+ */
+export function retainedIsCurrent(retained: Buffer, kind: DeviceKind, version: number, s: DeviceSettings, b: HeldBinding): boolean {
+  let held: unknown;
+  try {
+    held = JSON.parse(retained.toString('utf8'));
+  } catch {
+    return false;
+  }
+  if (held === null || typeof held !== 'object') return false;
+  const rest: Record<string, unknown> = { ...held };
+  delete rest['offline'];
+  return JSON.stringify(rest) === JSON.stringify(configPayload(kind, version, s, b));
+}
+
 export const STATUSES = {
   transmitter: ['CONNECTING', 'ONLINE', 'PLAYING', 'UPDATING', 'STREAM_ERROR', 'CONFIG_ERROR', 'OFFLINE'],
   stream_player: ['CONNECTING', 'ONLINE', 'PLAYING', 'UPDATING', 'STREAM_ERROR', 'CONFIG_ERROR', 'OFFLINE', 'UNBOUND', 'MUTED'],

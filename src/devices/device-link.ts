@@ -14,6 +14,11 @@ export interface DeviceLink {
   forgetSession(deviceId: string): void;
   isConnected(deviceId: string): boolean;
   /**
+   * The payload the broker retains on `topic` now (with REDIS_URL, what every process shares), or null. Without
+   * it (a test double), the caller takes nothing as retained.
+   */
+  retained?(topic: string): Promise<Buffer | null>;
+  /**
    * Runs `fn` once the broker has written to every subscriber the publishes on `topic` it has begun to deliver
    * (a fan-out to many players goes out in two slices, the second a turn of the event loop after the first).
    * Called a turn after the publish; without it (a test double), the caller waits two turns.

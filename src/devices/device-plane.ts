@@ -4,7 +4,7 @@ import type { Config } from '../platform/config.ts';
 import { sql } from 'kysely';
 import type { Queries, Store, StoreTransaction } from '../platform/store/store.ts';
 import { storageFaultOf, type Faults } from '../platform/faults.ts';
-import type { DeviceLink } from './device-link.ts';
+import { topics, type DeviceLink } from './device-link.ts';
 import { createDeviceService } from './device-service.ts';
 import { createDeviceStore, type DeviceRow } from './devices.ts';
 import type { Logger } from '../platform/log.ts';
@@ -12,8 +12,8 @@ import type { MosqueRow, MosqueStore } from '../mosques/mosques.ts';
 import { createTelemetry, type StatusChange } from './telemetry/telemetry.ts';
 import { createDeliveryStatuses, createTimeline } from './timeline.ts';
 import { createGroupCommit, type GroupWrite } from './group-commit.ts';
-import { createEntitlement } from './entitlement.ts';
-import type { OfflinePlanner } from './device-config.ts';
+import { createEntitlement, type Decision } from './entitlement.ts';
+import { retainedIsCurrent, type DeviceSettings, type OfflinePlanner } from './device-config.ts';
 import { createCommands } from './commands.ts';
 import { createLeaseSigner, loadOrCreateLeaseKey } from './leases.ts';
 import type { MembershipChange, MembershipStatus } from '../mosques/memberships.ts';
@@ -175,6 +175,20 @@ export async function createDevicePlane(deps: {
     link?.disconnect(id);
   };
 
+  /** A player's entitlement, read once for all a CONNECT or the start pass decides about it; null for a transmitter. */
+  const decisionOf = (row: DeviceRow, q: Queries): Promise<Decision> | null => (row.kind === 'stream_player' ? entitlement.decisionFor(row, q) : null);
+  /**
+   * Whether the broker retains the config this device would be given now (read back from it: in Redis mode it
+   * outlives this process, and another process may have published it). Then nothing is built or published.
+   */
+  const retainsCurrentConfig = async (row: DeviceRow, decision: Decision | null): Promise<boolean> => {
+    if (!link?.retained) return false;
+    const [held, retained] = await Promise.all([
+      entitlement.heldBinding(store, row, decision),
+      link.retained(topics.config(row.id)).catch(() => null), // unreadable: published again
+    ]);
+    return held !== null && retained !== null && retainedIsCurrent(retained, row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, held);
+  };
   /**
    * A player whose lease is missing, stale or half spent gets a fresh config; any other its retained one. Built
    * (its lease and config_version written) in `trx`; what to publish once that committed, or null.
@@ -182,8 +196,9 @@ export async function createDevicePlane(deps: {
   const configureArrival = async (trx: StoreTransaction, id: string): Promise<{ id: string; payload: Buffer | Record<string, unknown> } | null> => {
     const row = await devices.findById(id, trx);
     if (!row) return null;
-    if (row.kind === 'stream_player' && (entitlement.isDue(id) || (await entitlement.isStale(row, trx)))) return service.buildConfig(trx, row, 'reconnected');
-    return service.ensureConfigPublished(trx, id, row);
+    const decision = await decisionOf(row, trx);
+    if (decision && (entitlement.isDue(id) || entitlement.staleFor(id, decision))) return service.buildConfig(trx, row, 'reconnected', decision);
+    return service.ensureConfigPublished(trx, id, row, decision ?? undefined);
   };
   /**
    * A device that authenticated and whose lease must change is configured after its CONNACK, in the turn's group
@@ -239,8 +254,13 @@ export async function createDevicePlane(deps: {
   const readArrival = async (id: string): Promise<void> => {
     const row = await devices.findById(id);
     if (!row) return;
-    if (row.kind === 'stream_player' && (entitlement.isDue(id) || (await entitlement.isStale(row)))) return void commits.add(arrivalWrite(id));
-    const config = await service.ensureConfigPublished(store, id, row);
+    const decision = await decisionOf(row, store);
+    if (decision && (entitlement.isDue(id) || entitlement.staleFor(id, decision))) return void commits.add(arrivalWrite(id));
+    if (service.isPublished(id)) return;
+    // The return after a restart (docs/decisions.md, "Device configs are rebuilt at start, not on connect"): a config
+    // the broker already retains as it would be built now is neither rebuilt nor published again.
+    if (await retainsCurrentConfig(row, decision)) return service.notePublished(id);
+    const config = await service.ensureConfigPublished(store, id, row, decision ?? undefined);
     if (config) await service.publishConfig(config.id, config.payload);
   };
   /**
@@ -287,9 +307,10 @@ export async function createDevicePlane(deps: {
     let renewed = 0;
     for (let rows = await devices.listPage(trx, '', START_PAGE); rows.length > 0; rows = await devices.listPage(trx, rows.at(-1)!.id, START_PAGE)) {
       for (const row of rows) {
-        const fresh = row.kind === 'stream_player' && (entitlement.isDue(row.id) || (await entitlement.isStale(row, trx)));
+        const decision = await decisionOf(row, trx);
+        const fresh = decision !== null && (entitlement.isDue(row.id) || entitlement.staleFor(row.id, decision));
         if (fresh) renewed++;
-        built.push(await service.buildConfig(trx, row, fresh ? 'service_start' : null));
+        built.push(await service.buildConfig(trx, row, fresh ? 'service_start' : null, decision ?? undefined));
       }
     }
     return { built, renewed };

@@ -4,6 +4,7 @@ import { fail, ok, type Result } from '../platform/failure.ts';
 import { configPayload, type Binding, type DeviceKind, type DeviceSettings } from './device-config.ts';
 import { topics, type DeviceLink } from './device-link.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
+import type { Decision } from './entitlement.ts';
 import type { Logger } from '../platform/log.ts';
 import type { Telemetry } from './telemetry/telemetry.ts';
 import type { Timeline } from './timeline.ts';
@@ -18,9 +19,10 @@ const FIELD_NAMES = { name: 'name', mosqueId: 'mosque_id', settings: 'config' } 
 
 /**
  * How the config of a device is completed beyond its own row: mosque, stream and lease (src/devices/entitlement.ts),
- * read and written through `q` (a lease issued or dropped is written with it).
+ * read and written through `q` (a lease issued or dropped is written with it). `known`: the player's entitlement as
+ * its caller read it through `q` (not read again).
  */
-export type BindingResolver = (q: Queries, row: DeviceRow) => Promise<Binding>;
+export type BindingResolver = (q: Queries, row: DeviceRow, known?: Decision) => Promise<Binding>;
 
 /**
  * Device registry operations with their side effects on the wire: every change of what a device should
@@ -52,8 +54,8 @@ export function createDeviceService(deps: {
     if (mosqueId !== null) await deps.activity.record(trx, { mosqueId, actorUserId: actorId, kind, subjectId: deviceId, data });
   }
 
-  async function configOf(q: Queries, row: DeviceRow): Promise<Record<string, unknown>> {
-    return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, await deps.resolveBinding(q, row));
+  async function configOf(q: Queries, row: DeviceRow, known?: Decision): Promise<Record<string, unknown>> {
+    return configPayload(row.kind, row.config_version, JSON.parse(row.config) as DeviceSettings, await deps.resolveBinding(q, row, known));
   }
 
   /** Publishes a config as the device's retained one; a failure is logged, the device gets it on its next connect. */
@@ -66,8 +68,8 @@ export function createDeviceService(deps: {
   }
 
   /** The config built (its lease written) in the caller's transaction; published once that committed. */
-  async function configFor(q: Queries, row: DeviceRow): Promise<{ id: string; payload: Record<string, unknown> }> {
-    return { id: row.id, payload: await configOf(q, row) };
+  async function configFor(q: Queries, row: DeviceRow, known?: Decision): Promise<{ id: string; payload: Record<string, unknown> }> {
+    return { id: row.id, payload: await configOf(q, row, known) };
   }
 
   /** Something outside the row changed what the config says: a new config_version, noted in the timeline. */
@@ -103,23 +105,25 @@ export function createDeviceService(deps: {
     isPublished: (id: string) => published.has(id),
     /** Another process rotated the player's password and cleared its retained config. */
     forgetPublished: (id: string) => void published.delete(id),
+    /** The broker was found to retain the device's current config already (read back from it): nothing to publish. */
+    notePublished: (id: string) => void published.add(id),
 
     /**
      * The config a device is to hold now, built in the caller's transaction without publishing it (the start
      * pass and a CONNECT publish only once their writes committed); `reason` set: a new config_version too,
-     * as refreshConfig gives.
+     * as refreshConfig gives. `decision`: the player's entitlement as the caller read it in `trx`.
      */
-    async buildConfig(trx: StoreTransaction, row: DeviceRow, reason: string | null): Promise<{ id: string; payload: Buffer }> {
+    async buildConfig(trx: StoreTransaction, row: DeviceRow, reason: string | null, decision?: Decision): Promise<{ id: string; payload: Buffer }> {
       const current = reason === null ? row : await bumpFor(trx, row.id, reason);
       // Serialized at once: the bytes are what the broker retains, and no object per device outlives the pass.
-      return { id: row.id, payload: Buffer.from(JSON.stringify(await configOf(trx, current))) };
+      return { id: row.id, payload: Buffer.from(JSON.stringify(await configOf(trx, current, decision))) };
     },
 
     /** Called when a device authenticates: after a restart the broker may have lost the retained config. */
-    async ensureConfigPublished(q: Queries, id: string, known?: DeviceRow): Promise<{ id: string; payload: Record<string, unknown> } | null> {
+    async ensureConfigPublished(q: Queries, id: string, known?: DeviceRow, decision?: Decision): Promise<{ id: string; payload: Record<string, unknown> } | null> {
       if (published.has(id)) return null;
       const row = known ?? (await devices.findById(id, q));
-      return row ? configFor(q, row) : null;
+      return row ? configFor(q, row, decision) : null;
     },
 
     async register(kind: DeviceKind, name: string | null, mosqueId: string | null, ownerUserId: string | null, actorId: string): Promise<Registered> {

@@ -1,6 +1,6 @@
 import type { Queries, Store } from '../platform/store/store.ts';
 import { toUnixSeconds, type Clock } from '../platform/clock.ts';
-import type { Binding, OfflinePlanner } from './device-config.ts';
+import type { Binding, HeldBinding, OfflinePlanner } from './device-config.ts';
 import type { DeviceRow, DeviceStore } from './devices.ts';
 import type { LeaseSigner } from './leases.ts';
 import type { MembershipStatus } from '../mosques/memberships.ts';
@@ -147,6 +147,12 @@ export async function createEntitlement(deps: Deps) {
     lease !== undefined && lease.token !== null && lease.mosqueId === mosqueId && lease.expiresAt > now + ttlSeconds / 2 &&
     lease.expiresAt <= now + ttlSeconds && deps.signer.isOwn(lease.token);
 
+  function staleFor(id: string, decision: Decision): boolean {
+    const lease = leases.get(id);
+    if (!decision.entitled) return lease !== undefined;
+    return lease === undefined || lease.mosqueId !== decision.mosqueId;
+  }
+
   return {
     reloadAll,
     reloadOne,
@@ -163,11 +169,12 @@ export async function createEntitlement(deps: Deps) {
      * What a device's config says beyond its own settings. An entitled player gets the lease it holds while
      * that is not due for renewal (no signature and no lease write per reconnect or config change),
      * else a freshly signed one; an unentitled one loses its lease here. Its reads and lease write go through `q`.
+     * `known`: the decision its caller read through `q` already (a CONNECT reads the membership once).
      */
-    async binding(q: Queries, row: DeviceRow): Promise<Binding> {
+    async binding(q: Queries, row: DeviceRow, known?: Decision): Promise<Binding> {
       const mosque = row.mosque_id ? await deps.mosques.findById(row.mosque_id, q) : null;
       if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: mosque ? streamUrl(mosque, null) : null, lease: null, unbound_reason: null };
-      const decision = await decisionFor(row, q);
+      const decision = known ?? (await decisionFor(row, q));
       if (!decision.entitled) {
         await revoke(q, row.id, row.lease_token !== null || row.lease_expires_at !== null);
         return { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
@@ -185,10 +192,30 @@ export async function createEntitlement(deps: Deps) {
 
     /** Whether the player's entitlement differs from the lease it holds (so its config must change now). */
     async isStale(row: DeviceRow, q: Queries = deps.store): Promise<boolean> {
-      const decision = await decisionFor(row, q);
-      const lease = leases.get(row.id);
-      if (!decision.entitled) return lease !== undefined;
-      return lease === undefined || lease.mosqueId !== decision.mosqueId;
+      return staleFor(row.id, await decisionFor(row, q));
+    },
+    /** The same, for a decision its caller has read. */
+    staleFor,
+
+    /**
+     * The binding `binding` would give this device now, its offline plan aside, without writing or signing anything
+     * (the lease it holds, reusable), or null when it would sign or drop one: a retained config that says this
+     * needs no rebuilding. Reads the mosque (its stream address) through `q`.
+     */
+    async heldBinding(q: Queries, row: DeviceRow, decision: Decision | null): Promise<HeldBinding | null> {
+      const mosque = async (lease: string | null) => {
+        const found = row.mosque_id ? await deps.mosques.findById(row.mosque_id, q) : null;
+        return found ? streamUrl(found, lease) : null;
+      };
+      if (row.kind === 'transmitter') return { mosque_id: row.mosque_id, stream_url: await mosque(null), lease: null, unbound_reason: null };
+      if (!decision) return null;
+      if (!decision.entitled) {
+        const rowHolds = row.lease_token !== null || row.lease_expires_at !== null;
+        return leases.has(row.id) || rowHolds ? null : { mosque_id: row.mosque_id, stream_url: null, lease: null, unbound_reason: decision.reason };
+      }
+      const held = leases.get(row.id);
+      if (!reusable(held, decision.mosqueId, nowSeconds())) return null;
+      return { mosque_id: row.mosque_id, stream_url: await mosque(held.token), lease: { token: held.token, expires_at: held.expiresAt }, unbound_reason: null };
     },
 
     /** Leases past half their life: renewed while the player is connected and entitled, well before expiry. */
