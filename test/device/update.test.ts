@@ -11,6 +11,7 @@ import { nodeArgsFor, startProcess, tempDir, type Run } from '../support/process
 import { ffmpegPath } from '../audio/audio-files.ts';
 import { audioToolsMissing } from '../audio/icecast-plain.ts';
 import { digestOf, newKeyPair, signDigest } from '../../src/platform/keys/signatures.ts';
+import { isOwnServer } from '../../device/contract/update.ts';
 import { deviceLine } from './support.ts';
 import { SimDevice } from '../../simulator/device.ts';
 
@@ -49,7 +50,7 @@ interface Served {
  * The image download: 401 without the device's own Basic credentials, 206 for a Range whose If-Range names the
  * ETag; the body paced (10 KB every 50 ms) so progress shows; `dropAfter` cuts the first answer's connection there.
  */
-async function imageServer(t: TestContext, id: string, image: Buffer, etag: string, o: { dropAfter?: number } = {}): Promise<Served> {
+async function imageServer(t: TestContext, id: string, image: Buffer, etag: string, o: { dropAfter?: number; host?: string } = {}): Promise<Served> {
   const requests: Served['requests'] = [];
   let dropped = false;
   const server = http.createServer((req, res) => {
@@ -76,12 +77,13 @@ async function imageServer(t: TestContext, id: string, image: Buffer, etag: stri
     }, 50);
     res.on('close', () => clearInterval(tick));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const host = o.host ?? '127.0.0.1';
+  await new Promise<void>((r) => server.listen(0, host, r));
   t.after(() => new Promise<void>((r) => {
     server.close(() => r());
     server.closeAllConnections();
   }));
-  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/api/v1/firmware/images/img-1/download`, requests };
+  return { url: `http://${host}:${(server.address() as net.AddressInfo).port}/api/v1/firmware/images/img-1/download`, requests };
 }
 
 /** A plain aedes broker with what the device published on its status and ack topics. */
@@ -108,11 +110,11 @@ async function broker(t: TestContext, id: string) {
 
 type Broker = Awaited<ReturnType<typeof broker>>;
 
-function device(t: TestContext, id: string, kind: 'transmitter' | 'stream_player', port: number, args: string[], dir = tempDir(t, 'minaret-update-')): { run: Run; dir: string } {
+function device(t: TestContext, id: string, kind: 'transmitter' | 'stream_player', port: number, args: string[], dir = tempDir(t, 'minaret-update-'), server = 'http://127.0.0.1:9'): { run: Run; dir: string } {
   const file = path.join(dir, 'device.json');
   if (!fs.existsSync(file)) {
     const credentials = { client_id: id, username: id, password: PASSWORD, mqtt_url: `mqtt://127.0.0.1:${port}`, mqtts_url: null };
-    fs.writeFileSync(file, JSON.stringify({ server: 'http://127.0.0.1:9', device: { id, kind }, credentials }), { mode: 0o600 });
+    fs.writeFileSync(file, JSON.stringify({ server, device: { id, kind }, credentials }), { mode: 0o600 });
   }
   const env = { PATH: process.env.PATH ?? '', HOME: dir, MINARET_DEVICE_RECONNECT_MAX_MS: '1000' };
   const run = startProcess(t, env, process.execPath, [...nodeArgsFor('device/index.ts'), 'run', '--state', dir, '--output', path.join(dir, 'out.wav'), ...args]);
@@ -190,6 +192,56 @@ test('a signed image is downloaded with the device\'s credentials, reported as U
   assert.equal(resent.error, 'already_installed');
   await stopped(again.run);
   assert.doesNotMatch(run.stdout() + again.run.stdout(), new RegExp(PASSWORD), 'the password is never printed');
+});
+
+// docs/firmware.md, "4.4": the origins a device sends its MQTT username and password to as HTTP Basic.
+const OWN = { origins: ['https://minaret.example.org', 'https://api.minaret.example.org:8443/api/v1', 'not a url'], brokerUrl: 'mqtts://broker.minaret.example.org:8883' };
+const download = '/api/v1/firmware/images/img-1/download';
+const servers: Array<[string, string, boolean]> = [
+  ['the base it paired with', `https://minaret.example.org${download}`, true],
+  ['its api_url\'s origin', `https://api.minaret.example.org:8443${download}`, true],
+  ['its broker\'s host on another port, over https', `https://broker.minaret.example.org:9443${download}`, true],
+  ['its broker\'s host in clear while the broker is mqtts', `http://broker.minaret.example.org${download}`, false],
+  ['the base\'s host in clear', `http://minaret.example.org${download}`, false],
+  ['the api_url\'s host on another port', `https://api.minaret.example.org${download}`, false],
+  ['another host', `https://evil.example${download}`, false],
+  ['a host that starts with the server\'s', `https://minaret.example.org.evil.example${download}`, false],
+  ['the server\'s name as userinfo', `https://minaret.example.org@evil.example${download}`, false],
+  ['not http', `ftp://minaret.example.org${download}`, false],
+  ['not a URL', 'minaret.example.org/download', false],
+];
+for (const [what, url, own] of servers) {
+  test(`a device ${own ? 'downloads from' : 'sends no credentials to'} ${what}`, () => assert.equal(isOwnServer(url, OWN), own));
+}
+test('a device whose broker is plain mqtt downloads from any port of its host, and from nowhere else', () => {
+  const plain = { origins: [], brokerUrl: 'mqtt://10.0.0.5:1883' };
+  assert.equal(isOwnServer(`http://10.0.0.5:8080${download}`, plain), true);
+  assert.equal(isOwnServer(`http://10.0.0.6:8080${download}`, plain), false);
+});
+
+test('an update naming another server than the device\'s own is acked untrusted_url and nothing is fetched; one from its paired server installs', { skip, timeout: 90_000 }, async (t) => {
+  const id = 'update-tx-foreign';
+  const image = signedImage(60_000);
+  // The device's server (its device.json base) on 127.0.0.2, its broker on 127.0.0.1, someone else on 127.0.0.3.
+  const own = await imageServer(t, id, image.body, image.sha256, { host: '127.0.0.2' });
+  const foreign = await imageServer(t, id, image.body, image.sha256, { host: '127.0.0.3' });
+  const mq = await broker(t, id);
+  const { run } = device(t, id, 'transmitter', mq.port, ['--firmware-key', keys.publicRaw], tempDir(t, 'minaret-update-'), new URL(own.url).origin);
+  const online = await until('ONLINE', () => mq.statuses.find((s) => s.status === 'ONLINE'));
+
+  const stolen = await sendUpdate(mq, id, foreign.url, { ...image, size: image.body.length });
+  assert.deepEqual([stolen.ok, stolen.error], [false, 'untrusted_url']);
+  const otherPort = await sendUpdate(mq, id, own.url.replace(/:\d+\//, ':9/'), { ...image, size: image.body.length });
+  assert.deepEqual([otherPort.ok, otherPort.error], [false, 'untrusted_url'], 'the server\'s host, another origin');
+  assert.deepEqual(foreign.requests, [], 'the password never reached the other server');
+  assert.equal(mq.statuses.some((s) => s.status === 'UPDATING'), false);
+
+  const ack = await sendUpdate(mq, id, own.url, { ...image, size: image.body.length });
+  assert.equal(ack.ok, true, JSON.stringify(ack));
+  await until('ONLINE on the new fw', () => mq.statuses.find((s) => s.status === 'ONLINE' && s.fw === TARGET));
+  assert.ok(own.requests.length > 0 && own.requests.every((r) => r.status !== 401));
+  assert.notEqual(online.fw, TARGET);
+  await stopped(run);
 });
 
 test('an image whose signature is not the pinned key\'s, or whose bytes are not the announced SHA-256, is refused and nothing is installed', { skip, timeout: 90_000 }, async (t) => {
