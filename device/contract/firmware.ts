@@ -19,7 +19,7 @@ import { commandOutcome, type CommandHost } from './commands.ts';
 import { DEFAULT_HEARTBEAT_S, MIN_HEARTBEAT_S, isEntitled, isObject, leaseExpiresMs, mosqueOf, msToNextQuietEdge, muteOf, unboundReason, validateConfig } from './config.ts';
 import { MqttLink, type LinkOptions } from './link.ts';
 import { offlineProblem } from './slots.ts';
-import { isOwnServer, offerOf, runUpdate, type UpdateError, type UpdateOffer, type UpdatePort } from './update.ts';
+import { isOwnServer, offerOf, runUpdate, sameVersion, type UpdateError, type UpdateOffer, type UpdatePort } from './update.ts';
 import type { AckPayload, BroadcastMessage, CommandMessage, CommandOutcome, Detail, DeviceConfig, DeviceKind, DeviceLease, DeviceStatus, FirmwareCounters, Hardware, HeartbeatPayload, LogLevel, StatusPayload, Transition } from './types.ts';
 
 /** The sound card and the streams, as this device has them. A part left out is played without audio. */
@@ -839,7 +839,7 @@ export class Firmware extends EventEmitter implements CommandHost {
   startUpdate(args: Record<string, unknown>): CommandOutcome {
     const offer = offerOf(args);
     if (!offer) return { ok: false, error: 'invalid_args' };
-    if (offer.target_fw === this._fw) return { ok: false, error: 'already_installed' };
+    if (sameVersion(offer.target_fw, this._fw)) return { ok: false, error: 'already_installed' };
     if (!this.updatePort.key) return { ok: false, error: 'no_firmware_key' };
     if (!isOwnServer(offer.url, this.ownServers)) {
       this.noteError(`update ${offer.target_fw} refused: ${new URL(offer.url).origin} is not this device's server`);

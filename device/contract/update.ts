@@ -81,6 +81,19 @@ export function offerOf(args: Record<string, unknown>): UpdateOffer | null {
   return { url, size, sha256: sha256.toLowerCase(), signature, target_fw };
 }
 
+/**
+ * Whether two versions are the same release: Semantic Versioning 2.0.0 §10 (build metadata is ignored in precedence)
+ * and §11 (equal precedence), with a leading `v` and a product prefix (`minaret-sp-sim/1.0.0`) kept as given. Two
+ * strings that are not semver (after such a prefix) are the same only when they are equal.
+ */
+export function sameVersion(a: string, b: string): boolean {
+  const release = (version: string): string => {
+    const m = /^([^/]*\/)?v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)(?:\+[0-9A-Za-z.-]+)?$/.exec(version);
+    return m ? `${m[1] ?? ''}${m[2]}` : version;
+  };
+  return release(a) === release(b);
+}
+
 /** Where a device may send its credentials: the servers it was given, and its MQTT broker's host. */
 export interface OwnServers {
   /** The base it paired with (`--server`) and its `api_url`, as given; any that is not an http(s) URL is ignored. */

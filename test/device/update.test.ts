@@ -11,7 +11,7 @@ import { nodeArgsFor, startProcess, tempDir, type Run } from '../support/process
 import { ffmpegPath } from '../audio/audio-files.ts';
 import { audioToolsMissing } from '../audio/icecast-plain.ts';
 import { digestOf, newKeyPair, signDigest } from '../../src/platform/keys/signatures.ts';
-import { isOwnServer } from '../../device/contract/update.ts';
+import { isOwnServer, sameVersion } from '../../device/contract/update.ts';
 import { deviceLine } from './support.ts';
 import { SimDevice } from '../../simulator/device.ts';
 
@@ -217,6 +217,46 @@ test('a device whose broker is plain mqtt downloads from any port of its host, a
   const plain = { origins: [], brokerUrl: 'mqtt://10.0.0.5:1883' };
   assert.equal(isOwnServer(`http://10.0.0.5:8080${download}`, plain), true);
   assert.equal(isOwnServer(`http://10.0.0.6:8080${download}`, plain), false);
+});
+
+// Semantic Versioning 2.0.0 §10-11: build metadata does not make another release; a pre-release does.
+const versions: Array<[string, string, boolean]> = [
+  ['2.0.0', '2.0.0', true],
+  ['2.0.0', '2.0.0+build.7', true],
+  ['2.0.0+a', '2.0.0+b', true],
+  ['v2.0.0', '2.0.0', true],
+  ['minaret-sp-sim/1.0.0+x', 'minaret-sp-sim/1.0.0', true],
+  ['2.0.0', '2.0.0-rc.1', false],
+  ['2.0.0-rc.1+a', '2.0.0-rc.1', true],
+  ['2.0.0', '2.0.1', false],
+  ['2.0.0', '2.0', false],
+  ['minaret-sp-sim/1.0.0', '1.0.0', false],
+  ['nightly', 'nightly', true],
+  ['nightly+1', 'nightly+2', false],
+];
+for (const [a, b, same] of versions) {
+  test(`${a} and ${b} are ${same ? 'the same release' : 'different releases'}`, () => {
+    assert.equal(sameVersion(a, b), same);
+    assert.equal(sameVersion(b, a), same);
+  });
+}
+
+test('a device running 2.0.0+build.5 answers an update to 2.0.0 already_installed, and not one to 2.0.0-rc.1', { timeout: 30_000 }, async (t) => {
+  const id = 'sim-update-build';
+  const mq = await broker(t, id);
+  const dev = new SimDevice({ kind: 'transmitter', id, password: PASSWORD, mqttUrl: `mqtt://127.0.0.1:${mq.port}`, fw: '2.0.0+build.5', firmwareKey: keys.publicRaw });
+  t.after(() => dev.stop({ graceful: true }));
+  await dev.start();
+  await until('ONLINE', () => mq.statuses.find((s) => s.status === 'ONLINE'));
+  const image = signedImage(1000);
+  // Another server's URL: an update that passes the version check is refused there, before any download.
+  const elsewhere = 'http://127.0.0.3:9/api/v1/firmware/images/img-1/download';
+  for (const target of ['2.0.0', 'v2.0.0+build.6']) {
+    const ack = await sendUpdate(mq, id, elsewhere, { ...image, size: 1000 }, target);
+    assert.deepEqual([ack.ok, ack.error], [false, 'already_installed'], target);
+  }
+  const rc = await sendUpdate(mq, id, elsewhere, { ...image, size: 1000 }, '2.0.0-rc.1');
+  assert.deepEqual([rc.ok, rc.error], [false, 'untrusted_url'], 'a pre-release is another version');
 });
 
 test('an update naming another server than the device\'s own is acked untrusted_url and nothing is fetched; one from its paired server installs', { skip, timeout: 90_000 }, async (t) => {
