@@ -28,7 +28,7 @@ const MESSAGES: Record<PayloadName, { title: string; summary: string }> = {
   log: { title: 'Log line', summary: 'At most 1 a second and 512 bytes; the rest is dropped and counted. Accepted only while logging is enabled or raised by set_log_level.' },
   ack: { title: 'Command acknowledgement', summary: 'The answer to a command: the same id and name as the command, ok, and result (ok: true) or error (ok: false).' },
   config: { title: 'Device config', summary: 'Retained; re-read on every connect. An entitled stream player gets stream_url and a lease; an unbound one gets unbound_reason.' },
-  command: { title: 'Command', summary: 'A diagnostic command (both kinds), set_log_level and unbind_mosque (players), broadcast_start and broadcast_stop (transmitters).' },
+  command: { title: 'Command', summary: 'A diagnostic command (both kinds), set_log_level and unbind_mosque (players), broadcast_start and broadcast_stop (transmitters), update (both kinds; docs/firmware.md 4.4: its url must be on the device\'s own server, the only place its credentials go, else the ack error is untrusted_url).' },
   broadcast: { title: 'Broadcast event', summary: "A mosque's broadcast started or stopped; retained. Delivered to a stream player only while it holds a valid lease for that mosque." },
 };
 

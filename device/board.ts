@@ -16,10 +16,19 @@ const readText = (file: string): string | null => {
   }
 };
 
-/** The board's model (a Raspberry Pi names itself in the device tree), else the CPU architecture. */
+/**
+ * A board's model as a hw_rev: 1 to 64 of A-Z a-z 0-9 . _ - (docs/api.md, "Firmware updates"), each run of other
+ * characters one `-` (`Raspberry-Pi-4-Model-B-Rev-1.4`). The service records no other shape, and images are
+ * uploaded under this name; null when nothing is left.
+ */
+export function hwRevOf(model: string): string | null {
+  return model.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 64) || null;
+}
+
+/** The board's model (a Raspberry Pi names itself in the device tree), else the OS and CPU architecture, as a hw_rev. */
 export function boardModel(): string {
   const model = readText('/proc/device-tree/model')?.replace(/\0/g, '').trim();
-  return (model || `${os.type()} ${os.arch()}`).slice(0, 64);
+  return hwRevOf(model || `${os.type()} ${os.arch()}`) ?? os.arch();
 }
 
 export class LinuxBoard implements Hardware {

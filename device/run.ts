@@ -97,6 +97,8 @@ export async function runDevice(o: RunOptions): Promise<number> {
   });
   firmware = new Firmware({
     kind, id: creds.username, password: creds.password, mqttUrl, fw: fwVersion, hardware: new LinuxBoard(kind),
+    // docs/firmware.md, "4.4": the device's credentials go only to the server it paired with (or its broker's host).
+    serverOrigins: [state.server, creds.api_url ?? ''].filter((s) => s !== ''),
     update: boardUpdatePort(o.stateDir, key.key, {
       say: (line) => say(line), ...(o.reboot === 'exit' && { exit: () => rebooted() }), ...(o.installCommand !== undefined && { installCommand: o.installCommand }), ...(o.failUpdate && { failUpdate: true }),
     }),

@@ -57,6 +57,8 @@ export interface SimDeviceOptions {
   failUpdate?: boolean;
   /** Least time between two UPDATING progress statuses (default a few seconds). */
   progressEveryMs?: number;
+  /** The server's api_url or base: updates are downloaded from there or the broker's host only (docs/firmware.md, "4.4"). */
+  serverOrigins?: readonly string[];
 }
 
 /** Stable per-device hardware derived from the id, with a radio and a heap that drift a little each heartbeat. */
@@ -136,6 +138,7 @@ export class SimDevice extends Firmware {
       ...(opts.startTimeoutMs !== undefined && { startTimeoutMs: opts.startTimeoutMs }),
       ...(opts.audioTiming && { audioTiming: opts.audioTiming }),
       ...(opts.firmwareKey !== undefined && { update: simUpdates(opts) }),
+      ...(opts.serverOrigins && { serverOrigins: opts.serverOrigins }),
     });
     this.mac = hardware.mac;
     this.ssid = hardware.ssid;

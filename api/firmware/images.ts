@@ -10,12 +10,20 @@ import { ApiError, unwrap } from '../errors.ts';
 import { superadminOnly } from '../guards.ts';
 import { mediaTypeOf } from '../../src/audio/recordings.ts';
 import { parseRange } from '../audio/recordings.ts';
+import { createFailureLimiter, type LimiterStore } from '../rate-limit.ts';
 
 /** The one other route whose body is raw bytes past 64 KiB: api/index.ts leaves it out of the global body limit. */
 export const FIRMWARE_UPLOAD_PATH = /^\/api\/v1\/firmware\/images\/[^/]+\/[^/]+\/[^/]+$/;
 /** A device downloads with HTTP Basic authentication by its MQTT credentials, never a bearer token. */
 export const FIRMWARE_DOWNLOAD_PATH = /^\/api\/v1\/firmware\/images\/[^/]+\/download$/;
 const NOTES_MAX = 2000;
+/**
+ * docs/api.md, "Firmware updates": refused downloads (no, wrong or unknown credentials) one client address may make in
+ * FIRMWARE_DOWNLOAD_WINDOW_S before 429, as wrong join codes are counted: guessing a device's password here is no
+ * cheaper than over MQTT, and an unknown username stops costing a device lookup once the address is out of tries.
+ */
+export const FIRMWARE_DOWNLOAD_REFUSALS_PER_ADDRESS = 10;
+const FIRMWARE_DOWNLOAD_WINDOW_S = 600;
 const KINDS: readonly DeviceKind[] = ['stream_player', 'transmitter'];
 
 interface Deps {
@@ -26,6 +34,8 @@ interface Deps {
   firmwareDevices: { load(id: string): Promise<unknown>; info(id: string): DeviceInfo | null; verifySecret(id: string, password: string): boolean };
   /** Whether an unfinished rollout offers this image to this device (src/firmware/rollouts.ts), and whether one names it. */
   firmwareOffers: { holds(deviceId: string, imageId: string): Promise<boolean>; inUse(imageId: string): Promise<boolean> };
+  /** With REDIS_URL, where refused downloads are counted, so every process counts one budget per address. */
+  rateLimitStore: LimiterStore;
 }
 
 const OFF = 'Firmware updates are off: set FIRMWARE_PUBLIC_KEY (docs/api.md, "Firmware updates").';
@@ -86,12 +96,19 @@ export function firmwareImageRoutes(deps: Deps) {
   });
 
   // The device's own credentials, checked on every request (Range requests included), and an open offer of this image.
+  // Checked before the credentials, so an address out of tries costs no device lookup; a device that signs in costs nothing.
+  const refusals = createFailureLimiter(FIRMWARE_DOWNLOAD_REFUSALS_PER_ADDRESS, deps.rateLimitStore, 'firmware-download-address', FIRMWARE_DOWNLOAD_WINDOW_S);
   app.get('/firmware/images/:id/download', async (c) => {
+    const address = c.env.clientAddress();
+    await refusals.check(address);
     const presented = basicCredentials(c.req.header('authorization'));
-    const refuse = () => new ApiError('unauthorized', 'A device downloads its update with HTTP Basic authentication by its MQTT username and password.', { headers: { 'WWW-Authenticate': 'Basic realm="minaret firmware", charset="UTF-8"' } });
-    if (!presented) throw refuse();
+    const refuse = async () => {
+      await refusals.fail(address);
+      return new ApiError('unauthorized', 'A device downloads its update with HTTP Basic authentication by its MQTT username and password.', { headers: { 'WWW-Authenticate': 'Basic realm="minaret firmware", charset="UTF-8"' } });
+    };
+    if (!presented) throw await refuse();
     if (!deps.firmwareDevices.info(presented.user)) await deps.firmwareDevices.load(presented.user);
-    if (!deps.firmwareDevices.verifySecret(presented.user, presented.pass)) throw refuse();
+    if (!deps.firmwareDevices.verifySecret(presented.user, presented.pass)) throw await refuse();
     const imageId = c.req.param('id');
     const stored = deps.firmwareImages ? await deps.firmwareImages.read(imageId) : null;
     const device = deps.firmwareDevices.info(presented.user);

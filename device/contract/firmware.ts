@@ -19,7 +19,7 @@ import { commandOutcome, type CommandHost } from './commands.ts';
 import { DEFAULT_HEARTBEAT_S, MIN_HEARTBEAT_S, isEntitled, isObject, leaseExpiresMs, mosqueOf, msToNextQuietEdge, muteOf, unboundReason, validateConfig } from './config.ts';
 import { MqttLink, type LinkOptions } from './link.ts';
 import { offlineProblem } from './slots.ts';
-import { offerOf, runUpdate, type UpdateError, type UpdateOffer, type UpdatePort } from './update.ts';
+import { isOwnServer, offerOf, runUpdate, sameVersion, type UpdateError, type UpdateOffer, type UpdatePort } from './update.ts';
 import type { AckPayload, BroadcastMessage, CommandMessage, CommandOutcome, Detail, DeviceConfig, DeviceKind, DeviceLease, DeviceStatus, FirmwareCounters, Hardware, HeartbeatPayload, LogLevel, StatusPayload, Transition } from './types.ts';
 
 /** The sound card and the streams, as this device has them. A part left out is played without audio. */
@@ -49,6 +49,11 @@ export interface FirmwareOptions extends LinkOptions {
   audioTiming?: Partial<AudioTiming>;
   /** Firmware updates (docs/firmware.md, "4.4"): the pinned key and what installing means here. Absent: refused. */
   update?: UpdatePort;
+  /**
+   * The server's addresses besides its broker (docs/firmware.md, "4.4"): the base the device paired with and its
+   * api_url. An update is downloaded only from one of them or from the broker's host (else acked untrusted_url).
+   */
+  serverOrigins?: readonly string[];
   /** The reason of the first status after this start (a board that rolled an image back says rolled_back). */
   bootReason?: string;
 }
@@ -73,6 +78,7 @@ export class Firmware extends EventEmitter implements CommandHost {
   private readonly audioTiming: AudioTiming;
   private readonly link: MqttLink;
   private readonly updatePort: UpdatePort;
+  private readonly ownServers: { origins: readonly string[]; brokerUrl: string };
   /** The update under way: downloading (abortable by a broadcast) until `installing`. */
   private updateRun: { offer: UpdateOffer; abort(): void; installing: boolean } | null = null;
   private bootReason: string;
@@ -130,6 +136,7 @@ export class Firmware extends EventEmitter implements CommandHost {
     this.password = opts.password;
     this._fw = opts.fw;
     this.updatePort = opts.update ?? { key: null, install: async () => ({ ok: false, error: 'install_failed', why: 'no installer' }) };
+    this.ownServers = { origins: opts.serverOrigins ?? [], brokerUrl: opts.mqttUrl };
     this.bootReason = opts.bootReason ?? 'connected';
     this.hardware = opts.hardware;
     this.audioPort = opts.audio ?? {};
@@ -832,8 +839,12 @@ export class Firmware extends EventEmitter implements CommandHost {
   startUpdate(args: Record<string, unknown>): CommandOutcome {
     const offer = offerOf(args);
     if (!offer) return { ok: false, error: 'invalid_args' };
-    if (offer.target_fw === this._fw) return { ok: false, error: 'already_installed' };
+    if (sameVersion(offer.target_fw, this._fw)) return { ok: false, error: 'already_installed' };
     if (!this.updatePort.key) return { ok: false, error: 'no_firmware_key' };
+    if (!isOwnServer(offer.url, this.ownServers)) {
+      this.noteError(`update ${offer.target_fw} refused: ${new URL(offer.url).origin} is not this device's server`);
+      return { ok: false, error: 'untrusted_url' };
+    }
     // Never while a sound plays for a broadcast, nor over an update under way (the backend offers it again later).
     if (this._status === 'PLAYING' || this.audioBroadcast !== null || this.updateRun || this.stopped) return { ok: false, error: 'busy' };
     const run = runUpdate(offer, this.updatePort, { user: this.id, password: this.password, userAgent: this._fw }, (pct) =>

@@ -81,6 +81,57 @@ export function offerOf(args: Record<string, unknown>): UpdateOffer | null {
   return { url, size, sha256: sha256.toLowerCase(), signature, target_fw };
 }
 
+/**
+ * Whether two versions are the same release: Semantic Versioning 2.0.0 §10 (build metadata is ignored in precedence)
+ * and §11 (equal precedence), with a leading `v` and a product prefix (`minaret-sp-sim/1.0.0`) kept as given. Two
+ * strings that are not semver (after such a prefix) are the same only when they are equal.
+ */
+export function sameVersion(a: string, b: string): boolean {
+  const release = (version: string): string => {
+    const m = /^([^/]*\/)?v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)(?:\+[0-9A-Za-z.-]+)?$/.exec(version);
+    return m ? `${m[1] ?? ''}${m[2]}` : version;
+  };
+  return release(a) === release(b);
+}
+
+/** Where a device may send its credentials: the servers it was given, and its MQTT broker's host. */
+export interface OwnServers {
+  /** The base it paired with (`--server`) and its `api_url`, as given; any that is not an http(s) URL is ignored. */
+  origins: readonly string[];
+  /**
+   * The MQTT broker's URL (credentials.mqtt_url, mqtts_url or ws_url): any port on its host is the server's, over
+   * https only when the broker is mqtts or wss.
+   */
+  brokerUrl: string;
+}
+
+const originOf = (url: string): URL | null => {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? parsed : null;
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * docs/firmware.md, "4.4": whether `url` is on the device's own server, the only place its MQTT username and password
+ * go as HTTP Basic. Anyone who can make a command name a URL would otherwise collect the device's password there.
+ */
+export function isOwnServer(url: string, own: OwnServers): boolean {
+  const target = originOf(url);
+  if (!target) return false;
+  if (own.origins.some((o) => originOf(o)?.origin === target.origin)) return true;
+  try {
+    const broker = new URL(own.brokerUrl);
+    // A password the broker connection keeps encrypted never crosses in clear to the same host.
+    if (target.protocol === 'http:' && (broker.protocol === 'mqtts:' || broker.protocol === 'wss:')) return false;
+    return broker.hostname === target.hostname;
+  } catch {
+    return false;
+  }
+}
+
 
 export interface RunCredentials {
   user: string;

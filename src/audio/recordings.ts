@@ -7,6 +7,7 @@ import { fail, ok, type Result } from '../platform/failure.ts';
 import type { ActivityLog } from '../mosques/activity.ts';
 import { admitLease, type LeaseFacts, type LeaseRefusal } from './lease-admission.ts';
 import type { RecordingsTable } from '../../generated/tables.ts';
+import { createByteCache } from '../platform/memory/byte-cache.ts';
 
 /**
  * A mosque's recorded azaan (docs/api.md, "Recorded azaan"): one file per mosque, kept in the database (table
@@ -126,19 +127,7 @@ export function createRecordings(deps: { store: Store; clock: Clock; activity: P
   const { store } = deps;
   // Keyed by content (SHA-256), not by mosque: the metadata row is read on every download, so a file replaced
   // by another process is never served stale; the same file under two mosques is held once.
-  const cache = new Map<string, Buffer>();
-  let cached = 0;
-  const cacheLimit = deps.cacheBytes ?? RECORDING_CACHE_BYTES;
-  const remember = (sha256: string, data: Buffer) => {
-    if (data.byteLength > cacheLimit) return;
-    for (const [key, old] of cache) {
-      if (cached + data.byteLength <= cacheLimit) break;
-      cache.delete(key);
-      cached -= old.byteLength;
-    }
-    cache.set(sha256, data);
-    cached += data.byteLength;
-  };
+  const cache = createByteCache(deps.cacheBytes ?? RECORDING_CACHE_BYTES);
 
   /** Told once an upload or a removal committed (src/schedule/build.ts: the players' offline plans carry the recording). */
   const listeners: Array<(mosqueId: string) => void> = [];
@@ -195,7 +184,7 @@ export function createRecordings(deps: { store: Store; clock: Clock; activity: P
       if (hit) return { row, data: hit };
       const stored = await store.selectFrom('recordings').select('data').where('mosque_id', '=', mosqueId).where('sha256', '=', row.sha256).executeTakeFirst();
       if (!stored) return null; // replaced or removed between the two reads
-      remember(row.sha256, stored.data);
+      cache.remember(row.sha256, stored.data);
       return { row, data: stored.data };
     },
   };

@@ -6,6 +6,7 @@ import { fail, invalid, ok, type Result } from '../platform/failure.ts';
 import type { DeviceKind } from '../devices/device-config.ts';
 import type { FirmwareImagesTable } from '../../generated/tables.ts';
 import { digestOf, verifyDigest } from '../platform/keys/signatures.ts';
+import { createByteCache } from '../platform/memory/byte-cache.ts';
 
 /**
  * Firmware images (docs/api.md, "Firmware updates"): uploaded by a superadmin, each with an Ed25519 signature of its
@@ -14,17 +15,8 @@ import { digestOf, verifyDigest } from '../platform/keys/signatures.ts';
  */
 export type ImageRow = Omit<Selectable<FirmwareImagesTable>, 'data'>;
 
-export interface FirmwareImage {
-  id: string;
-  kind: DeviceKind;
-  hw_rev: string;
-  version: string;
-  sha256: string;
-  size: number;
-  signature: string;
-  notes: string | null;
-  created_at: string;
-}
+/** What the API shows of an image: its row, without who uploaded it, with its kind typed and its time in ISO 8601. */
+export type FirmwareImage = Omit<ImageRow, 'kind' | 'uploaded_by' | 'created_at'> & { kind: DeviceKind; created_at: string };
 
 export const toImage = (row: ImageRow): FirmwareImage => ({
   id: row.id, kind: row.kind as DeviceKind, hw_rev: row.hw_rev, version: row.version, sha256: row.sha256, size: row.size,
@@ -50,19 +42,7 @@ export interface NewImage {
 
 export function createFirmwareImages(deps: { store: Store; clock: Clock; key: crypto.KeyObject; cacheBytes?: number }) {
   const { store } = deps;
-  const cache = new Map<string, Buffer>();
-  let cached = 0;
-  const cacheLimit = deps.cacheBytes ?? IMAGE_CACHE_BYTES;
-  const remember = (id: string, data: Buffer) => {
-    if (data.byteLength > cacheLimit) return;
-    for (const [key, old] of cache) {
-      if (cached + data.byteLength <= cacheLimit) break;
-      cache.delete(key);
-      cached -= old.byteLength;
-    }
-    cache.set(id, data);
-    cached += data.byteLength;
-  };
+  const cache = createByteCache(deps.cacheBytes ?? IMAGE_CACHE_BYTES);
   const find = async (id: string): Promise<ImageRow | null> =>
     (await store.selectFrom('firmware_images').select(COLUMNS).where('id', '=', id).executeTakeFirst()) ?? null;
   const named = async (kind: string, hwRev: string, version: string): Promise<ImageRow | null> =>
@@ -102,11 +82,7 @@ export function createFirmwareImages(deps: { store: Store; clock: Clock; key: cr
       if (!(await find(id))) return fail('not_found', 'No firmware image has that id.');
       if (await inUse(id)) return fail('conflict', 'An unfinished rollout offers this image: cancel it first.');
       await store.deleteFrom('firmware_images').where('id', '=', id).execute();
-      const old = cache.get(id);
-      if (old) {
-        cache.delete(id);
-        cached -= old.byteLength;
-      }
+      cache.drop(id);
       return ok(undefined);
     },
 
@@ -118,7 +94,7 @@ export function createFirmwareImages(deps: { store: Store; clock: Clock; key: cr
       if (hit) return { row, data: hit };
       const stored = await store.selectFrom('firmware_images').select('data').where('id', '=', id).executeTakeFirst();
       if (!stored) return null;
-      remember(id, stored.data);
+      cache.remember(id, stored.data);
       return { row, data: stored.data };
     },
   };

@@ -169,6 +169,7 @@ const urlWithScheme = (schemes: string[]) =>
   );
 
 const UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+const toBytes = (s: string) => Number.parseInt(s, 10) * UNITS[(/[kmg]/i.exec(s)?.[0] ?? '').toLowerCase()]!;
 const BYTES_MESSAGE = 'must be a number of bytes, optionally with K, M or G (65536, 512M, 2G), at least 64K';
 
 /** `65536`, `512K`, `64M`, `2GiB`: powers of 1024, as disks and SD cards are sold to people who read `df -h`. */
@@ -177,43 +178,34 @@ const byteSize = v.optional(
     v.string(),
     v.trim(),
     v.regex(/^\d+\s*([kmg](i?b)?)?$/i, BYTES_MESSAGE),
-    v.transform((s) => Number.parseInt(s, 10) * UNITS[(/[kmg]/i.exec(s)?.[0] ?? '').toLowerCase()]!),
+    v.transform(toBytes),
     v.minValue(64 * 1024, BYTES_MESSAGE),
   ),
 );
 
-const RECORDING_BYTES_MESSAGE = 'must be a number of bytes, optionally with K or M (5M, 2048K), from 64K to 20M';
-
 /**
- * The largest recorded azaan: whole uploads are held in memory while they are checked and stored in the
- * database, so it is bounded well below what one request may reasonably carry.
+ * A bounded upload size in K or M (RECORDING_MAX_BYTES, FIRMWARE_MAX_BYTES): such uploads are held whole in memory
+ * while they are checked and stored, so each is bounded well below what one request may reasonably carry.
  */
-const recordingBytes = v.optional(
-  v.pipe(
-    v.string(),
-    v.trim(),
-    v.regex(/^\d+\s*([km](i?b)?)?$/i, RECORDING_BYTES_MESSAGE),
-    v.transform((s) => Number.parseInt(s, 10) * UNITS[(/[km]/i.exec(s)?.[0] ?? '').toLowerCase()]!),
-    v.minValue(64 * 1024, RECORDING_BYTES_MESSAGE),
-    v.maxValue(20 * 1024 * 1024, RECORDING_BYTES_MESSAGE),
-  ),
-  '5M',
-);
+const uploadBytes = (examples: string, maxMiB: number, fallback: string) => {
+  const message = `must be a number of bytes, optionally with K or M (${examples}), from 64K to ${maxMiB}M`;
+  return v.optional(
+    v.pipe(
+      v.string(),
+      v.trim(),
+      v.regex(/^\d+\s*([km](i?b)?)?$/i, message),
+      v.transform(toBytes),
+      v.minValue(64 * 1024, message),
+      v.maxValue(maxMiB * 1024 ** 2, message),
+    ),
+    fallback,
+  );
+};
 
-const FIRMWARE_BYTES_MESSAGE = 'must be a number of bytes, optionally with K or M (1536K, 32M), from 64K to 256M';
-
-/** The largest firmware image: held whole in memory while its digest is checked, and served from memory. */
-const firmwareBytes = v.optional(
-  v.pipe(
-    v.string(),
-    v.trim(),
-    v.regex(/^\d+\s*([km](i?b)?)?$/i, FIRMWARE_BYTES_MESSAGE),
-    v.transform((s) => Number.parseInt(s, 10) * UNITS[(/[km]/i.exec(s)?.[0] ?? '').toLowerCase()]!),
-    v.minValue(64 * 1024, FIRMWARE_BYTES_MESSAGE),
-    v.maxValue(256 * 1024 * 1024, FIRMWARE_BYTES_MESSAGE),
-  ),
-  '32M',
-);
+/** The largest recorded azaan (docs/api.md, "Recorded azaan"). */
+const recordingBytes = uploadBytes('5M, 2048K', 20, '5M');
+/** The largest firmware image: held whole while its digest is checked, then served from memory. */
+const firmwareBytes = uploadBytes('1536K, 32M', 256, '32M');
 
 const picklist = <T extends string>(options: readonly T[], fallback: T) =>
   v.optional(v.picklist(options, `must be one of ${options.join(', ')}`), fallback);

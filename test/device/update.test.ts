@@ -49,7 +49,7 @@ interface Served {
  * The image download: 401 without the device's own Basic credentials, 206 for a Range whose If-Range names the
  * ETag; the body paced (10 KB every 50 ms) so progress shows; `dropAfter` cuts the first answer's connection there.
  */
-async function imageServer(t: TestContext, id: string, image: Buffer, etag: string, o: { dropAfter?: number } = {}): Promise<Served> {
+async function imageServer(t: TestContext, id: string, image: Buffer, etag: string, o: { dropAfter?: number; host?: string } = {}): Promise<Served> {
   const requests: Served['requests'] = [];
   let dropped = false;
   const server = http.createServer((req, res) => {
@@ -76,12 +76,13 @@ async function imageServer(t: TestContext, id: string, image: Buffer, etag: stri
     }, 50);
     res.on('close', () => clearInterval(tick));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const host = o.host ?? '127.0.0.1';
+  await new Promise<void>((r) => server.listen(0, host, r));
   t.after(() => new Promise<void>((r) => {
     server.close(() => r());
     server.closeAllConnections();
   }));
-  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/api/v1/firmware/images/img-1/download`, requests };
+  return { url: `http://${host}:${(server.address() as net.AddressInfo).port}/api/v1/firmware/images/img-1/download`, requests };
 }
 
 /** A plain aedes broker with what the device published on its status and ack topics. */
@@ -108,11 +109,11 @@ async function broker(t: TestContext, id: string) {
 
 type Broker = Awaited<ReturnType<typeof broker>>;
 
-function device(t: TestContext, id: string, kind: 'transmitter' | 'stream_player', port: number, args: string[], dir = tempDir(t, 'minaret-update-')): { run: Run; dir: string } {
+function device(t: TestContext, id: string, kind: 'transmitter' | 'stream_player', port: number, args: string[], dir = tempDir(t, 'minaret-update-'), server = 'http://127.0.0.1:9'): { run: Run; dir: string } {
   const file = path.join(dir, 'device.json');
   if (!fs.existsSync(file)) {
     const credentials = { client_id: id, username: id, password: PASSWORD, mqtt_url: `mqtt://127.0.0.1:${port}`, mqtts_url: null };
-    fs.writeFileSync(file, JSON.stringify({ server: 'http://127.0.0.1:9', device: { id, kind }, credentials }), { mode: 0o600 });
+    fs.writeFileSync(file, JSON.stringify({ server, device: { id, kind }, credentials }), { mode: 0o600 });
   }
   const env = { PATH: process.env.PATH ?? '', HOME: dir, MINARET_DEVICE_RECONNECT_MAX_MS: '1000' };
   const run = startProcess(t, env, process.execPath, [...nodeArgsFor('device/index.ts'), 'run', '--state', dir, '--output', path.join(dir, 'out.wav'), ...args]);
@@ -190,6 +191,49 @@ test('a signed image is downloaded with the device\'s credentials, reported as U
   assert.equal(resent.error, 'already_installed');
   await stopped(again.run);
   assert.doesNotMatch(run.stdout() + again.run.stdout(), new RegExp(PASSWORD), 'the password is never printed');
+});
+
+test('a device running 2.0.0+build.5 answers an update to 2.0.0 already_installed, and not one to 2.0.0-rc.1', { timeout: 30_000 }, async (t) => {
+  const id = 'sim-update-build';
+  const mq = await broker(t, id);
+  const dev = new SimDevice({ kind: 'transmitter', id, password: PASSWORD, mqttUrl: `mqtt://127.0.0.1:${mq.port}`, fw: '2.0.0+build.5', firmwareKey: keys.publicRaw });
+  t.after(() => dev.stop({ graceful: true }));
+  await dev.start();
+  await until('ONLINE', () => mq.statuses.find((s) => s.status === 'ONLINE'));
+  const image = signedImage(1000);
+  // Another server's URL: an update that passes the version check is refused there, before any download.
+  const elsewhere = 'http://127.0.0.3:9/api/v1/firmware/images/img-1/download';
+  for (const target of ['2.0.0', 'v2.0.0+build.6']) {
+    const ack = await sendUpdate(mq, id, elsewhere, { ...image, size: 1000 }, target);
+    assert.deepEqual([ack.ok, ack.error], [false, 'already_installed'], target);
+  }
+  const rc = await sendUpdate(mq, id, elsewhere, { ...image, size: 1000 }, '2.0.0-rc.1');
+  assert.deepEqual([rc.ok, rc.error], [false, 'untrusted_url'], 'a pre-release is another version');
+});
+
+test('an update naming another server than the device\'s own is acked untrusted_url and nothing is fetched; one from its paired server installs', { skip, timeout: 90_000 }, async (t) => {
+  const id = 'update-tx-foreign';
+  const image = signedImage(60_000);
+  // The device's server (its device.json base) on 127.0.0.2, its broker on 127.0.0.1, someone else on 127.0.0.3.
+  const own = await imageServer(t, id, image.body, image.sha256, { host: '127.0.0.2' });
+  const foreign = await imageServer(t, id, image.body, image.sha256, { host: '127.0.0.3' });
+  const mq = await broker(t, id);
+  const { run } = device(t, id, 'transmitter', mq.port, ['--firmware-key', keys.publicRaw], tempDir(t, 'minaret-update-'), new URL(own.url).origin);
+  const online = await until('ONLINE', () => mq.statuses.find((s) => s.status === 'ONLINE'));
+
+  const stolen = await sendUpdate(mq, id, foreign.url, { ...image, size: image.body.length });
+  assert.deepEqual([stolen.ok, stolen.error], [false, 'untrusted_url']);
+  const otherPort = await sendUpdate(mq, id, own.url.replace(/:\d+\//, ':9/'), { ...image, size: image.body.length });
+  assert.deepEqual([otherPort.ok, otherPort.error], [false, 'untrusted_url'], 'the server\'s host, another origin');
+  assert.deepEqual(foreign.requests, [], 'the password never reached the other server');
+  assert.equal(mq.statuses.some((s) => s.status === 'UPDATING'), false);
+
+  const ack = await sendUpdate(mq, id, own.url, { ...image, size: image.body.length });
+  assert.equal(ack.ok, true, JSON.stringify(ack));
+  await until('ONLINE on the new fw', () => mq.statuses.find((s) => s.status === 'ONLINE' && s.fw === TARGET));
+  assert.ok(own.requests.length > 0 && own.requests.every((r) => r.status !== 401));
+  assert.notEqual(online.fw, TARGET);
+  await stopped(run);
 });
 
 test('an image whose signature is not the pinned key\'s, or whose bytes are not the announced SHA-256, is refused and nothing is installed', { skip, timeout: 90_000 }, async (t) => {

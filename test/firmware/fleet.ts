@@ -8,7 +8,8 @@ import { connectDevice, publish, statusPayload, type Credentials } from '../supp
  * acks, downloads with its own credentials, checks length, SHA-256 and the signature against its pinned key,
  * reports UPDATING with progress, and comes back on the new version, or on the old one (`rolled_back`).
  */
-export type Behaviour = 'update' | 'roll_back';
+/** `silent`: accepts the offer and then says nothing more, as a device that lost its power or its network would. */
+export type Behaviour = 'update' | 'roll_back' | 'silent';
 
 export interface FakeDevice {
   id: string;
@@ -41,6 +42,7 @@ export async function fakeDevice(t: TestContext, httpBase: string, creds: Creden
     device.offers++;
     const { url, size, sha256, signature, target_fw: target } = cmd.args;
     await ack(client, cmd, { ok: true, result: { accepted: true, target_fw: target } });
+    if (opts.behaviour === 'silent') return;
     const res = await fetch(url, { headers: { authorization: `Basic ${Buffer.from(`${creds.username}:${creds.password}`).toString('base64')}` } });
     const image = Buffer.from(await res.arrayBuffer());
     await publish(client, `devices/${id}/status`, statusPayload('UPDATING', { reason: 'ota', fw: device.fw, detail: { progress_pct: 50, target_fw: target } }), { qos: 1 });

@@ -11,6 +11,7 @@ import { startTestService, type TestService } from '../support/service.ts';
 import { ensureBuilt, ROOT, tempDir } from '../support/process.ts';
 import { registerPlayer } from '../support/devices.ts';
 import { createMosque, joinMosque, setStatus } from '../support/people.ts';
+import { FIRMWARE_DOWNLOAD_REFUSALS_PER_ADDRESS } from '../../api/firmware/images.ts';
 
 /** docs/api.md, "Firmware updates": images signed offline with `minaret firmware`, checked and stored by the service. */
 
@@ -141,4 +142,38 @@ test('the download needs a device\'s own credentials and an offer of the image: 
   assert.equal((await download(basic('no-such-device', 'x'))).status, 401);
   const unoffered = await download(basic(player.credentials.username, player.credentials.password));
   assert.equal(unoffered.status, 404, 'no rollout offers it to this device');
+});
+
+test('guessing device passwords at the download is cut off per address after a few refusals; a device elsewhere is unaffected', async (t) => {
+  const key = await operatorKey(t);
+  const ts = await startTestService(t, { env: { FIRMWARE_PUBLIC_KEY: key.publicKey, TRUST_PROXY: '1' }, logLevel: 'warn' });
+  const root = await signInSuperadmin(ts);
+  const image = crypto.randomBytes(5000);
+  const made = await upload(ts, root.token, image, await key.sign(image));
+  const owner = await member(ts, 'owner@example.com');
+  const mosque = await createMosque(ts, root.token, owner);
+  const alice = await member(ts, 'alice@example.com');
+  await setStatus(ts, owner.token, (await joinMosque(ts, alice, mosque.id)).id, 'approved');
+  const player = await registerPlayer(ts, alice, mosque.id);
+  const basic = (user: string, pass: string) => `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+  const download = (from: string, auth?: string) =>
+    ts.http.request('GET', `${API}/firmware/images/${made.body.id}/download`, { headers: { 'x-forwarded-for': from, ...(auth ? { authorization: auth } : {}) } });
+  const attacker = '203.0.113.7';
+  const good = basic(player.credentials.username, player.credentials.password);
+
+  // The device's own right answers cost nothing, from any address.
+  for (let i = 0; i < FIRMWARE_DOWNLOAD_REFUSALS_PER_ADDRESS + 2; i++) assert.equal((await download(attacker, good)).status, 404, 'offered nothing, but let in');
+  for (let i = 0; i < FIRMWARE_DOWNLOAD_REFUSALS_PER_ADDRESS; i++) {
+    const guess = i % 3 === 0 ? basic(`no-such-device-${i}`, 'x') : i % 3 === 1 ? basic(player.device.id, `wrong-${i}`) : undefined;
+    assert.equal((await download(attacker, guess)).status, 401, `refusal ${i + 1}`);
+  }
+  for (const auth of [basic(player.device.id, 'wrong-again'), basic('another-unknown', 'x'), good]) {
+    const limited = await download(attacker, auth);
+    assert.deepEqual([limited.status, limited.body.error?.code], [429, 'rate_limited'], 'out of tries, even with the right password');
+    assert.ok(Number(limited.headers.get('retry-after')) > 60, `Retry-After ${limited.headers.get('retry-after')}`);
+  }
+  const elsewhere = await download('198.51.100.20', good);
+  assert.equal(elsewhere.status, 404, 'another address keeps its own budget');
+  assert.match(elsewhere.body.error.message, /No update of that image is offered/);
+  assert.equal((await download('198.51.100.20', basic(player.device.id, 'wrong'))).status, 401);
 });

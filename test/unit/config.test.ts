@@ -66,6 +66,10 @@ const refused: Array<[string, Record<string, string>, RegExp]> = [
   ['a database cap that is not a size', { DATABASE_MAX_BYTES: 'lots' }, /^DATABASE_MAX_BYTES: must be a number of bytes.*"lots"/],
   ['a database cap under 64K', { DATABASE_MAX_BYTES: '4096' }, /^DATABASE_MAX_BYTES: .*at least 64K/],
   ['a database cap in an unknown unit', { DATABASE_MAX_BYTES: '5T' }, /^DATABASE_MAX_BYTES: /],
+  ['a recording cap above 20M', { RECORDING_MAX_BYTES: '21M' }, /^RECORDING_MAX_BYTES: must be a number of bytes, optionally with K or M \(5M, 2048K\), from 64K to 20M/],
+  ['a recording cap in G', { RECORDING_MAX_BYTES: '1G' }, /^RECORDING_MAX_BYTES: /],
+  ['a firmware cap above 256M', { FIRMWARE_MAX_BYTES: '257M' }, /^FIRMWARE_MAX_BYTES: must be a number of bytes, optionally with K or M \(1536K, 32M\), from 64K to 256M/],
+  ['a firmware cap under 64K', { FIRMWARE_MAX_BYTES: '65535' }, /^FIRMWARE_MAX_BYTES: .*from 64K/],
   ['a shutdown timeout of zero', { SHUTDOWN_TIMEOUT_S: '0' }, /^SHUTDOWN_TIMEOUT_S: .*1 to 600/],
   ['TEST_FAULT outside tests', { TEST_FAULT: 'uncaught_exception' }, /^TEST_FAULT: honoured only when NODE_ENV=test/],
   ['an unknown TEST_FAULT', { NODE_ENV: 'test', TEST_FAULT: 'meteor' }, /^TEST_FAULT: must be one of/],
@@ -103,6 +107,21 @@ for (const [what, env, line] of refused) {
     assert.ok(!r.error.includes('\n'));
   });
 }
+
+test('the upload caps default to 5M and 32M and read K and M as powers of 1024, up to their bounds', () => {
+  const defaults = loadConfig({});
+  assert.ok(defaults.ok);
+  assert.equal(defaults.config.recordingMaxBytes, 5 * 1024 ** 2);
+  assert.equal(defaults.config.firmware.maxBytes, 32 * 1024 ** 2);
+  const set = loadConfig({ RECORDING_MAX_BYTES: '20M', FIRMWARE_MAX_BYTES: '1536K' });
+  assert.ok(set.ok);
+  assert.equal(set.config.recordingMaxBytes, 20 * 1024 ** 2);
+  assert.equal(set.config.firmware.maxBytes, 1536 * 1024);
+  const top = loadConfig({ FIRMWARE_MAX_BYTES: '256MiB', RECORDING_MAX_BYTES: '65536' });
+  assert.ok(top.ok);
+  assert.equal(top.config.firmware.maxBytes, 256 * 1024 ** 2);
+  assert.equal(top.config.recordingMaxBytes, 64 * 1024);
+});
 
 test('the MQTT limits default to the values docs/settings.md lists', () => {
   const r = loadConfig({});

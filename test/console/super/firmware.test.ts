@@ -8,6 +8,7 @@ import type { Locator, Page } from 'playwright-core';
 import { API, createMosque, member, signInSuperadmin } from '../../support/people.ts';
 import { startTestService, type TestService } from '../../support/service.ts';
 import { registerTransmitter, waitFor } from '../../support/devices.ts';
+import { ROLLOUT_TICK_MS } from '../../../src/firmware/runner.ts';
 import { digestOf, newKeyPair, signDigest } from '../../../src/platform/keys/signatures.ts';
 import { fakeDevice, type FakeDevice } from '../../firmware/fleet.ts';
 import { assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn, superadminSignsIn } from '../browser.ts';
@@ -104,6 +105,55 @@ test('a superadmin starts a rollout in the page, watches each group move, pauses
   const history = page.locator('[data-firmware-history]');
   await history.getByText('1.0.0 → 1.1.0:').waitFor();
   assert.match(await history.innerText(), /1\.0\.0 → 1\.1\.0: updated/);
+  assert.deepEqual(problems, []);
+});
+
+test('a superadmin cancels a running rollout in the page: asked first, then cancelled in the page and the API, and nothing more is offered', { timeout: 120_000 }, async (t) => {
+  const keys = newKeyPair();
+  const ts = await startTestService(t, { env: { FIRMWARE_PUBLIC_KEY: keys.publicRaw }, logLevel: 'warn' });
+  const root = await signInSuperadmin(ts, ROOT.email, ROOT.password);
+  const owner = await member(ts, 'imam@console.test');
+  const mosque = await createMosque(ts, root.token, owner);
+  const publicKey = crypto.createPublicKey(keys.publicPem);
+  const devices: FakeDevice[] = [];
+  for (let i = 0; i < 2; i++) {
+    const tx = await registerTransmitter(ts, owner.token, mosque.id, `minbar ${i}`);
+    // Silent: it accepts the offer and never comes back, so the rollout is still running when Cancel is pressed.
+    devices.push(await fakeDevice(t, ts.url, tx.credentials, { fw: '1.0.0', hwRev: 'T1', publicKey, behaviour: 'silent' }));
+    assert.equal((await ts.http.post(`${API}/devices/${tx.device.id}/commands`, { name: 'get_state' }, owner.token)).status, 200);
+  }
+  const image = crypto.randomBytes(20_000);
+  const uploaded = await ts.http.request('PUT', `${API}/firmware/images/transmitter/T1/1.1.0`, {
+    token: root.token, raw: image, headers: { 'content-type': 'application/octet-stream', 'x-firmware-signature': signDigest(keys.privatePem, digestOf(image).raw) },
+  });
+  assert.equal(uploaded.status, 201, JSON.stringify(uploaded.body));
+  const made = await ts.http.post(`${API}/firmware/rollouts`, { image_id: uploaded.body.id, groups: [{ devices: 1 }, { percent: 100 }], max_concurrent: 1 }, root.token);
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const id = made.body.id as string;
+  await waitFor('the canary offered its update', async () => devices.reduce((n, d) => n + d.offers, 0) === 1, 30_000);
+
+  const { page, problems } = await superadminPage(t, ts);
+  const rollout = page.locator(`[data-rollout="${id}"]`);
+  await page.locator(`[data-rollout="${id}"][data-status=running]`).waitFor();
+  // Dismissing the question changes nothing.
+  page.once('dialog', (d) => void d.dismiss());
+  await rollout.getByRole('button', { name: 'Cancel rollout' }).click();
+  assert.equal((await ts.http.get(`${API}/firmware/rollouts/${id}`, root.token)).body.status, 'running');
+  await rollout.getByRole('button', { name: 'Pause' }).waitFor();
+
+  let asked = '';
+  page.once('dialog', (d) => void ((asked = d.message()), d.accept()));
+  await rollout.getByRole('button', { name: 'Cancel rollout' }).click();
+  await page.locator(`[data-rollout="${id}"][data-status=cancelled]`).waitFor();
+  await rollout.getByText('Cancelled', { exact: true }).waitFor();
+  assert.match(asked, /Cancel this rollout\?/);
+  assert.equal(await rollout.getByRole('button').count(), 0, 'a cancelled rollout has nothing to press');
+  assert.equal((await ts.http.get(`${API}/firmware/rollouts/${id}`, root.token)).body.status, 'cancelled');
+
+  // Past two of the runner's ticks, the second device has been offered nothing, and the page still says cancelled.
+  await new Promise((r) => setTimeout(r, 2 * ROLLOUT_TICK_MS + 500));
+  assert.deepEqual(devices.map((d) => d.offers).sort(), [0, 1]);
+  assert.equal(await rollout.getAttribute('data-status'), 'cancelled');
   assert.deepEqual(problems, []);
 });
 
