@@ -11,7 +11,6 @@ export interface DeviceIdentity {
   mosqueId: string | null;
 }
 
-const OWN_CHANNELS: readonly PublishChannel[] = ['heartbeat', 'status', 'log', 'ack'];
 const SUBSCRIBABLE: ReadonlySet<string> = new Set<DeviceChannel>(['config', 'cmd']);
 const OWN_PREFIX = 'devices/';
 const SLASH = 0x2f;
@@ -40,10 +39,11 @@ export function publishChannel(device: DeviceIdentity, topic: string): PublishCh
   // the channel names hold no '/', so `devices/{id}/{channel}` with a publishable channel is exactly three levels.
   const end = OWN_PREFIX.length + device.id.length;
   if (topic.startsWith(OWN_PREFIX) && topic.startsWith(device.id, OWN_PREFIX.length) && topic.charCodeAt(end) === SLASH) {
-    // The channel is matched in place by its length and ending: no substring per publish.
+    // The channel is matched in place by its length and ending: no substring and no loop per publish
+    // (the own channels' lengths: heartbeat 9, status 6, log and ack 3).
     const length = topic.length - end - 1;
-    for (const channel of OWN_CHANNELS) if (channel.length === length && topic.endsWith(channel)) return channel;
-    return null;
+    const channel = length === 9 ? 'heartbeat' : length === 6 ? 'status' : length === 3 ? (topic.endsWith('log') ? 'log' : 'ack') : null;
+    return channel !== null && topic.endsWith(channel) ? channel : null;
   }
   const mosqueId = parseBroadcastTopic(topic);
   return mosqueId !== null && device.kind === 'transmitter' && device.mosqueId === mosqueId ? 'broadcast' : null;

@@ -58,6 +58,9 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
   };
   /** Chunk sizes: a few statement texts in all, whatever the number of devices a flush holds. */
   const CHUNKS = [256, 64, 16, 4, 1];
+  // Each row's parameter names (id0, seen0, ...), made once per process: a flush of 2,000 devices would
+  // otherwise build and intern 16,000 key strings.
+  const KEYS = Array.from({ length: CHUNKS[0]! }, (_, i) => FIELDS.map((f) => [f, `${f}${i}`] as const));
   async function writeSeen(trx: StoreTransaction, rows: SeenRow[]): Promise<void> {
     let at = 0;
     for (const size of CHUNKS) {
@@ -65,7 +68,7 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
         const values: Record<string, unknown> = {};
         for (let i = 0; i < size; i++) {
           const r = rows[at + i]!;
-          for (const f of FIELDS) values[`${f}${i}`] = r[f];
+          for (const [f, key] of KEYS[i]!) values[key] = r[f];
         }
         await updateSeen(size).run(trx, values);
         at += size;
