@@ -7,6 +7,7 @@ import { postgresInstalled, startPostgres, type PostgresCluster } from './postgr
 import { durableFiles, startTestService } from '../support/service.ts';
 import { connectDevice, getDevice, mosqueWithOwner, publish, registerTransmitter, statusPayload, waitFor, waitForStatus } from '../support/devices.ts';
 import { ensureBuilt, runNode, type Finished } from '../support/process.ts';
+import { sqliteOnly } from '../support/database.ts';
 
 // docs/operator.md, "Several hosts": DATABASE_URL selects PostgreSQL (the same migrations and queries as the
 // SQLite file), and `minaret migrate-store` moves a deployment's SQLite file into an empty PostgreSQL.
@@ -68,7 +69,7 @@ test('the service refuses to start on a PostgreSQL it cannot reach, in one line 
   });
 });
 
-test('migrate-store moves a SQLite deployment into an empty PostgreSQL, verified table by table; the service then runs on it; a target holding rows is refused', { skip, timeout: 90_000 }, async (t) => {
+test('migrate-store moves a SQLite deployment into an empty PostgreSQL, verified table by table; the service then runs on it; a target holding rows is refused', { skip: skip || sqliteOnly('its source is a SQLite deployment, which the PostgreSQL run replaces'), timeout: 90_000 }, async (t) => {
   const files = durableFiles(t, 'pg-migrate');
   const sqlite = await startTestService(t, { env: files.env });
   const { owner, mosque } = await mosqueWithOwner(sqlite);
