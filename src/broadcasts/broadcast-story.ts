@@ -46,14 +46,15 @@ export function createBroadcastStory(deps: {
     type: 'broadcast', broadcast_id: b.id, action, kind: b.kind, at: new Date(deps.clock()).toISOString(),
   }));
   return {
-    started(b: BroadcastRow): Promise<void> | undefined {
+    started(b: BroadcastRow): Promise<void> {
       const published = b.waiting_for_source === 0 ? deps.fanout.publishStart(b) : undefined;
       const slot = deps.slots.broadcastStarted({ id: b.id, mosqueId: b.mosque_id, kind: b.kind, prayer: b.prayer });
       const prayer = b.prayer === null ? slot.then((s) => s?.prayer ?? null) : undefined;
       if (b.waiting_for_source === 1) deps.fanout.startTransmitters(b, prayer);
       else deps.fanout.afterStart(b, { transmitters: b.fallback === 0, ...(prayer && { prayer }) });
       event(b, 'start');
-      return published;
+      // The start answers once its slot is recorded live too: a read of the schedule right after the 201 sees it.
+      return Promise.all([published, slot]).then(() => undefined);
     },
     stopped(b: BroadcastRow): void {
       deps.fanout.onStop(b);
