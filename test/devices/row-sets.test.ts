@@ -155,3 +155,34 @@ test('a status of a device deleted before its batch commits writes nothing for i
   assert.equal((await w.store.selectFrom('mosque_device_events').select('id').where('device_id', '=', a).execute()).length, 0);
   assert.equal((await w.chainOf(b)).row.status, 'ONLINE');
 });
+
+test('a heartbeat flush of more devices than one chunk writes each its own fields, keeps what was not sent, skips a deleted one', async (t) => {
+  // 261 devices: a chunk of 256 and one of 4 and one of 1 on SQLite; one statement on PostgreSQL.
+  const w = await world(t, 261);
+  w.setNow(T0 + 10);
+  await w.batch([[w.ids[0]!, { status: 'ONLINE', rssi: -40, fw: '2.0.0' }]]);
+  w.setNow(T0 + 20);
+  w.ids.forEach((id, i) => {
+    w.telemetry.heartbeat(id, { v: '1.0', status: 'ONLINE', ts: 2, uptime_s: 1000 + i, ...(i % 2 === 0 ? { rssi: -(i + 1) } : {}), ...(i === 7 ? { ip: '10.0.0.7', free_heap: 77, volume: 70, config_version: 3 } : {}) });
+  });
+  // A second heartbeat of one device before the flush: merged, a field it did not carry kept from the first.
+  w.telemetry.heartbeat(w.ids[7]!, { v: '1.0', status: 'ONLINE', ts: 3, uptime_s: 5 });
+  const deleted = w.ids[260]!;
+  await w.devices.delete(w.store, deleted);
+  assert.equal(await w.telemetry.flush(), true);
+
+  const rows = await w.store.selectFrom('devices').select(['id', 'last_seen_at', 'rssi', 'ip', 'uptime_s', 'free_heap', 'volume', 'reported_config_version', 'fw', 'status']).execute();
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  assert.equal(byId.has(deleted), false);
+  w.ids.slice(0, 260).forEach((id, i) => {
+    const r = byId.get(id)!;
+    assert.equal(r.last_seen_at, T0 + 20, `device ${i}: its last-seen time`);
+    assert.equal(r.uptime_s, i === 7 ? 5 : 1000 + i, `device ${i}: its own uptime`);
+    assert.equal(r.rssi, i % 2 === 0 ? -(i + 1) : null, `device ${i}: rssi only where sent`);
+  });
+  const first = byId.get(w.ids[0]!)!;
+  assert.deepEqual([first.fw, first.status, first.rssi], ['2.0.0', 'ONLINE', -1], 'the status\'s fields stay; the heartbeat\'s rssi lies over the status\'s');
+  const seventh = byId.get(w.ids[7]!)!;
+  assert.deepEqual([seventh.ip, seventh.free_heap, seventh.volume, seventh.reported_config_version], ['10.0.0.7', 77, 70, 3], 'the first heartbeat\'s fields, kept under the second');
+  assert.deepEqual(w.faults, []);
+});

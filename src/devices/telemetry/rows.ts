@@ -1,6 +1,5 @@
 import type { Store, StoreTransaction } from '../../platform/store/store.ts';
-import { sql } from 'kysely';
-import { prepared, type Prepared } from '../../platform/store/prepared.ts';
+import { prepared } from '../../platform/store/prepared.ts';
 import type { HeartbeatReport } from '../device-config.ts';
 import { toUnixSeconds, type Clock } from '../../platform/clock.ts';
 import type { DeviceStore } from '../devices.ts';
@@ -8,6 +7,7 @@ import type { Timeline } from '../timeline.ts';
 import type { StatusReport } from '../device-config.ts';
 import { LOGS_KEPT_PER_DEVICE, type Live, type PendingLog, type Transition } from './live.ts';
 import { inTransaction } from '../../platform/store/after-commit.ts';
+import { SeenColumns, createSeenWriter } from './seen-set.ts';
 import { CONNECTED, Columns, HEARTBEAT, STATUS, createColumnWriter, type DeviceRowSet } from './row-set.ts';
 
 export type { Transition } from './live.ts';
@@ -32,49 +32,7 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
   // A transition: its timeline row is inserted first, and the same UPDATE makes it the device's head.
   const writeTransitionRow = prepared<StatusValues & { head: number }>(store, [...STATUS_NAMES, 'head'], (v) => statusColumns(v)
     .set((eb) => ({ timeline_head: v.head, timeline_seq: eb('timeline_seq', '+', 1) })).where('id', '=', v.id));
-  // The batched flush: one UPDATE ... FROM (VALUES ...) per chunk of devices (SQLite 3.33 and PostgreSQL both
-  // have UPDATE ... FROM; a VALUES list's columns are column1, column2, ... on both), built and compiled once per
-  // chunk size (prepared), so a flush of 1,000 devices is a handful of statements instead of 1,000. A field the
-  // heartbeat did not carry keeps the row's value (COALESCE); a device that sent no heartbeat has only its
-  // last-seen time. The casts give PostgreSQL the columns' types for parameters that may all be NULL.
-  const FIELDS = ['id', 'seen', 'rssi', 'ip', 'uptime', 'heap', 'volume', 'cfg'] as const;
-  type SeenRow = Record<(typeof FIELDS)[number], string | number | null>;
-  const byChunk = new Map<number, Prepared<Record<string, unknown>, unknown>>();
-  const updateSeen = (n: number) => {
-    let p = byChunk.get(n);
-    if (p) return p;
-    const names = Array.from({ length: n }, (_, i) => FIELDS.map((f) => `${f}${i}`)).flat();
-    p = prepared<Record<string, unknown>>(store, names, (v) => {
-      const rows = Array.from({ length: n }, (_, i) => sql`(${v[`id${i}`]}, CAST(${v[`seen${i}`]} AS BIGINT), CAST(${v[`rssi${i}`]} AS BIGINT), CAST(${v[`ip${i}`]} AS TEXT),
-        CAST(${v[`uptime${i}`]} AS BIGINT), CAST(${v[`heap${i}`]} AS BIGINT), CAST(${v[`volume${i}`]} AS BIGINT), CAST(${v[`cfg${i}`]} AS BIGINT))`);
-      const text = sql`UPDATE devices SET last_seen_at = v.column2, rssi = COALESCE(v.column3, devices.rssi), ip = COALESCE(v.column4, devices.ip),
-        uptime_s = COALESCE(v.column5, devices.uptime_s), free_heap = COALESCE(v.column6, devices.free_heap), volume = COALESCE(v.column7, devices.volume),
-        reported_config_version = COALESCE(v.column8, devices.reported_config_version)
-        FROM (VALUES ${sql.join(rows)}) AS v WHERE devices.id = v.column1`;
-      return { compile: () => text.compile(store) };
-    });
-    byChunk.set(n, p);
-    return p;
-  };
-  /** Chunk sizes: a few statement texts in all, whatever the number of devices a flush holds. */
-  const CHUNKS = [256, 64, 16, 4, 1];
-  // Each row's parameter names (id0, seen0, ...), made once per process: a flush of 2,000 devices would
-  // otherwise build and intern 16,000 key strings.
-  const KEYS = Array.from({ length: CHUNKS[0]! }, (_, i) => FIELDS.map((f) => [f, `${f}${i}`] as const));
-  async function writeSeen(trx: StoreTransaction, rows: SeenRow[]): Promise<void> {
-    let at = 0;
-    for (const size of CHUNKS) {
-      while (rows.length - at >= size) {
-        const values: Record<string, unknown> = {};
-        for (let i = 0; i < size; i++) {
-          const r = rows[at + i]!;
-          for (const [f, key] of KEYS[i]!) values[key] = r[f];
-        }
-        await updateSeen(size).run(trx, values);
-        at += size;
-      }
-    }
-  }
+  const writeSeen = createSeenWriter(store);
   const insertLog = prepared<{ device: string; at: number; ts: number | null; level: string; msg: string }>(
     store, ['device', 'at', 'ts', 'level', 'msg'],
     (v) => store.insertInto('device_logs').values({ device_id: v.device, at: v.at, ts: v.ts, level: v.level, msg: v.msg }),
@@ -89,15 +47,13 @@ export function createTelemetryRows(deps: { store: Store; clock: Clock; devices:
 
   /**
    * One transaction for the whole batch, on the store: each device's last-seen time and the heartbeat fields
-   * taken from memory when the flush began (a few UPDATE ... FROM statements); a device deleted since is skipped.
+   * taken from memory when the flush began (src/devices/telemetry/seen-set.ts); a device deleted since is skipped.
    */
   async function writeBatch(seen: Array<{ id: string; lastSeenMs: number | null; heartbeat: HeartbeatReport | null }>, logs: PendingLog[]): Promise<void> {
     await inTransaction(store, async (trx) => {
-      const rows: SeenRow[] = [];
-      for (const { id, lastSeenMs, heartbeat: hb } of seen) {
-        if (!devices.info(id)) continue;
-        const at = lastSeenMs === null ? null : toUnixSeconds(lastSeenMs);
-        rows.push({ id, seen: at, rssi: hb?.rssi ?? null, ip: hb?.ip ?? null, uptime: hb?.uptime_s ?? null, heap: hb?.free_heap ?? null, volume: hb?.volume ?? null, cfg: hb?.config_version ?? null });
+      const rows = new SeenColumns();
+      for (const { id, lastSeenMs, heartbeat } of seen) {
+        if (devices.info(id)) rows.push(id, lastSeenMs === null ? null : toUnixSeconds(lastSeenMs), heartbeat);
       }
       await writeSeen(trx, rows);
       const logged = new Set<string>();
