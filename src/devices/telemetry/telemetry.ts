@@ -7,17 +7,18 @@ import type { Timeline } from '../timeline.ts';
 import { createGroupCommit, type GroupCommit } from '../group-commit.ts';
 import type { HeartbeatReport, LogReport, StatusReport } from '../device-config.ts';
 import {
-  DROPPED_COUNTER, FLUSH_BACKOFF_MS, LOG_MAX_BYTES, LOG_MIN_INTERVAL_MS, MAX_PENDING_LOGS, REJECTION_NOTE_INTERVAL_MS, STALE_AFTER_MISSED,
-  newCounters, newLive, overlay, type BudgetedChannel, type DeviceCounters, type Live, type LoggingState, type PendingLog, type StatusChange,
+  LOG_MAX_BYTES, LOG_MIN_INTERVAL_MS, STALE_AFTER_MISSED,
+  newCounters, newLive, overlay, type DeviceCounters, type Live, type LoggingState, type StatusChange,
 } from './live.ts';
 import { createTelemetryRows, type Transition } from './rows.ts';
+import { createTelemetryFlush } from './flush.ts';
+import { createDeviceNotes } from './notes.ts';
 import { CONNECTED, DeviceRowSet, HEARTBEAT, STALE, STATUS } from './row-set.ts';
 
 // The payload types live beside the statuses they carry; re-exported for the broker edge.
 export type { HeartbeatReport, LogReport, StatusReport };
 export { LOG_MAX_BYTES, LOG_MIN_INTERVAL_MS, LOGS_KEPT_PER_DEVICE, MAX_PENDING_LOGS, STALE_AFTER_MISSED } from './live.ts';
 export type { BudgetedChannel, DeviceCounters, LoggingState, StatusChange } from './live.ts';
-
 
 /**
  * What devices tell the backend, and whether they are there. Presence is tracked per connection (on a
@@ -35,9 +36,6 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
   }
   /** The broker process each connection claimed the device row for: its disconnect releases only that claim. */
   const brokers = new WeakMap<object, string>();
-  const pendingLogs: PendingLog[] = [];
-  const touched = new Set<string>();
-  const flushRetry = { backoffMs: 0, at: 0 };
   const commits = deps.commits ?? createGroupCommit(deps.store, (err) => deps.faults.report('status group commit', err));
   const { writeBatch, writeTransition, rowSets, readLogs } = createTelemetryRows({ store: deps.store, clock: deps.clock, devices, timeline, live });
 
@@ -61,21 +59,10 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
     deps.faults.report(`device ${channel}`, err, { device_id: id });
   }
 
-
-  /**
-   * A timeline note beside a fact held in memory (connected, rejected, over budget): in the group commit, after
-   * the writes before it; losing the note must not lose the fact.
-   */
-  function note(id: string, entry: Parameters<Timeline['record']>[1]): void {
-    commits.add({
-      write: async (trx) => {
-        if (devices.info(id)) await timeline.record(trx, entry); // a device deleted meanwhile has no timeline
-      },
-      settle: (err) => {
-        if (err) writeFailed(id, `${entry.kind} note`, err);
-      },
-    });
-  }
+  // Heartbeats, last-seen times and logs wait in memory for the flush (flush.ts); bad behaviour is counted and
+  // noted (notes.ts).
+  const flusher = createTelemetryFlush({ live, stateOf, commits, writeBatch, clock: deps.clock, faults: deps.faults });
+  const notes = createDeviceNotes({ devices, timeline, commits, clock: deps.clock, stateOf, writeFailed });
 
   /** Memory follows the committed row; listeners hear of a transition only once it is written. */
   function applied(s: Live, id: string, from: string, to: string, reason: string | null): void {
@@ -159,44 +146,6 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
     pushStatus(id, kind, report, null);
   }
 
-  let flushing: Promise<boolean> | null = null;
-  /** One flush (see `flush` below): what waits in memory, taken out and written in one transaction. */
-  async function flushOnce(force: boolean): Promise<boolean> {
-    await commits.flush(); // a status of this turn is older than the heartbeats gathered: its row first
-    if (touched.size === 0 && pendingLogs.length === 0) return true;
-    if (!force && nowMs() < flushRetry.at) return false;
-    // Taken out of memory before the write, as the store may answer after other packets were read: what
-    // arrives meanwhile waits for the next flush instead of being forgotten with this one.
-    const seen = [...touched].map((id) => {
-      const s = live.get(id);
-      const taken = { id, lastSeenMs: s?.lastSeenMs ?? null, heartbeat: s?.pendingHeartbeat ?? null };
-      if (s) s.pendingHeartbeat = null;
-      return taken;
-    });
-    touched.clear();
-    const logs = pendingLogs.splice(0);
-    try {
-      await commits.runAlone(() => writeBatch(seen, logs));
-    } catch (err) {
-      // Kept for the next flush: merged under what arrived since (newer fields win), logs back in front.
-      for (const { id, heartbeat } of seen) {
-        touched.add(id);
-        const s = live.get(id);
-        if (s && heartbeat) s.pendingHeartbeat = s.pendingHeartbeat ? overlay(heartbeat, s.pendingHeartbeat) : heartbeat;
-      }
-      pendingLogs.unshift(...logs);
-      // Still at most MAX_PENDING_LOGS waiting, as log() keeps it: the oldest go, counted.
-      for (const dropped of pendingLogs.splice(0, Math.max(0, pendingLogs.length - MAX_PENDING_LOGS))) stateOf(dropped.deviceId).counters.logs_dropped++;
-      flushRetry.backoffMs = Math.min(FLUSH_BACKOFF_MS.max, flushRetry.backoffMs * 2 || FLUSH_BACKOFF_MS.first);
-      flushRetry.at = nowMs() + flushRetry.backoffMs;
-      deps.faults.report('telemetry flush', err, { devices: seen.length, logs: logs.length, retry_in_ms: flushRetry.backoffMs });
-      return false;
-    }
-    flushRetry.backoffMs = 0;
-    flushRetry.at = 0;
-    return true;
-  }
-
   /** Whether the device's logs are accepted now, and until when (docs/firmware.md, "3.3 Log": config or a self-expiring command). */
   function loggingOf(id: string, now: number): LoggingState {
     const info = devices.info(id);
@@ -207,6 +156,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
   }
 
   return {
+    ...notes,
     logging: (id: string): LoggingState => loggingOf(id, nowMs()),
 
     /** `brokerId`: the broker process holding the connection, written to the row for the other processes. */
@@ -215,7 +165,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       s.connection = connection;
       s.lastSeenMs = nowMs();
       s.counters.connects++;
-      touched.add(id);
+      flusher.touch(id);
       if (brokerId !== undefined) brokers.set(connection, brokerId);
       // Into the group commit, not a transaction of its own: the CONNACK does not wait on the disk. Nothing
       // waits on this row (a note beside the fact kept in memory), so it rides in the next batch and a
@@ -308,7 +258,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       // Merged, not replaced: a heartbeat without rssi must not undo the rssi of one earlier in this flush window.
       s.pendingHeartbeat = overlay(s.pendingHeartbeat, report);
       s.lastHeartbeat = overlay(s.lastHeartbeat, report);
-      touched.add(id);
+      flusher.touch(id);
       if (report.status !== (s.pendingStatus ?? s.status)) transition(id, { status: report.status, reason: 'heartbeat', prev: s.status }, HEARTBEAT);
     },
 
@@ -327,50 +277,8 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       }
       s.lastLogMs = now;
       s.counters.logs_accepted++;
-      if (pendingLogs.length >= MAX_PENDING_LOGS) {
-        const oldest = pendingLogs.shift()!;
-        stateOf(oldest.deviceId).counters.logs_dropped++;
-        deps.faults.report('telemetry backlog', { message: `${MAX_PENDING_LOGS} log lines wait for a flush; the oldest was dropped` });
-      }
-      pendingLogs.push({ deviceId: id, at: toUnixSeconds(now), report });
+      flusher.queueLog(id, now, report);
       return true;
-    },
-
-    /** A payload that failed its schema or size: counted, and noted in the timeline (at most once a minute). */
-    rejected(id: string, channel: string, reason: string, refusedTopic = false): void {
-      const s = stateOf(id);
-      if (refusedTopic) s.counters.publishes_refused++;
-      else s.counters.payloads_rejected++;
-      const now = nowMs();
-      const kind = refusedTopic ? 'publish' : 'payload';
-      if (now - s.lastNoteMs[kind] < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
-      s.lastNoteMs[kind] = now;
-      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: refusedTopic ? 'publish_refused' : 'payload_rejected', reason, detail: { channel, counters: { ...s.counters } } });
-    },
-
-    /**
-     * A publish over the device's budget (broker/budgets.ts): counted, never written; noted in the timeline
-     * at most once a minute whatever the channel.
-     */
-    overBudget(id: string, channel: BudgetedChannel): void {
-      const s = stateOf(id);
-      s.counters[DROPPED_COUNTER[channel]]++;
-      const now = nowMs();
-      if (now - s.lastNoteMs.budget < REJECTION_NOTE_INTERVAL_MS || !devices.info(id)) return;
-      s.lastNoteMs.budget = now;
-      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: 'over_budget', reason: channel, detail: { channel, counters: { ...s.counters } } });
-    },
-
-    /** A device banned from connecting (reconnect flapping, or a flood of publishes): noted once per ban. */
-    banned(id: string, reason: 'flapping' | 'flood', detail: Record<string, unknown>): void {
-      const s = stateOf(id);
-      if (!devices.info(id)) return;
-      note(id, { deviceId: id, mosqueId: mosqueOf(id), kind: 'flapping', reason, detail: { ...detail, counters: { ...s.counters } } });
-    },
-
-    /** A CONNECT refused during a ban: counted only (the ban itself was noted once). */
-    connectRefused(id: string): void {
-      stateOf(id).counters.connects_refused++;
     },
 
     /**
@@ -392,23 +300,7 @@ export async function createTelemetry(deps: { store: Store; clock: Clock; device
       return stale;
     },
 
-    /**
-     * Writes heartbeats, last-seen times and logs gathered since the last flush, in one transaction. The batch
-     * is forgotten only once that committed: a refused flush keeps it for the next (heartbeats merge per
-     * device, logs are capped at MAX_PENDING_LOGS) and backs off. False when nothing was written; `force`
-     * (the last flush at shutdown) ignores the back-off.
-     */
-    async flush(force = false): Promise<boolean> {
-      // One at a time (the timer's, a GET of the logs, the last at shutdown): a later one waits for the one under way.
-      while (flushing) await flushing.catch(() => undefined);
-      const done = flushOnce(force);
-      flushing = done;
-      try {
-        return await done;
-      } finally {
-        if (flushing === done) flushing = null;
-      }
-    },
+    flush: flusher.flush,
 
     recentLogs(id: string, limit: number) {
       return readLogs(id, limit);
