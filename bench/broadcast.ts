@@ -40,10 +40,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
-import { CONTENDED_CORES, RESULTS_FILE, cli, fmt, machine, openFilesLimit, percentile, ratio, serviceRoot, writeJson, writeSubsection } from './support.ts';
+import { CONTENDED_CORES, cli, fmt, openFilesLimit, percentile, ratio, serviceRoot, writeJson } from './support.ts';
 import { api, registerWorld, createFirstSuperadminRow, superadminToken } from './world/registration.ts';
-import { Child, cpuWindow, killChildrenSync, sleep, startWebhook, waitQuiet, type CpuSpent, type Webhook } from './fanout/children.ts';
+import { cpuWindow, killChildrenSync, serverChild, sleep, startWebhook, waitQuiet, type Child, type CpuSpent, type Webhook } from './fanout/children.ts';
 import { FANOUT_TIMEOUT_MS, Watch, connectFleet, endFleet, minaretFanout, newFleet, summarize, type Fleet, type FanoutRun } from './fanout/players.ts';
+import { delivered, head, num, otherCores, perRun as perRunOf, writeFanoutSubsection } from './fanout/report.ts';
 
 const SECTION = '## Broadcasts (npm run bench, bench/broadcast.ts)';
 const HOST = '127.0.0.1';
@@ -248,7 +249,6 @@ async function bans(fleet: Fleet, world: World, b: number): Promise<BanResult> {
 // Formatting and RESULTS.md
 
 const ms = (x: number) => fmt(x, x >= 100 ? 0 : x >= 10 ? 1 : 2);
-const num = (n: number) => n.toLocaleString('en-US');
 
 interface Outcome {
   opts: Options;
@@ -265,17 +265,13 @@ interface Outcome {
 }
 
 const med = (runs: FanoutRun[], f: (r: FanoutRun) => number) => median(runs.map(f));
-const perRun = (runs: FanoutRun[], f: (r: FanoutRun) => number) => runs.map((r) => ms(f(r))).join(' / ');
+const perRun = (runs: FanoutRun[], f: (r: FanoutRun) => number) => perRunOf(runs, f, ms);
 
 function report(o: Outcome): string {
   const { opts, m, b, ban } = o;
   const n = opts.players;
   const L: string[] = [];
-  L.push(`### ${num(n)} players`);
-  L.push('');
-  L.push(`- Date: ${o.date}`);
-  L.push(`- Command: \`${o.command}\``);
-  L.push(...machine());
+  L.push(...head(`${num(n)} players`, o.date, o.command));
   if (o.fdNote) L.push(`- **Players reduced from ${num(o.requested)}**: ${o.fdNote}`);
   L.push(
     `- World: one mosque (with a stream_url), ${num(n)} members who each signed up, joined, were approved by the owner and registered one stream player, all over the HTTP API ` +
@@ -332,8 +328,8 @@ function report(o: Outcome): string {
   L.push(
     `Runs (${opts.runs} start/stop cycles each): Minaret p50 ${perRun(m, (r) => r.p50)}, p99 ${perRun(m, (r) => r.p99)}, max ${perRun(m, (r) => r.max)}, first ${perRun(m, (r) => r.first)}, POST ${perRun(m, (r) => r.triggerMs)}, door ${perRun(m, (r) => r.doorMs)} ms; ` +
       `bare p50 ${perRun(b, (r) => r.p50)}, p99 ${perRun(b, (r) => r.p99)}, max ${perRun(b, (r) => r.max)}, first ${perRun(b, (r) => r.first)} ms. ` +
-      `Delivered: Minaret ${m.map((r) => `${num(r.received)}/${num(r.expected)}`).join(', ')} (wrong broadcast_id: ${m.reduce((a, r) => a + r.wrongId, 0)}), bare ${b.map((r) => `${num(r.received)}/${num(r.expected)}`).join(', ')}; ` +
-      `other processes during the fan-outs: ${m.map((r) => (r.cpu.bgCores === null ? 'n/a' : fmt(r.cpu.bgCores, 2))).join(', ')} cores (Minaret), ${b.map((r) => (r.cpu.bgCores === null ? 'n/a' : fmt(r.cpu.bgCores, 2))).join(', ')} (bare). ` +
+      `Delivered: Minaret ${delivered(m)} (wrong broadcast_id: ${m.reduce((a, r) => a + r.wrongId, 0)}), bare ${delivered(b)}; ` +
+      `other processes during the fan-outs: ${otherCores(m)} cores (Minaret), ${otherCores(b)} (bare). ` +
       `Ban → config max ${ms(percentile(ban.latencies, 100))} ms, ${ban.missing} of ${ban.latencies.length + ban.missing} not seen within ${BAN_TIMEOUT_MS / 1000} s. ` +
       `Check broadcast after the bans: ${num(ban.afterReached)}/${num(ban.afterExpected)} still-entitled players got it, ${ban.afterBannedReached} of the banned did. ` +
       `Connections lost during the run: ${o.minaretFleet.lost()} (Minaret), ${o.bareFleet.lost()} (bare).`,
@@ -430,7 +426,7 @@ async function main(): Promise<void> {
   webhook = await startWebhook();
 
   console.log(`broadcast bench: ${num(n)} players, ${opts.runs} runs, ${opts.bans} bans (timeout ${opts.timeoutS} s)`);
-  const service = new Child('minaret', 'minaret', {
+  const service = serverChild('minaret', 'minaret', {
     NODE_ENV: 'test',
     HOST,
     HTTP_PORT: '0',
@@ -486,7 +482,7 @@ async function main(): Promise<void> {
   await service.stop();
 
   console.log('bare aedes baseline ...');
-  const bare = new Child('bare aedes', 'bare', { HOST });
+  const bare = serverChild('bare aedes', 'bare', { HOST });
   const bareReady = await bare.ready();
   const bareUrl = String(bareReady['mqttUrl']);
   const bareTopic = 'mosques/bench/broadcast';
@@ -524,14 +520,12 @@ async function main(): Promise<void> {
     `Ratios Minaret/bare: p50 ${ratio(med(m, (r) => r.p50), med(b, (r) => r.p50))}, p99 ${ratio(med(m, (r) => r.p99), med(b, (r) => r.p99))}, max ${ratio(med(m, (r) => r.max), med(b, (r) => r.max))}`,
   );
   if (opts.write) {
-    writeSubsection(
+    writeFanoutSubsection(
       SECTION,
       "`npm run bench` (after bench/devices.ts) runs `tsx bench/broadcast.ts`: a broadcast's fan-out to N entitled stream players and a ban's path to the player's config, " +
         'against a bare aedes broker fanning one publish out to N subscribers in the same run. One subsection per player count; a rerun replaces its own.',
       text,
-      (s) => Number((s.match(/^### ([\d,]+) players/)?.[1] ?? '0').replace(/,/g, '')),
     );
-    console.log(`(written to ${path.relative(process.cwd(), RESULTS_FILE)} under "${SECTION}")`);
   }
   clearTimeout(overall);
 }

@@ -37,7 +37,6 @@
  * For Minaret the devices are registered over the HTTP API first (a superadmin, an owner, mosques, a few
  * transmitters, mostly stream players) and the ingest is checked against the service's own counters.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -45,11 +44,12 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import mqtt from 'mqtt';
-import { CLOCK_TICKS_PER_S, CONTENDED_CORES, RESULTS_FILE, ROOT, cli, cpuPerMessageUs, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, processCpuSeconds, ratio, serviceNodeFlags, serviceRoot, writeJson, writeSubsection } from './support.ts';
+import { CONTENDED_CORES, RESULTS_FILE, ROOT, cli, cpuPerMessageUs, fmt, hostBusySeconds, machine, openFilesLimit, percentile, pool, processCpuSeconds, ratio, serviceNodeFlags, serviceRoot, writeJson, writeSubsection } from './support.ts';
 import { loadConfig } from '../src/platform/config.ts';
 import { createBudgets } from '../broker/budgets.ts';
 import { createFlapDetector } from '../broker/flapping.ts';
 import { api, registerWorld, createFirstSuperadminRow, superadminToken, type DeviceKind as Kind } from './world/registration.ts';
+import { Child, killChildrenSync } from './fanout/children.ts';
 
 const SECTION = '## Devices (npm run bench)';
 const HOST = '127.0.0.1';
@@ -128,7 +128,7 @@ function checkHostLimits(n: number): void {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Children: a broker per phase in its own process
+// Children: a broker per phase in its own process (bench/fanout/children.ts)
 
 interface MemReport {
   rss: number;
@@ -139,119 +139,13 @@ interface MemReport {
   gc: boolean;
 }
 
-type ChildMessage = { type: string; [key: string]: unknown };
-
-const children = new Set<BrokerChild>();
-/** Above this much CPU taken by other processes, a run on a 2-core host is not a clean measurement. */
-
-class BrokerChild {
-  readonly proc: ChildProcess;
-  exited = false;
-  exitCode: number | null = null;
-  /** When the child said it was listening (performance.now()). */
-  readyAt = 0;
-  private readonly inbox: ChildMessage[] = [];
-  private readonly waiters: Array<{ type: string; resolve: (m: ChildMessage) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }> = [];
-  private readonly exitedP: Promise<void>;
-
-  /** `root`: the checkout whose bench/<script> runs (another one under BENCH_SERVICE_ROOT, see serviceRoot). */
-  constructor(readonly name: string, script: string, env: Record<string, string>, nodeFlags: string[] = [], root = ROOT) {
-    // BENCH_BROKER_NODE_ARGS: extra node flags for the broker children, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
-    const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
-    this.proc = spawn(process.execPath, ['--expose-gc', ...nodeFlags, ...extra, '--import', 'tsx', path.join(root, 'bench', script)], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    children.add(this);
-    this.proc.on('message', (m: ChildMessage) => this.deliver(m));
-    this.exitedP = new Promise((resolve) => {
-      this.proc.once('exit', (code, signal) => {
-        this.exited = true;
-        this.exitCode = code;
-        children.delete(this);
-        for (const w of this.waiters.splice(0)) {
-          clearTimeout(w.timer);
-          w.reject(new Error(`${this.name} exited (${signal ?? `code ${code}`}) while waiting for '${w.type}'`));
-        }
-        resolve();
-      });
-    });
-  }
-
-  get pid(): number {
-    return this.proc.pid ?? -1;
-  }
-
-  private deliver(m: ChildMessage): void {
-    if (m.type === 'ready') this.readyAt = performance.now();
-    const i = this.waiters.findIndex((w) => w.type === m.type);
-    if (i >= 0) {
-      const [w] = this.waiters.splice(i, 1);
-      clearTimeout(w!.timer);
-      w!.resolve(m);
-    } else this.inbox.push(m);
-  }
-
-  next(type: string, timeoutMs = 30_000): Promise<ChildMessage> {
-    const i = this.inbox.findIndex((m) => m.type === type);
-    if (i >= 0) return Promise.resolve(this.inbox.splice(i, 1)[0]!);
-    if (this.exited) return Promise.reject(new Error(`${this.name} has exited (code ${this.exitCode})`));
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const at = this.waiters.findIndex((w) => w.timer === timer);
-        if (at >= 0) this.waiters.splice(at, 1);
-        reject(new Error(`${this.name}: no '${type}' message within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.waiters.push({ type, resolve, reject, timer });
-    });
-  }
-
-  async mem(): Promise<MemReport> {
-    const reply = this.next('mem', 60_000);
-    this.proc.send({ type: 'mem' });
-    return (await reply) as unknown as MemReport;
-  }
-
-  /** CPU seconds (user + system) the child has used so far, from /proc/<pid>/stat. */
-  cpuSeconds(): number {
-    const stat = fs.readFileSync(`/proc/${this.pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
-  }
-
-  /**
-   * Its main thread's time on a core and time runnable but waiting for one, so far, in seconds (Linux
-   * /proc/<pid>/task/<pid>/schedstat); null where the kernel does not say.
-   */
-  mainThread(): { runS: number; waitS: number } | null {
-    try {
-      const [run, wait] = fs.readFileSync(`/proc/${this.pid}/task/${this.pid}/schedstat`, 'utf8').split(' ').map(Number);
-      return Number.isFinite(run) && Number.isFinite(wait) ? { runS: run! / 1e9, waitS: wait! / 1e9 } : null;
-    } catch {
-      return null;
-    }
-  }
-
-  async stop(): Promise<void> {
-    if (this.exited) return;
-    if (this.proc.connected) this.proc.send({ type: 'stop' });
-    else this.proc.kill('SIGTERM');
-    const killer = setTimeout(() => this.proc.kill('SIGKILL'), 10_000);
-    await this.exitedP;
-    clearTimeout(killer);
-  }
-}
-
-function killChildren(): void {
-  for (const c of children) if (!c.exited) c.proc.kill('SIGKILL');
-}
+const mem = async (child: Child) => (await child.request('mem', 60_000)) as unknown as MemReport;
 
 /** The run's temp folder (database, data dir); removed on any exit. */
 let tempDir: string | null = null;
 
 function cleanupSync(): void {
-  killChildren();
+  killChildrenSync();
   if (tempDir) fs.rmSync(tempDir, { recursive: true, force: true });
   tempDir = null;
 }
@@ -275,7 +169,7 @@ interface Registration {
 }
 
 /** A superadmin, an owner, mosques and N devices (bench/world/registration.ts), over HTTP. */
-async function registerDevices(child: BrokerChild, base: string, dbPath: string, n: number): Promise<Registration> {
+async function registerDevices(child: Child, base: string, dbPath: string, n: number): Promise<Registration> {
   await createFirstSuperadminRow(dbPath);
   const rootToken = await superadminToken(base, async () => String((await child.next('otp', 30_000))['code']));
   const mosques = Math.max(1, Math.ceil(n / 1000));
@@ -452,7 +346,7 @@ interface CpuSpent {
 }
 
 /** Starts a measurement window; calling the result closes it. */
-function cpuWindow(child: BrokerChild): () => CpuSpent {
+function cpuWindow(child: Child): () => CpuSpent {
   const host0 = hostBusySeconds();
   const self0 = process.cpuUsage();
   const child0 = child.cpuSeconds();
@@ -484,7 +378,7 @@ function mergeCpu(a: CpuSpent, b: CpuSpent): CpuSpent {
  * The host is shared: waits (up to `maxS`) until other processes have used under CONTENDED_CORES for a
  * whole second, so a phase starts on a quiet host when there is one. Returns what it saw.
  */
-async function waitQuiet(child: BrokerChild, maxS: number): Promise<{ waitedS: number; bgCores: number | null }> {
+async function waitQuiet(child: Child, maxS: number): Promise<{ waitedS: number; bgCores: number | null }> {
   const t0 = performance.now();
   let last: number | null = null;
   do {
@@ -576,7 +470,7 @@ const IDLE_SETTLE_MS = 15_000;
 
 async function runPhases(
   label: string,
-  child: BrokerChild,
+  child: Child,
   mqttUrl: string,
   devices: Device[],
   opts: Options,
@@ -598,7 +492,7 @@ async function runPhases(
   // after the last full GC once allocation is low. Measured sooner, Minaret's idle RSS swung 107-161 MiB by
   // timing alone (bench/RESULTS.md, "Idle memory"). Both brokers wait the same.
   await new Promise((r) => setTimeout(r, Math.max(0, child.readyAt + IDLE_SETTLE_MS - performance.now())));
-  const idle = await child.mem();
+  const idle = await mem(child);
   if (!idle.gc) say('warning: the broker process has no global.gc; memory figures include garbage');
   // In two halves, memory measured after each: the second half's growth is the marginal cost of a
   // connection, free of the one-off growth (code, heap reservations) the first connections bring.
@@ -608,7 +502,7 @@ async function runPhases(
   const first = await connectAll(mqttUrl, devices.slice(0, half), opts.concurrency);
   const firstCpu = window();
   await settle();
-  const halfMem = half > 0 ? await child.mem() : idle;
+  const halfMem = half > 0 ? await mem(child) : idle;
   window = cpuWindow(child);
   const second = await connectAll(mqttUrl, devices.slice(half), opts.concurrency);
   const connectCpu = mergeCpu(firstCpu, window());
@@ -617,7 +511,7 @@ async function runPhases(
   const coldConnect: Burst = { perS: n / connectSeconds, cpuUs: cpuPerMessageUs(connectCpu.brokerCpuS, n), cpu: connectCpu, sent: n, seconds: connectSeconds, loopS: 0 };
   say(`${n} connects (cold) in ${fmt(connectSeconds, 2)} s (two halves): ${fmt(n / connectSeconds, 0)}/s (p50 ${fmt(percentile([...first.latencies, ...second.latencies], 50), 1)} ms); ${fmt(coldConnect.cpuUs, 0)} µs broker CPU each; ${cpuNote(connectCpu)}`);
   await settle();
-  const withConns = await child.mem();
+  const withConns = await mem(child);
   const marginalRss = (withConns.rss - halfMem.rss) / (n - half);
   const marginalHeap = (withConns.heapUsed + withConns.external - halfMem.heapUsed - halfMem.external) / (n - half);
   say(`RSS ${mib(idle.rss)} idle -> ${mib(halfMem.rss)} with ${half} -> ${mib(withConns.rss)} with ${n} connections: ${kib(marginalRss)} per connection over the second half (${kib((withConns.rss - idle.rss) / n)} on average); heap ${kib(marginalHeap)} per connection over the second half`);
@@ -711,7 +605,7 @@ async function runPhases(
   const latP99 = percentile(lat, 99);
   say(`latency over ${lat.length} sequential publishes: p50 ${fmt(latP50, 2)} ms, p99 ${fmt(latP99, 2)} ms (PUBACK p50 ${fmt(percentile(ack, 50), 2)} ms, p99 ${fmt(percentile(ack, 99), 2)} ms); other processes ${latCpu.bgCores === null ? 'n/a' : `${fmt(latCpu.bgCores, 2)} cores`}`);
 
-  const end = await child.mem();
+  const end = await mem(child);
   const lost = lostCounts.reduce((a, f) => a + f(), 0);
   if (lost > 0) throw new Error(`${label}: ${lost} device connections dropped during the run`);
   await endAll(conns);
@@ -745,7 +639,7 @@ async function runPhases(
  */
 async function warmGenerator(devices: Device[], opts: Options): Promise<number> {
   const t0 = performance.now();
-  const broker = new BrokerChild('warm-up', 'bare-broker.ts', { HOST });
+  const broker = new Child('warm-up', path.join('bench', 'bare-broker.ts'), { HOST }, { nodeFlags: ['--expose-gc'] });
   try {
     const url = String((await broker.next('ready', 60_000))['mqttUrl']);
     const some = devices.slice(0, Math.min(devices.length, 2 * opts.concurrency));
@@ -1049,7 +943,7 @@ async function main(): Promise<void> {
       // stopping"), as with the node flags (serviceNodeFlags); bare aedes runs without either.
       MALLOC_ARENA_MAX: '2',
     };
-    let server = new BrokerChild('minaret', 'device-server.ts', serverEnv, nodeFlags, root);
+    let server = new Child('minaret', path.join('bench', 'device-server.ts'), serverEnv, { nodeFlags: ['--expose-gc', ...nodeFlags], root });
     let ready = await server.next('ready', 60_000);
     const reg = await registerDevices(server, String(ready['httpUrl']), dbPath, opts.devices);
     console.log(`  [minaret] registered ${opts.devices} devices (${reg.transmitters} transmitters, ${reg.mosques} mosque(s), ${reg.members} members) over HTTP in ${fmt(reg.seconds, 1)} s`);
@@ -1057,7 +951,7 @@ async function main(): Promise<void> {
     // registry loaded, nothing else), not inflated by the registration's garbage; and every device then
     // connects as after a restart. The bare broker is a fresh process too.
     await server.stop();
-    server = new BrokerChild('minaret', 'device-server.ts', serverEnv, nodeFlags, root);
+    server = new Child('minaret', path.join('bench', 'device-server.ts'), serverEnv, { nodeFlags: ['--expose-gc', ...nodeFlags], root });
     ready = await server.next('ready', 60_000);
     const httpUrl = String(ready['httpUrl']);
     const minaretMqtt = String(ready['mqttUrl']);
@@ -1091,7 +985,7 @@ async function main(): Promise<void> {
 
     // ---- Phase B: bare aedes
     console.log('Phase B: bare aedes (bench/bare-broker.ts)');
-    const bare = new BrokerChild('bare-aedes', 'bare-broker.ts', { HOST });
+    const bare = new Child('bare-aedes', path.join('bench', 'bare-broker.ts'), { HOST }, { nodeFlags: ['--expose-gc'] });
     const bareReady = await bare.next('ready', 60_000);
     const bareMqtt = String(bareReady['mqttUrl']);
     const bareResult = await runPhases(

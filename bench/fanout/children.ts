@@ -1,8 +1,9 @@
 /**
- * The service child of a fan-out bench and what is measured of it: bench/broadcast-server.ts started in its own
- * process (the whole service, or a bare aedes broker), its CPU from /proc/<pid>/stat, a window of CPU spent by it,
- * this process and everyone else, and the notifier's webhook peer the superadmin's OTP arrives at. Shared by
- * bench/broadcast.ts and bench/firmware/firmware.ts.
+ * A bench's server child and what is measured of it: a bench script started in its own process with IPC (the
+ * service or a bare aedes broker through bench/broadcast-server.ts or bench/device-server.ts, or another load
+ * generator), its CPU from /proc/<pid>/stat, a window of CPU spent by it, this process and everyone else, and the
+ * notifier's webhook peer the superadmin's OTP arrives at. Shared by bench/broadcast.ts, bench/firmware/firmware.ts
+ * and bench/devices.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -16,54 +17,103 @@ const HOST = '127.0.0.1';
 export type ChildMessage = { type: string; [key: string]: unknown };
 const children = new Set<Child>();
 
+export interface ChildOptions {
+  /** Arguments after the script. */
+  args?: string[];
+  /** Node flags before the script (BENCH_BROKER_NODE_ARGS is added after them). */
+  nodeFlags?: string[];
+  /** The checkout whose `script` runs (another one under BENCH_SERVICE_ROOT, see serviceRoot); cwd stays this one. */
+  root?: string;
+}
+
+/**
+ * A bench script in its own process, talking over IPC: each message it sends goes to the listener of its type,
+ * else waits in an inbox for next(type), so a reply that comes before it is asked for is not lost.
+ */
 export class Child {
   readonly proc: ChildProcess;
   exited = false;
+  exitCode: number | null = null;
+  /** When the child said it was ready (performance.now()). */
+  readyAt = 0;
+  private readonly inbox: ChildMessage[] = [];
+  private readonly waiters: Array<{ type: string; resolve: (m: ChildMessage) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }> = [];
+  private readonly listeners = new Map<string, (m: ChildMessage) => void>();
   private readonly exitedP: Promise<void>;
-  private readonly readyP: Promise<ChildMessage>;
+  private readyP: Promise<ChildMessage> | null = null;
 
-  /** `script` (from the checkout's root) is started with the argument `mode`; the service's is bench/broadcast-server.ts. */
-  constructor(readonly name: string, mode: 'minaret' | 'bare' | (string & {}), env: Record<string, string>, script = path.join('bench', 'broadcast-server.ts')) {
-    // BENCH_BROKER_NODE_ARGS: extra node flags for the server children, as in bench/devices.ts (e.g. "--cpu-prof").
+  /** `script` is a path from the checkout's root, e.g. bench/broadcast-server.ts. */
+  constructor(readonly name: string, script: string, env: Record<string, string>, { args = [], nodeFlags = [], root = ROOT }: ChildOptions = {}) {
+    // BENCH_BROKER_NODE_ARGS: extra node flags for the server children, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
     const extra = (process.env['BENCH_BROKER_NODE_ARGS'] ?? '').split(/\s+/).filter(Boolean);
-    // The service runs with the node flags npm start gives it, from the checkout measured (BENCH_SERVICE_ROOT,
-    // see serviceRoot); bare aedes from this one, without them.
-    const root = mode === 'minaret' ? serviceRoot() : ROOT;
-    const flags = mode === 'minaret' ? serviceNodeFlags(root) : [];
-    this.proc = spawn(process.execPath, [...flags, ...extra, '--import', 'tsx', path.join(root, script), mode], {
+    this.proc = spawn(process.execPath, [...nodeFlags, ...extra, '--import', 'tsx', path.join(root, script), ...args], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     children.add(this);
+    this.proc.on('message', (m: ChildMessage) => this.deliver(m));
     this.exitedP = new Promise((resolve) => {
-      this.proc.once('exit', () => {
+      this.proc.once('exit', (code, signal) => {
         this.exited = true;
+        this.exitCode = code;
         children.delete(this);
+        for (const w of this.waiters.splice(0)) {
+          clearTimeout(w.timer);
+          w.reject(new Error(`${this.name} exited (${signal ?? `code ${code}`}) while waiting for '${w.type}'`));
+        }
         resolve();
       });
     });
-    this.readyP = new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${name}: not ready within 60 s`)), 60_000);
-      this.proc.on('message', (m: ChildMessage) => {
-        if (m?.type === 'ready') {
-          clearTimeout(timer);
-          resolve(m);
-        }
-      });
-      this.proc.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        reject(new Error(`${name} exited (${signal ?? `code ${code}`}) before it was ready`));
-      });
-    });
-  }
-
-  ready(): Promise<ChildMessage> {
-    return this.readyP;
   }
 
   get pid(): number {
     return this.proc.pid ?? -1;
+  }
+
+  private deliver(m: ChildMessage): void {
+    if (m?.type === 'ready') this.readyAt = performance.now();
+    const listener = this.listeners.get(m?.type);
+    if (listener) return listener(m);
+    const i = this.waiters.findIndex((w) => w.type === m?.type);
+    if (i >= 0) {
+      const [w] = this.waiters.splice(i, 1);
+      clearTimeout(w!.timer);
+      w!.resolve(m);
+    } else this.inbox.push(m);
+  }
+
+  /** Every later message of this type goes to `fn` (for a stream of them, which the inbox would hoard). */
+  listen(type: string, fn: (m: ChildMessage) => void): void {
+    this.listeners.set(type, fn);
+  }
+
+  /** The child's next message of this type (one already in the inbox first). */
+  next(type: string, timeoutMs = 30_000): Promise<ChildMessage> {
+    const i = this.inbox.findIndex((m) => m.type === type);
+    if (i >= 0) return Promise.resolve(this.inbox.splice(i, 1)[0]!);
+    if (this.exited) return Promise.reject(new Error(`${this.name} has exited (code ${this.exitCode})`));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const at = this.waiters.findIndex((w) => w.timer === timer);
+        if (at >= 0) this.waiters.splice(at, 1);
+        reject(new Error(`${this.name}: no '${type}' message within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.waiters.push({ type, resolve, reject, timer });
+    });
+  }
+
+  /** Sends `{type}` and waits for the child's reply of the same type. */
+  request(type: string, timeoutMs = 30_000): Promise<ChildMessage> {
+    const reply = this.next(type, timeoutMs);
+    this.proc.send({ type });
+    return reply;
+  }
+
+  /** Its 'ready' message (with its URLs), once; the same answer to every call. */
+  ready(): Promise<ChildMessage> {
+    this.readyP ??= this.next('ready', 60_000);
+    return this.readyP;
   }
 
   /** CPU seconds (user + system) the child has used so far, from /proc/<pid>/stat; NaN if unknown. */
@@ -77,6 +127,19 @@ export class Child {
     }
   }
 
+  /**
+   * Its main thread's time on a core and time runnable but waiting for one, so far, in seconds (Linux
+   * /proc/<pid>/task/<pid>/schedstat); null where the kernel does not say.
+   */
+  mainThread(): { runS: number; waitS: number } | null {
+    try {
+      const [run, wait] = fs.readFileSync(`/proc/${this.pid}/task/${this.pid}/schedstat`, 'utf8').split(' ').map(Number);
+      return Number.isFinite(run) && Number.isFinite(wait) ? { runS: run! / 1e9, waitS: wait! / 1e9 } : null;
+    } catch {
+      return null;
+    }
+  }
+
   async stop(): Promise<void> {
     if (this.exited) return;
     if (this.proc.connected) this.proc.send({ type: 'stop' });
@@ -87,6 +150,15 @@ export class Child {
   }
 }
 
+/**
+ * bench/broadcast-server.ts as `mode`: the service with the node flags npm start gives it, from the checkout
+ * measured (BENCH_SERVICE_ROOT, see serviceRoot); bare aedes from this one, without them.
+ */
+export function serverChild(name: string, mode: 'minaret' | 'bare', env: Record<string, string>): Child {
+  const root = mode === 'minaret' ? serviceRoot() : ROOT;
+  const nodeFlags = mode === 'minaret' ? serviceNodeFlags(root) : [];
+  return new Child(name, path.join('bench', 'broadcast-server.ts'), env, { args: [mode], nodeFlags, root });
+}
 
 /** Kills every child still running (the bench's exit path). */
 export function killChildrenSync(): void {

@@ -23,10 +23,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { RESULTS_FILE, cli, openFilesLimit, percentile, writeSubsection } from '../support.ts';
+import { cli, openFilesLimit, percentile } from '../support.ts';
 import { api, createFirstSuperadminRow } from '../world/registration.ts';
-import { Child, cpuWindow, killChildrenSync, rssBytes, sleep, startWebhook, waitQuiet, type ChildMessage, type Webhook } from '../fanout/children.ts';
+import { Child, cpuWindow, serverChild, killChildrenSync, rssBytes, sleep, startWebhook, waitQuiet, type ChildMessage, type Webhook } from '../fanout/children.ts';
 import { connectFleet, endFleet, minaretFanout, newFleet, type FanoutRun } from '../fanout/players.ts';
+import { writeFanoutSubsection } from '../fanout/report.ts';
 import { FROM_FW, HW_REV, buildFirmwareWorld, firmwareKeys, learnHardware, type FirmwareWorld } from './world.ts';
 import { SECTION, report, type Downloads, type Final, type Options, type Round } from './report.ts';
 
@@ -156,7 +157,7 @@ async function main(): Promise<void> {
   webhook = await startWebhook();
   const keys = firmwareKeys();
   console.log(`firmware bench: ${opts.players} players, ${opts.devices} update-takers, ${opts.imageBytes} B image, max_concurrent ${opts.maxConcurrent}, ${opts.rounds} rounds of each (timeout ${opts.timeoutS} s)`);
-  const service = new Child('minaret', 'minaret', {
+  const service = serverChild('minaret', 'minaret', {
     NODE_ENV: 'test', HOST, HTTP_PORT: '0', MQTT_PORT: '0', DATABASE_PATH: dbPath, DATA_DIR: path.join(tempDir, 'data'),
     JWT_SECRET: crypto.randomBytes(32).toString('hex'), BCRYPT_COST: '4', LOG_LEVEL: 'warn',
     AUTH_RATE_LIMIT: '1000000', AUTH_IDENTIFIER_RATE_LIMIT: '1000000', NOTIFY_TRANSPORT: 'webhook', NOTIFY_WEBHOOK_URL: webhook.url,
@@ -170,18 +171,12 @@ async function main(): Promise<void> {
   const world: FirmwareWorld = await buildFirmwareWorld(base, webhook, { ...opts, privatePem: keys.privatePem });
   console.log(`  ${world.players.length} + ${world.takers.length} players, ${world.members} members, image ${world.image.id} in ${world.setupS.toFixed(1)} s`);
 
-  const takers = new Child('takers', 'takers', {}, path.join('bench', 'firmware', 'takers.ts'));
+  const takers = new Child('takers', path.join('bench', 'firmware', 'takers.ts'), {}, { args: ['takers'] });
   await takers.ready();
   const downloads = new DownloadLog();
-  let connected: (s: number) => void = () => undefined;
-  const takersConnected = new Promise<number>((resolve) => (connected = resolve));
-  let statsWaiter: ((m: ChildMessage) => void) | null = null;
-  takers.proc.on('message', (m: ChildMessage) => {
-    if (m.type === 'dl') downloads.on(m);
-    else if (m.type === 'connected') connected(Number(m['seconds']));
-    else if (m.type === 'stats') statsWaiter?.(m);
-    else if (m.type === 'error') console.error(`takers: ${String(m['message'])}`);
-  });
+  takers.listen('dl', (m) => downloads.on(m));
+  takers.listen('error', (m) => console.error(`takers: ${String(m['message'])}`));
+  const takersConnected = takers.next('connected', opts.timeoutS * 1000).then((m) => Number(m['seconds']));
   takers.proc.send({ type: 'start', mqttUrl, devices: world.takers.map((d) => ({ id: d.id, password: d.password })), fw: FROM_FW, hwRev: HW_REV, key: keys.publicRaw, concurrency: opts.connectConcurrency });
   const takersS = await takersConnected;
   await learnHardware(world, opts.httpConcurrency);
@@ -273,11 +268,7 @@ async function main(): Promise<void> {
   clearInterval(sampler);
   const rss1 = rssBytes(service.pid);
   const phase = downloads.done.slice(doneBefore);
-  statsWaiter = null;
-  const stats = await new Promise<ChildMessage>((resolve) => {
-    statsWaiter = resolve;
-    takers.proc.send({ type: 'stats' });
-  });
+  const stats = await takers.request('stats');
   const offers = stats['offers'] as number[];
   const final: Final = {
     status: last.status, targeted, succeeded: sum(last, 'succeeded'), failed: sum(last, 'failed'), waitingForWindow: sum(last, 'waiting_for_window'),
@@ -297,10 +288,9 @@ async function main(): Promise<void> {
   const text = report({ opts, command, date, world, fleetConnectS: fleet.connectS, takersConnectS: takersS, lost: fleet.lost(), rounds, final });
   console.log(`\n${text}`);
   if (opts.write) {
-    writeSubsection(SECTION,
+    writeFanoutSubsection(SECTION,
       '`npm run bench:firmware` runs `tsx bench/firmware/firmware.ts`: a rollout\'s downloads in flight while a broadcast fans out to another mosque\'s players, against the same fan-out without them, alternating in one run; then the rest of the rollout alone, for the service\'s CPU and memory per MB served. One subsection per size; a rerun replaces its own.',
-      text, (s) => Number((s.match(/^### ([\d,]+) players/)?.[1] ?? '0').replace(/,/g, '')));
-    console.log(`(written to ${path.relative(process.cwd(), RESULTS_FILE)} under "${SECTION}")`);
+      text);
   }
   clearTimeout(overall);
 }

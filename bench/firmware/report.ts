@@ -4,9 +4,10 @@
  * the service's CPU and RSS against the MB it served.
  */
 import os from 'node:os';
-import { fmt, machine, percentile, range, ratios } from '../support.ts';
+import { fmt, percentile, range, ratios } from '../support.ts';
 import type { CpuSpent } from '../fanout/children.ts';
 import type { FanoutRun } from '../fanout/players.ts';
+import { delivered, head, num, otherCores, perRun } from '../fanout/report.ts';
 import type { FirmwareWorld } from './world.ts';
 
 export const SECTION = '## Firmware downloads during a broadcast (npm run bench:firmware)';
@@ -87,7 +88,6 @@ export interface Outcome {
 }
 
 const ms = (x: number) => fmt(x, x >= 100 ? 0 : 1);
-const num = (n: number) => n.toLocaleString('en-US');
 const mib = (b: number) => fmt(b / 2 ** 20, 1);
 const med = (xs: number[]) => percentile(xs, 50);
 
@@ -100,8 +100,7 @@ export function report(o: Outcome): string {
   const sl = rounds.map((r) => r.slow);
   const p99Ratios = rounds.flatMap((r) => [r.burst.p99 / r.without.p99, r.slow.p99 / r.without.p99]);
   const L: string[] = [];
-  L.push(`### ${num(n)} players, ${num(d)} devices updating`, '');
-  L.push(`- Date: ${o.date}`, `- Command: \`${o.command}\``, ...machine());
+  L.push(...head(`${num(n)} players, ${num(d)} devices updating`, o.date, o.command));
   L.push(
     `- World: mosque A with ${num(n)} stream players (the broadcast's), mosque B with ${num(d)} stream players on ${'`1.0.0`'} hw_rev ${'`sp-rev-b`'} (the rollout's), all owned by ${num(world.members)} members ` +
       `approved in both mosques (${opts.playersPerMember} players each, MAX_PLAYERS_PER_USER raised), each member's email proven through the notifier's webhook; both mosques' azaans 3-7 h away, FIRMWARE_QUIET_MINUTES 1; ` +
@@ -137,12 +136,10 @@ export function report(o: Outcome): string {
   L.push('');
   const worst = Math.max(...p99Ratios);
   const medRatio = med(p99Ratios);
-  const per = (runs: FanoutRun[]) => runs.map((r) => ms(r.p99)).join(' / ');
-  const bg = (runs: FanoutRun[]) => runs.map((r) => (r.cpu.bgCores === null ? 'n/a' : fmt(r.cpu.bgCores, 2))).join(', ');
-  const got = (runs: FanoutRun[]) => runs.map((r) => `${num(r.received)}/${num(r.expected)}`).join(', ');
+  const per = (runs: FanoutRun[]) => perRun(runs, (r) => r.p99, ms);
   L.push(
-    `Rounds: p99 without ${per(wo)} ms, unthrottled ${per(bu)} ms, at ${kbps} ${per(sl)} ms; delivered ${got(wo)} / ${got(bu)} / ${got(sl)}; ` +
-      `cores taken by other processes during the fan-outs: ${bg(wo)} / ${bg(bu)} / ${bg(sl)}. Player connections lost: ${o.lost}. ` +
+    `Rounds: p99 without ${per(wo)} ms, unthrottled ${per(bu)} ms, at ${kbps} ${per(sl)} ms; delivered ${delivered(wo)} / ${delivered(bu)} / ${delivered(sl)}; ` +
+      `cores taken by other processes during the fan-outs: ${otherCores(wo)} / ${otherCores(bu)} / ${otherCores(sl)}. Player connections lost: ${o.lost}. ` +
       `A download took ${ms(f.burstDownloadMs)} ms unthrottled and ${ms(f.slowDownloadMs)} ms at ${kbps} (median).`,
     '',
   );

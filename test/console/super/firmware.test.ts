@@ -10,7 +10,7 @@ import { startTestService, type TestService } from '../../support/service.ts';
 import { registerTransmitter, waitFor } from '../../support/devices.ts';
 import { ROLLOUT_TICK_MS } from '../../../src/firmware/runner.ts';
 import { digestOf, newKeyPair, signDigest } from '../../../src/platform/keys/signatures.ts';
-import { fakeDevice, type FakeDevice } from '../../firmware/fleet.ts';
+import { fakeDevice, type Behaviour, type FakeDevice } from '../../firmware/fleet.ts';
 import { assertAccessible, fromMenu, launchBrowser, phonePage, shot, signIn, superadminSignsIn } from '../browser.ts';
 
 const ROOT = { email: 'root@console.test', password: 'root password 123' };
@@ -25,13 +25,11 @@ async function superadminPage(t: TestContext, ts: TestService): Promise<{ page: 
   return { page, problems };
 }
 
-/** How many devices of a group the page says are in a part ("2 updated"), from the words beside the bar. */
-async function count(group: Locator, part: string): Promise<number> {
-  const key = group.locator(`[data-part=${part}]`);
-  return (await key.count()) === 0 ? 0 : Number(await key.getAttribute('data-count'));
-}
-
-test('a superadmin starts a rollout in the page, watches each group move, pauses and resumes it; the device page shows its history', { timeout: 180_000 }, async (t) => {
+/**
+ * A service with firmware updates on, a mosque with `devices` transmitters on 1.0.0 / T1 that answer an offer as
+ * `behaviour` says (their hw_rev learned), and a signed image of `bytes` random bytes for them, uploaded.
+ */
+async function firmwareWorld(t: TestContext, o: { devices: number; behaviour: Behaviour; bytes: number; notes?: string }) {
   const keys = newKeyPair();
   const ts = await startTestService(t, { env: { FIRMWARE_PUBLIC_KEY: keys.publicRaw }, logLevel: 'warn' });
   const root = await signInSuperadmin(ts, ROOT.email, ROOT.password);
@@ -39,17 +37,31 @@ test('a superadmin starts a rollout in the page, watches each group move, pauses
   const mosque = await createMosque(ts, root.token, owner);
   const publicKey = crypto.createPublicKey(keys.publicPem);
   const devices: FakeDevice[] = [];
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < o.devices; i++) {
     const tx = await registerTransmitter(ts, owner.token, mosque.id, `minbar ${i}`);
-    devices.push(await fakeDevice(t, ts.url, tx.credentials, { fw: '1.0.0', hwRev: 'T1', publicKey, behaviour: 'update' }));
+    devices.push(await fakeDevice(t, ts.url, tx.credentials, { fw: '1.0.0', hwRev: 'T1', publicKey, behaviour: o.behaviour }));
     // Its hw_rev is learned from get_state, as a person's command asks it (docs/decisions.md, "Firmware rollouts").
     assert.equal((await ts.http.post(`${API}/devices/${tx.device.id}/commands`, { name: 'get_state' }, owner.token)).status, 200);
   }
-  const image = crypto.randomBytes(40_000);
+  const image = crypto.randomBytes(o.bytes);
   const uploaded = await ts.http.request('PUT', `${API}/firmware/images/transmitter/T1/1.1.0`, {
-    token: root.token, raw: image, headers: { 'content-type': 'application/octet-stream', 'x-firmware-signature': signDigest(keys.privatePem, digestOf(image).raw), 'x-firmware-notes': encodeURIComponent('Quieter relay click') },
+    token: root.token, raw: image, headers: {
+      'content-type': 'application/octet-stream', 'x-firmware-signature': signDigest(keys.privatePem, digestOf(image).raw),
+      ...(o.notes !== undefined && { 'x-firmware-notes': encodeURIComponent(o.notes) }),
+    },
   });
   assert.equal(uploaded.status, 201, JSON.stringify(uploaded.body));
+  return { ts, root, devices, uploaded };
+}
+
+/** How many devices of a group the page says are in a part ("2 updated"), from the words beside the bar. */
+async function count(group: Locator, part: string): Promise<number> {
+  const key = group.locator(`[data-part=${part}]`);
+  return (await key.count()) === 0 ? 0 : Number(await key.getAttribute('data-count'));
+}
+
+test('a superadmin starts a rollout in the page, watches each group move, pauses and resumes it; the device page shows its history', { timeout: 180_000 }, async (t) => {
+  const { ts, root, devices, uploaded } = await firmwareWorld(t, { devices: 3, behaviour: 'update', bytes: 40_000, notes: 'Quieter relay click' });
 
   const { page, problems } = await superadminPage(t, ts);
   const item = page.locator(`[data-image="${uploaded.body.id}"]`);
@@ -109,24 +121,8 @@ test('a superadmin starts a rollout in the page, watches each group move, pauses
 });
 
 test('a superadmin cancels a running rollout in the page: asked first, then cancelled in the page and the API, and nothing more is offered', { timeout: 120_000 }, async (t) => {
-  const keys = newKeyPair();
-  const ts = await startTestService(t, { env: { FIRMWARE_PUBLIC_KEY: keys.publicRaw }, logLevel: 'warn' });
-  const root = await signInSuperadmin(ts, ROOT.email, ROOT.password);
-  const owner = await member(ts, 'imam@console.test');
-  const mosque = await createMosque(ts, root.token, owner);
-  const publicKey = crypto.createPublicKey(keys.publicPem);
-  const devices: FakeDevice[] = [];
-  for (let i = 0; i < 2; i++) {
-    const tx = await registerTransmitter(ts, owner.token, mosque.id, `minbar ${i}`);
-    // Silent: it accepts the offer and never comes back, so the rollout is still running when Cancel is pressed.
-    devices.push(await fakeDevice(t, ts.url, tx.credentials, { fw: '1.0.0', hwRev: 'T1', publicKey, behaviour: 'silent' }));
-    assert.equal((await ts.http.post(`${API}/devices/${tx.device.id}/commands`, { name: 'get_state' }, owner.token)).status, 200);
-  }
-  const image = crypto.randomBytes(20_000);
-  const uploaded = await ts.http.request('PUT', `${API}/firmware/images/transmitter/T1/1.1.0`, {
-    token: root.token, raw: image, headers: { 'content-type': 'application/octet-stream', 'x-firmware-signature': signDigest(keys.privatePem, digestOf(image).raw) },
-  });
-  assert.equal(uploaded.status, 201, JSON.stringify(uploaded.body));
+  // Silent devices accept the offer and never come back, so the rollout is still running when Cancel is pressed.
+  const { ts, root, devices, uploaded } = await firmwareWorld(t, { devices: 2, behaviour: 'silent', bytes: 20_000 });
   const made = await ts.http.post(`${API}/firmware/rollouts`, { image_id: uploaded.body.id, groups: [{ devices: 1 }, { percent: 100 }], max_concurrent: 1 }, root.token);
   assert.equal(made.status, 201, JSON.stringify(made.body));
   const id = made.body.id as string;
