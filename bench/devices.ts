@@ -23,6 +23,11 @@
  *              for its kind, so each one is a transition): messages/s until the last PUBACK.
  *   heartbeat  every device publishes K heartbeats (QoS 0) and one more at QoS 1 as a fence: messages/s
  *              until the last fence PUBACK (aedes handles a connection's packets in order).
+ *   storm      R times the broker is started again and every device comes back at once, C in flight
+ *              (bench/world/restart-storm.ts): on Minaret each SUBSCRIBEs its config and waits for it (a
+ *              player's leased), a player its mosque's broadcast topic, and publishes ONLINE (QoS 1) until the
+ *              PUBACK; then every row is checked ONLINE and every player leased. On bare aedes, the CONNECT and
+ *              the same SUBSCRIBEs. Broker CPU per device from its 'ready' to the last device back.
  *   latency    S devices one after the other (after 20 unmeasured warm-up ones) publish one status with a
  *              unique reason. Minaret: publish -> the row committed in SQLite, polled read-only from this
  *              process on the same file (WAL). Bare aedes has no record: publish -> delivered to a
@@ -48,6 +53,7 @@ import { CONTENDED_CORES, RESULTS_FILE, ROOT, cli, cpuPerMessageUs, fmt, hostBus
 import { loadConfig } from '../src/platform/config.ts';
 import { createBudgets } from '../broker/budgets.ts';
 import { createFlapDetector } from '../broker/flapping.ts';
+import { endStorm, restartStorm, type StormDevice } from './world/restart-storm.ts';
 import { api, registerWorld, createFirstSuperadminRow, superadminToken, type DeviceKind as Kind } from './world/registration.ts';
 import { Child, killChildrenSync } from './fanout/children.ts';
 
@@ -414,6 +420,16 @@ interface PhaseResult {
   /** Marginal, like rssPerConn: V8 heap used + external. */
   heapPerConn: number;
   rssEnd: number;
+  /** The restart storm (bench/world/restart-storm.ts), run after the other phases on a broker started again. */
+  storm?: Storm;
+}
+
+/** The restart storm's rounds: each on a broker process started again, every device back at once. */
+interface Storm {
+  rounds: Array<{ seconds: number; cpuUs: number; cpu: CpuSpent }>;
+  /** Medians over the rounds, each on its own. */
+  seconds: number;
+  cpuUs: number;
 }
 
 /** One burst: its rate, the broker's CPU per message, and the cores it took. */
@@ -632,6 +648,30 @@ async function runPhases(
 }
 
 /**
+ * `rounds` restart storms: each starts the broker (`start`), waits for it and for a quiet host, then brings every
+ * device back at once (`full`: Minaret's return, each device leased and ONLINE; else CONNECT and SUBSCRIBE);
+ * `verify` checks what the broker holds before the devices leave and the broker stops.
+ */
+async function stormRounds(label: string, start: () => Child, devices: StormDevice[], opts: Options, full: boolean, verify: () => void): Promise<Storm> {
+  const rounds: Storm['rounds'] = [];
+  for (let r = 1; r <= opts.rounds; r++) {
+    const child = start();
+    const url = String((await child.next('ready', 120_000))['mqttUrl']);
+    if (opts.quietWaitS > 0) await waitQuiet(child, opts.quietWaitS);
+    const window = cpuWindow(child);
+    const { seconds, clients } = await restartStorm(url, devices, opts.concurrency, full);
+    const cpu = window();
+    verify();
+    await endStorm(clients);
+    await child.stop();
+    const cpuUs = cpuPerMessageUs(cpu.brokerCpuS, devices.length);
+    rounds.push({ seconds, cpuUs, cpu });
+    console.log(`  [${label}] restart storm ${r}: ${devices.length} devices back in ${fmt(seconds, 2)} s; ${fmt(cpuUs, 0)} µs broker CPU each; ${cpuNote(cpu)}`);
+  }
+  return { rounds, seconds: percentile(rounds.map((x) => x.seconds), 50), cpuUs: percentile(rounds.map((x) => x.cpuUs), 50) };
+}
+
+/**
  * Warms the load generator (this process), not a broker measured: its mqtt.js connect, publish and PUBACK paths
  * run once against a throwaway bare aedes, as they will against each broker. Without it the broker measured
  * first met a cold generator: in one run the generator spent 62 µs of its own CPU per status against
@@ -727,6 +767,11 @@ function report(opts: Options, reg: Registration, m: PhaseResult, b: PhaseResult
   row('Broker CPU per status message (µs, median)', fmt(m.status.cpuUs, 1), fmt(b.status.cpuUs, 1), ratio(m.status.cpuUs, b.status.cpuUs));
   row(`**Heartbeats/s** (${m.hb.sent} a round: QoS 0 + a QoS 1 fence per device; median of ${opts.rounds} rounds)`, `**${fmt(m.hb.perS, 0)}**`, `**${fmt(b.hb.perS, 0)}**`, `**${ratio(m.hb.perS, b.hb.perS)}**`);
   row('Broker CPU per heartbeat (µs, median)', fmt(m.hb.cpuUs, 1), fmt(b.hb.cpuUs, 1), ratio(m.hb.cpuUs, b.hb.cpuUs));
+  if (m.storm && b.storm) {
+    row(`**Restart storm: broker CPU per device** (µs, median of ${opts.rounds}; Minaret: CONNECT, SUBSCRIBEs, leased config, ONLINE written; bare: CONNECT + SUBSCRIBEs)`, `**${fmt(m.storm.cpuUs, 0)}**`, `**${fmt(b.storm.cpuUs, 0)}**`, `**${ratio(m.storm.cpuUs, b.storm.cpuUs)}**`);
+    row('Restart storm: every device back (s, median)', fmt(m.storm.seconds, 2), fmt(b.storm.seconds, 2), ratio(m.storm.seconds, b.storm.seconds));
+    row('Restart storm: broker CPU per device in each round (µs)', m.storm.rounds.map((x) => fmt(x.cpuUs, 0)).join(', '), b.storm.rounds.map((x) => fmt(x.cpuUs, 0)).join(', '), '');
+  }
   row('Connects/s in each measured round', spread(m.connect, (r) => r.perS, 0), spread(b.connect, (r) => r.perS, 0), '');
   row('Status/s in each measured round', spread(m.status, (r) => r.perS, 0), spread(b.status, (r) => r.perS, 0), '');
   row('Heartbeats/s in each measured round', spread(m.hb, (r) => r.perS, 0), spread(b.hb, (r) => r.perS, 0), '');
@@ -839,11 +884,12 @@ function figures(r: PhaseResult): Record<string, number> {
     heartbeatsPerS: r.hb.perS, cpuUsPerHeartbeat: r.hb.cpuUs,
     recordP50Ms: r.latP50, recordP99Ms: r.latP99, pubackP50Ms: r.ackP50, pubackP99Ms: r.ackP99,
     rssPerConnection: r.rssPerConnAvg, otherProcessesCores: contention(r),
+    ...(r.storm && { cpuUsPerStormDevice: r.storm.cpuUs, stormSeconds: r.storm.seconds }),
   };
 }
 
 function contention(r: PhaseResult): number {
-  return Math.max(...[r.connect.cpu, r.status.cpu, r.hb.cpu, r.latCpu].map((c) => c.bgCores ?? 0));
+  return Math.max(...[r.connect.cpu, r.status.cpu, r.hb.cpu, r.latCpu, ...(r.storm?.rounds.map((x) => x.cpu) ?? [])].map((c) => c.bgCores ?? 0));
 }
 
 function interpret(m: PhaseResult, b: PhaseResult, disk: DiskProbe, opts: Options): string {
@@ -978,6 +1024,20 @@ async function main(): Promise<void> {
       },
     );
     await server.stop();
+    // The restart storm: the service started again on the same database, every device back at once.
+    const mosqueOf = ro.prepare<[string], string | null>('SELECT mosque_id FROM devices WHERE id = ?').pluck();
+    const stormDevices: StormDevice[] = reg.devices.map((d) => {
+      const mosque = d.kind === 'stream_player' ? mosqueOf.get(d.id) : null;
+      return { ...d, broadcastTopic: mosque ? `mosques/${mosque}/broadcast` : null };
+    });
+    const onlineRows = ro.prepare<[], number>("SELECT count(*) FROM devices WHERE status = 'ONLINE'").pluck();
+    const leasedRows = ro.prepare<[], number>("SELECT count(*) FROM devices WHERE kind = 'stream_player' AND lease_expires_at > unixepoch()").pluck();
+    const players = reg.devices.filter((d) => d.kind === 'stream_player').length;
+    minaret.storm = await stormRounds('minaret', () => new Child('minaret', path.join('bench', 'device-server.ts'), serverEnv, { nodeFlags: ['--expose-gc', ...nodeFlags], root }), stormDevices, opts, true, () => {
+      // Each PUBACK followed its commit: every row is ONLINE now, and every player holds a lease.
+      const [online, leased] = [onlineRows.get()!, leasedRows.get()!];
+      if (online !== opts.devices || leased !== players) throw new Error(`restart storm: ${online} of ${opts.devices} rows ONLINE, ${leased} of ${players} players leased`);
+    });
 
     // ---- The budgets' own cost, from their modules with the same settings (see budgetCost)
     const budgets = opts.budgetCost ? budgetCost(reg.devices, serverEnv, opts) : null;
@@ -1032,6 +1092,7 @@ async function main(): Promise<void> {
       async () => undefined,
     );
     await bare.stop();
+    bareResult.storm = await stormRounds('bare', () => new Child('bare-aedes', path.join('bench', 'bare-broker.ts'), { HOST }, { nodeFlags: ['--expose-gc'] }), stormDevices, opts, false, () => undefined);
 
     if (opts.json) {
       writeJson(opts.json, { bench: 'devices', date, command, serviceRoot: root, options: opts, minaret: figures(minaret), bare: figures(bareResult) });
