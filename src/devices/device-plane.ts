@@ -415,7 +415,8 @@ export async function createDevicePlane(deps: {
      * players holding a lease gets a config with the new plan, connected or not (the broker retains it).
      */
     async offlinePlanChanged(mosqueId: string, reason: string): Promise<void> {
-      for (const row of await devices.listForMosque(mosqueId)) if (row.kind === 'stream_player' && entitlement.lease(row.id)) await service.refreshConfig(row.id, reason);
+      const leased = (await devices.listForMosque(mosqueId)).filter((row) => row.kind === 'stream_player' && entitlement.lease(row.id));
+      await service.refreshConfigs(leased.map((row) => row.id), reason);
     },
     /** Adds a listener told of every status transition once it is written. */
     onStatusChange: (listener: (change: StatusChange) => void) => void statusListeners.push(listener),

@@ -15,6 +15,8 @@ export interface Registered {
   password: string;
 }
 
+/** Devices per transaction when many configs are refreshed at once: short transactions, and a mosque's players in few. */
+const REFRESH_CHUNK = 100; // about 10 ms of writes on SQLite: the group commit of statuses waits no longer than that
 const FIELD_NAMES = { name: 'name', mosqueId: 'mosque_id', settings: 'config' } as const;
 
 /**
@@ -98,6 +100,24 @@ export function createDeviceService(deps: {
     }
   }
 
+  /**
+   * Several devices' configs refreshed for one reason (a mosque's players when its schedule or recording changed):
+   * one transaction per REFRESH_CHUNK devices instead of one each, every config published once its chunk committed.
+   * A device deleted meanwhile is skipped.
+   */
+  async function refreshConfigs(ids: readonly string[], reason: string): Promise<void> {
+    for (let at = 0; at < ids.length; at += REFRESH_CHUNK) {
+      const configs = await inTransaction(store, async (trx) => {
+        const built: Array<{ id: string; payload: Record<string, unknown> }> = [];
+        for (const id of ids.slice(at, at + REFRESH_CHUNK)) {
+          if (await devices.findById(id, trx)) built.push(await configFor(trx, await bumpFor(trx, id, reason)));
+        }
+        return built;
+      });
+      for (const config of configs) void publishConfig(config.id, config.payload);
+    }
+  }
+
   return {
     link: () => deps.link(),
     publishConfig,
@@ -175,12 +195,9 @@ export function createDeviceService(deps: {
 
     /** Something outside the row changed what the config says (mosque stream, entitlement). */
     async refreshConfig(id: string, reason: string): Promise<void> {
-      const config = await inTransaction(store, async (trx) => {
-        if (!(await devices.findById(id, trx))) return null;
-        return configFor(trx, await bumpFor(trx, id, reason));
-      });
-      if (config) void publishConfig(config.id, config.payload);
+      await refreshConfigs([id], reason);
     },
+    refreshConfigs,
 
     async rotateCredentials(row: DeviceRow, actorId: string): Promise<string> {
       // The rows first: the rotation also updates memory, which a rolled-back transaction would not undo.
