@@ -59,7 +59,7 @@ function figures(watch: Watch, dueEpochMs: number, mosqueOf: (i: number) => numb
 
 /**
  * Minaret: PATCHes every mosque (as its owner, through the nodes in turn) so that `prayer`'s azaan is fixed at
- * the next whole minute at least 90 s away with auto_start on, and every other prayer hours later (a fixed
+ * the next whole minute at least 150 s away with auto_start on, and every other prayer hours later (a fixed
  * time so that no computed one falls inside the bench); each node's scheduler hears the change on the feed.
  * Then waits for every player's start, and stops the broadcasts over the API.
  */
@@ -69,9 +69,10 @@ export async function scheduledMinute(o: {
   starts: () => Promise<Record<string, number>>;
 }): Promise<MinuteFigures> {
   const n = o.fleet.clients.length;
-  // 90 s of lead: each PATCH also re-pushes its mosque's leased players' configs with the new offline plan
-  // (docs/firmware.md, "The azaan without the network"), which for 1,000 mosques takes tens of seconds.
-  const due = Math.ceil((Date.now() + 90_000) / 60_000) * 60_000;
+  // 150 s of lead: each PATCH also re-pushes its mosque's leased players' configs with the new offline plan
+  // (docs/firmware.md, "The azaan without the network"): 19,000 configs took the two nodes about 75 s, and that
+  // work must be over before the measured minute's window opens.
+  const due = Math.ceil((Date.now() + 150_000) / 60_000) * 60_000;
   const azaan = Object.fromEntries(PRAYERS.map((p, k) => [p, { fixed: hhmm(p === o.prayer ? due : due + (4 * 60 + 10 * k) * 60_000) }]));
   const body = {
     timezone: 'UTC', latitude: 51.5176, longitude: -0.0654, prayer_times: { method: 'muslim_world_league', madhab: 'shafi' }, azaan, auto_start: true,
