@@ -189,17 +189,8 @@ export function createColumnWriter(store: Store) {
   }
 
   /** Each chunk's parameters, row after row, as `fill` lays one row's out from index i. */
-  function chunked(trx: StoreTransaction, table: 't' | 'd', count: number, fill: (out: Cell[], i: number) => void): void {
-    let at = 0;
-    for (const size of CHUNKS) {
-      while (count - at >= size) {
-        const out: Cell[] = [];
-        for (let i = at; i < at + size; i++) fill(out, i);
-        statements.runNow(trx, chunkText(table, size), out);
-        at += size;
-      }
-    }
-  }
+  const chunked = (trx: StoreTransaction, table: 't' | 'd', count: number, fill: (out: Cell[], i: number) => void): void =>
+    statements.runInChunks(trx, CHUNKS, (n) => chunkText(table, n), count, fill as (out: unknown[], i: number) => void);
 
   function writeSqlite(trx: StoreTransaction, c: Columns): void {
     const head: Array<number | null> = c.dId.map(() => null);

@@ -67,14 +67,8 @@ export function createSeenWriter(store: Store) {
   return (trx: StoreTransaction, c: SeenColumns): Promise<void> | void => {
     if (c.length === 0) return;
     if (!statements.sqlite) return statements.run(trx, PG_FLUSH, COLUMNS.map((name) => c[name])).then(() => undefined);
-    let at = 0;
-    for (const size of CHUNKS) {
-      while (c.length - at >= size) {
-        const out: unknown[] = [];
-        for (let i = at; i < at + size; i++) for (const name of COLUMNS) out.push(c[name][i]);
-        statements.runNow(trx, chunkText(size), out);
-        at += size;
-      }
-    }
+    statements.runInChunks(trx, CHUNKS, chunkText, c.length, (out, i) => {
+      for (const name of COLUMNS) out.push(c[name][i]);
+    });
   };
 }

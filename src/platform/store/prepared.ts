@@ -66,7 +66,7 @@ export function prepared<V extends Record<string, unknown>, R = unknown>(
 export function textStatements(store: Queries) {
   const heldConnection = transactionConnectionOf(store);
   const raw = <R>(text: string, parameters: readonly unknown[]) => CompiledQuery.raw(text, parameters as unknown[]) as CompiledQuery<R>;
-  return {
+  const statements = {
     sqlite: heldConnection !== null,
     run<R>(q: Queries, text: string, parameters: readonly unknown[]): Promise<QueryResult<R>> {
       return q.executeQuery<R>(raw<R>(text, parameters));
@@ -77,5 +77,22 @@ export function textStatements(store: Queries) {
       if (!held || !('executeNow' in held)) throw new Error('a synchronous statement outside a SQLite transaction');
       return (held as SyncConnection).executeNow<R>(raw<R>(text, parameters));
     },
+    /**
+     * `count` rows as multi-row statements through a transaction of a SQLite store, answered in this turn: in
+     * chunks of `sizes` rows (largest first, down to 1), `textOf(n)` the statement for n rows, `fill` laying out
+     * row i's parameters. A handful of statement texts in all, each prepared once by the connection.
+     */
+    runInChunks(q: Queries, sizes: readonly number[], textOf: (n: number) => string, count: number, fill: (out: unknown[], i: number) => void): void {
+      let at = 0;
+      for (const size of sizes) {
+        while (count - at >= size) {
+          const out: unknown[] = [];
+          for (let i = at; i < at + size; i++) fill(out, i);
+          statements.runNow(q, textOf(size), out);
+          at += size;
+        }
+      }
+    },
   };
+  return statements;
 }
