@@ -116,6 +116,10 @@ export async function assertAccessible(page: Page, what: string): Promise<void> 
 /** The superadmin's two steps on /superadmin: the password, then the one-time code the service sent (docs/api.md, "Signing in"). */
 export async function superadminSignsIn(page: Page, ts: TestService, email: string, password: string): Promise<void> {
   await page.goto(`${ts.url}/superadmin`);
+  // Should the form not appear, the failure says what the page showed instead (its address and text).
+  await page.getByRole('textbox', { name: 'Email' }).waitFor().catch(async (err: Error) => {
+    throw new Error(`${err.message}\nthe page at ${page.url()} showed: ${(await page.locator('body').innerText({ timeout: 1000 }).catch(() => '(unreadable)')).slice(0, 500)}`);
+  });
   await page.getByRole('textbox', { name: 'Email' }).fill(email);
   await page.locator('input[name=password]').fill(password);
   await page.getByRole('button', { name: 'Continue' }).click();
